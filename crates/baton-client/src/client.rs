@@ -1,0 +1,224 @@
+//! A typed HTTP client for the v1 API, used by the runner agent, the CLI and the tests.
+
+use crate::wire::*;
+use bytes::Bytes;
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde::de::DeserializeOwned;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// An error answer from the server, with its JSON body.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{status}: {} ({})", body.error.message, body.error.code)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub body: ErrorBody,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with an error.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The request did not get an answer: connection refused, reset, timed out.
+    #[error("request failed: {0}")]
+    Transport(#[from] reqwest::Error),
+    /// The answer was not what the API promises.
+    #[error("unexpected answer: {0}")]
+    Protocol(String),
+}
+
+impl ClientError {
+    /// The HTTP status of an error answer, if the server gave one.
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            ClientError::Api(e) => Some(e.status),
+            _ => None,
+        }
+    }
+}
+
+/// How long a request may take beyond its own long-poll wait.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl Client {
+    pub fn new(base_url: &str, token: Option<String>) -> Result<Self, ClientError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .pool_idle_timeout(Duration::from_secs(50))
+            .build()?;
+        Ok(Client {
+            http,
+            base: base_url.trim_end_matches('/').to_string(),
+            token,
+        })
+    }
+
+    pub fn with_token(&self, token: impl Into<String>) -> Self {
+        Client {
+            token: Some(token.into()),
+            ..self.clone()
+        }
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// A request to `path` with the bearer token, for calls this client has no method for.
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let mut req = self
+            .http
+            .request(method, format!("{}{}", self.base, path))
+            .timeout(REQUEST_TIMEOUT);
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        req
+    }
+
+    async fn send(req: RequestBuilder) -> Result<Response, ClientError> {
+        let resp = req.send().await?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        let body = serde_json::from_str::<ErrorBody>(&text).map_err(|_| {
+            ClientError::Protocol(format!("{status} with a non-JSON error body: {text:.200}"))
+        })?;
+        Err(ApiError { status, body }.into())
+    }
+
+    async fn json<T: DeserializeOwned>(req: RequestBuilder) -> Result<T, ClientError> {
+        let resp = Self::send(req).await?;
+        resp.json::<T>().await.map_err(ClientError::from)
+    }
+
+    /// Submits one task; `created` is false when the idempotency key matched an existing one.
+    pub async fn submit(&self, task: &SubmitTask) -> Result<(Task, bool), ClientError> {
+        let resp = Self::send(self.request(Method::POST, "/v1/tasks").json(task)).await?;
+        let created = resp.status() == StatusCode::CREATED;
+        Ok((resp.json().await?, created))
+    }
+
+    pub async fn submit_batch(&self, tasks: Vec<SubmitTask>) -> Result<TaskList, ClientError> {
+        Self::json(
+            self.request(Method::POST, "/v1/tasks/batch")
+                .json(&SubmitBatch { tasks }),
+        )
+        .await
+    }
+
+    pub async fn task_get(&self, id: Uuid) -> Result<Task, ClientError> {
+        Self::json(self.request(Method::GET, &format!("/v1/tasks/{id}"))).await
+    }
+
+    pub async fn task_list(&self, query: &TaskQuery) -> Result<TaskList, ClientError> {
+        Self::json(self.request(Method::GET, "/v1/tasks").query(query)).await
+    }
+
+    /// Log bytes from `offset`, the offset to ask for next, and the task's status at the
+    /// time of reading.
+    pub async fn task_logs(&self, id: Uuid, offset: i64) -> Result<LogSlice, ClientError> {
+        let resp = Self::send(
+            self.request(Method::GET, &format!("/v1/tasks/{id}/logs"))
+                .query(&[("offset", offset)]),
+        )
+        .await?;
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+                .ok_or_else(|| ClientError::Protocol(format!("log answer without {name}")))
+        };
+        let next_offset = header(log_headers::NEXT_OFFSET)?
+            .parse()
+            .map_err(|_| ClientError::Protocol("bad next offset".into()))?;
+        let status = header(log_headers::TASK_STATUS)?
+            .parse()
+            .map_err(|_| ClientError::Protocol("bad task status".into()))?;
+        Ok(LogSlice {
+            bytes: resp.bytes().await?,
+            next_offset,
+            status,
+        })
+    }
+
+    pub async fn register(&self, req: &RegisterRunner) -> Result<RunnerRegistered, ClientError> {
+        Self::json(self.request(Method::POST, "/v1/runner/register").json(req)).await
+    }
+
+    /// Leases up to `req.max` tasks, parking up to `req.wait_s` seconds when there is none.
+    pub async fn lease(&self, req: &LeaseRequest) -> Result<LeaseResponse, ClientError> {
+        Self::json(
+            self.request(Method::POST, "/v1/runner/lease")
+                .timeout(REQUEST_TIMEOUT + Duration::from_secs(req.wait_s.into()))
+                .json(req),
+        )
+        .await
+    }
+
+    pub async fn start(&self, task: Uuid, lease_id: Uuid) -> Result<Started, ClientError> {
+        Self::json(
+            self.request(Method::POST, &format!("/v1/runner/tasks/{task}/start"))
+                .json(&StartTask { lease_id }),
+        )
+        .await
+    }
+
+    pub async fn log_append(
+        &self,
+        task: Uuid,
+        lease_id: Uuid,
+        offset: i64,
+        chunk: Bytes,
+    ) -> Result<LogAck, ClientError> {
+        Self::json(
+            self.request(Method::POST, &format!("/v1/runner/tasks/{task}/logs"))
+                .query(&[
+                    ("lease_id", lease_id.to_string()),
+                    ("offset", offset.to_string()),
+                ])
+                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                .body(chunk),
+        )
+        .await
+    }
+
+    pub async fn complete(&self, task: Uuid, report: &CompleteTask) -> Result<Task, ClientError> {
+        Self::json(
+            self.request(Method::POST, &format!("/v1/runner/tasks/{task}/complete"))
+                .json(report),
+        )
+        .await
+    }
+}
+
+/// Filters and paging of `GET /v1/tasks`.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct TaskQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LogSlice {
+    pub bytes: Bytes,
+    pub next_offset: i64,
+    pub status: baton_core::TaskStatus,
+}

@@ -1,0 +1,10 @@
+//! The wire: request and response types of Baton's HTTP API, and a typed client for
+//! them. The server, the runner agent, the CLI and the tests all speak through these
+//! types, so the two ends cannot drift apart.
+
+pub mod client;
+pub mod wire;
+
+pub use client::{ApiError, Client, ClientError, LogSlice, TaskQuery};
+pub use reqwest::StatusCode;
+pub use wire::*;

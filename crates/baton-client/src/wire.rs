@@ -1,0 +1,267 @@
+//! JSON shapes of the v1 API (design.md §6).
+
+use baton_core::TaskStatus;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// `POST /v1/tasks`. Unknown fields are refused, so a misspelt option is an error rather
+/// than silently ignored.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitTask {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// The program and its arguments, run without a shell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// A script run with `sh -c`. Exactly one of `command` and `script`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_timeout_s: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+/// `POST /v1/tasks/batch`: all or nothing.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitBatch {
+    pub tasks: Vec<SubmitTask>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskList {
+    pub tasks: Vec<Task>,
+    /// Pass as `cursor` to get the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// A task as users see it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Task {
+    pub id: Uuid,
+    pub queue: String,
+    pub labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    pub priority: i32,
+    pub timeout_s: i64,
+    pub queue_timeout_s: i64,
+    pub max_attempts: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    pub status: TaskStatus,
+    pub attempt: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leased_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Value>,
+    pub log_size: i64,
+    pub log_truncated: bool,
+    pub log_incomplete: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+}
+
+/// `POST /v1/runner/register`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterRunner {
+    pub registration_token: String,
+    pub name: String,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Queues this runner serves; empty means every queue.
+    #[serde(default)]
+    pub queues: Vec<String>,
+    #[serde(default = "default_capacity")]
+    pub capacity: i32,
+    #[serde(default)]
+    pub version: String,
+}
+
+fn default_capacity() -> i32 {
+    1
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunnerRegistered {
+    pub runner_id: Uuid,
+    /// Shown once; the server keeps only its hash.
+    pub token: String,
+}
+
+/// A task the runner currently runs, as it reports it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RunningLease {
+    pub task_id: Uuid,
+    pub lease_id: Uuid,
+}
+
+/// `POST /v1/runner/lease`: also a heartbeat.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRequest {
+    /// Identifies this request across retries, so a lost answer can be replayed.
+    pub request_id: Uuid,
+    /// How many tasks the runner can take now (its free slots).
+    pub max: u32,
+    /// How long to park when there is no work, 0..=50 seconds.
+    #[serde(default)]
+    pub wait_s: u32,
+    /// Random per agent start: a new one proves the runner restarted.
+    pub boot_id: Uuid,
+    #[serde(default)]
+    pub running: Vec<RunningLease>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LeaseResponse {
+    pub tasks: Vec<LeasedTask>,
+    /// Tasks the runner must stop (a cancel was requested).
+    #[serde(default)]
+    pub cancel: Vec<Uuid>,
+    /// Leases that are no longer the runner's: stop them without reporting.
+    #[serde(default)]
+    pub gone: Vec<Uuid>,
+}
+
+/// What a runner needs to execute a task.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LeasedTask {
+    pub id: Uuid,
+    pub lease_id: Uuid,
+    pub queue: String,
+    pub labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    pub timeout_s: i64,
+    pub attempt: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+}
+
+/// `POST /v1/runner/tasks/{id}/start`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartTask {
+    pub lease_id: Uuid,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Started {
+    pub status: TaskStatus,
+    pub attempt: i32,
+}
+
+/// Answer to a log chunk.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LogAck {
+    /// The server's log size after this chunk: the offset of the next chunk.
+    pub acked: i64,
+    /// The task should be stopped (a cancel was requested).
+    pub cancel: bool,
+}
+
+/// Outcomes a runner may report.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl Outcome {
+    pub fn status(self) -> TaskStatus {
+        match self {
+            Outcome::Succeeded => TaskStatus::Succeeded,
+            Outcome::Failed => TaskStatus::Failed,
+            Outcome::Cancelled => TaskStatus::Cancelled,
+        }
+    }
+}
+
+/// `POST /v1/runner/tasks/{id}/complete`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteTask {
+    pub lease_id: Uuid,
+    pub outcome: Outcome,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub outputs: Option<Value>,
+    /// Bytes of output the runner produced; a stored log shorter than this is marked
+    /// incomplete.
+    #[serde(default)]
+    pub log_size: Option<i64>,
+}
+
+/// The body of every error answer (design.md invariant 7).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+    /// For a refused log chunk (416): the size the server holds, where to resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<i64>,
+    /// For a state conflict (409): the task's current status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<TaskStatus>,
+}
+
+/// Headers on `GET /v1/tasks/{id}/logs` answers.
+pub mod log_headers {
+    /// Offset of the first byte after this answer: the `offset` to ask for next.
+    pub const NEXT_OFFSET: &str = "x-baton-next-offset";
+    /// The task's status when the bytes were read; once terminal, no more bytes come.
+    pub const TASK_STATUS: &str = "x-baton-task-status";
+}

@@ -1,0 +1,53 @@
+//! The Redis key layout (design.md §7), all under one prefix.
+
+#[derive(Debug, Clone)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    pub fn new(prefix: &str) -> Self {
+        Keys {
+            prefix: prefix.to_string(),
+        }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// A queue's sorted set, from its key relative to the prefix (`q:<queue>:<labels>`).
+    pub fn queue(&self, rel: &str) -> String {
+        format!("{}{rel}", self.prefix)
+    }
+
+    /// Queue key -> {queue, labels}: which queues exist, for lease matching.
+    pub fn queues(&self) -> String {
+        format!("{}queues", self.prefix)
+    }
+
+    /// Task id -> "node|lease|claimed_at_ms": every dispatched task's one claim.
+    pub fn running(&self) -> String {
+        format!("{}running", self.prefix)
+    }
+
+    /// The claims one node holds.
+    pub fn owned(&self, node: &str) -> String {
+        format!("{}owned:{node}", self.prefix)
+    }
+
+    /// A node's liveness, with a TTL.
+    pub fn node(&self, node: &str) -> String {
+        format!("{}node:{node}", self.prefix)
+    }
+
+    /// Runner id -> "last_seen_ms|boot_id": presence kept out of Postgres.
+    pub fn presence(&self) -> String {
+        format!("{}presence", self.prefix)
+    }
+
+    /// Pub/sub channel announcing newly queued work (payload: the queue key).
+    pub fn wake(&self) -> String {
+        format!("{}wake", self.prefix)
+    }
+}

@@ -1,0 +1,91 @@
+//! Redis: the queues, the claims, node liveness and wake-ups.
+//!
+//! Redis is fast but forgetful; Postgres stays the source of truth. Every multi-key step
+//! here is one Lua script or one MULTI, so a node killed mid-step leaves no half state,
+//! and every step is ordered against Postgres as design.md §4 says.
+
+mod claims;
+mod error;
+mod keys;
+mod liveness;
+mod queue;
+mod wake;
+
+pub use claims::Claim;
+pub use error::CoordError;
+pub use keys::Keys;
+pub use liveness::NodeInfo;
+pub use queue::{Enqueue, Popped};
+pub use wake::{Wake, WakeBus};
+
+use deadpool_redis::{Manager, Pool, Runtime};
+use redis::AsyncConnectionConfig;
+use std::time::Duration;
+
+/// The default key prefix. The braces are a Redis Cluster hash tag: every key of one
+/// Baton cluster lives in one slot, so multi-key scripts work there too.
+pub const DEFAULT_PREFIX: &str = "{baton}:";
+
+/// Handle on the coordination store. Cheap to clone.
+#[derive(Clone)]
+pub struct Coord {
+    pool: Pool,
+    client: redis::Client,
+    keys: Keys,
+}
+
+#[derive(Debug, Clone)]
+pub struct CoordOptions {
+    pub pool_size: usize,
+    /// Bounds every command, so one stuck call cannot hang a request.
+    pub command_timeout: Duration,
+    pub connect_timeout: Duration,
+}
+
+impl Default for CoordOptions {
+    fn default() -> Self {
+        CoordOptions {
+            pool_size: 16,
+            command_timeout: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Coord {
+    /// Builds the pool without connecting: a node starts (not ready) while Redis is down.
+    pub fn new(url: &str, prefix: &str, options: &CoordOptions) -> Result<Self, CoordError> {
+        let config = AsyncConnectionConfig::new()
+            .set_response_timeout(Some(options.command_timeout))
+            .set_connection_timeout(Some(options.connect_timeout));
+        let manager = Manager::new_with_config(url, config)?;
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size)
+            .wait_timeout(Some(options.command_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.command_timeout))
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| CoordError::Internal(e.to_string()))?;
+        let client = redis::Client::open(url)?;
+        Ok(Coord {
+            pool,
+            client,
+            keys: Keys::new(prefix),
+        })
+    }
+
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    async fn conn(&self) -> Result<deadpool_redis::Connection, CoordError> {
+        self.pool.get().await.map_err(CoordError::from)
+    }
+
+    pub async fn ping(&self) -> Result<(), CoordError> {
+        let mut conn = self.conn().await?;
+        let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+        Ok(())
+    }
+}

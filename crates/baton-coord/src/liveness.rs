@@ -1,0 +1,123 @@
+//! Node liveness and runner presence. A node proves it is alive by refreshing a key with a
+//! TTL; a node whose key expired is dead to the others, whatever it believes itself.
+
+use crate::{Coord, CoordError};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// What a node advertises in its liveness key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub id: String,
+    /// The address it serves on, for operators.
+    pub addr: String,
+    pub started_at_ms: i64,
+}
+
+impl Coord {
+    /// Sets (or refreshes) the node's liveness key for `ttl`.
+    pub async fn node_beat(&self, info: &NodeInfo, ttl: Duration) -> Result<(), CoordError> {
+        let mut conn = self.conn().await?;
+        redis::cmd("SET")
+            .arg(self.keys.node(&info.id))
+            .arg(serde_json::to_string(info).expect("node info serialises"))
+            .arg("PX")
+            .arg(ttl.as_millis() as u64)
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Whether the node's liveness key exists.
+    pub async fn node_is_live(&self, node: &str) -> Result<bool, CoordError> {
+        let mut conn = self.conn().await?;
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(self.keys.node(node))
+            .query_async(&mut conn)
+            .await?;
+        Ok(exists)
+    }
+
+    /// Deletes the node's liveness key: a clean exit, so others need not wait for its TTL.
+    pub async fn node_leave(&self, node: &str) -> Result<(), CoordError> {
+        let mut conn = self.conn().await?;
+        redis::cmd("DEL")
+            .arg(self.keys.node(node))
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Every node whose liveness key has not expired.
+    pub async fn nodes_live(&self) -> Result<Vec<NodeInfo>, CoordError> {
+        let mut conn = self.conn().await?;
+        let pattern = format!("{}*", glob_escape(&self.keys.node("")));
+        let mut cursor: u64 = 0;
+        let mut keys = Vec::new();
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(500)
+                .query_async(&mut conn)
+                .await?;
+            keys.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let values: Vec<Option<String>> =
+            redis::cmd("MGET").arg(&keys).query_async(&mut conn).await?;
+        Ok(values
+            .into_iter()
+            .flatten()
+            .filter_map(|v| serde_json::from_str(&v).ok())
+            .collect())
+    }
+
+    /// Records that a runner was heard from, in Redis only: an idle runner's polls cost
+    /// no Postgres write.
+    pub async fn presence_touch(
+        &self,
+        runner: Uuid,
+        boot_id: Uuid,
+        now_ms: i64,
+    ) -> Result<(), CoordError> {
+        let mut conn = self.conn().await?;
+        redis::cmd("HSET")
+            .arg(self.keys.presence())
+            .arg(runner.to_string())
+            .arg(format!("{now_ms}|{boot_id}"))
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Escapes Redis glob metacharacters, so a prefix like `{baton}:` matches literally.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn glob_escape_quotes_metacharacters() {
+        assert_eq!(super::glob_escape("{baton}:node:"), "{baton}:node:");
+        assert_eq!(super::glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+    }
+}

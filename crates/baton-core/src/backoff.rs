@@ -1,0 +1,57 @@
+//! Exponential backoff with jitter, for runner error retries and (later) task retries.
+//! The caller passes the random draw so the rule stays a pure function.
+
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    pub initial: Duration,
+    pub max: Duration,
+    /// Relative spread: 0.2 means ±20 %.
+    pub jitter: f64,
+}
+
+impl Backoff {
+    /// The runner's retry policy on server errors: 0.5 s doubling to 30 s, ±20 %.
+    pub const RUNNER: Backoff = Backoff {
+        initial: Duration::from_millis(500),
+        max: Duration::from_secs(30),
+        jitter: 0.2,
+    };
+
+    /// Delay before retry number `failures` (1 for the first retry). `unit` is a random
+    /// draw in `[0, 1)`; 0.5 gives the un-jittered delay.
+    pub fn delay(&self, failures: u32, unit: f64) -> Duration {
+        let exp = failures.saturating_sub(1).min(30);
+        let base = (self.initial.as_secs_f64() * 2f64.powi(exp as i32)).min(self.max.as_secs_f64());
+        let factor = 1.0 + self.jitter * (2.0 * unit.clamp(0.0, 1.0) - 1.0);
+        Duration::from_secs_f64(base * factor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn doubles_until_the_cap() {
+        let b = Backoff::RUNNER;
+        assert_eq!(b.delay(1, 0.5), Duration::from_millis(500));
+        assert_eq!(b.delay(2, 0.5), Duration::from_secs(1));
+        assert_eq!(b.delay(3, 0.5), Duration::from_secs(2));
+        assert_eq!(b.delay(20, 0.5), Duration::from_secs(30));
+        assert_eq!(b.delay(u32::MAX, 0.5), Duration::from_secs(30));
+    }
+
+    proptest! {
+        #[test]
+        fn jitter_stays_within_twenty_percent(failures in 1u32..40, unit in 0.0f64..1.0) {
+            let b = Backoff::RUNNER;
+            let plain = b.delay(failures, 0.5).as_secs_f64();
+            let jittered = b.delay(failures, unit).as_secs_f64();
+            prop_assert!(jittered >= plain * 0.8 - 1e-9);
+            prop_assert!(jittered <= plain * 1.2 + 1e-9);
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! Baton's pure domain: the task status machine, label matching, queue naming and
+//! ordering, input validation and backoff.
+//!
+//! Nothing here reads a clock, touches the network or spawns a task: time and randomness
+//! are passed in, so every rule is testable with plain tables.
+
+pub mod backoff;
+pub mod labels;
+pub mod queue;
+pub mod status;
+pub mod validate;
+
+pub use labels::LabelSet;
+pub use status::{TaskStatus, Transition};
+pub use validate::Invalid;

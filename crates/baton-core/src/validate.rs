@@ -1,0 +1,228 @@
+//! Field rules for what clients send. A failure names the field so the API can answer
+//! 422 with a message the user can act on.
+
+use std::collections::BTreeMap;
+
+/// A well-formed but invalid value, attributed to a field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct Invalid {
+    pub field: String,
+    pub message: String,
+}
+
+impl Invalid {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A name of 1..=max characters whose first is an ASCII letter or digit and whose every
+/// character passes `allowed`.
+pub(crate) fn check_name(
+    field: &str,
+    value: &str,
+    max: usize,
+    allowed: impl Fn(char) -> bool,
+) -> Result<(), Invalid> {
+    let first_ok = value
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric());
+    if !first_ok || value.len() > max || !value.chars().all(allowed) {
+        return Err(Invalid::new(
+            field,
+            format!(
+                "{value:?} is not a valid name: 1-{max} characters, starting with a letter or digit"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// Queue names match `[a-z0-9][a-z0-9._-]{0,63}` (design.md §2).
+pub fn check_queue(queue: &str) -> Result<(), Invalid> {
+    check_name("queue", queue, 64, |c| {
+        c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
+    })
+    .map_err(|_| {
+        Invalid::new(
+            "queue",
+            format!(
+                "{queue:?} is not a valid queue name: it must match [a-z0-9][a-z0-9._-]{{0,63}}"
+            ),
+        )
+    })
+}
+
+/// Priority bounds keep the queue score exact in a double (see `queue::score`).
+pub const PRIORITY_MIN: i32 = -1000;
+pub const PRIORITY_MAX: i32 = 1000;
+
+pub fn check_priority(priority: i32) -> Result<(), Invalid> {
+    if !(PRIORITY_MIN..=PRIORITY_MAX).contains(&priority) {
+        return Err(Invalid::new(
+            "priority",
+            format!("must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {priority}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A duration in seconds within `1..=max`.
+pub fn check_seconds(field: &str, value: i64, max: i64) -> Result<(), Invalid> {
+    if !(1..=max).contains(&value) {
+        return Err(Invalid::new(
+            field,
+            format!("must be between 1 and {max} seconds, got {value}"),
+        ));
+    }
+    Ok(())
+}
+
+/// What a task runs: an argv, or a script for `sh -c` — exactly one, never empty.
+pub fn check_command(command: Option<&[String]>, script: Option<&str>) -> Result<(), Invalid> {
+    match (command, script) {
+        (Some(_), Some(_)) => Err(Invalid::new(
+            "command",
+            "give either command or script, not both",
+        )),
+        (None, None) => Err(Invalid::new(
+            "command",
+            "a task needs a command (argv) or a script",
+        )),
+        (Some(argv), None) if argv.is_empty() || argv[0].is_empty() => Err(Invalid::new(
+            "command",
+            "command must be a non-empty argv whose first element names a program",
+        )),
+        (Some(argv), None) if argv.iter().any(|a| a.contains('\0')) => Err(Invalid::new(
+            "command",
+            "arguments cannot contain NUL bytes",
+        )),
+        (None, Some(s)) if s.trim().is_empty() => {
+            Err(Invalid::new("script", "script must not be empty"))
+        }
+        (None, Some(s)) if s.contains('\0') => {
+            Err(Invalid::new("script", "script cannot contain NUL bytes"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Environment variable names are POSIX-portable (`[A-Za-z_][A-Za-z0-9_]*`) and values
+/// carry no NUL, so what the runner sets is exactly what was submitted.
+pub fn check_env(env: &BTreeMap<String, String>, max_vars: usize) -> Result<(), Invalid> {
+    if env.len() > max_vars {
+        return Err(Invalid::new(
+            "env",
+            format!(
+                "at most {max_vars} variables are allowed, got {}",
+                env.len()
+            ),
+        ));
+    }
+    for (name, value) in env {
+        let mut chars = name.chars();
+        let ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && name.len() <= 256;
+        if !ok {
+            return Err(Invalid::new(
+                "env",
+                format!("{name:?} is not a valid variable name"),
+            ));
+        }
+        if value.contains('\0') {
+            return Err(Invalid::new(
+                "env",
+                format!("the value of {name} contains a NUL byte"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Idempotency keys are opaque to us, but bounded and printable.
+pub fn check_idempotency_key(key: &str) -> Result<(), Invalid> {
+    if key.is_empty() || key.len() > 255 || key.chars().any(|c| c.is_control()) {
+        return Err(Invalid::new(
+            "idempotency_key",
+            "must be 1-255 printable characters",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names() {
+        for good in ["default", "a", "builds.linux", "q_1-2", &"a".repeat(64)] {
+            assert!(check_queue(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "Default",
+            "-a",
+            ".a",
+            "a b",
+            "a:b",
+            "a/b",
+            "é",
+            &"a".repeat(65),
+        ] {
+            assert!(check_queue(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn commands() {
+        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(check_command(Some(&argv(&["echo", "hi"])), None).is_ok());
+        assert!(check_command(None, Some("echo hi")).is_ok());
+        assert!(check_command(None, None).is_err());
+        assert!(check_command(Some(&[]), None).is_err());
+        assert!(check_command(Some(&argv(&[""])), None).is_err());
+        assert!(check_command(Some(&argv(&["a\0b"])), None).is_err());
+        assert!(check_command(Some(&argv(&["echo"])), Some("echo")).is_err());
+        assert!(check_command(None, Some("  ")).is_err());
+    }
+
+    #[test]
+    fn env_names() {
+        let env = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        assert!(check_env(&env(&[("A", "1"), ("_b2", "x")]), 10).is_ok());
+        assert!(check_env(&env(&[("1A", "1")]), 10).is_err());
+        assert!(check_env(&env(&[("A-B", "1")]), 10).is_err());
+        assert!(check_env(&env(&[("", "1")]), 10).is_err());
+        assert!(check_env(&env(&[("A", "a\0")]), 10).is_err());
+        assert!(check_env(&env(&[("A", "1"), ("B", "2")]), 1).is_err());
+    }
+
+    #[test]
+    fn bounds() {
+        assert!(check_priority(PRIORITY_MAX).is_ok());
+        assert!(check_priority(PRIORITY_MIN).is_ok());
+        assert!(check_priority(PRIORITY_MAX + 1).is_err());
+        assert!(check_seconds("timeout_s", 0, 10).is_err());
+        assert!(check_seconds("timeout_s", 10, 10).is_ok());
+        assert!(check_seconds("timeout_s", 11, 10).is_err());
+        assert!(check_idempotency_key("k-1").is_ok());
+        assert!(check_idempotency_key("").is_err());
+        assert!(check_idempotency_key("a\nb").is_err());
+    }
+}

@@ -1,0 +1,238 @@
+//! The agent's main loop: long-poll for as many tasks as there are free slots, run each
+//! in its own task, and stop cleanly.
+//!
+//! On shutdown the agent stops leasing, lets running tasks finish for a grace period,
+//! then kills and reports the rest. A 401 means the server no longer knows this runner:
+//! it kills its tasks, forgets its identity and exits.
+
+use crate::config::RunnerConfig;
+use crate::executor::{Executor, RunResult};
+use crate::registration::Registration;
+use crate::retry::{CallError, Stop, classify};
+use baton_client::{Client, LeaseRequest, RegisterRunner, RunningLease};
+use baton_core::backoff::Backoff;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Why the agent stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentExit {
+    /// Asked to stop (SIGTERM, Ctrl-C).
+    Shutdown,
+    /// The server does not know this runner any more (deleted, or its token revoked).
+    Unregistered,
+}
+
+pub struct Agent {
+    config: Arc<RunnerConfig>,
+    client: Client,
+}
+
+/// Leases this agent runs now, sent with every lease request (it is also a heartbeat).
+type Running = Arc<Mutex<HashMap<Uuid, Uuid>>>;
+
+impl Agent {
+    pub fn new(config: RunnerConfig) -> anyhow::Result<Self> {
+        let client = Client::new(&config.server, None)?;
+        Ok(Agent {
+            config: Arc::new(config),
+            client,
+        })
+    }
+
+    /// The stored identity, or a new registration when there is none.
+    pub async fn registration(&self, shutdown: &CancellationToken) -> anyhow::Result<Registration> {
+        if let Some(reg) = Registration::load(&self.config.state_dir)? {
+            return Ok(reg);
+        }
+        let Some(registration_token) = self.config.registration_token.clone() else {
+            anyhow::bail!(
+                "this runner is not registered yet ({} holds no identity): pass --registration-token",
+                self.config.state_dir.display()
+            );
+        };
+        let request = RegisterRunner {
+            registration_token,
+            name: self.config.name.clone(),
+            labels: self.config.labels.clone(),
+            queues: self.config.queues.clone(),
+            capacity: self.config.capacity as i32,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        };
+        let mut failures = 0;
+        let registered = loop {
+            match self.client.register(&request).await {
+                Ok(r) => break r,
+                Err(e) => match classify(e) {
+                    CallError::Transient(e) => {
+                        failures += 1;
+                        tracing::warn!(error = %e, "registration failed; retrying");
+                        let delay = Backoff::RUNNER.delay(failures, rand::random());
+                        tokio::select! {
+                            _ = shutdown.cancelled() => anyhow::bail!("stopped before registering"),
+                            _ = tokio::time::sleep(delay) => {}
+                        }
+                    }
+                    other => anyhow::bail!("registration refused: {other}"),
+                },
+            }
+        };
+        let reg = Registration {
+            runner_id: registered.runner_id,
+            token: registered.token,
+            server: self.config.server.clone(),
+        };
+        reg.save(&self.config.state_dir)?;
+        tracing::info!(runner.id = %reg.runner_id, "registered");
+        Ok(reg)
+    }
+
+    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<AgentExit> {
+        let reg = self.registration(&shutdown).await?;
+        let client = self.client.with_token(reg.token.clone());
+        let boot_id = Uuid::new_v4();
+        tracing::info!(runner.id = %reg.runner_id, boot.id = %boot_id, capacity = self.config.capacity, "runner started");
+        let executor = Arc::new(Executor {
+            client: client.clone(),
+            config: self.config.clone(),
+        });
+        let slots = Arc::new(Semaphore::new(self.config.capacity as usize));
+        let running: Running = Arc::default();
+        let mut tasks = JoinSet::new();
+        let force_stop = CancellationToken::new();
+        let unregistered = CancellationToken::new();
+        let mut failures = 0u32;
+
+        loop {
+            while let Some(done) = tasks.try_join_next() {
+                note_result(done, &unregistered);
+            }
+            if shutdown.is_cancelled() || unregistered.is_cancelled() {
+                break;
+            }
+            let free = slots.available_permits();
+            if free == 0 {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = unregistered.cancelled() => break,
+                    Some(done) = tasks.join_next() => note_result(done, &unregistered),
+                }
+                continue;
+            }
+            let request = LeaseRequest {
+                request_id: Uuid::new_v4(),
+                max: free as u32,
+                wait_s: self.config.wait_s,
+                boot_id,
+                running: running_leases(&running),
+            };
+            let answer = tokio::select! {
+                answer = client.lease(&request) => answer,
+                _ = shutdown.cancelled() => break,
+                _ = unregistered.cancelled() => break,
+            };
+            match answer {
+                Ok(answer) => {
+                    failures = 0;
+                    for task in answer.tasks {
+                        let permit = slots
+                            .clone()
+                            .try_acquire_owned()
+                            .expect("the server hands out at most `max` tasks");
+                        running
+                            .lock()
+                            .expect("running lock")
+                            .insert(task.id, task.lease_id);
+                        let (executor, running, stop) =
+                            (executor.clone(), running.clone(), force_stop.clone());
+                        tasks.spawn(async move {
+                            let id = task.id;
+                            let result = executor.run(task, stop).await;
+                            running.lock().expect("running lock").remove(&id);
+                            drop(permit);
+                            result
+                        });
+                    }
+                }
+                Err(e) => match classify(e) {
+                    CallError::Stop(Stop::Unregistered) => unregistered.cancel(),
+                    other => {
+                        failures += 1;
+                        let delay = Backoff::RUNNER.delay(failures, rand::random());
+                        tracing::warn!(error = %other, retry_in_ms = delay.as_millis() as u64, "lease failed");
+                        tokio::select! {
+                            _ = shutdown.cancelled() => break,
+                            _ = tokio::time::sleep(delay) => {}
+                        }
+                    }
+                },
+            }
+        }
+
+        let exit = if unregistered.is_cancelled() {
+            tracing::warn!("the server no longer knows this runner: stopping its tasks");
+            force_stop.cancel();
+            AgentExit::Unregistered
+        } else {
+            AgentExit::Shutdown
+        };
+        self.drain(&mut tasks, &force_stop, &unregistered).await;
+        if exit == AgentExit::Unregistered {
+            Registration::remove(&self.config.state_dir)?;
+        }
+        tracing::info!(?exit, "runner stopped");
+        Ok(exit)
+    }
+
+    /// Lets running tasks finish within the shutdown grace, then stops the rest.
+    async fn drain(
+        &self,
+        tasks: &mut JoinSet<RunResult>,
+        force_stop: &CancellationToken,
+        unregistered: &CancellationToken,
+    ) {
+        if tasks.is_empty() {
+            return;
+        }
+        tracing::info!(
+            running = tasks.len(),
+            grace_s = self.config.shutdown_grace_s,
+            "waiting for running tasks"
+        );
+        let grace_end = Instant::now() + self.config.shutdown_grace();
+        loop {
+            tokio::select! {
+                done = tasks.join_next() => match done {
+                    Some(done) => note_result(done, unregistered),
+                    None => return,
+                },
+                _ = tokio::time::sleep_until(grace_end), if !force_stop.is_cancelled() => {
+                    tracing::warn!(running = tasks.len(), "shutdown grace over: stopping tasks");
+                    force_stop.cancel();
+                }
+            }
+        }
+    }
+}
+
+fn running_leases(running: &Running) -> Vec<RunningLease> {
+    running
+        .lock()
+        .expect("running lock")
+        .iter()
+        .map(|(&task_id, &lease_id)| RunningLease { task_id, lease_id })
+        .collect()
+}
+
+fn note_result(done: Result<RunResult, tokio::task::JoinError>, unregistered: &CancellationToken) {
+    match done {
+        Ok(RunResult::Unregistered) => unregistered.cancel(),
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "a task supervisor crashed"),
+    }
+}

@@ -1,0 +1,75 @@
+//! Runner settings.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunnerConfig {
+    /// Base URL of any node or of the load balancer in front of them.
+    pub server: String,
+    /// Needed only for the first start; afterwards the runner token in `state_dir` is used.
+    pub registration_token: Option<String>,
+    pub name: String,
+    pub labels: Vec<String>,
+    /// Queues to serve; empty means every queue.
+    pub queues: Vec<String>,
+    /// Tasks run at once.
+    pub capacity: u32,
+    /// Holds the runner's identity and the logs of running tasks.
+    pub state_dir: PathBuf,
+    /// Parent of each task's working directory.
+    pub work_dir: PathBuf,
+    /// How long each lease request parks on the server when there is no work.
+    pub wait_s: u32,
+    /// On SIGTERM, how long running tasks may go on before they are killed.
+    pub shutdown_grace_s: u64,
+    /// Between SIGTERM and SIGKILL when a task is stopped.
+    pub kill_grace_s: u64,
+    /// How often buffered output is shipped.
+    pub log_flush_ms: u64,
+    pub log_chunk_bytes: usize,
+}
+
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        RunnerConfig {
+            server: "http://127.0.0.1:8080".into(),
+            registration_token: None,
+            name: default_name(),
+            labels: Vec::new(),
+            queues: Vec::new(),
+            capacity: 1,
+            state_dir: PathBuf::from(".baton-runner"),
+            work_dir: PathBuf::from(".baton-runner/work"),
+            wait_s: 30,
+            shutdown_grace_s: 30,
+            kill_grace_s: 10,
+            log_flush_ms: 200,
+            log_chunk_bytes: 256 << 10,
+        }
+    }
+}
+
+fn default_name() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "runner".into())
+}
+
+impl RunnerConfig {
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.shutdown_grace_s)
+    }
+
+    pub fn kill_grace(&self) -> Duration {
+        Duration::from_secs(self.kill_grace_s)
+    }
+
+    pub fn log_flush(&self) -> Duration {
+        Duration::from_millis(self.log_flush_ms)
+    }
+}

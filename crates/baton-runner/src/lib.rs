@@ -1,0 +1,15 @@
+//! The runner agent (`baton runner`): registers once, long-polls for work, runs each task
+//! as a process group with the shell executor, ships its output with byte offsets and
+//! reports the result.
+
+mod agent;
+mod config;
+mod executor;
+mod logship;
+mod process_group;
+mod registration;
+mod retry;
+
+pub use agent::{Agent, AgentExit};
+pub use config::RunnerConfig;
+pub use registration::Registration;

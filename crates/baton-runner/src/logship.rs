@@ -1,0 +1,145 @@
+//! Output shipping. A task's stdout and stderr are spooled to a file in the state
+//! directory as they come, and shipped from there by byte offset. The server's answer
+//! says how far it holds the log, so a lost answer, a resend or a server that restarted
+//! mid-stream all resolve to "continue from the offset the server holds". Spooling to
+//! disk keeps memory flat while the server is unreachable.
+
+use crate::retry::{CallError, Retrier, classify};
+use baton_client::{Client, ClientError, StatusCode};
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+/// A task's output on disk, appended by the readers and read by the shipper.
+#[derive(Debug)]
+pub struct LogSpool {
+    path: PathBuf,
+    writer: Mutex<File>,
+    reader: File,
+    written: AtomicI64,
+}
+
+impl LogSpool {
+    pub fn create(path: &Path) -> std::io::Result<LogSpool> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let writer = File::create(path)?;
+        let reader = File::open(path)?;
+        Ok(LogSpool {
+            path: path.to_path_buf(),
+            writer: Mutex::new(writer),
+            reader,
+            written: AtomicI64::new(0),
+        })
+    }
+
+    pub fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let mut writer = self.writer.lock().expect("log spool lock");
+        writer.write_all(bytes)?;
+        self.written
+            .fetch_add(bytes.len() as i64, Ordering::Release);
+        Ok(())
+    }
+
+    /// Bytes produced so far: the size `complete` reports.
+    pub fn written(&self) -> i64 {
+        self.written.load(Ordering::Acquire)
+    }
+
+    fn read_at(&self, offset: i64, max: usize) -> std::io::Result<Vec<u8>> {
+        let available = usize::try_from(self.written() - offset).unwrap_or(0);
+        let mut buf = vec![0; available.min(max)];
+        let mut filled = 0;
+        while filled < buf.len() {
+            let n = self
+                .reader
+                .read_at(&mut buf[filled..], offset as u64 + filled as u64)?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        buf.truncate(filled);
+        Ok(buf)
+    }
+}
+
+impl Drop for LogSpool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Ships one task's spool.
+pub struct Shipper {
+    client: Client,
+    task: Uuid,
+    lease: Uuid,
+    /// Offset the server has acknowledged.
+    acked: i64,
+    chunk: usize,
+    /// The server asked for this task to stop (a cancel).
+    pub cancel_requested: bool,
+}
+
+impl Shipper {
+    pub fn new(client: Client, task: Uuid, lease: Uuid, chunk: usize) -> Self {
+        Shipper {
+            client,
+            task,
+            lease,
+            acked: 0,
+            chunk,
+            cancel_requested: false,
+        }
+    }
+
+    /// Sends what the spool holds beyond the acknowledged offset. On an error the bytes
+    /// stay on disk for the next round.
+    pub async fn ship(&mut self, spool: &LogSpool) -> Result<(), CallError> {
+        while self.acked < spool.written() {
+            let chunk = spool
+                .read_at(self.acked, self.chunk)
+                .map_err(|e| CallError::Local(format!("cannot read the log spool: {e}")))?;
+            if chunk.is_empty() {
+                break;
+            }
+            match self
+                .client
+                .log_append(self.task, self.lease, self.acked, chunk.into())
+                .await
+            {
+                Ok(ack) => {
+                    self.acked = ack.acked;
+                    self.cancel_requested |= ack.cancel;
+                }
+                Err(ClientError::Api(e)) if e.status == StatusCode::RANGE_NOT_SATISFIABLE => {
+                    // The server holds less than we thought: resume from its offset.
+                    let held = e.body.error.offset.unwrap_or(0);
+                    tracing::info!(task.id = %self.task, held, sent = self.acked, "log rewound to the server's offset");
+                    self.acked = held;
+                }
+                Err(e) => return Err(classify(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Ships until everything written is acknowledged, retrying transient errors until
+    /// `deadline`.
+    pub async fn drain(&mut self, spool: &LogSpool, deadline: Instant) -> Result<(), CallError> {
+        let mut retrier = Retrier::new(deadline);
+        loop {
+            match self.ship(spool).await {
+                Ok(()) => return Ok(()),
+                Err(e) => retrier.pause(e).await?,
+            }
+        }
+    }
+}

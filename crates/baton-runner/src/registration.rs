@@ -1,0 +1,90 @@
+//! The runner's identity, kept in its state directory: registered once, reused on every
+//! start. The token is a secret: the file is written owner-only, atomically.
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Registration {
+    pub runner_id: Uuid,
+    pub token: String,
+    /// The server it was registered with; a different server means a new registration.
+    pub server: String,
+}
+
+const FILE: &str = "runner.json";
+
+fn path(state_dir: &Path) -> PathBuf {
+    state_dir.join(FILE)
+}
+
+impl Registration {
+    pub fn load(state_dir: &Path) -> anyhow::Result<Option<Registration>> {
+        let file = path(state_dir);
+        match std::fs::read(&file) {
+            Ok(bytes) => Ok(Some(
+                serde_json::from_slice(&bytes)
+                    .with_context(|| format!("reading {}", file.display()))?,
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", file.display())),
+        }
+    }
+
+    pub fn save(&self, state_dir: &Path) -> anyhow::Result<()> {
+        std::fs::create_dir_all(state_dir)
+            .with_context(|| format!("creating {}", state_dir.display()))?;
+        let file = path(state_dir);
+        let tmp = file.with_extension("json.tmp");
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        out.write_all(&serde_json::to_vec_pretty(self)?)?;
+        out.sync_all()?;
+        std::fs::rename(&tmp, &file).with_context(|| format!("writing {}", file.display()))?;
+        Ok(())
+    }
+
+    /// Forgets the identity: the server no longer knows this runner.
+    pub fn remove(state_dir: &Path) -> anyhow::Result<()> {
+        match std::fs::remove_file(path(state_dir)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn saves_owner_only_and_loads_back() {
+        let dir = std::env::temp_dir().join(format!("baton-reg-{}", Uuid::new_v4()));
+        assert_eq!(Registration::load(&dir).unwrap(), None);
+        let reg = Registration {
+            runner_id: Uuid::new_v4(),
+            token: "brt_x".into(),
+            server: "http://s".into(),
+        };
+        reg.save(&dir).unwrap();
+        assert_eq!(Registration::load(&dir).unwrap(), Some(reg));
+        let mode = std::fs::metadata(dir.join(FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        Registration::remove(&dir).unwrap();
+        assert_eq!(Registration::load(&dir).unwrap(), None);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,75 @@
+//! How the agent treats a failed call to the server: some failures mean "stop" (the lease
+//! is gone, the runner is unregistered, the request itself is refused), the rest mean
+//! "the server is unreachable or busy: try again later".
+
+use baton_client::{ClientError, StatusCode};
+use baton_core::backoff::Backoff;
+use tokio::time::Instant;
+
+/// Why the agent must stop trying a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The lease is no longer ours (409/404/403): stop the task, report nothing.
+    LeaseGone,
+    /// The runner is no longer registered (401): the agent exits.
+    Unregistered,
+    /// The server refuses the request itself (a 4xx that retrying will not change).
+    Refused(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("{0:?}")]
+    Stop(Stop),
+    #[error("server unreachable or failing: {0}")]
+    Transient(ClientError),
+    #[error("local failure: {0}")]
+    Local(String),
+}
+
+pub fn classify(e: ClientError) -> CallError {
+    match e.status() {
+        Some(StatusCode::UNAUTHORIZED) => CallError::Stop(Stop::Unregistered),
+        Some(StatusCode::CONFLICT | StatusCode::NOT_FOUND | StatusCode::FORBIDDEN) => {
+            CallError::Stop(Stop::LeaseGone)
+        }
+        Some(s)
+            if s.is_client_error()
+                && s != StatusCode::REQUEST_TIMEOUT
+                && s != StatusCode::TOO_MANY_REQUESTS =>
+        {
+            CallError::Stop(Stop::Refused(e.to_string()))
+        }
+        _ => CallError::Transient(e),
+    }
+}
+
+/// Paces retries of transient failures with backoff, up to a deadline.
+pub struct Retrier {
+    deadline: Instant,
+    failures: u32,
+}
+
+impl Retrier {
+    pub fn new(deadline: Instant) -> Self {
+        Retrier {
+            deadline,
+            failures: 0,
+        }
+    }
+
+    /// After a failure: sleeps before the next try when it is transient and time
+    /// remains; otherwise hands the error back.
+    pub async fn pause(&mut self, error: CallError) -> Result<(), CallError> {
+        let CallError::Transient(_) = &error else {
+            return Err(error);
+        };
+        self.failures += 1;
+        let delay = Backoff::RUNNER.delay(self.failures, rand::random());
+        if Instant::now() + delay > self.deadline {
+            return Err(error);
+        }
+        tokio::time::sleep(delay).await;
+        Ok(())
+    }
+}

@@ -1,0 +1,337 @@
+//! The user API for tasks: submit (one or a batch), read, list, logs.
+//!
+//! Submit follows design.md §4.1: the Postgres insert commits first, then the Redis add
+//! and the wake-up. A crash or Redis error in between leaves a committed `queued` row that
+//! no queue holds, which the repair pass re-adds; the client's 201 is never a lie.
+
+use crate::api::views::task_view;
+use crate::auth::User;
+use crate::config::Limits;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use baton_client::{SubmitBatch, SubmitTask, Task, TaskList, log_headers};
+use baton_coord::Enqueue;
+use baton_core::validate::{self, DEFAULT_QUEUE};
+use baton_core::{LabelSet, TaskStatus};
+use baton_store::{NewTask, TaskFilter, TaskRecord};
+use chrono::Utc;
+use serde::Deserialize;
+use uuid::Uuid;
+
+/// Turns a submission into a row to insert, or says which field is wrong.
+fn new_task(
+    req: SubmitTask,
+    limits: &Limits,
+    created_by: &str,
+    traceparent: Option<String>,
+) -> Result<NewTask, ApiError> {
+    let queue = req.queue.unwrap_or_else(|| DEFAULT_QUEUE.to_string());
+    validate::check_queue(&queue)?;
+    let labels = LabelSet::new(req.labels)?;
+    validate::check_command(req.command.as_deref(), req.script.as_deref())?;
+    validate::check_env(&req.env, limits.max_env_vars)?;
+    validate::check_priority(req.priority)?;
+    let timeout_s = req.timeout_s.unwrap_or(limits.default_timeout_s);
+    validate::check_seconds("timeout_s", timeout_s, limits.max_timeout_s)?;
+    let queue_timeout_s = req
+        .queue_timeout_s
+        .unwrap_or(limits.default_queue_timeout_s);
+    validate::check_seconds(
+        "queue_timeout_s",
+        queue_timeout_s,
+        limits.max_queue_timeout_s,
+    )?;
+    if let Some(key) = &req.idempotency_key {
+        validate::check_idempotency_key(key)?;
+    }
+    if let Some(payload) = &req.payload {
+        let size = serde_json::to_vec(payload)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size > limits.max_payload_bytes {
+            return Err(ApiError::too_large(
+                "payload_too_large",
+                format!(
+                    "payload is {size} bytes, over the limit of {}",
+                    limits.max_payload_bytes
+                ),
+            ));
+        }
+    }
+    Ok(NewTask {
+        id: Uuid::now_v7(),
+        queue,
+        labels: labels.into(),
+        command: req.command,
+        script: req.script,
+        env: req.env,
+        payload: req.payload,
+        priority: req.priority,
+        timeout_s: i32::try_from(timeout_s).expect("bounded by max_timeout_s"),
+        queue_timeout_s: i32::try_from(queue_timeout_s).expect("bounded by max_queue_timeout_s"),
+        max_attempts: 1,
+        idempotency_key: req.idempotency_key,
+        created_by: created_by.to_string(),
+        traceparent,
+    })
+}
+
+/// The caller's W3C trace context, kept with the task so every later span joins its trace.
+fn traceparent(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get("traceparent")?.to_str().ok()?;
+    let parts: Vec<&str> = value.split('-').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let well_formed = parts.len() == 4
+        && hex(parts[0], 2)
+        && hex(parts[1], 32)
+        && hex(parts[2], 16)
+        && hex(parts[3], 2);
+    well_formed.then(|| value.to_ascii_lowercase())
+}
+
+fn enqueue_of(task: &TaskRecord) -> Enqueue {
+    Enqueue {
+        task_id: task.id,
+        queue: task.queue.clone(),
+        labels: LabelSet::new(task.labels.clone()).expect("labels were validated on insert"),
+        priority: task.priority,
+        enqueued_at_ms: task.queued_at.unwrap_or(task.created_at).timestamp_millis(),
+    }
+}
+
+/// After the commit: queue what was created. A Redis failure here is logged, not
+/// returned — the task is accepted and the repair pass will queue it.
+async fn enqueue_created(state: &AppState, created: &[&TaskRecord]) {
+    let entries: Vec<Enqueue> = created.iter().map(|t| enqueue_of(t)).collect();
+    if let Err(e) = state.coord.enqueue(&entries).await {
+        tracing::warn!(error = %e, tasks = entries.len(), "accepted tasks not yet queued in redis; repair will queue them");
+    }
+}
+
+pub async fn submit(
+    State(state): State<AppState>,
+    user: User,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<SubmitTask>,
+) -> Result<(StatusCode, Json<Task>), ApiError> {
+    let task = new_task(
+        req,
+        &state.config.limits,
+        &user.token_id,
+        traceparent(&headers),
+    )?;
+    let (record, created) = state.store.task_insert(&task, Utc::now()).await?;
+    if created {
+        enqueue_created(&state, &[&record]).await;
+        tracing::info!(task.id = %record.id, task.queue = %record.queue, "task submitted");
+    }
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(task_view(record))))
+}
+
+pub async fn submit_batch(
+    State(state): State<AppState>,
+    user: User,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<SubmitBatch>,
+) -> Result<(StatusCode, Json<TaskList>), ApiError> {
+    let limits = &state.config.limits;
+    if req.tasks.is_empty() {
+        return Err(validate::Invalid::new("tasks", "a batch needs at least one task").into());
+    }
+    if req.tasks.len() > limits.max_batch {
+        return Err(ApiError::too_large(
+            "batch_too_large",
+            format!(
+                "{} tasks in one batch, over the limit of {}",
+                req.tasks.len(),
+                limits.max_batch
+            ),
+        ));
+    }
+    let trace = traceparent(&headers);
+    let tasks = req
+        .tasks
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            new_task(t, limits, &user.token_id, trace.clone()).map_err(|mut e| {
+                e.message = format!("tasks[{i}]: {}", e.message);
+                e
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let rows = state.store.task_insert_batch(&tasks, Utc::now()).await?;
+    let created: Vec<&TaskRecord> = rows.iter().filter(|(_, c)| *c).map(|(t, _)| t).collect();
+    enqueue_created(&state, &created).await;
+    let status = if created.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((
+        status,
+        Json(TaskList {
+            tasks: rows.into_iter().map(|(t, _)| task_view(t)).collect(),
+            next_cursor: None,
+        }),
+    ))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    _user: User,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Task>, ApiError> {
+    Ok(Json(task_view(state.store.task_get(id).await?)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    status: Option<String>,
+    queue: Option<String>,
+    limit: Option<i64>,
+    cursor: Option<Uuid>,
+}
+
+const LIST_DEFAULT: i64 = 100;
+const LIST_MAX: i64 = 1000;
+
+pub async fn list(
+    State(state): State<AppState>,
+    _user: User,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<TaskList>, ApiError> {
+    let status = q
+        .status
+        .map(|s| s.parse::<TaskStatus>())
+        .transpose()
+        .map_err(|e| validate::Invalid::new("status", e.to_string()))?;
+    if let Some(queue) = &q.queue {
+        validate::check_queue(queue)?;
+    }
+    let limit = q.limit.unwrap_or(LIST_DEFAULT);
+    if !(1..=LIST_MAX).contains(&limit) {
+        return Err(
+            validate::Invalid::new("limit", format!("must be between 1 and {LIST_MAX}")).into(),
+        );
+    }
+    let rows = state
+        .store
+        .task_list(&TaskFilter {
+            status,
+            queue: q.queue,
+            before: q.cursor,
+            limit,
+        })
+        .await?;
+    let next_cursor = (rows.len() as i64 == limit)
+        .then(|| rows.last().map(|t| t.id.to_string()))
+        .flatten();
+    Ok(Json(TaskList {
+        tasks: rows.into_iter().map(task_view).collect(),
+        next_cursor,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogQuery {
+    offset: Option<i64>,
+}
+
+/// Most bytes one log read returns; readers continue from `x-baton-next-offset`.
+const LOG_READ_MAX: usize = 1 << 20;
+
+pub async fn logs(
+    State(state): State<AppState>,
+    _user: User,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiQuery(q): ApiQuery<LogQuery>,
+) -> Result<Response, ApiError> {
+    let offset = q.offset.unwrap_or(0);
+    if offset < 0 {
+        return Err(validate::Invalid::new("offset", "must not be negative").into());
+    }
+    let chunk = state.store.task_log_read(id, offset, LOG_READ_MAX).await?;
+    let mut resp = chunk.data.into_response();
+    let headers = resp.headers_mut();
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    headers.insert(
+        log_headers::NEXT_OFFSET,
+        HeaderValue::from(chunk.next_offset),
+    );
+    headers.insert(
+        log_headers::TASK_STATUS,
+        HeaderValue::from_static(chunk.status.as_str()),
+    );
+    Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_is_kept_only_when_well_formed() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "traceparent",
+            HeaderValue::from_static("00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01"),
+        );
+        assert_eq!(
+            traceparent(&headers).as_deref(),
+            Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+        );
+        headers.insert("traceparent", HeaderValue::from_static("00-xyz-01"));
+        assert_eq!(traceparent(&headers), None);
+    }
+
+    #[test]
+    fn submissions_are_validated_field_by_field() {
+        let limits = Limits::default();
+        let ok = SubmitTask {
+            command: Some(vec!["true".into()]),
+            ..Default::default()
+        };
+        let task = new_task(ok.clone(), &limits, "t", None).unwrap();
+        assert_eq!(task.queue, DEFAULT_QUEUE);
+        assert_eq!(i64::from(task.timeout_s), limits.default_timeout_s);
+
+        let bad = |f: fn(&mut SubmitTask)| {
+            let mut t = ok.clone();
+            f(&mut t);
+            new_task(t, &limits, "t", None).unwrap_err().status
+        };
+        assert_eq!(
+            bad(|t| t.queue = Some("Bad Queue".into())),
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+        assert_eq!(
+            bad(|t| t.command = Some(vec![])),
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+        assert_eq!(
+            bad(|t| t.timeout_s = Some(0)),
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+        assert_eq!(bad(|t| t.priority = 5000), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            bad(|t| t.payload = Some(serde_json::json!("x".repeat(300 << 10)))),
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+    }
+}

@@ -1,0 +1,202 @@
+//! Who is calling. Tokens are random and stored only as SHA-256 hashes; a lookup hashes
+//! the presented token, so comparing stored hashes leaks nothing useful through timing.
+//!
+//! Two kinds of bearer: API tokens (users, CI) for the user API, runner tokens for the
+//! runner API. Each kind presented to the other API is refused with 403, an unknown token
+//! with 401. Runner tokens are cached in the node so an idle runner's polls cost no
+//! Postgres query (design.md invariant 6).
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use baton_core::LabelSet;
+use baton_store::StoreError;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+pub type TokenHash = [u8; 32];
+
+pub fn hash_token(token: &str) -> TokenHash {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// A fresh 256-bit secret, hex-encoded behind a prefix that tells its kind at a glance.
+pub fn new_token(kind_prefix: &str) -> String {
+    let bytes: [u8; 32] = rand::random();
+    format!("{kind_prefix}{}", hex::encode(bytes))
+}
+
+/// Equality that takes the same time wherever the first difference is.
+pub fn hashes_equal(a: &TokenHash, b: &TokenHash) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A caller of the user API.
+#[derive(Debug, Clone)]
+pub struct User {
+    /// The bootstrap token's id is `bootstrap`; created tokens use their uuid.
+    pub token_id: String,
+}
+
+/// A caller of the runner API, as registered.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    pub id: Uuid,
+    pub labels: LabelSet,
+    pub queues: Vec<String>,
+    pub capacity: i32,
+}
+
+#[derive(Debug, Clone)]
+enum Bearer {
+    User(User),
+    Runner(Runner),
+}
+
+/// Runner lookups by token hash, kept for a short while.
+#[derive(Debug)]
+pub struct TokenCache {
+    ttl: Duration,
+    entries: Mutex<HashMap<TokenHash, (Runner, Instant)>>,
+}
+
+impl TokenCache {
+    pub fn new(ttl: Duration) -> Self {
+        TokenCache {
+            ttl,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn get(&self, hash: &TokenHash) -> Option<Runner> {
+        let entries = self.entries.lock().expect("token cache lock");
+        entries
+            .get(hash)
+            .filter(|(_, at)| at.elapsed() < self.ttl)
+            .map(|(runner, _)| runner.clone())
+    }
+
+    fn put(&self, hash: TokenHash, runner: Runner) {
+        let mut entries = self.entries.lock().expect("token cache lock");
+        if entries.len() > 100_000 {
+            entries.retain(|_, (_, at)| at.elapsed() < self.ttl);
+        }
+        entries.insert(hash, (runner, Instant::now()));
+    }
+}
+
+fn bearer_token(parts: &Parts) -> Result<&str, ApiError> {
+    let header = parts
+        .headers
+        .get(axum::http::header::AUTHORIZATION)
+        .ok_or_else(|| ApiError::unauthorized("missing Authorization: Bearer <token>"))?;
+    header
+        .to_str()
+        .ok()
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ApiError::unauthorized("the Authorization header must be Bearer <token>"))
+}
+
+/// Runner tokens carry this prefix, so a token's kind is known before any lookup and
+/// each request costs at most one (cached, for runners) query.
+pub const RUNNER_TOKEN_PREFIX: &str = "brt_";
+/// API tokens created through the API carry this one.
+pub const API_TOKEN_PREFIX: &str = "bat_";
+
+async fn identify(state: &AppState, token: &str) -> Result<Option<Bearer>, ApiError> {
+    let hash = hash_token(token);
+    if let Some(bootstrap) = &state.bootstrap_api_token
+        && hashes_equal(&hash, bootstrap)
+    {
+        return Ok(Some(Bearer::User(User {
+            token_id: "bootstrap".into(),
+        })));
+    }
+    if token.starts_with(RUNNER_TOKEN_PREFIX) {
+        return runner_by_hash(state, hash)
+            .await
+            .map(|r| r.map(Bearer::Runner));
+    }
+    match state.store.api_token_by_hash(&hash).await {
+        Ok(record) => Ok(Some(Bearer::User(User {
+            token_id: record.id.to_string(),
+        }))),
+        Err(StoreError::NotFound) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn runner_by_hash(state: &AppState, hash: TokenHash) -> Result<Option<Runner>, ApiError> {
+    if let Some(runner) = state.tokens.get(&hash) {
+        return Ok(Some(runner));
+    }
+    let record = match state.store.runner_by_token_hash(&hash).await {
+        Ok(record) => record,
+        Err(StoreError::NotFound) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let runner = Runner {
+        id: record.id,
+        labels: LabelSet::new(record.labels).map_err(|e| {
+            ApiError::from(StoreError::Internal(format!("stored runner labels: {e}")))
+        })?,
+        queues: record.queues,
+        capacity: record.capacity,
+    };
+    state.tokens.put(hash, runner.clone());
+    Ok(Some(runner))
+}
+
+impl FromRequestParts<AppState> for User {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match identify(state, bearer_token(parts)?).await? {
+            Some(Bearer::User(user)) => Ok(user),
+            Some(Bearer::Runner(_)) => Err(ApiError::forbidden(
+                "a runner token cannot use the user API",
+            )),
+            None => Err(ApiError::unauthorized("unknown or revoked token")),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Runner {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match identify(state, bearer_token(parts)?).await? {
+            Some(Bearer::Runner(runner)) => Ok(runner),
+            Some(Bearer::User(_)) => Err(ApiError::forbidden(
+                "an API token cannot use the runner API",
+            )),
+            None => Err(ApiError::unauthorized(
+                "unknown runner token: the runner is not registered",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_and_hash_stably() {
+        let a = new_token("brt_");
+        let b = new_token("brt_");
+        assert_ne!(a, b);
+        assert!(a.starts_with("brt_") && a.len() == 4 + 64);
+        assert!(hashes_equal(&hash_token(&a), &hash_token(&a)));
+        assert!(!hashes_equal(&hash_token(&a), &hash_token(&b)));
+    }
+}

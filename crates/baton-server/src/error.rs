@@ -1,0 +1,176 @@
+//! The one mapping from failures to HTTP answers: every error leaves the node as
+//! `{"error": {"code", "message"}}` with a status a client can act on (design.md
+//! invariant 7). A client's mistake is never a 500.
+
+use axum::Json;
+use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use baton_client::{ErrorBody, ErrorDetail};
+use baton_coord::CoordError;
+use baton_core::{Invalid, TaskStatus};
+use baton_store::StoreError;
+
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub offset: Option<i64>,
+    pub task_status: Option<TaskStatus>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            offset: None,
+            task_status: None,
+        }
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub fn too_large(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, code, message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::warn!(status = %self.status, code = self.code, message = %self.message, "request failed");
+        }
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message,
+                offset: self.offset,
+                status: self.task_status,
+            },
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<Invalid> for ApiError {
+    fn from(e: Invalid) -> Self {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", e.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => ApiError::not_found("no such task"),
+            StoreError::Conflict { status, reason } => ApiError {
+                task_status: Some(status),
+                ..ApiError::new(
+                    StatusCode::CONFLICT,
+                    "conflict",
+                    format!("{reason} (task is {status})"),
+                )
+            },
+            StoreError::LogOffsetPastEnd { requested, held } => ApiError {
+                offset: Some(held),
+                ..ApiError::new(
+                    StatusCode::RANGE_NOT_SATISFIABLE,
+                    "log_offset_past_end",
+                    format!(
+                        "chunk starts at {requested} but the server holds {held} bytes: resend from {held}"
+                    ),
+                )
+            },
+            StoreError::Unavailable(m) => {
+                ApiError::unavailable(format!("database unavailable: {m}"))
+            }
+            StoreError::Internal(m) => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("database error: {m}"),
+            ),
+        }
+    }
+}
+
+impl From<CoordError> for ApiError {
+    fn from(e: CoordError) -> Self {
+        match e {
+            CoordError::Unavailable(m) => ApiError::unavailable(format!("redis unavailable: {m}")),
+            CoordError::Internal(m) => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("redis error: {m}"),
+            ),
+        }
+    }
+}
+
+fn body_rejection(e: &BytesRejection) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::too_large("body_too_large", "the request body is over the size limit")
+    } else {
+        ApiError::bad_request("unreadable_body", e.body_text())
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(e: JsonRejection) -> Self {
+        match &e {
+            JsonRejection::JsonSyntaxError(_) => ApiError::bad_request(
+                "malformed_json",
+                format!("the body is not valid JSON: {}", e.body_text()),
+            ),
+            JsonRejection::JsonDataError(_) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_body",
+                e.body_text(),
+            ),
+            JsonRejection::MissingJsonContentType(_) => ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the body as JSON with Content-Type: application/json",
+            ),
+            JsonRejection::BytesRejection(b) => body_rejection(b),
+            _ => ApiError::bad_request("bad_request", e.body_text()),
+        }
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(e: BytesRejection) -> Self {
+        body_rejection(&e)
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(e: QueryRejection) -> Self {
+        ApiError::bad_request("invalid_query", e.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(e: PathRejection) -> Self {
+        ApiError::bad_request("invalid_path", e.body_text())
+    }
+}

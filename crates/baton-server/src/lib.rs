@@ -1,0 +1,16 @@
+//! The Baton node: the HTTP API and the node's services, over Postgres (the source of
+//! truth) and Redis (queues, claims, liveness, wake-ups).
+
+pub mod api;
+pub mod auth;
+pub mod config;
+mod error;
+mod extract;
+mod heartbeat;
+mod lease;
+pub mod node;
+pub mod state;
+
+pub use config::ServeConfig;
+pub use error::ApiError;
+pub use node::{NodeError, RunningNode, start};

@@ -1,0 +1,158 @@
+//! A node: one `baton serve` process. Starting it applies migrations (unless told not
+//! to), starts its services (liveness heartbeat, wake subscriber) and serves the API
+//! until shutdown.
+
+use crate::api;
+use crate::auth::{TokenCache, hash_token};
+use crate::config::ServeConfig;
+use crate::heartbeat::Heartbeat;
+use crate::state::AppState;
+use baton_coord::{Coord, CoordOptions, NodeInfo, WakeBus};
+use baton_store::{Store, StoreOptions};
+use chrono::Utc;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Store(#[from] baton_store::StoreError),
+    #[error(transparent)]
+    Coord(#[from] baton_coord::CoordError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+/// A started node.
+pub struct RunningNode {
+    pub addr: SocketAddr,
+    pub node_id: String,
+    shutdown: CancellationToken,
+    served: JoinHandle<Result<(), NodeError>>,
+}
+
+impl RunningNode {
+    /// Begins a graceful shutdown: parked leases return at once, in-flight requests finish.
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Waits until the node has stopped serving and left the cluster.
+    pub async fn wait(self) -> Result<(), NodeError> {
+        self.served
+            .await
+            .map_err(|e| NodeError::Serve(std::io::Error::other(e)))?
+    }
+}
+
+/// Node ids appear inside claim values (`node|lease|at`) and key names.
+fn check_node_id(id: &str) -> Result<(), NodeError> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(NodeError::Config(format!(
+            "node id {id:?} must be 1-64 characters of [A-Za-z0-9._-]"
+        )))
+    }
+}
+
+pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
+    let node_id = match &config.node_id {
+        Some(id) => id.clone(),
+        None => format!("n-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+    };
+    check_node_id(&node_id)?;
+    let store = Store::connect_lazy(
+        &config.database_url,
+        &StoreOptions {
+            max_connections: config.db_max_connections,
+            acquire_timeout: config.store_timeout(),
+        },
+    )?;
+    if !config.no_migrate {
+        store.migrate().await?;
+    }
+    let coord = Coord::new(
+        &config.redis_url,
+        &config.redis_prefix,
+        &CoordOptions {
+            pool_size: config.redis_pool_size,
+            command_timeout: config.store_timeout(),
+            connect_timeout: config.store_timeout(),
+        },
+    )?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| NodeError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(NodeError::Serve)?;
+
+    let shutdown = CancellationToken::new();
+    let wake = WakeBus::spawn(&coord, shutdown.clone());
+    let state = AppState {
+        node: Arc::new(NodeInfo {
+            id: node_id.clone(),
+            addr: addr.to_string(),
+            started_at_ms: Utc::now().timestamp_millis(),
+        }),
+        store,
+        coord: coord.clone(),
+        wake,
+        tokens: Arc::new(TokenCache::new(Duration::from_millis(
+            config.token_cache_ttl_ms,
+        ))),
+        bootstrap_api_token: config.api_token.as_deref().map(hash_token),
+        bootstrap_registration_token: config.registration_token.as_deref().map(hash_token),
+        last_beat_ms: Arc::new(AtomicI64::new(0)),
+        shutdown: shutdown.clone(),
+        config: Arc::new(config),
+    };
+    let heartbeat = Heartbeat::new(state.clone());
+    heartbeat.run_once().await;
+    let beating = tokio::spawn(heartbeat.run());
+
+    let app = api::router(state.clone());
+    let stop = shutdown.clone();
+    let id = node_id.clone();
+    let served = tokio::spawn(async move {
+        tracing::info!(node.id = %id, %addr, "node serving");
+        let result = axum::serve(listener, app)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+            .map_err(NodeError::Serve);
+        let _ = beating.await;
+        if let Err(e) = coord.node_leave(&id).await {
+            tracing::warn!(error = %e, node.id = %id, "could not remove liveness key; it will expire");
+        }
+        tracing::info!(node.id = %id, "node stopped");
+        result
+    });
+    Ok(RunningNode {
+        addr,
+        node_id,
+        shutdown,
+        served,
+    })
+}

@@ -1,0 +1,56 @@
+use baton_core::TaskStatus;
+
+/// Store failures, classified for the HA code (conventions.md "Errors").
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Postgres could not be reached or did not answer in time: retry later, report
+    /// not-ready, answer 503.
+    #[error("postgres unavailable: {0}")]
+    Unavailable(String),
+    /// The task (or runner, or token) does not exist, or is not the caller's to see.
+    #[error("not found")]
+    NotFound,
+    /// The status moved or the lease is stale: the caller must stop.
+    #[error("{reason} (task is {status})")]
+    Conflict {
+        status: TaskStatus,
+        reason: &'static str,
+    },
+    /// A log chunk starts past the end of what the server holds.
+    #[error("log chunk starts at {requested}, past the {held} bytes held")]
+    LogOffsetPastEnd { requested: i64, held: i64 },
+    /// Anything else: a bug or a schema mismatch, never the client's fault.
+    #[error("postgres error: {0}")]
+    Internal(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+            | sqlx::Error::Protocol(_) => StoreError::Unavailable(e.to_string()),
+            sqlx::Error::RowNotFound => StoreError::NotFound,
+            sqlx::Error::Database(db) if is_unavailable_code(db.code().as_deref()) => {
+                StoreError::Unavailable(e.to_string())
+            }
+            _ => StoreError::Internal(e.to_string()),
+        }
+    }
+}
+
+/// SQLSTATE classes that mean "the server cannot serve now", not "your query is wrong":
+/// 08 connection exception, 53 insufficient resources, 57P admin shutdown / crash
+/// shutdown / cannot connect now, 40001/40P01 serialization and deadlock (retryable).
+fn is_unavailable_code(code: Option<&str>) -> bool {
+    code.is_some_and(|c| {
+        c.starts_with("08")
+            || c.starts_with("53")
+            || c.starts_with("57P")
+            || c == "40001"
+            || c == "40P01"
+    })
+}

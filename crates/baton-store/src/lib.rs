@@ -1,0 +1,82 @@
+//! Postgres, the source of truth: tasks, their logs, runners and tokens.
+//!
+//! Every status change is a compare-and-set on the expected status (and, for a runner's
+//! report, on its lease), so two nodes racing on one task cannot both win, whatever Redis
+//! says. Methods read entity-then-verb: `task_lease`, `task_complete`, `runner_insert`.
+
+mod error;
+mod logs;
+mod runners;
+mod tasks;
+mod tokens;
+
+pub use error::StoreError;
+pub use logs::{LogAppend, LogChunk};
+pub use runners::{NewRunner, RunnerRecord};
+pub use tasks::{Completion, NewTask, TaskFilter, TaskRecord};
+pub use tokens::ApiTokenRecord;
+
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use std::time::Duration;
+
+/// Migrations embedded in the binary, applied by `baton migrate` and at `baton serve`
+/// start. sqlx holds an advisory lock while applying, so replicas starting together
+/// are safe.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: PgPool,
+}
+
+/// Pool settings; the acquire timeout bounds how long a request waits on a busy or
+/// unreachable database before the node answers 503.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Store {
+    /// A pool that connects lazily, so a node can start (and report not-ready) while
+    /// Postgres is down.
+    pub fn connect_lazy(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.acquire_timeout)
+            .connect_lazy(url)
+            .map_err(StoreError::from)?;
+        Ok(Store { pool })
+    }
+
+    pub fn from_pool(pool: PgPool) -> Self {
+        Store { pool }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Internal(format!("migration failed: {e}")))
+    }
+
+    /// One round trip, for readiness.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,90 @@
+//! The runner table. Runners are looked up by token hash on every runner request, but
+//! the server caches the answer: an idle runner costs no Postgres query per poll.
+
+use crate::Store;
+use crate::error::StoreError;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+#[derive(Debug, Clone)]
+pub struct NewRunner {
+    pub id: Uuid,
+    pub name: String,
+    pub labels: Vec<String>,
+    pub queues: Vec<String>,
+    pub capacity: i32,
+    pub token_hash: Vec<u8>,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RunnerRecord {
+    pub id: Uuid,
+    pub name: String,
+    pub labels: Vec<String>,
+    pub queues: Vec<String>,
+    pub capacity: i32,
+    pub version: String,
+    pub boot_id: Option<Uuid>,
+    pub paused: bool,
+    pub created_at: DateTime<Utc>,
+    pub last_seen: Option<DateTime<Utc>>,
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+/// The columns of [`RunnerRecord`] (the token hash is never read back).
+macro_rules! runner_columns {
+    () => {
+        "id, name, labels, queues, capacity, version, boot_id, paused, created_at, last_seen, deleted_at"
+    };
+}
+
+impl Store {
+    pub async fn runner_insert(
+        &self,
+        runner: &NewRunner,
+        now: DateTime<Utc>,
+    ) -> Result<RunnerRecord, StoreError> {
+        Ok(sqlx::query_as::<_, RunnerRecord>(concat!(
+            "INSERT INTO runners (id, name, labels, queues, capacity, token_hash, version, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             RETURNING ",
+            runner_columns!()
+        ))
+        .bind(runner.id)
+        .bind(&runner.name)
+        .bind(&runner.labels)
+        .bind(&runner.queues)
+        .bind(runner.capacity)
+        .bind(&runner.token_hash)
+        .bind(&runner.version)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// The live (not deleted) runner holding this token.
+    pub async fn runner_by_token_hash(&self, hash: &[u8]) -> Result<RunnerRecord, StoreError> {
+        sqlx::query_as::<_, RunnerRecord>(concat!(
+            "SELECT ",
+            runner_columns!(),
+            " FROM runners WHERE token_hash = $1 AND deleted_at IS NULL"
+        ))
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StoreError::NotFound)
+    }
+
+    pub async fn runner_get(&self, id: Uuid) -> Result<RunnerRecord, StoreError> {
+        sqlx::query_as::<_, RunnerRecord>(concat!(
+            "SELECT ",
+            runner_columns!(),
+            " FROM runners WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StoreError::NotFound)
+    }
+}

@@ -1,0 +1,64 @@
+//! The command line.
+
+mod runner;
+mod serve;
+mod task;
+
+use crate::logging::LogFormat;
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "baton",
+    version,
+    about = "High-availability multi-node task scheduler"
+)]
+pub struct Cli {
+    /// Log output format.
+    #[arg(
+        long,
+        global = true,
+        env = "BATON_LOG_FORMAT",
+        value_enum,
+        default_value_t
+    )]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a node: the HTTP API and the node's services.
+    Serve(serve::ServeArgs),
+    /// Apply the database migrations and exit.
+    Migrate(serve::MigrateArgs),
+    /// Run a runner agent that leases and executes tasks.
+    Runner(runner::RunnerArgs),
+    /// Submit, inspect and follow tasks.
+    #[command(subcommand)]
+    Task(task::TaskCommand),
+    /// Start a local cluster: Redis, Postgres, three nodes behind nginx, two runners.
+    Dev(crate::dev::DevArgs),
+}
+
+pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve(args) => serve::serve(args).await,
+        Command::Migrate(args) => serve::migrate(args).await,
+        Command::Runner(args) => runner::run(args).await,
+        Command::Task(cmd) => task::run(cmd).await,
+        Command::Dev(args) => crate::dev::run(args).await,
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,62 @@
+//! `baton runner`.
+
+use crate::settings;
+use baton_runner::{Agent, AgentExit, RunnerConfig};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, clap::Args, Serialize)]
+pub struct RunnerArgs {
+    /// TOML settings file (keys as in `RunnerConfig`).
+    #[arg(long, env = "BATON_RUNNER_CONFIG")]
+    #[serde(skip)]
+    config: Option<PathBuf>,
+    /// Any node, or the load balancer [default: http://127.0.0.1:8080].
+    #[arg(long, env = "BATON_SERVER")]
+    server: Option<String>,
+    /// Registration token, needed on the first start only.
+    #[arg(long, env = "BATON_REGISTRATION_TOKEN", hide_env_values = true)]
+    registration_token: Option<String>,
+    /// Runner name [default: the host name].
+    #[arg(long, env = "BATON_RUNNER_NAME")]
+    name: Option<String>,
+    /// Labels this runner offers, comma-separated (e.g. `linux,gpu`).
+    #[arg(long, env = "BATON_RUNNER_LABELS", value_delimiter = ',')]
+    labels: Option<Vec<String>>,
+    /// Queues to serve, comma-separated [default: all].
+    #[arg(long, env = "BATON_RUNNER_QUEUES", value_delimiter = ',')]
+    queues: Option<Vec<String>>,
+    /// Tasks run at once [default: 1].
+    #[arg(long, env = "BATON_RUNNER_CAPACITY")]
+    capacity: Option<u32>,
+    /// Where the runner keeps its identity and spooled logs [default: .baton-runner].
+    #[arg(long, env = "BATON_RUNNER_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// Parent of the tasks' working directories [default: .baton-runner/work].
+    #[arg(long, env = "BATON_RUNNER_WORK_DIR")]
+    work_dir: Option<PathBuf>,
+    /// Seconds each lease request parks on the server [default: 30].
+    #[arg(long, env = "BATON_RUNNER_WAIT_S")]
+    wait_s: Option<u32>,
+    /// Seconds running tasks may finish after SIGTERM [default: 30].
+    #[arg(long, env = "BATON_RUNNER_SHUTDOWN_GRACE_S")]
+    shutdown_grace_s: Option<u64>,
+}
+
+pub async fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
+    let config: RunnerConfig = settings::load(args.config.as_deref(), &args)?;
+    let agent = Agent::new(config)?;
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        super::shutdown_signal().await;
+        tracing::info!("shutdown requested: no new tasks");
+        stop.cancel();
+    });
+    Ok(match agent.run(shutdown).await? {
+        AgentExit::Shutdown => ExitCode::SUCCESS,
+        AgentExit::Unregistered => ExitCode::from(3),
+    })
+}

@@ -1,0 +1,242 @@
+//! `baton task submit | get | list | logs`.
+
+use anyhow::Context;
+use baton_client::{Client, SubmitTask, Task, TaskQuery};
+use baton_core::TaskStatus;
+use clap::{Args, Subcommand};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+use uuid::Uuid;
+
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// Any node, or the load balancer.
+    #[arg(
+        long,
+        env = "BATON_SERVER",
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
+    server: String,
+    /// API token.
+    #[arg(long, env = "BATON_TOKEN", hide_env_values = true, global = true)]
+    token: Option<String>,
+}
+
+impl ClientArgs {
+    fn client(&self) -> anyhow::Result<Client> {
+        Ok(Client::new(&self.server, self.token.clone())?)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Submit a task: `baton task submit [options] -- CMD ARGS...`
+    Submit(SubmitArgs),
+    /// Show one task as JSON.
+    Get {
+        id: Uuid,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// List tasks, newest first.
+    List {
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        queue: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Continue after this task id (from a previous page).
+        #[arg(long)]
+        cursor: Option<String>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Print a task's output.
+    Logs {
+        id: Uuid,
+        /// Keep printing new output until the task finishes.
+        #[arg(long, short)]
+        follow: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    #[arg(long, short)]
+    queue: Option<String>,
+    /// A label the runner must have (repeatable).
+    #[arg(long = "label", short)]
+    labels: Vec<String>,
+    /// An environment variable for the task, K=V (repeatable).
+    #[arg(long = "env", short, value_parser = parse_env)]
+    env: Vec<(String, String)>,
+    /// Seconds the task may run.
+    #[arg(long)]
+    timeout: Option<i64>,
+    #[arg(long, allow_negative_numbers = true)]
+    priority: Option<i32>,
+    /// Submitting twice with the same key gives one task.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+    /// Run this script with `sh -c` instead of a command.
+    #[arg(long, conflicts_with = "command")]
+    script: Option<String>,
+    /// Follow the output and exit with the task's exit code.
+    #[arg(long, short)]
+    wait: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true)]
+    command: Vec<String>,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("{s:?} is not K=V"))
+}
+
+pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        TaskCommand::Submit(args) => submit(args).await,
+        TaskCommand::Get { id, client } => {
+            print_json(&client.client()?.task_get(id).await?)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        TaskCommand::List {
+            status,
+            queue,
+            limit,
+            cursor,
+            client,
+        } => {
+            let page = client
+                .client()?
+                .task_list(&TaskQuery {
+                    status,
+                    queue,
+                    limit: Some(limit),
+                    cursor,
+                })
+                .await?;
+            for t in &page.tasks {
+                println!(
+                    "{}  {:<10}  {:<16}  exit={:<4}  {}",
+                    t.id,
+                    t.status,
+                    t.queue,
+                    t.exit_code
+                        .map(|c| c.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    t.created_at.format("%Y-%m-%d %H:%M:%S")
+                );
+            }
+            if let Some(next) = page.next_cursor {
+                eprintln!("more: --cursor {next}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TaskCommand::Logs { id, follow, client } => {
+            let client = client.client()?;
+            if follow {
+                follow_logs(&client, id).await?;
+            } else {
+                let mut offset = 0;
+                loop {
+                    let slice = client.task_logs(id, offset).await?;
+                    std::io::stdout().write_all(&slice.bytes)?;
+                    if slice.bytes.is_empty() {
+                        break;
+                    }
+                    offset = slice.next_offset;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
+    let client = args.client.client()?;
+    let request = SubmitTask {
+        queue: args.queue,
+        labels: args.labels,
+        command: (!args.command.is_empty()).then_some(args.command),
+        script: args.script,
+        env: args.env.into_iter().collect::<BTreeMap<_, _>>(),
+        payload: None,
+        priority: args.priority.unwrap_or(0),
+        timeout_s: args.timeout,
+        queue_timeout_s: None,
+        idempotency_key: args.idempotency_key,
+    };
+    let (task, created) = client.submit(&request).await?;
+    if !args.wait {
+        print_json(&task)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "{} task {} on queue {}",
+        if created { "submitted" } else { "existing" },
+        task.id,
+        task.queue
+    );
+    let done = follow_logs(&client, task.id).await?;
+    eprintln!("task {} {}", done.id, describe(&done));
+    Ok(exit_code_of(&done))
+}
+
+/// Prints output as it arrives until the task is terminal, then returns the final task.
+async fn follow_logs(client: &Client, id: Uuid) -> anyhow::Result<Task> {
+    let mut offset = 0;
+    let mut idle = Duration::from_millis(100);
+    loop {
+        let slice = client.task_logs(id, offset).await?;
+        if !slice.bytes.is_empty() {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&slice.bytes)?;
+            out.flush()?;
+            offset = slice.next_offset;
+            idle = Duration::from_millis(100);
+            continue;
+        }
+        if slice.status.is_terminal() {
+            // The status was read before the bytes, so nothing more will come.
+            return client
+                .task_get(id)
+                .await
+                .context("reading the finished task");
+        }
+        tokio::time::sleep(idle).await;
+        idle = (idle * 2).min(Duration::from_secs(1));
+    }
+}
+
+fn describe(task: &Task) -> String {
+    match (task.status, task.exit_code, &task.error) {
+        (status, Some(code), _) => format!("{status} (exit code {code})"),
+        (status, None, Some(error)) => format!("{status}: {error}"),
+        (status, None, None) => status.to_string(),
+    }
+}
+
+/// The task's own exit code when it has one; 1 for any other unsuccessful end.
+fn exit_code_of(task: &Task) -> ExitCode {
+    match (task.status, task.exit_code) {
+        (TaskStatus::Succeeded, _) => ExitCode::SUCCESS,
+        (_, Some(code)) => ExitCode::from(u8::try_from(code).unwrap_or(1).max(1)),
+        _ => ExitCode::FAILURE,
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
