@@ -10,9 +10,8 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // sqlx (ring) and reqwest would otherwise each want their own rustls provider; pick
-    // ring once, before any TLS client is built.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Pick ring as the TLS provider before any client (sqlx, reqwest) is built.
+    baton_client::install_tls_provider();
     let cli = cli::Cli::parse();
     logging::init(cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -45,7 +45,11 @@ pub struct RunnerArgs {
     shutdown_grace_s: Option<u64>,
 }
 
-pub async fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(mut args: RunnerArgs) -> anyhow::Result<ExitCode> {
+    // `--labels ""` means no labels, not one empty label.
+    for list in [&mut args.labels, &mut args.queues].into_iter().flatten() {
+        list.retain(|item| !item.trim().is_empty());
+    }
     let config: RunnerConfig = settings::load(args.config.as_deref(), &args)?;
     let agent = Agent::new(config)?;
     let shutdown = CancellationToken::new();

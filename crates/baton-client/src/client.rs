@@ -48,8 +48,15 @@ pub struct Client {
     token: Option<String>,
 }
 
+/// Makes ring the process's TLS provider unless one is set. reqwest is built without a
+/// provider of its own (sqlx already brings ring), so every client goes through here.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 impl Client {
     pub fn new(base_url: &str, token: Option<String>) -> Result<Self, ClientError> {
+        install_tls_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .pool_idle_timeout(Duration::from_secs(50))

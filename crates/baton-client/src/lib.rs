@@ -5,6 +5,6 @@
 pub mod client;
 pub mod wire;
 
-pub use client::{ApiError, Client, ClientError, LogSlice, TaskQuery};
+pub use client::{ApiError, Client, ClientError, LogSlice, TaskQuery, install_tls_provider};
 pub use reqwest::StatusCode;
 pub use wire::*;

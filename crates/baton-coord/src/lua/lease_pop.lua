@@ -50,7 +50,10 @@ for n = 6, #ARGV do
         redis.call('ZREM', key, top[1])
       else
         local score = tonumber(top[2])
-        if best_score == nil or score < best_score then
+        -- Ties (same priority, same millisecond) go to the smaller id, as they do
+        -- inside one sorted set: UUIDv7 ids sort by creation.
+        if best_score == nil or score < best_score
+            or (score == best_score and top[1] < best_id) then
           best_key, best_id, best_score = rel, top[1], score
         end
         break

@@ -25,7 +25,11 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiErr
     if !state.is_registered(Utc::now().timestamp_millis()) {
         return Err(ApiError::unavailable("node liveness key not refreshed"));
     }
-    Ok(Json(json!({ "status": "ready", "node": state.node.id })))
+    Ok(Json(json!({
+        "status": "ready",
+        "node": state.node.id,
+        "parked_leases": state.wake.parked(),
+    })))
 }
 
 pub async fn not_found() -> ApiError {

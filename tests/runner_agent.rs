@@ -1,0 +1,229 @@
+//! The runner agent as a real process: timeouts kill the whole process group, SIGTERM
+//! drains gracefully, a 401 makes it exit, and the CLI's `--wait` exits with the task's
+//! exit code.
+
+mod support;
+
+use baton_client::SubmitTask;
+use baton_core::TaskStatus;
+use std::process::Command;
+use std::time::Duration;
+use support::*;
+
+fn script(s: &str, timeout_s: Option<i64>) -> SubmitTask {
+    SubmitTask {
+        script: Some(s.into()),
+        timeout_s,
+        ..Default::default()
+    }
+}
+
+fn process_exists(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Pids a task printed, one per line.
+fn pids(log: &[u8]) -> Vec<u32> {
+    String::from_utf8_lossy(log)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_timed_out_task_is_killed_with_everything_it_started() {
+    let env = TestEnv::new("agent-timeout").await;
+    let node = env.node().await;
+    let _runner = env.runner_with(&node.url, &[], 1, &[]).await;
+    let client = user_client(&node.url);
+    // A shell that starts a background child and prints both pids.
+    let (task, _) = client
+        .submit(&script("sleep 300 & echo $!; echo $$; wait", Some(1)))
+        .await
+        .unwrap();
+    let log = wait_for(
+        "the task to print its pids",
+        Duration::from_secs(20),
+        || async {
+            let log = read_log(&client, task.id).await;
+            (pids(&log).len() == 2).then_some(log)
+        },
+    )
+    .await;
+    let done = env.wait_terminal(&client, task.id).await;
+    assert_eq!(done.status, TaskStatus::Failed);
+    assert_eq!(done.error.as_deref(), Some("timed out after 1 s"));
+    for pid in pids(&log) {
+        wait_for(
+            &format!("pid {pid} to be gone"),
+            Duration::from_secs(10),
+            || async { (!process_exists(pid)).then_some(()) },
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_lets_short_tasks_finish_and_stops_long_ones_after_the_grace() {
+    let env = TestEnv::new("agent-sigterm").await;
+    let node = env.node().await;
+    let mut runner = env
+        .runner_with(&node.url, &[], 2, &["--shutdown-grace-s", "2"])
+        .await;
+    let client = user_client(&node.url);
+    let (short, _) = client
+        .submit(&script("echo started; sleep 1; echo finished", None))
+        .await
+        .unwrap();
+    let (long, _) = client
+        .submit(&script("echo $$; exec sleep 300", None))
+        .await
+        .unwrap();
+    for id in [short.id, long.id] {
+        wait_for("both tasks to print", Duration::from_secs(20), || async {
+            (!read_log(&client, id).await.is_empty()).then_some(())
+        })
+        .await;
+    }
+    runner.signal("TERM");
+    // Work submitted after SIGTERM is not taken.
+    let (late, _) = client.submit(&script("true", None)).await.unwrap();
+
+    let code = runner.wait_exit(Duration::from_secs(30)).await;
+    assert_eq!(
+        code,
+        Some(0),
+        "a graceful stop exits 0; see {}",
+        runner.log.display()
+    );
+    let short_done = client.task_get(short.id).await.unwrap();
+    assert_eq!(short_done.status, TaskStatus::Succeeded);
+    assert_eq!(read_log(&client, short.id).await, b"started\nfinished\n");
+    let long_done = client.task_get(long.id).await.unwrap();
+    assert_eq!(long_done.status, TaskStatus::Failed);
+    assert_eq!(
+        long_done.error.as_deref(),
+        Some("the runner shut down before the task finished")
+    );
+    let pid = pids(&read_log(&client, long.id).await)[0];
+    assert!(!process_exists(pid), "the long task's process was killed");
+    assert_eq!(
+        client.task_get(late.id).await.unwrap().status,
+        TaskStatus::Queued
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_the_server_does_not_know_exits_and_forgets_its_identity() {
+    let env = TestEnv::new("agent-401").await;
+    let node = env.node().await;
+    let state_dir = env.dir.join("forgotten-runner");
+    std::fs::create_dir_all(&state_dir).unwrap();
+    std::fs::write(
+        state_dir.join("runner.json"),
+        serde_json::json!({
+            "runner_id": uuid::Uuid::new_v4(),
+            "token": "brt_0000000000000000000000000000000000000000000000000000000000000000",
+            "server": node.url,
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(procs::BATON)
+        .args(["runner", "--server", &node.url])
+        .arg("--state-dir")
+        .arg(&state_dir)
+        .arg("--work-dir")
+        .arg(state_dir.join("work"))
+        .env_remove("BATON_REGISTRATION_TOKEN")
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), out)
+        .await
+        .expect("the runner exits by itself")
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!state_dir.join("runner.json").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_that_cannot_start_fails_with_the_reason() {
+    let env = TestEnv::new("agent-spawn").await;
+    let node = env.node().await;
+    let _runner = env.runner(&node.url, &[], 1).await;
+    let client = user_client(&node.url);
+    let (task, _) = client
+        .submit(&SubmitTask {
+            command: Some(vec!["/nonexistent/program".into(), "arg".into()]),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let done = env.wait_terminal(&client, task.id).await;
+    assert_eq!(done.status, TaskStatus::Failed);
+    assert!(
+        done.error
+            .as_deref()
+            .unwrap()
+            .starts_with("cannot start the command"),
+        "{:?}",
+        done.error
+    );
+    let log = String::from_utf8(read_log(&client, task.id).await).unwrap();
+    assert!(log.contains("No such file"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_waits_streams_the_output_and_exits_with_the_task_code() {
+    let env = TestEnv::new("agent-cli").await;
+    let node = env.node().await;
+    let _runner = env.runner(&node.url, &["linux"], 1).await;
+    let out = baton_task(
+        &node.url,
+        &[
+            "submit",
+            "--label",
+            "linux",
+            "--env",
+            "WHO=cli",
+            "--wait",
+            "--",
+            "sh",
+            "-c",
+            "echo hi $WHO; exit 7",
+        ],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi cli\n");
+
+    let listed = baton_task(&node.url, &["list", "--status", "failed"]).await;
+    assert!(listed.status.success());
+    let listing = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(listing.lines().count(), 1, "{listing}");
+    assert!(
+        listing.contains("failed") && listing.contains("exit=7"),
+        "{listing}"
+    );
+}
+
+/// Runs `baton task ARGS...` against `server` with the admin token.
+async fn baton_task(server: &str, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(procs::BATON);
+    cmd.arg("task")
+        .args(args)
+        .env("BATON_SERVER", server)
+        .env("BATON_TOKEN", API_TOKEN);
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}

@@ -1,0 +1,319 @@
+//! The runner protocol spoken directly over HTTP: label routing, batched leases, priority,
+//! the lease as a fence (stale reports refused, nothing changed), and what happens to a
+//! claim when Postgres no longer calls the task queued.
+
+mod support;
+
+use baton_client::{
+    Client, CompleteTask, LeaseRequest, LeaseResponse, Outcome, StatusCode, SubmitTask,
+};
+use baton_core::TaskStatus;
+use support::*;
+use uuid::Uuid;
+
+fn lease_req(max: u32) -> LeaseRequest {
+    LeaseRequest {
+        request_id: Uuid::new_v4(),
+        max,
+        wait_s: 0,
+        boot_id: Uuid::new_v4(),
+        running: vec![],
+    }
+}
+
+async fn lease(runner: &Client, max: u32) -> LeaseResponse {
+    runner.lease(&lease_req(max)).await.unwrap()
+}
+
+fn task(labels: &[&str], priority: i32) -> SubmitTask {
+    SubmitTask {
+        command: Some(vec!["true".into()]),
+        labels: labels.iter().map(|s| s.to_string()).collect(),
+        priority,
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tasks_wait_for_a_runner_whose_labels_cover_theirs() {
+    let env = TestEnv::new("proto-labels").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let (_, plain) = register_runner(&node.url, &["linux"], 4).await;
+    let (_, gpu) = register_runner(&node.url, &["linux", "gpu"], 4).await;
+
+    let (needs_gpu, _) = user.submit(&task(&["gpu", "linux"], 0)).await.unwrap();
+    assert!(
+        lease(&plain, 4).await.tasks.is_empty(),
+        "a runner without gpu must not get it"
+    );
+    assert_eq!(
+        user.task_get(needs_gpu.id).await.unwrap().status,
+        TaskStatus::Queued
+    );
+    let got = lease(&gpu, 4).await;
+    assert_eq!(got.tasks.len(), 1);
+    assert_eq!(got.tasks[0].id, needs_gpu.id);
+    assert_eq!(got.tasks[0].labels, vec!["gpu", "linux"]);
+
+    // A task with no labels goes to anyone; one with labels nobody has waits.
+    let (anyone, _) = user.submit(&task(&[], 0)).await.unwrap();
+    let (nobody, _) = user.submit(&task(&["arm64"], 0)).await.unwrap();
+    let got = lease(&plain, 4).await;
+    assert_eq!(
+        got.tasks.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![anyone.id]
+    );
+    assert!(lease(&gpu, 4).await.tasks.is_empty());
+    assert_eq!(
+        user.task_get(nobody.id).await.unwrap().status,
+        TaskStatus::Queued
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_lease_takes_several_tasks_best_first() {
+    let env = TestEnv::new("proto-max").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let (runner_id, runner) = register_runner(&node.url, &["linux"], 8).await;
+
+    let (low, _) = user.submit(&task(&[], -5)).await.unwrap();
+    let (first, _) = user.submit(&task(&[], 0)).await.unwrap();
+    let (second, _) = user.submit(&task(&["linux"], 0)).await.unwrap();
+    let (high, _) = user.submit(&task(&[], 10)).await.unwrap();
+
+    let got = lease(&runner, 3).await;
+    let ids: Vec<Uuid> = got.tasks.iter().map(|t| t.id).collect();
+    assert_eq!(
+        ids,
+        vec![high.id, first.id, second.id],
+        "priority first, then age, across queues"
+    );
+    for t in &got.tasks {
+        let seen = user.task_get(t.id).await.unwrap();
+        assert_eq!(seen.status, TaskStatus::Leased);
+        assert_eq!(seen.runner_id, Some(runner_id));
+    }
+    let rest = lease(&runner, 3).await;
+    assert_eq!(
+        rest.tasks.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![low.id]
+    );
+    assert!(
+        lease(&runner, 3).await.tasks.is_empty(),
+        "each task is handed out once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stale_lease_is_refused_and_changes_nothing() {
+    let env = TestEnv::new("proto-stale").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let (_, other_runner) = register_runner(&node.url, &[], 1).await;
+    let (submitted, _) = user.submit(&task(&[], 0)).await.unwrap();
+    let leased = lease(&runner, 1).await.tasks.remove(0);
+    let stale = Uuid::new_v4();
+
+    let conflict = |r: Result<_, baton_client::ClientError>| {
+        let e = r.expect_err("must be refused");
+        assert_eq!(e.status(), Some(StatusCode::CONFLICT), "{e}");
+    };
+    conflict(runner.start(submitted.id, stale).await.map(|_| ()));
+    assert_eq!(
+        user.task_get(submitted.id).await.unwrap().status,
+        TaskStatus::Leased
+    );
+
+    runner.start(submitted.id, leased.lease_id).await.unwrap();
+    let before = user.task_get(submitted.id).await.unwrap();
+    assert_eq!(before.status, TaskStatus::Running);
+
+    conflict(
+        runner
+            .log_append(submitted.id, stale, 0, "x".into())
+            .await
+            .map(|_| ()),
+    );
+    let report = |lease_id| CompleteTask {
+        lease_id,
+        outcome: Outcome::Succeeded,
+        exit_code: Some(0),
+        error: None,
+        outputs: None,
+        log_size: Some(0),
+    };
+    conflict(
+        runner
+            .complete(submitted.id, &report(stale))
+            .await
+            .map(|_| ()),
+    );
+    let after = user.task_get(submitted.id).await.unwrap();
+    assert_eq!(
+        after, before,
+        "refused reports leave the task exactly as it was"
+    );
+
+    // Another runner's task does not exist for this runner, whatever lease it shows.
+    let not_found = other_runner
+        .complete(submitted.id, &report(leased.lease_id))
+        .await
+        .unwrap_err();
+    assert_eq!(not_found.status(), Some(StatusCode::NOT_FOUND));
+    let not_found = other_runner
+        .start(submitted.id, leased.lease_id)
+        .await
+        .unwrap_err();
+    assert_eq!(not_found.status(), Some(StatusCode::NOT_FOUND));
+    assert_eq!(user.task_get(submitted.id).await.unwrap(), before);
+
+    // The real lease completes it; a repeat of that same report (its answer lost) is
+    // answered with the task as it stands, and a different outcome is refused.
+    let done = runner
+        .complete(submitted.id, &report(leased.lease_id))
+        .await
+        .unwrap();
+    assert_eq!(done.status, TaskStatus::Succeeded);
+    let again = runner
+        .complete(submitted.id, &report(leased.lease_id))
+        .await
+        .unwrap();
+    assert_eq!(again, done);
+    let mut failed = report(leased.lease_id);
+    failed.outcome = Outcome::Failed;
+    conflict(runner.complete(submitted.id, &failed).await.map(|_| ()));
+    assert_eq!(user.task_get(submitted.id).await.unwrap(), done);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn log_chunks_are_stored_once_by_offset() {
+    let env = TestEnv::new("proto-logs").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let (t, _) = user.submit(&task(&[], 0)).await.unwrap();
+    let lease_id = lease(&runner, 1).await.tasks[0].lease_id;
+
+    let refused = runner
+        .log_append(t.id, lease_id, 0, "early".into())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.status(),
+        Some(StatusCode::CONFLICT),
+        "no logs before start"
+    );
+    runner.start(t.id, lease_id).await.unwrap();
+
+    assert_eq!(
+        runner
+            .log_append(t.id, lease_id, 0, "hello ".into())
+            .await
+            .unwrap()
+            .acked,
+        6
+    );
+    // A resend of the same chunk is acknowledged, not stored twice.
+    assert_eq!(
+        runner
+            .log_append(t.id, lease_id, 0, "hello ".into())
+            .await
+            .unwrap()
+            .acked,
+        6
+    );
+    // An overlapping chunk stores only its new tail.
+    assert_eq!(
+        runner
+            .log_append(t.id, lease_id, 3, "lo world".into())
+            .await
+            .unwrap()
+            .acked,
+        11
+    );
+    // A chunk past the end is refused with the offset the server holds.
+    let gap = runner
+        .log_append(t.id, lease_id, 20, "?".into())
+        .await
+        .unwrap_err();
+    assert_eq!(gap.status(), Some(StatusCode::RANGE_NOT_SATISFIABLE));
+    match gap {
+        baton_client::ClientError::Api(e) => assert_eq!(e.body.error.offset, Some(11)),
+        other => panic!("{other}"),
+    }
+    let slice = user.task_logs(t.id, 0).await.unwrap();
+    assert_eq!(&slice.bytes[..], b"hello world");
+    assert_eq!(slice.next_offset, 11);
+    assert_eq!(&user.task_logs(t.id, 6).await.unwrap().bytes[..], b"world");
+
+    // The runner produced more than arrived: the log is marked incomplete.
+    let done = runner
+        .complete(
+            t.id,
+            &CompleteTask {
+                lease_id,
+                outcome: Outcome::Succeeded,
+                exit_code: Some(0),
+                error: None,
+                outputs: Some(serde_json::json!({"artifact": "a.tar"})),
+                log_size: Some(12),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(done.log_incomplete);
+    assert_eq!(done.log_size, 11);
+    assert_eq!(done.outputs, Some(serde_json::json!({"artifact": "a.tar"})));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_popped_task_postgres_no_longer_calls_queued_is_not_handed_out() {
+    let env = TestEnv::new("proto-cas-miss").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let (t, _) = user.submit(&task(&[], 0)).await.unwrap();
+    // The task moved on in Postgres (as a cancel would move it) while its queue entry
+    // is still in Redis.
+    sqlx::query("UPDATE tasks SET status = 'cancelled', finished_at = now() WHERE id = $1")
+        .bind(t.id)
+        .execute(&mut env.db().await)
+        .await
+        .unwrap();
+
+    assert!(lease(&runner, 1).await.tasks.is_empty());
+    let mut redis = env.redis().await;
+    let claim: Option<String> = redis::cmd("HGET")
+        .arg(format!("{}running", env.redis_prefix))
+        .arg(t.id.to_string())
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(claim, None, "the node dropped its own claim");
+    let owned: i64 = redis::cmd("SCARD")
+        .arg(format!("{}owned:{}", env.redis_prefix, node.node_id))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(owned, 0);
+    assert_eq!(
+        user.task_get(t.id).await.unwrap().status,
+        TaskStatus::Cancelled
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retried_start_is_idempotent_and_counts_one_attempt() {
+    let env = TestEnv::new("proto-start-twice").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let (t, _) = user.submit(&task(&[], 0)).await.unwrap();
+    let lease_id = lease(&runner, 1).await.tasks[0].lease_id;
+    assert_eq!(runner.start(t.id, lease_id).await.unwrap().attempt, 1);
+    assert_eq!(runner.start(t.id, lease_id).await.unwrap().attempt, 1);
+    assert_eq!(user.task_get(t.id).await.unwrap().attempt, 1);
+}

@@ -1,0 +1,78 @@
+//! The log cap, at the store: past `max_log_bytes` the runner's chunks are still
+//! acknowledged (so it never resends them), but only the first bytes are kept and the log
+//! is flagged truncated.
+
+mod support;
+
+use baton_store::{NewTask, Store, StoreOptions};
+use chrono::Utc;
+use support::*;
+use uuid::Uuid;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn output_past_the_cap_is_acknowledged_but_not_stored() {
+    let env = TestEnv::new("store-log-cap").await;
+    let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
+    store.migrate().await.unwrap();
+    let id = Uuid::now_v7();
+    let (runner, lease) = (Uuid::new_v4(), Uuid::new_v4());
+    store
+        .task_insert(
+            &NewTask {
+                id,
+                queue: "default".into(),
+                labels: vec![],
+                command: Some(vec!["true".into()]),
+                script: None,
+                env: Default::default(),
+                payload: None,
+                priority: 0,
+                timeout_s: 60,
+                queue_timeout_s: 60,
+                max_attempts: 1,
+                idempotency_key: None,
+                created_by: "test".into(),
+                traceparent: None,
+            },
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    store
+        .task_lease(id, lease, runner, Utc::now())
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .task_start(id, runner, lease, Utc::now())
+        .await
+        .unwrap();
+
+    let cap = 10;
+    let first = store
+        .task_log_append(id, runner, lease, 0, b"12345678", cap)
+        .await
+        .unwrap();
+    assert_eq!(first.acked, 8);
+    let second = store
+        .task_log_append(id, runner, lease, 8, b"abcdefgh", cap)
+        .await
+        .unwrap();
+    assert_eq!(second.acked, 16, "acknowledged in the runner's offsets");
+    let resend = store
+        .task_log_append(id, runner, lease, 8, b"abcdefgh", cap)
+        .await
+        .unwrap();
+    assert_eq!(resend.acked, 16);
+    let third = store
+        .task_log_append(id, runner, lease, 16, b"more", cap)
+        .await
+        .unwrap();
+    assert_eq!(third.acked, 20);
+
+    let log = store.task_log_read(id, 0, 1 << 20).await.unwrap();
+    assert_eq!(log.data, b"12345678ab");
+    let task = store.task_get(id).await.unwrap();
+    assert!(task.log_truncated);
+    assert_eq!(task.log_size, 20);
+}

@@ -1,0 +1,227 @@
+//! The test harness: a fresh Postgres database and Redis key prefix per test, and real
+//! `baton` processes (nodes, runners) spawned from the binary under test.
+//!
+//! Servers come from `BATON_TEST_DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`) and `BATON_TEST_REDIS_URL` (default
+//! `redis://127.0.0.1:6379`); `scripts/test.sh` starts them when none is reachable.
+
+#![allow(dead_code)]
+
+pub mod procs;
+
+use baton_client::{Client, RegisterRunner};
+use sqlx::{Connection, PgConnection};
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+use uuid::Uuid;
+
+pub use procs::{NodeProc, RunnerProc};
+
+pub const API_TOKEN: &str = "test-admin-token";
+pub const REGISTRATION_TOKEN: &str = "test-registration-token";
+
+pub fn admin_database_url() -> String {
+    std::env::var("BATON_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+pub fn redis_url() -> String {
+    std::env::var("BATON_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// One test's world: its own database, its own Redis prefix, its own log folder.
+pub struct TestEnv {
+    pub name: String,
+    pub database: String,
+    pub database_url: String,
+    pub redis_url: String,
+    pub redis_prefix: String,
+    pub dir: PathBuf,
+}
+
+impl TestEnv {
+    pub async fn new(name: &str) -> TestEnv {
+        baton_client::install_tls_provider();
+        let tag = Uuid::new_v4().simple().to_string()[..12].to_string();
+        let database = format!("baton_t_{tag}");
+        let admin = admin_database_url();
+        let mut conn = PgConnection::connect(&admin)
+            .await
+            .unwrap_or_else(|e| panic!("test Postgres at {admin} is not reachable: {e}"));
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+            .execute(&mut conn)
+            .await
+            .expect("create test database");
+        let mut url = reqwest::Url::parse(&admin).expect("BATON_TEST_DATABASE_URL is a URL");
+        url.set_path(&database);
+        let database_url = url.to_string();
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join("baton-tests")
+            .join(format!("{name}-{tag}"));
+        std::fs::create_dir_all(&dir).expect("test dir");
+        TestEnv {
+            name: name.to_string(),
+            database,
+            database_url,
+            redis_url: redis_url(),
+            redis_prefix: format!("{{bt-{tag}}}:"),
+            dir,
+        }
+    }
+
+    pub async fn node(&self) -> NodeProc {
+        NodeProc::start(self, &[]).await
+    }
+
+    pub async fn node_with(&self, extra_args: &[&str]) -> NodeProc {
+        NodeProc::start(self, extra_args).await
+    }
+
+    /// A `baton runner` agent process talking to `server`.
+    pub async fn runner(&self, server: &str, labels: &[&str], capacity: u32) -> RunnerProc {
+        RunnerProc::start(self, server, labels, capacity, &[]).await
+    }
+
+    pub async fn runner_with(
+        &self,
+        server: &str,
+        labels: &[&str],
+        capacity: u32,
+        extra_args: &[&str],
+    ) -> RunnerProc {
+        RunnerProc::start(self, server, labels, capacity, extra_args).await
+    }
+
+    pub async fn db(&self) -> PgConnection {
+        PgConnection::connect(&self.database_url)
+            .await
+            .expect("connect to the test database")
+    }
+
+    pub async fn redis(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.redis_url.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to the test redis")
+    }
+
+    pub async fn count_tasks(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM tasks")
+            .fetch_one(&mut self.db().await)
+            .await
+            .unwrap()
+    }
+
+    /// Waits until the task is terminal and returns it.
+    pub async fn wait_terminal(&self, client: &Client, id: Uuid) -> baton_client::Task {
+        wait_for("the task to finish", Duration::from_secs(60), || async {
+            client
+                .task_get(id)
+                .await
+                .ok()
+                .filter(|t| t.status.is_terminal())
+        })
+        .await
+    }
+}
+
+/// The whole stored log of a task.
+pub async fn read_log(client: &Client, id: Uuid) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let slice = client.task_logs(id, out.len() as i64).await.unwrap();
+        if slice.bytes.is_empty() {
+            return out;
+        }
+        out.extend_from_slice(&slice.bytes);
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        let admin = admin_database_url();
+        let database = self.database.clone();
+        let (redis_url, prefix) = (self.redis_url.clone(), self.redis_prefix.clone());
+        // Drop runs outside any runtime we may block, so the cleanup gets its own.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok(mut conn) = PgConnection::connect(&admin).await {
+                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
+                    )))
+                    .execute(&mut conn)
+                    .await;
+                }
+                if let Ok(client) = redis::Client::open(redis_url.as_str())
+                    && let Ok(mut redis) = client.get_multiplexed_async_connection().await
+                {
+                    // The braces of the hash tag are literal in a glob.
+                    let keys: Vec<String> = redis::cmd("KEYS")
+                        .arg(format!("{prefix}*"))
+                        .query_async(&mut redis)
+                        .await
+                        .unwrap_or_default();
+                    if !keys.is_empty() {
+                        let _: Result<(), _> =
+                            redis::cmd("DEL").arg(keys).query_async(&mut redis).await;
+                    }
+                }
+            })
+        })
+        .join();
+    }
+}
+
+pub fn user_client(base: &str) -> Client {
+    Client::new(base, Some(API_TOKEN.into())).unwrap()
+}
+
+/// Registers a runner over HTTP and returns its id and a client holding its token, for
+/// tests that speak the runner protocol themselves.
+pub async fn register_runner(base: &str, labels: &[&str], capacity: i32) -> (Uuid, Client) {
+    let (id, token) = register_runner_token(base, labels, capacity).await;
+    (id, Client::new(base, Some(token)).unwrap())
+}
+
+/// Registers a runner and returns its id and token.
+pub async fn register_runner_token(base: &str, labels: &[&str], capacity: i32) -> (Uuid, String) {
+    let anon = Client::new(base, None).unwrap();
+    let reg = anon
+        .register(&RegisterRunner {
+            registration_token: REGISTRATION_TOKEN.into(),
+            name: format!("test-runner-{}", &Uuid::new_v4().simple().to_string()[..6]),
+            labels: labels.iter().map(|s| s.to_string()).collect(),
+            queues: vec![],
+            capacity,
+            version: "test".into(),
+        })
+        .await
+        .expect("register runner");
+    (reg.runner_id, reg.token)
+}
+
+/// Polls `check` until it yields `Some`, or panics with `what` after `timeout`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
+}

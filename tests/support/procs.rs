@@ -1,0 +1,171 @@
+//! Real `baton` processes for tests: killed (SIGKILL) when dropped, their output kept in
+//! the test's folder for post-mortems.
+
+use super::{API_TOKEN, REGISTRATION_TOKEN, TestEnv};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub const BATON: &str = env!("CARGO_BIN_EXE_baton");
+
+fn log_file(env: &TestEnv, name: &str) -> (PathBuf, std::fs::File) {
+    let path = env.dir.join(format!("{name}.log"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .expect("process log file");
+    (path, file)
+}
+
+pub struct NodeProc {
+    pub child: Child,
+    pub url: String,
+    pub node_id: String,
+    pub log: PathBuf,
+}
+
+impl NodeProc {
+    /// Starts `baton serve` on a free port and waits until it is ready.
+    pub async fn start(env: &TestEnv, extra_args: &[&str]) -> NodeProc {
+        let name = format!("node-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+        let (log, stderr) = log_file(env, &name);
+        let mut child = Command::new(BATON)
+            .args(["serve", "--listen", "127.0.0.1:0", "--node-id", &name])
+            .args(extra_args)
+            .env("BATON_DATABASE_URL", &env.database_url)
+            .env("BATON_REDIS_URL", &env.redis_url)
+            .env("BATON_REDIS_PREFIX", &env.redis_prefix)
+            .env("BATON_API_TOKEN", API_TOKEN)
+            .env("BATON_REGISTRATION_TOKEN", REGISTRATION_TOKEN)
+            .env("RUST_LOG", "info,baton=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn baton serve");
+        // The node prints its bound address on stdout once listening.
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut echo = log_file(env, &name).1;
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = writeln!(echo, "{line}");
+                if let Some(url) = line.split("listening on ").nth(1) {
+                    let _ = tx.send(url.trim().to_string());
+                }
+            }
+        });
+        let url = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(30)))
+            .await
+            .unwrap()
+            .unwrap_or_else(|_| panic!("node did not start; see {}", log.display()));
+        let node = NodeProc {
+            child,
+            url,
+            node_id: name,
+            log,
+        };
+        node.wait_ready().await;
+        node
+    }
+
+    pub async fn wait_ready(&self) {
+        let http = reqwest::Client::new();
+        let url = format!("{}/readyz", self.url);
+        super::wait_for(
+            &format!("{url} to be ready"),
+            Duration::from_secs(30),
+            || {
+                let req = http.get(&url).send();
+                async move {
+                    req.await
+                        .ok()
+                        .filter(|r| r.status().is_success())
+                        .map(|_| ())
+                }
+            },
+        )
+        .await;
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for NodeProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub struct RunnerProc {
+    pub child: Child,
+    pub state_dir: PathBuf,
+    pub log: PathBuf,
+}
+
+impl RunnerProc {
+    pub async fn start(
+        env: &TestEnv,
+        server: &str,
+        labels: &[&str],
+        capacity: u32,
+        extra_args: &[&str],
+    ) -> RunnerProc {
+        let name = format!("runner-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+        let (log, out) = log_file(env, &name);
+        let state_dir = env.dir.join(&name);
+        let child = Command::new(BATON)
+            .args(["runner", "--server", server, "--name", &name])
+            .args(["--labels", &labels.join(",")])
+            .args(["--capacity", &capacity.to_string()])
+            .arg("--state-dir")
+            .arg(&state_dir)
+            .arg("--work-dir")
+            .arg(state_dir.join("work"))
+            .args(["--wait-s", "10"])
+            .args(extra_args)
+            .env("BATON_REGISTRATION_TOKEN", REGISTRATION_TOKEN)
+            .env("RUST_LOG", "info,baton=debug")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("spawn baton runner");
+        RunnerProc {
+            child,
+            state_dir,
+            log,
+        }
+    }
+
+    /// Sends a signal to the agent (e.g. SIGTERM for a graceful stop).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Waits for the agent to exit and returns its exit code.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let child = &mut self.child;
+        super::wait_for("the runner to exit", timeout, || {
+            let status = child.try_wait().expect("try_wait");
+            async move { status.map(|s| s.code()) }
+        })
+        .await
+    }
+}
+
+impl Drop for RunnerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
