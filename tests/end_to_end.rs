@@ -110,19 +110,9 @@ async fn a_runner_parked_on_one_node_gets_work_submitted_on_another_at_once() {
             .await
     });
     // Wait until node A reports the request parked.
-    let http = reqwest::Client::new();
-    wait_for(
-        "the lease to park on node A",
-        Duration::from_secs(10),
-        || {
-            let req = http.get(format!("{}/readyz", node_a.url)).send();
-            async move {
-                let body: serde_json::Value = req.await.ok()?.json().await.ok()?;
-                (body["parked_leases"].as_u64()? >= 1).then_some(())
-            }
-        },
-    )
-    .await;
+    node_a
+        .wait_parked("the lease to park on node A", |n| n >= 1)
+        .await;
 
     let submitted_at = Instant::now();
     let (task, _) = user_client(&node_b.url)
@@ -162,19 +152,8 @@ async fn a_parked_lease_whose_client_hung_up_strands_nothing() {
         .send()
         .await;
     assert!(impatient.is_err(), "the client side timed out");
-    let http = reqwest::Client::new();
-    wait_for(
-        "the abandoned lease to unpark",
-        Duration::from_secs(10),
-        || {
-            let req = http.get(format!("{}/readyz", node.url)).send();
-            async move {
-                let body: serde_json::Value = req.await.ok()?.json().await.ok()?;
-                (body["parked_leases"].as_u64()? == 0).then_some(())
-            }
-        },
-    )
-    .await;
+    node.wait_parked("the abandoned lease to unpark", |n| n == 0)
+        .await;
 
     let client = user_client(&node.url);
     let (task, _) = client.submit(&script("true")).await.unwrap();

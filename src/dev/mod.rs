@@ -1,8 +1,226 @@
-//! `baton dev`: a local cluster for newcomers.
+//! `baton dev`: a local cluster for newcomers. It starts what is missing (Redis, Postgres),
+//! the nodes behind nginx and the runners, runs a demo task through the load balancer,
+//! says how to use the cluster, and on Ctrl-C stops everything it started.
+
+mod cluster;
+mod demo;
+mod nginx;
+mod nodes;
+mod ports;
+mod postgres;
+mod processes;
+mod readiness;
+mod redis;
+mod runners;
+mod workdir;
+
+use cluster::{Cluster, Role};
+use nodes::NodeSettings;
+use ports::Ports;
+use postgres::Postgres;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use workdir::WorkDir;
 
 #[derive(Debug, clap::Args)]
-pub struct DevArgs {}
+pub struct DevArgs {
+    /// Folder for logs, data and configuration; wiped and recreated at each start.
+    #[arg(long, default_value = ".baton-dev")]
+    dir: PathBuf,
+    /// Port of the load balancer, the cluster's one address.
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Number of nodes.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    nodes: u16,
+    /// Number of runners.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    runners: u16,
+    /// Use this Redis instead of starting one.
+    #[arg(long)]
+    redis_url: Option<String>,
+    /// Use this Postgres database (as given) instead of starting a cluster.
+    #[arg(long)]
+    database_url: Option<String>,
+    /// API token with every scope.
+    #[arg(long, default_value = "dev-admin-token")]
+    api_token: String,
+    /// Token runners register with.
+    #[arg(long, default_value = "dev-registration-token")]
+    registration_token: String,
+    /// Bring everything up, check the demo task, tear down: exit 0 only if all of it worked.
+    #[arg(long)]
+    smoke: bool,
+}
 
-pub async fn run(_args: DevArgs) -> anyhow::Result<std::process::ExitCode> {
-    anyhow::bail!("baton dev is being built")
+pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
+    let mut ports = Ports::default();
+    ports.claim(args.port)?;
+    let work = WorkDir::recreate(&args.dir)?;
+    println!("baton dev: working in {}", work.root().display());
+    let mut cluster = Cluster::default();
+    let outcome = tokio::select! {
+        outcome = up_and_running(&args, &work, &mut ports, &mut cluster) => outcome,
+        // Ctrl-C is how a normal run ends, but a smoke run that did not finish failed.
+        () = crate::cli::shutdown_signal() => match args.smoke {
+            true => Err(anyhow::anyhow!("interrupted before the smoke test finished")),
+            false => Ok(()),
+        },
+    };
+    if let Err(e) = &outcome {
+        eprintln!("baton dev: {e:#}");
+    }
+    println!("\nstopping the cluster");
+    cluster.stop().await;
+    match outcome {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        // Already said above, before the stop's lines.
+        Err(_) => Ok(ExitCode::FAILURE),
+    }
+}
+
+/// Brings the cluster up and runs the demo; then, with `--smoke`, returns, or else keeps
+/// the cluster up until a member exits (an error). Ctrl-C is the caller's business.
+async fn up_and_running(
+    args: &DevArgs,
+    work: &WorkDir,
+    ports: &mut Ports,
+    cluster: &mut Cluster,
+) -> anyhow::Result<()> {
+    let lb_url = bring_up(args, work, ports, cluster).await?;
+    let client = baton_client::Client::new(&lb_url, Some(args.api_token.clone()))?;
+    tokio::select! {
+        demo = demo::run(&client) => demo?,
+        exit = cluster.any_exit() => return Err(exit),
+    }
+    if args.smoke {
+        println!("\nsmoke test passed");
+        return Ok(());
+    }
+    print_next_steps(&lb_url, &args.api_token, work);
+    Err(cluster.any_exit().await)
+}
+
+/// Starts every member, each once the ones it needs are ready. Returns the cluster's URL.
+async fn bring_up(
+    args: &DevArgs,
+    work: &WorkDir,
+    ports: &mut Ports,
+    cluster: &mut Cluster,
+) -> anyhow::Result<String> {
+    let as_root = running_as_root().await?;
+    let exe = std::env::current_exe()?;
+
+    let redis_url = match &args.redis_url {
+        None => {
+            let port = ports.pick()?;
+            let redis = cluster.add(Role::Redis, redis::spawn(work, port)?);
+            redis::wait_ready(cluster.get(redis), port).await?;
+            println!("  redis     {}", redis::url(port));
+            redis::url(port)
+        }
+        Some(url) => {
+            println!("  redis     {url} (given)");
+            url.clone()
+        }
+    };
+
+    let database_url = match &args.database_url {
+        None => {
+            let pg = Postgres::prepare(work, ports.pick()?, as_root).await?;
+            if let Some(dir) = pg.scratch_dir() {
+                cluster.remove_after_stop(dir.to_path_buf());
+            }
+            pg.initdb(&work.log("initdb")).await?;
+            // Each node's pool, plus room for psql sessions of a curious newcomer.
+            let max_connections = 20 * u32::from(args.nodes) + 20;
+            let postgres = pg.spawn(&work.log("postgres"), max_connections)?;
+            let postgres = cluster.add(Role::Postgres, postgres);
+            pg.wait_ready(cluster.get(postgres)).await?;
+            println!(
+                "  postgres  {} (data in {})",
+                pg.url(),
+                pg.data_dir().display()
+            );
+            pg.url()
+        }
+        Some(url) => {
+            println!("  postgres  {url} (given)");
+            url.clone()
+        }
+    };
+
+    let settings = NodeSettings {
+        database_url,
+        redis_url,
+        api_token: args.api_token.clone(),
+        registration_token: args.registration_token.clone(),
+    };
+    // The first node alone, since it applies the migrations; then the rest together.
+    let mut node_ports = Vec::new();
+    let mut node_members = Vec::new();
+    for index in 1..=usize::from(args.nodes) {
+        let port = ports.pick()?;
+        let node = nodes::spawn(&exe, work, index, port, &settings)?;
+        let node = cluster.add(Role::Node, node);
+        if index == 1 {
+            nodes::wait_ready(cluster.get(node), port).await?;
+        }
+        node_ports.push(port);
+        node_members.push(node);
+    }
+    for (node, port) in node_members.iter().zip(&node_ports) {
+        nodes::wait_ready(cluster.get(*node), *port).await?;
+        println!("  {:<9} http://127.0.0.1:{port}", cluster.get(*node).name());
+    }
+
+    let lb_url = format!("http://127.0.0.1:{}", args.port);
+    let lb = nginx::spawn(work, args.port, &node_ports, as_root)?;
+    let lb = cluster.add(Role::LoadBalancer, lb);
+    nginx::wait_ready(cluster.get(lb), &lb_url).await?;
+    println!("  nginx     {lb_url}");
+
+    for index in 1..=usize::from(args.runners) {
+        let runner = runners::spawn(&exe, work, index, &lb_url, &args.registration_token)?;
+        println!("  {:<9} labels {}", runner.name(), runners::LABELS);
+        cluster.add(Role::Runner, runner);
+    }
+    Ok(lb_url)
+}
+
+fn print_next_steps(lb_url: &str, api_token: &str, work: &WorkDir) {
+    let baton = baton_for_display();
+    println!(
+        "\nThe cluster is up.\n\
+         \n  load balancer  {lb_url}\
+         \n  API token      {api_token}\
+         \n  logs           {logs}/\
+         \n\nIn another terminal:\
+         \n  export BATON_SERVER={lb_url} BATON_TOKEN={api_token}\
+         \n  {baton} task submit --wait -- echo hi\
+         \n  {baton} task list\
+         \n\nCtrl-C stops everything.",
+        logs = work.logs().display(),
+    );
+}
+
+/// This binary as the user would type it: relative to the current folder when inside it.
+fn baton_for_display() -> String {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("baton"));
+    let cwd = std::env::current_dir().unwrap_or_default();
+    exe.strip_prefix(&cwd)
+        .map(Path::to_path_buf)
+        .unwrap_or(exe)
+        .display()
+        .to_string()
+}
+
+/// Postgres refuses to run as root, and nginx's workers need telling; the workspace
+/// forbids the `unsafe` that `geteuid` takes, so ask `id`.
+async fn running_as_root() -> anyhow::Result<bool> {
+    let out = tokio::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .await?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim() == "0")
 }

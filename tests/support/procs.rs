@@ -90,6 +90,21 @@ impl NodeProc {
         .await;
     }
 
+    /// Waits until the node's count of parked lease requests satisfies `done`.
+    pub async fn wait_parked(&self, what: &str, done: impl Fn(u64) -> bool) {
+        let http = reqwest::Client::new();
+        let url = format!("{}/readyz", self.url);
+        super::wait_for(what, Duration::from_secs(10), || {
+            let req = http.get(&url).send();
+            let done = &done;
+            async move {
+                let body: serde_json::Value = req.await.ok()?.json().await.ok()?;
+                done(body["parked_leases"].as_u64()?).then_some(())
+            }
+        })
+        .await;
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Runs every test: unit tests, and the integration tests against real Redis and Postgres
+# with real `baton` processes. Uses the servers at BATON_TEST_REDIS_URL and
+# BATON_TEST_DATABASE_URL (defaults: the local ones on 6379 and 5432); when one is not
+# reachable it installs (Debian) and starts a private one. Arguments go to `cargo test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export BATON_TEST_REDIS_URL=${BATON_TEST_REDIS_URL:-redis://127.0.0.1:6379}
+export BATON_TEST_DATABASE_URL=${BATON_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+services=${BATON_TEST_SERVICES_DIR:-/tmp/baton-test-services}
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+pg_bin() {
+    local d
+    for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+        [ -x "$d/initdb" ] && { echo "$d"; return; }
+    done
+    dirname "$(command -v initdb)"
+}
+
+# The tests also run `baton dev --smoke`, which needs nginx, redis-server and initdb.
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v psql >/dev/null 2>&1 && { command -v initdb >/dev/null 2>&1 || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; } || missing+=(postgresql)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "test.sh: installing ${missing[*]}"
+    as_root apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+fi
+
+if ! redis-cli -u "$BATON_TEST_REDIS_URL" ping >/dev/null 2>&1; then
+    port=56379
+    echo "test.sh: no Redis at $BATON_TEST_REDIS_URL; starting one on $port"
+    mkdir -p "$services/redis"
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+        --dir "$services/redis" --logfile "$services/redis/redis.log"
+    export BATON_TEST_REDIS_URL="redis://127.0.0.1:$port"
+    for _ in $(seq 50); do redis-cli -u "$BATON_TEST_REDIS_URL" ping >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+
+if ! psql "$BATON_TEST_DATABASE_URL" -qtAc 'select 1' >/dev/null 2>&1; then
+    port=55432
+    data="$services/pg"
+    echo "test.sh: no Postgres at $BATON_TEST_DATABASE_URL; starting one on $port"
+    bin=$(pg_bin)
+    if [ ! -f "$data/PG_VERSION" ]; then
+        mkdir -p "$data"
+        [ "$(id -u)" -eq 0 ] && chown -R postgres "$services" && chmod 755 "$services"
+        as_postgres "$bin/initdb" -D "$data" -A trust -U postgres --no-sync >/dev/null
+    fi
+    as_postgres "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w start \
+        -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300" >/dev/null \
+        || as_postgres "$bin/pg_ctl" -D "$data" status >/dev/null
+    export BATON_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres"
+fi
+
+# Databases left behind by an interrupted earlier run.
+psql "$BATON_TEST_DATABASE_URL" -qtAc \
+    "select 'DROP DATABASE \"' || datname || '\" WITH (FORCE);' from pg_database where datname like 'baton_t_%'" \
+    | psql "$BATON_TEST_DATABASE_URL" -q >/dev/null
+
+echo "test.sh: redis $BATON_TEST_REDIS_URL, postgres $BATON_TEST_DATABASE_URL"
+exec cargo test --workspace "$@"

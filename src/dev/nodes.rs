@@ -1,0 +1,73 @@
+//! The Baton nodes: this very binary, run as `baton serve`.
+
+use super::processes::{StopPolicy, Supervised};
+use super::readiness::{http_ok, probe_client, wait_until};
+use super::workdir::WorkDir;
+use nix::sys::signal::Signal;
+use std::path::Path;
+use std::time::Duration;
+use tokio::process::Command;
+
+/// Generous: the first node applies the migrations.
+const READY_WITHIN: Duration = Duration::from_secs(60);
+
+/// What every node shares.
+#[derive(Debug, Clone)]
+pub struct NodeSettings {
+    pub database_url: String,
+    pub redis_url: String,
+    pub api_token: String,
+    pub registration_token: String,
+}
+
+pub fn name(index: usize) -> String {
+    format!("node-{index}")
+}
+
+pub fn spawn(
+    exe: &Path,
+    work: &WorkDir,
+    index: usize,
+    port: u16,
+    settings: &NodeSettings,
+) -> anyhow::Result<Supervised> {
+    let name = name(index);
+    let mut command = baton_command(exe);
+    command
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--node-id", &name])
+        .env("BATON_DATABASE_URL", &settings.database_url)
+        .env("BATON_REDIS_URL", &settings.redis_url)
+        .env("BATON_API_TOKEN", &settings.api_token)
+        .env("BATON_REGISTRATION_TOKEN", &settings.registration_token);
+    // SIGTERM: stop taking requests, finish those in flight, stop the services.
+    Supervised::spawn(
+        &name,
+        command,
+        &work.log(&name),
+        StopPolicy::signal(Signal::SIGTERM),
+    )
+}
+
+pub async fn wait_ready(node: &mut Supervised, port: u16) -> anyhow::Result<()> {
+    let http = probe_client()?;
+    let url = format!("http://127.0.0.1:{port}/readyz");
+    let what = format!("{} to answer /readyz", node.name());
+    let (http, url) = (&http, url.as_str());
+    wait_until(node, &what, READY_WITHIN, || http_ok(http, url)).await
+}
+
+/// `baton` with none of the caller's `BATON_*` settings, which would otherwise leak into
+/// the cluster (a `BATON_CONFIG` of theirs, say) and make runs differ from machine to
+/// machine. Shared with the runners.
+pub fn baton_command(exe: &Path) -> Command {
+    let mut command = Command::new(exe);
+    // Log files are not terminals: no colour codes in them.
+    command.env("NO_COLOR", "1");
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("BATON_") {
+            command.env_remove(key);
+        }
+    }
+    command
+}
