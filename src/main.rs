@@ -20,9 +20,17 @@ fn main() -> ExitCode {
         .expect("tokio runtime");
     match runtime.block_on(cli::run(cli.command)) {
         Ok(code) => code,
+        // `baton task list | head`: the reader has what it wanted.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("baton: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }

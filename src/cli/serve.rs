@@ -72,6 +72,7 @@ pub struct MigrateArgs {
 }
 
 pub async fn migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
+    Store::database_create_if_missing(&args.database_url).await?;
     let store = Store::connect_lazy(&args.database_url, &StoreOptions::default())?;
     store.migrate().await?;
     println!("migrations applied");

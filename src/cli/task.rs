@@ -126,8 +126,10 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
                     cursor,
                 })
                 .await?;
+            let mut out = std::io::stdout().lock();
             for t in &page.tasks {
-                println!(
+                writeln!(
+                    out,
                     "{}  {:<10}  {:<16}  exit={:<4}  {}",
                     t.id,
                     t.status,
@@ -136,7 +138,7 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
                         .map(|c| c.to_string())
                         .unwrap_or_else(|| "-".into()),
                     t.created_at.format("%Y-%m-%d %H:%M:%S")
-                );
+                )?;
             }
             if let Some(next) = page.next_cursor {
                 eprintln!("more: --cursor {next}");
@@ -237,6 +239,10 @@ fn exit_code_of(task: &Task) -> ExitCode {
 }
 
 fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    writeln!(
+        std::io::stdout(),
+        "{}",
+        serde_json::to_string_pretty(value)?
+    )?;
     Ok(())
 }

@@ -82,6 +82,9 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         None => format!("n-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
     };
     check_node_id(&node_id)?;
+    if !config.no_migrate {
+        Store::database_create_if_missing(&config.database_url).await?;
+    }
     let store = Store::connect_lazy(
         &config.database_url,
         &StoreOptions {

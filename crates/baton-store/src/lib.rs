@@ -67,6 +67,21 @@ impl Store {
         &self.pool
     }
 
+    /// Creates the database `url` names when it does not exist yet, so a first start
+    /// needs no separate `createdb`. Replicas racing to create it are fine: losing the
+    /// race is success.
+    pub async fn database_create_if_missing(url: &str) -> Result<(), StoreError> {
+        use sqlx::migrate::MigrateDatabase;
+        if sqlx::Postgres::database_exists(url).await? {
+            return Ok(());
+        }
+        match sqlx::Postgres::create_database(url).await {
+            Ok(()) => Ok(()),
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P04") => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     pub async fn migrate(&self) -> Result<(), StoreError> {
         MIGRATOR
             .run(&self.pool)
