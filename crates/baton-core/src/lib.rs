@@ -7,6 +7,7 @@
 pub mod backoff;
 pub mod labels;
 pub mod queue;
+pub mod reconcile;
 pub mod status;
 pub mod validate;
 

@@ -1,0 +1,548 @@
+//! What to do with one claimed task: the reconciler's decision, apart from all I/O
+//! (design.md §5).
+//!
+//! Two thresholds with distinct meaning: a runner *offline* longer than
+//! `runner_offline_after` gets its not-yet-started tasks taken back (safe: they never
+//! ran), but offline does not mean its running jobs stopped; only a runner *lost* for
+//! `runner_lost_after` has its running tasks ended. A new `boot_id` proves a restart lost
+//! the runner's jobs, so that needs no clock at all.
+//!
+//! Staleness clocks never start before `clocks_since`: after an outage of our own (Redis
+//! or Postgres unreachable, Redis data lost) a runner is not declared offline or lost
+//! because the server could not hear it.
+
+use crate::status::TaskStatus;
+use chrono::{DateTime, Duration, Utc};
+use std::fmt;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    pub runner_offline_after: Duration,
+    pub runner_lost_after: Duration,
+    /// How long a leased task may wait for its runner's `start`.
+    pub ack_timeout: Duration,
+    /// Added to a task's own `timeout_s` before the server ends it: the runner enforces
+    /// the timeout itself and should get to report first.
+    pub timeout_grace: Duration,
+    /// How long a claim may exist on a task Postgres still calls `queued` before the
+    /// dispatch is presumed dead (the node died between the Redis pop and the Postgres
+    /// write).
+    pub dispatch_grace: Duration,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            runner_offline_after: Duration::seconds(90),
+            runner_lost_after: Duration::seconds(180),
+            ack_timeout: Duration::seconds(30),
+            timeout_grace: Duration::seconds(30),
+            dispatch_grace: Duration::seconds(10),
+        }
+    }
+}
+
+/// The task as the reconciler needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskFacts {
+    pub status: TaskStatus,
+    pub leased_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub timeout_s: i64,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    /// The runner process (boot) the task was leased to.
+    pub boot_id: Option<Uuid>,
+}
+
+/// The runner holding the task, as last heard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerFacts {
+    /// Deleted, or never known: it will not report.
+    Gone,
+    Known {
+        last_seen: Option<DateTime<Utc>>,
+        boot_id: Option<Uuid>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inputs {
+    pub task: TaskFacts,
+    pub runner: RunnerFacts,
+    pub claimed_at: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+    /// Staleness is measured from no earlier than this.
+    pub clocks_since: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    NeverDispatched,
+    RunnerOffline,
+    AckTimeout,
+    RunnerLost,
+    RunnerRestarted,
+    RunnerDeleted,
+    TimedOut,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::NeverDispatched => "claimed but never dispatched",
+            Reason::RunnerOffline => "runner offline",
+            Reason::AckTimeout => "not started within the ack timeout",
+            Reason::RunnerLost => "runner lost",
+            Reason::RunnerRestarted => "runner restarted",
+            Reason::RunnerDeleted => "runner deleted",
+            Reason::TimedOut => "timed out",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Keep,
+    /// Back to the queue. Only for tasks that never started: safe to hand out again.
+    Requeue(Reason),
+    /// The run is over without a report: `scheduled` again when `retry`, otherwise the
+    /// terminal `status` (`failed` or `timed_out`).
+    EndRun {
+        reason: Reason,
+        status: TaskStatus,
+        retry: bool,
+    },
+    /// A cancel was pending and the runner will not report: `cancelled`.
+    Cancel(Reason),
+    /// The task no longer needs a claim (terminal, or waiting as `scheduled`).
+    DropClaim,
+}
+
+fn end_run(task: &TaskFacts, reason: Reason) -> Decision {
+    let status = if reason == Reason::TimedOut {
+        TaskStatus::TimedOut
+    } else {
+        TaskStatus::Failed
+    };
+    Decision::EndRun {
+        reason,
+        status,
+        retry: task.attempt < task.max_attempts,
+    }
+}
+
+/// The reconciler's decision for one claimed task.
+pub fn decide(i: &Inputs, t: &Thresholds) -> Decision {
+    let task = &i.task;
+    let since = |at: Option<DateTime<Utc>>| {
+        let from = at.map_or(i.clocks_since, |at| at.max(i.clocks_since));
+        i.now - from
+    };
+    // What the runner's state says about a task it holds, most certain first.
+    let runner_verdict = || match i.runner {
+        RunnerFacts::Gone => Some(Reason::RunnerDeleted),
+        RunnerFacts::Known { boot_id, .. }
+            if boot_id.is_some() && task.boot_id.is_some() && boot_id != task.boot_id =>
+        {
+            Some(Reason::RunnerRestarted)
+        }
+        RunnerFacts::Known { last_seen, .. } if since(last_seen) > t.runner_lost_after => {
+            Some(Reason::RunnerLost)
+        }
+        RunnerFacts::Known { .. } => None,
+    };
+    let past_timeout = task.started_at.is_some_and(|started| {
+        i.now - started > Duration::seconds(task.timeout_s) + t.timeout_grace
+    });
+
+    match task.status {
+        TaskStatus::Queued if i.now - i.claimed_at > t.dispatch_grace => {
+            Decision::Requeue(Reason::NeverDispatched)
+        }
+        TaskStatus::Queued => Decision::Keep,
+        TaskStatus::Leased => match (runner_verdict(), i.runner) {
+            (Some(reason), _) => Decision::Requeue(reason),
+            (None, RunnerFacts::Known { last_seen, .. })
+                if since(last_seen) > t.runner_offline_after =>
+            {
+                Decision::Requeue(Reason::RunnerOffline)
+            }
+            _ if since(task.leased_at) > t.ack_timeout => Decision::Requeue(Reason::AckTimeout),
+            _ => Decision::Keep,
+        },
+        TaskStatus::Running => match runner_verdict() {
+            Some(reason @ (Reason::RunnerDeleted | Reason::RunnerRestarted)) => {
+                end_run(task, reason)
+            }
+            _ if past_timeout => end_run(task, Reason::TimedOut),
+            Some(reason) => end_run(task, reason),
+            None => Decision::Keep,
+        },
+        TaskStatus::Cancelling => match runner_verdict() {
+            Some(reason) => Decision::Cancel(reason),
+            None if past_timeout => Decision::Cancel(Reason::TimedOut),
+            None => Decision::Keep,
+        },
+        TaskStatus::Scheduled
+        | TaskStatus::Succeeded
+        | TaskStatus::Failed
+        | TaskStatus::Cancelled
+        | TaskStatus::TimedOut
+        | TaskStatus::Expired => Decision::DropClaim,
+    }
+}
+
+/// A queued task nobody took within its `queue_timeout_s` expires.
+pub fn queue_expired(queued_at: DateTime<Utc>, queue_timeout_s: i64, now: DateTime<Utc>) -> bool {
+    now - queued_at > Duration::seconds(queue_timeout_s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TaskStatus::*;
+    use super::*;
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+
+    fn at(s: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()
+    }
+
+    const BOOT: Uuid = Uuid::from_u128(1);
+    const OTHER_BOOT: Uuid = Uuid::from_u128(2);
+
+    fn task(status: TaskStatus) -> TaskFacts {
+        TaskFacts {
+            status,
+            leased_at: Some(at(0)),
+            started_at: matches!(status, Running | Cancelling).then(|| at(1)),
+            timeout_s: 600,
+            attempt: 1,
+            max_attempts: 1,
+            boot_id: Some(BOOT),
+        }
+    }
+
+    fn seen(s: i64) -> RunnerFacts {
+        RunnerFacts::Known {
+            last_seen: Some(at(s)),
+            boot_id: Some(BOOT),
+        }
+    }
+
+    fn inputs(task: TaskFacts, runner: RunnerFacts, now: i64) -> Inputs {
+        Inputs {
+            task,
+            runner,
+            claimed_at: at(0),
+            now: at(now),
+            clocks_since: at(-1000),
+        }
+    }
+
+    fn fail(reason: Reason) -> Decision {
+        Decision::EndRun {
+            reason,
+            status: if reason == Reason::TimedOut {
+                TimedOut
+            } else {
+                Failed
+            },
+            retry: false,
+        }
+    }
+
+    #[test]
+    fn decision_table() {
+        let t = Thresholds::default();
+        let restarted = RunnerFacts::Known {
+            last_seen: Some(at(5)),
+            boot_id: Some(OTHER_BOOT),
+        };
+        let cases: Vec<(&str, Inputs, Decision)> = vec![
+            (
+                "queued claim within the dispatch grace",
+                inputs(task(Queued), seen(0), 5),
+                Decision::Keep,
+            ),
+            (
+                "queued claim past the dispatch grace",
+                inputs(task(Queued), seen(0), 11),
+                Decision::Requeue(Reason::NeverDispatched),
+            ),
+            (
+                "leased, runner fresh, within ack",
+                inputs(task(Leased), seen(20), 25),
+                Decision::Keep,
+            ),
+            (
+                "leased, never started within ack",
+                inputs(task(Leased), seen(40), 41),
+                Decision::Requeue(Reason::AckTimeout),
+            ),
+            (
+                "leased, runner offline",
+                inputs(task(Leased), seen(0), 91),
+                Decision::Requeue(Reason::RunnerOffline),
+            ),
+            (
+                "leased, runner lost",
+                inputs(task(Leased), seen(0), 181),
+                Decision::Requeue(Reason::RunnerLost),
+            ),
+            (
+                "leased, runner restarted",
+                inputs(task(Leased), restarted, 6),
+                Decision::Requeue(Reason::RunnerRestarted),
+            ),
+            (
+                "leased, runner deleted",
+                inputs(task(Leased), RunnerFacts::Gone, 1),
+                Decision::Requeue(Reason::RunnerDeleted),
+            ),
+            (
+                "running, runner fresh",
+                inputs(task(Running), seen(100), 100),
+                Decision::Keep,
+            ),
+            (
+                "running, runner offline but not lost",
+                inputs(task(Running), seen(0), 150),
+                Decision::Keep,
+            ),
+            (
+                "running, runner lost",
+                inputs(task(Running), seen(0), 181),
+                fail(Reason::RunnerLost),
+            ),
+            (
+                "running, runner restarted",
+                inputs(task(Running), restarted, 6),
+                fail(Reason::RunnerRestarted),
+            ),
+            (
+                "running, runner deleted",
+                inputs(task(Running), RunnerFacts::Gone, 2),
+                fail(Reason::RunnerDeleted),
+            ),
+            (
+                "running, within timeout plus grace",
+                inputs(task(Running), seen(630), 631),
+                Decision::Keep,
+            ),
+            (
+                "running, past timeout plus grace",
+                inputs(task(Running), seen(632), 632),
+                fail(Reason::TimedOut),
+            ),
+            (
+                "running, past timeout and silent",
+                inputs(task(Running), seen(0), 700),
+                fail(Reason::TimedOut),
+            ),
+            (
+                "cancelling, runner fresh",
+                inputs(task(Cancelling), seen(10), 10),
+                Decision::Keep,
+            ),
+            (
+                "cancelling, runner lost",
+                inputs(task(Cancelling), seen(0), 181),
+                Decision::Cancel(Reason::RunnerLost),
+            ),
+            (
+                "cancelling, runner deleted",
+                inputs(task(Cancelling), RunnerFacts::Gone, 1),
+                Decision::Cancel(Reason::RunnerDeleted),
+            ),
+            (
+                "cancelling, runner restarted",
+                inputs(task(Cancelling), restarted, 6),
+                Decision::Cancel(Reason::RunnerRestarted),
+            ),
+            (
+                "cancelling, past timeout",
+                inputs(task(Cancelling), seen(700), 700),
+                Decision::Cancel(Reason::TimedOut),
+            ),
+            (
+                "scheduled keeps no claim",
+                inputs(task(Scheduled), seen(0), 1),
+                Decision::DropClaim,
+            ),
+            (
+                "succeeded keeps no claim",
+                inputs(task(Succeeded), seen(0), 1),
+                Decision::DropClaim,
+            ),
+            (
+                "failed keeps no claim",
+                inputs(task(Failed), seen(0), 1),
+                Decision::DropClaim,
+            ),
+            (
+                "cancelled keeps no claim",
+                inputs(task(Cancelled), seen(0), 1),
+                Decision::DropClaim,
+            ),
+            (
+                "timed out keeps no claim",
+                inputs(task(TimedOut), seen(0), 1),
+                Decision::DropClaim,
+            ),
+            (
+                "expired keeps no claim",
+                inputs(task(Expired), seen(0), 1),
+                Decision::DropClaim,
+            ),
+        ];
+        for (name, input, expected) in cases {
+            assert_eq!(decide(&input, &t), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn attempts_left_mean_retry() {
+        let t = Thresholds::default();
+        let mut running = task(Running);
+        running.max_attempts = 3;
+        running.attempt = 2;
+        let d = decide(&inputs(running, seen(0), 181), &t);
+        assert_eq!(
+            d,
+            Decision::EndRun {
+                reason: Reason::RunnerLost,
+                status: Failed,
+                retry: true
+            }
+        );
+        running.attempt = 3;
+        let d = decide(&inputs(running, seen(0), 181), &t);
+        assert_eq!(
+            d,
+            Decision::EndRun {
+                reason: Reason::RunnerLost,
+                status: Failed,
+                retry: false
+            }
+        );
+    }
+
+    #[test]
+    fn our_own_outage_restarts_the_clocks() {
+        let t = Thresholds::default();
+        // Silent for 200 s, but Redis came back 10 s ago: nobody is declared lost.
+        let mut i = inputs(task(Running), seen(0), 200);
+        i.clocks_since = at(190);
+        assert_eq!(decide(&i, &t), Decision::Keep);
+        let mut i = inputs(task(Leased), seen(0), 200);
+        i.clocks_since = at(190);
+        assert_eq!(
+            decide(&i, &t),
+            Decision::Keep,
+            "nor offline, nor past its ack timeout"
+        );
+        // A runner never heard from at all is measured from the outage too.
+        let mut i = inputs(
+            task(Running),
+            RunnerFacts::Known {
+                last_seen: None,
+                boot_id: None,
+            },
+            200,
+        );
+        i.clocks_since = at(100);
+        assert_eq!(decide(&i, &t), Decision::Keep);
+        i.now = at(281);
+        assert_eq!(decide(&i, &t), fail(Reason::RunnerLost));
+    }
+
+    fn any_status() -> impl Strategy<Value = TaskStatus> {
+        proptest::sample::select(TaskStatus::ALL.to_vec())
+    }
+
+    prop_compose! {
+        fn any_inputs()(
+            status in any_status(),
+            leased in proptest::option::of(-500i64..500),
+            started in proptest::option::of(-500i64..500),
+            timeout_s in 1i64..1000,
+            attempt in 0i32..5,
+            max_attempts in 1i32..5,
+            task_boot in proptest::option::of(0u128..3),
+            runner in proptest::option::of((proptest::option::of(-500i64..500), proptest::option::of(0u128..3))),
+            claimed in -500i64..500,
+            now in 0i64..1500,
+            since in -1000i64..1500,
+        ) -> Inputs {
+            Inputs {
+                task: TaskFacts {
+                    status,
+                    leased_at: leased.map(at),
+                    started_at: started.map(at),
+                    timeout_s,
+                    attempt,
+                    max_attempts,
+                    boot_id: task_boot.map(Uuid::from_u128),
+                },
+                runner: match runner {
+                    None => RunnerFacts::Gone,
+                    Some((seen, boot)) => RunnerFacts::Known {
+                        last_seen: seen.map(at),
+                        boot_id: boot.map(Uuid::from_u128),
+                    },
+                },
+                claimed_at: at(claimed),
+                now: at(now),
+                clocks_since: at(since.min(now)),
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn each_decision_fits_the_status_it_moves(i in any_inputs()) {
+            let d = decide(&i, &Thresholds::default());
+            match d {
+                // Only work that never started is handed out again: nothing runs twice.
+                Decision::Requeue(_) => prop_assert!(matches!(i.task.status, Queued | Leased)),
+                Decision::EndRun { status, retry, .. } => {
+                    prop_assert_eq!(i.task.status, Running);
+                    prop_assert!(matches!(status, Failed | TimedOut));
+                    prop_assert_eq!(retry, i.task.attempt < i.task.max_attempts);
+                }
+                Decision::Cancel(_) => prop_assert_eq!(i.task.status, Cancelling),
+                Decision::DropClaim => prop_assert!(i.task.status.is_terminal() || i.task.status == Scheduled),
+                Decision::Keep => prop_assert!(matches!(i.task.status, Queued | Leased | Running | Cancelling)),
+            }
+        }
+
+        #[test]
+        fn staleness_never_fires_right_after_an_outage(mut i in any_inputs()) {
+            i.clocks_since = i.now;
+            let d = decide(&i, &Thresholds::default());
+            let stale = |r: Reason| matches!(r, Reason::RunnerOffline | Reason::RunnerLost | Reason::AckTimeout);
+            match d {
+                Decision::Requeue(r) | Decision::Cancel(r) | Decision::EndRun { reason: r, .. } => prop_assert!(!stale(r), "{:?}", d),
+                Decision::Keep | Decision::DropClaim => {}
+            }
+        }
+
+        #[test]
+        fn a_fresh_runner_on_the_same_boot_keeps_its_running_task(mut i in any_inputs()) {
+            i.task.status = Running;
+            i.task.started_at = Some(i.now);
+            i.task.boot_id = Some(BOOT);
+            i.runner = RunnerFacts::Known { last_seen: Some(i.now), boot_id: Some(BOOT) };
+            prop_assert_eq!(decide(&i, &Thresholds::default()), Decision::Keep);
+        }
+    }
+}
