@@ -19,7 +19,9 @@ CREATE TABLE tasks (
                         'succeeded', 'failed', 'cancelled', 'timed_out', 'expired')),
     attempt         integer NOT NULL DEFAULT 0,
     runner_id       uuid,
-    lease_id        uuid,
+    lease_id        uuid,                             -- the fencing token of the current lease
+    boot_id         uuid,                             -- the runner process it was leased to
+    notify_url      text,                             -- completion webhook
     created_by      text NOT NULL,                    -- the token that submitted it
     traceparent     text,
     created_at      timestamptz NOT NULL,
@@ -31,6 +33,7 @@ CREATE TABLE tasks (
     exit_code       integer,
     error           text,
     outputs         jsonb,
+    -- The log of the current attempt (each attempt's output is kept apart).
     log_size        bigint NOT NULL DEFAULT 0,
     log_truncated   boolean NOT NULL DEFAULT false,   -- output went past the log cap
     log_incomplete  boolean NOT NULL DEFAULT false,   -- the runner reported more than arrived
@@ -44,15 +47,39 @@ CREATE INDEX tasks_status_id ON tasks (status, id);
 CREATE INDEX tasks_queue_status_id ON tasks (queue, status, id);
 CREATE INDEX tasks_runner_active ON tasks (runner_id)
     WHERE status IN ('leased', 'running', 'cancelling');
+-- The promoter's and the repair pass's scans.
+CREATE INDEX tasks_scheduled_run_at ON tasks (run_at) WHERE status = 'scheduled';
+CREATE INDEX tasks_queued_at ON tasks (queued_at) WHERE status = 'queued';
+-- The janitor's scan.
+CREATE INDEX tasks_finished_at ON tasks (finished_at)
+    WHERE status IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'expired');
 
--- A task's output as raw bytes, one row per accepted chunk, keyed by its byte offset so a
--- resent chunk cannot be stored twice.
+-- A task's output as raw bytes, one row per accepted chunk, keyed by attempt and byte
+-- offset so a resent chunk cannot be stored twice.
 CREATE TABLE task_logs (
     task_id  uuid NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    attempt  integer NOT NULL,
     "offset" bigint NOT NULL,
     data     bytea NOT NULL,
-    PRIMARY KEY (task_id, "offset")
+    PRIMARY KEY (task_id, attempt, "offset")
 );
+
+-- Side effects of terminal transitions, written in the same transaction as the
+-- transition and delivered from here at least once (design.md §4.8).
+CREATE TABLE outbox (
+    id              bigserial PRIMARY KEY,
+    task_id         uuid NOT NULL,
+    kind            text NOT NULL CHECK (kind IN ('webhook')),
+    target          text NOT NULL,
+    body            jsonb NOT NULL,
+    idempotency_key text NOT NULL UNIQUE,
+    created_at      timestamptz NOT NULL,
+    attempts        integer NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz NOT NULL,
+    delivered_at    timestamptz,
+    last_error      text
+);
+CREATE INDEX outbox_due ON outbox (next_attempt_at) WHERE delivered_at IS NULL;
 
 CREATE TABLE runners (
     id          uuid PRIMARY KEY,

@@ -4,7 +4,7 @@
 
 mod support;
 
-use baton_coord::{Coord, CoordOptions, Enqueue};
+use baton_coord::{Coord, CoordOptions, Enqueue, ReplayKey};
 use baton_core::LabelSet;
 use support::*;
 use uuid::Uuid;
@@ -20,6 +20,13 @@ fn entry(id: Uuid, queue: &str, labels: &[&str], priority: i32, at_ms: i64) -> E
         labels: LabelSet::new(labels.iter().copied()).unwrap(),
         priority,
         enqueued_at_ms: at_ms,
+    }
+}
+
+fn replay() -> ReplayKey {
+    ReplayKey {
+        key: format!("test-replay-{}", Uuid::new_v4()),
+        ttl_ms: 60_000,
     }
 }
 
@@ -48,6 +55,7 @@ async fn a_task_id_is_queued_at_most_once() {
             &labels(&[]),
             &[],
             &[Uuid::new_v4(), Uuid::new_v4()],
+            &replay(),
             NOW,
         )
         .await
@@ -67,7 +75,7 @@ async fn the_lease_script_skips_and_drops_entries_of_claimed_tasks() {
         .await
         .unwrap();
     let first = coord
-        .lease_pop("n1", &labels(&[]), &[], &[Uuid::new_v4()], NOW)
+        .lease_pop("n1", &labels(&[]), &[], &[Uuid::new_v4()], &replay(), NOW)
         .await
         .unwrap();
     assert_eq!(first[0].task_id, claimed);
@@ -85,6 +93,7 @@ async fn the_lease_script_skips_and_drops_entries_of_claimed_tasks() {
             &labels(&[]),
             &[],
             &[Uuid::new_v4(), Uuid::new_v4()],
+            &replay(),
             NOW,
         )
         .await
@@ -136,18 +145,26 @@ async fn the_lease_script_matches_labels_and_queues() {
             &labels(&["linux"]),
             &["builds".to_string()],
             &leases(),
+            &replay(),
             NOW,
         )
         .await
         .unwrap();
     assert_eq!(ids(linux_builds_only), vec![builds]);
     let linux = coord
-        .lease_pop("n1", &labels(&["linux"]), &[], &leases(), NOW)
+        .lease_pop("n1", &labels(&["linux"]), &[], &leases(), &replay(), NOW)
         .await
         .unwrap();
     assert_eq!(ids(linux), vec![plain]);
     let gpu_runner = coord
-        .lease_pop("n1", &labels(&["linux", "gpu", "x86"]), &[], &leases(), NOW)
+        .lease_pop(
+            "n1",
+            &labels(&["linux", "gpu", "x86"]),
+            &[],
+            &leases(),
+            &replay(),
+            NOW,
+        )
         .await
         .unwrap();
     assert_eq!(ids(gpu_runner), vec![gpu]);
@@ -167,7 +184,7 @@ async fn a_failed_postgres_write_puts_the_task_back_exactly_and_drops_the_claim(
         .await
         .unwrap();
     let popped = coord
-        .lease_pop("n1", &labels(&[]), &[], &[Uuid::new_v4()], NOW)
+        .lease_pop("n1", &labels(&[]), &[], &[Uuid::new_v4()], &replay(), NOW)
         .await
         .unwrap();
     assert_eq!(popped[0].task_id, early);
@@ -189,6 +206,7 @@ async fn a_failed_postgres_write_puts_the_task_back_exactly_and_drops_the_claim(
             &labels(&[]),
             &[],
             &[Uuid::new_v4(), Uuid::new_v4()],
+            &replay(),
             NOW,
         )
         .await
@@ -209,7 +227,7 @@ async fn a_claim_is_released_only_under_its_own_lease() {
         .await
         .unwrap();
     let popped = coord
-        .lease_pop("n1", &labels(&[]), &[], &[Uuid::new_v4()], NOW)
+        .lease_pop("n1", &labels(&[]), &[], &[Uuid::new_v4()], &replay(), NOW)
         .await
         .unwrap();
     let lease = popped[0].lease_id;

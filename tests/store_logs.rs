@@ -30,7 +30,9 @@ async fn output_past_the_cap_is_acknowledged_but_not_stored() {
                 timeout_s: 60,
                 queue_timeout_s: 60,
                 max_attempts: 1,
+                run_at: None,
                 idempotency_key: None,
+                notify_url: None,
                 created_by: "test".into(),
                 traceparent: None,
             },
@@ -39,7 +41,7 @@ async fn output_past_the_cap_is_acknowledged_but_not_stored() {
         .await
         .unwrap();
     store
-        .task_lease(id, lease, runner, Utc::now())
+        .task_lease(id, lease, runner, Uuid::new_v4(), Utc::now())
         .await
         .unwrap()
         .unwrap();
@@ -70,7 +72,7 @@ async fn output_past_the_cap_is_acknowledged_but_not_stored() {
         .unwrap();
     assert_eq!(third.acked, 20);
 
-    let log = store.task_log_read(id, 0, 1 << 20).await.unwrap();
+    let log = store.task_log_read(id, None, 0, 1 << 20).await.unwrap();
     assert_eq!(log.data, b"12345678ab");
     let task = store.task_get(id).await.unwrap();
     assert!(task.log_truncated);

@@ -84,6 +84,15 @@ pub struct SubmitArgs {
     /// Submitting twice with the same key gives one task.
     #[arg(long)]
     idempotency_key: Option<String>,
+    /// Runs in all, retries included: failures and lost runners retry with backoff.
+    #[arg(long)]
+    max_attempts: Option<i32>,
+    /// Start no earlier than this time (RFC 3339, e.g. 2026-12-01T08:00:00Z).
+    #[arg(long)]
+    run_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// POST the task's final state to this URL when it ends.
+    #[arg(long)]
+    notify_url: Option<String>,
     /// Run this script with `sh -c` instead of a command.
     #[arg(long, conflicts_with = "command")]
     script: Option<String>,
@@ -177,7 +186,10 @@ async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         priority: args.priority.unwrap_or(0),
         timeout_s: args.timeout,
         queue_timeout_s: None,
+        max_attempts: args.max_attempts,
+        run_at: args.run_at,
         idempotency_key: args.idempotency_key,
+        notify_url: args.notify_url,
     };
     let (task, created) = client.submit(&request).await?;
     if !args.wait {
@@ -196,11 +208,24 @@ async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Prints output as it arrives until the task is terminal, then returns the final task.
+/// Each attempt has its own log: when a retry starts, the rest of the previous attempt's
+/// output is printed, then a marker line on stderr, then the new attempt's.
 async fn follow_logs(client: &Client, id: Uuid) -> anyhow::Result<Task> {
     let mut offset = 0;
+    let mut attempt = None;
     let mut idle = Duration::from_millis(100);
     loop {
         let slice = client.task_logs(id, offset).await?;
+        match attempt {
+            Some(current) if slice.attempt != current => {
+                print_rest(client, id, current, offset).await?;
+                eprintln!("--- attempt {} ---", slice.attempt);
+                attempt = Some(slice.attempt);
+                offset = 0;
+                continue;
+            }
+            _ => attempt = Some(slice.attempt),
+        }
         if !slice.bytes.is_empty() {
             let mut out = std::io::stdout().lock();
             out.write_all(&slice.bytes)?;
@@ -218,6 +243,23 @@ async fn follow_logs(client: &Client, id: Uuid) -> anyhow::Result<Task> {
         }
         tokio::time::sleep(idle).await;
         idle = (idle * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Prints what remains of one attempt's output from `offset`.
+async fn print_rest(
+    client: &Client,
+    id: Uuid,
+    attempt: i32,
+    mut offset: i64,
+) -> anyhow::Result<()> {
+    loop {
+        let slice = client.task_logs_of(id, Some(attempt), offset).await?;
+        if slice.bytes.is_empty() {
+            return Ok(());
+        }
+        std::io::stdout().write_all(&slice.bytes)?;
+        offset = slice.next_offset;
     }
 }
 

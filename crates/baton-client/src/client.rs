@@ -132,14 +132,26 @@ impl Client {
         Self::json(self.request(Method::GET, "/v1/tasks").query(query)).await
     }
 
-    /// Log bytes from `offset`, the offset to ask for next, and the task's status at the
-    /// time of reading.
+    /// Log bytes of the latest attempt from `offset`, the offset to ask for next, and the
+    /// task's status at the time of reading.
     pub async fn task_logs(&self, id: Uuid, offset: i64) -> Result<LogSlice, ClientError> {
-        let resp = Self::send(
-            self.request(Method::GET, &format!("/v1/tasks/{id}/logs"))
-                .query(&[("offset", offset)]),
-        )
-        .await?;
+        self.task_logs_of(id, None, offset).await
+    }
+
+    /// Log bytes of one attempt (the latest when `None`).
+    pub async fn task_logs_of(
+        &self,
+        id: Uuid,
+        attempt: Option<i32>,
+        offset: i64,
+    ) -> Result<LogSlice, ClientError> {
+        let mut req = self
+            .request(Method::GET, &format!("/v1/tasks/{id}/logs"))
+            .query(&[("offset", offset)]);
+        if let Some(attempt) = attempt {
+            req = req.query(&[("attempt", attempt)]);
+        }
+        let resp = Self::send(req).await?;
         let header = |name: &str| {
             resp.headers()
                 .get(name)
@@ -153,10 +165,14 @@ impl Client {
         let status = header(log_headers::TASK_STATUS)?
             .parse()
             .map_err(|_| ClientError::Protocol("bad task status".into()))?;
+        let attempt = header(log_headers::ATTEMPT)?
+            .parse()
+            .map_err(|_| ClientError::Protocol("bad attempt".into()))?;
         Ok(LogSlice {
             bytes: resp.bytes().await?,
             next_offset,
             status,
+            attempt,
         })
     }
 
@@ -172,6 +188,18 @@ impl Client {
                 .json(req),
         )
         .await
+    }
+
+    pub async fn heartbeat(&self, beat: &Heartbeat) -> Result<HeartbeatResponse, ClientError> {
+        Self::json(
+            self.request(Method::POST, "/v1/runner/heartbeat")
+                .json(beat),
+        )
+        .await
+    }
+
+    pub async fn nodes(&self) -> Result<NodeList, ClientError> {
+        Self::json(self.request(Method::GET, "/v1/nodes")).await
     }
 
     pub async fn start(&self, task: Uuid, lease_id: Uuid) -> Result<Started, ClientError> {
@@ -228,4 +256,5 @@ pub struct LogSlice {
     pub bytes: Bytes,
     pub next_offset: i64,
     pub status: baton_core::TaskStatus,
+    pub attempt: i32,
 }

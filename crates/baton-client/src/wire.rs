@@ -32,8 +32,19 @@ pub struct SubmitTask {
     pub timeout_s: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_timeout_s: Option<i64>,
+    /// Runs in all, retries included (default 1: no retry). `failed`, `timed_out` and a
+    /// lost runner retry with backoff while attempts remain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<i32>,
+    /// Delayed start: the task waits as `scheduled` until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// Completion webhook: POSTed the task's final state once it is terminal, at least
+    /// once, with an `Idempotency-Key` header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_url: Option<String>,
 }
 
 /// `POST /v1/tasks/batch`: all or nothing.
@@ -69,7 +80,11 @@ pub struct Task {
     pub queue_timeout_s: i64,
     pub max_attempts: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_url: Option<String>,
     pub status: TaskStatus,
     pub attempt: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,6 +174,40 @@ pub struct LeaseResponse {
     /// Leases that are no longer the runner's: stop them without reporting.
     #[serde(default)]
     pub gone: Vec<Uuid>,
+}
+
+/// `POST /v1/runner/heartbeat`: the runner's running leases.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    /// The agent process's boot id, as in lease requests.
+    pub boot_id: Uuid,
+    #[serde(default)]
+    pub running: Vec<RunningLease>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HeartbeatResponse {
+    /// Tasks the runner must stop and report `cancelled`.
+    pub cancel: Vec<Uuid>,
+    /// Leases that are no longer the runner's (requeued, finished, taken over): stop
+    /// them and report nothing.
+    pub gone: Vec<Uuid>,
+}
+
+/// `GET /v1/nodes`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeList {
+    pub nodes: Vec<NodeView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NodeView {
+    pub id: String,
+    pub addr: String,
+    pub started_at: DateTime<Utc>,
+    /// Dispatched tasks this node owns (reconciles).
+    pub claims: u64,
 }
 
 /// What a runner needs to execute a task.
@@ -264,4 +313,6 @@ pub mod log_headers {
     pub const NEXT_OFFSET: &str = "x-baton-next-offset";
     /// The task's status when the bytes were read; once terminal, no more bytes come.
     pub const TASK_STATUS: &str = "x-baton-task-status";
+    /// The attempt whose output this is (each attempt has its own log).
+    pub const ATTEMPT: &str = "x-baton-attempt";
 }

@@ -3,7 +3,14 @@
 
 use crate::queue::{CLAIM_RELEASE, parse_uuid};
 use crate::{Coord, CoordError};
+use redis::Script;
+use std::sync::LazyLock;
 use uuid::Uuid;
+
+static TAKE_OVER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/claims_take_over.lua")));
+static CLAIM_IF_ABSENT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/claim_if_absent.lua")));
 
 /// One entry of the `running` hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +48,23 @@ impl Coord {
         value.as_deref().map(Claim::parse).transpose()
     }
 
+    /// The claims on `tasks`, in order (`None` where there is none).
+    pub async fn claims_get(&self, tasks: &[Uuid]) -> Result<Vec<Option<Claim>>, CoordError> {
+        if tasks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn().await?;
+        let values: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(self.keys.running())
+            .arg(tasks.iter().map(Uuid::to_string).collect::<Vec<_>>())
+            .query_async(&mut conn)
+            .await?;
+        values
+            .iter()
+            .map(|v| v.as_deref().map(Claim::parse).transpose())
+            .collect()
+    }
+
     /// Drops the claim on `task` if it is still under `lease_id` (design.md §4.2). Returns
     /// whether a claim was dropped.
     pub async fn claim_release(&self, task: Uuid, lease_id: Uuid) -> Result<bool, CoordError> {
@@ -53,6 +77,83 @@ impl Coord {
             .invoke_async(&mut conn)
             .await?;
         Ok(done == 1)
+    }
+
+    /// Claims a dispatched task that has no claim, for `node` (repair and rebuild). False
+    /// when it already had one.
+    pub async fn claim_if_absent(
+        &self,
+        task: Uuid,
+        node: &str,
+        lease_id: Uuid,
+        now_ms: i64,
+    ) -> Result<bool, CoordError> {
+        let mut conn = self.conn().await?;
+        let done: i32 = CLAIM_IF_ABSENT
+            .key(self.keys.running())
+            .key(self.keys.owned(node))
+            .arg(task.to_string())
+            .arg(node)
+            .arg(lease_id.to_string())
+            .arg(now_ms)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(done == 1)
+    }
+
+    /// Every claim, for the repair pass.
+    pub async fn claims_all(&self) -> Result<Vec<(Uuid, Claim)>, CoordError> {
+        let mut conn = self.conn().await?;
+        let all: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(self.keys.running())
+            .query_async(&mut conn)
+            .await?;
+        all.iter()
+            .map(|(id, claim)| Ok((parse_uuid(id)?, Claim::parse(claim)?)))
+            .collect()
+    }
+
+    /// The nodes that hold claims (have an `owned:` set), live or not.
+    pub async fn claim_owners(&self) -> Result<Vec<String>, CoordError> {
+        let prefix = self.keys.owned("");
+        let keys = self
+            .scan(&format!("{}*", crate::liveness::glob_escape(&prefix)))
+            .await?;
+        Ok(keys
+            .into_iter()
+            .filter_map(|k| k.strip_prefix(&prefix).map(str::to_string))
+            .collect())
+    }
+
+    /// Moves every claim of `dead` to `adopter`, atomically and only while `dead`'s
+    /// liveness key is absent. `None` when `dead` turned out to be alive.
+    pub async fn claims_take_over(
+        &self,
+        dead: &str,
+        adopter: &str,
+    ) -> Result<Option<Vec<Uuid>>, CoordError> {
+        let mut conn = self.conn().await?;
+        let adopted: Option<Vec<String>> = TAKE_OVER
+            .key(self.keys.running())
+            .key(self.keys.owned(dead))
+            .key(self.keys.owned(adopter))
+            .key(self.keys.node(dead))
+            .arg(dead)
+            .arg(adopter)
+            .invoke_async(&mut conn)
+            .await?;
+        adopted
+            .map(|ids| ids.iter().map(|s| parse_uuid(s)).collect())
+            .transpose()
+    }
+
+    /// How many claims a node holds.
+    pub async fn claims_count(&self, node: &str) -> Result<u64, CoordError> {
+        let mut conn = self.conn().await?;
+        Ok(redis::cmd("SCARD")
+            .arg(self.keys.owned(node))
+            .query_async(&mut conn)
+            .await?)
     }
 
     /// The task ids a node holds claims on.

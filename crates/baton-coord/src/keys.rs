@@ -50,4 +50,24 @@ impl Keys {
     pub fn wake(&self) -> String {
         format!("{}wake", self.prefix)
     }
+
+    /// Task id -> run_at (ms): scheduled tasks waiting to be promoted.
+    pub fn delayed(&self) -> String {
+        format!("{}delayed", self.prefix)
+    }
+
+    /// A lock (finalize `fin:<task>`, `repair`, `rebuild`), SET NX PX with an owner token.
+    pub fn lock(&self, name: &str) -> String {
+        format!("{}lock:{name}", self.prefix)
+    }
+
+    /// The generation marker: missing means Redis lost its data.
+    pub fn epoch(&self) -> String {
+        format!("{}epoch", self.prefix)
+    }
+
+    /// What one lease request leased, for replaying it to a retry.
+    pub fn lease_request(&self, runner: &str, request_id: &str) -> String {
+        format!("{}req:{runner}:{request_id}", self.prefix)
+    }
 }

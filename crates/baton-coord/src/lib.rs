@@ -5,17 +5,24 @@
 //! and every step is ordered against Postgres as design.md §4 says.
 
 mod claims;
+mod delayed;
+mod epoch;
 mod error;
 mod keys;
 mod liveness;
+mod locks;
 mod queue;
+mod replay;
 mod wake;
 
 pub use claims::Claim;
+pub use epoch::Epoch;
 pub use error::CoordError;
 pub use keys::Keys;
 pub use liveness::NodeInfo;
-pub use queue::{Enqueue, Popped};
+pub use locks::Lock;
+pub use queue::{Enqueue, Popped, ReplayKey};
+pub use replay::Replay;
 pub use wake::{Wake, WakeBus};
 
 use deadpool_redis::{Manager, Pool, Runtime};
@@ -81,6 +88,28 @@ impl Coord {
 
     async fn conn(&self) -> Result<deadpool_redis::Connection, CoordError> {
         self.pool.get().await.map_err(CoordError::from)
+    }
+
+    /// Every key matching a glob pattern (SCAN, so Redis is never blocked).
+    pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, CoordError> {
+        let mut conn = self.conn().await?;
+        let mut cursor: u64 = 0;
+        let mut keys = Vec::new();
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(500)
+                .query_async(&mut conn)
+                .await?;
+            keys.extend(batch);
+            if next == 0 {
+                return Ok(keys);
+            }
+            cursor = next;
+        }
     }
 
     pub async fn ping(&self) -> Result<(), CoordError> {

@@ -16,17 +16,19 @@ pub struct NodeInfo {
 }
 
 impl Coord {
-    /// Sets (or refreshes) the node's liveness key for `ttl`.
-    pub async fn node_beat(&self, info: &NodeInfo, ttl: Duration) -> Result<(), CoordError> {
+    /// Sets (or refreshes) the node's liveness key for `ttl`. Returns whether the key
+    /// was still there: if not, others may have declared this node dead.
+    pub async fn node_beat(&self, info: &NodeInfo, ttl: Duration) -> Result<bool, CoordError> {
         let mut conn = self.conn().await?;
-        redis::cmd("SET")
+        let previous: Option<String> = redis::cmd("SET")
             .arg(self.keys.node(&info.id))
             .arg(serde_json::to_string(info).expect("node info serialises"))
             .arg("PX")
             .arg(ttl.as_millis() as u64)
-            .query_async::<()>(&mut conn)
+            .arg("GET")
+            .query_async(&mut conn)
             .await?;
-        Ok(())
+        Ok(previous.is_some())
     }
 
     /// Whether the node's liveness key exists.
@@ -51,34 +53,44 @@ impl Coord {
 
     /// Every node whose liveness key has not expired.
     pub async fn nodes_live(&self) -> Result<Vec<NodeInfo>, CoordError> {
-        let mut conn = self.conn().await?;
-        let pattern = format!("{}*", glob_escape(&self.keys.node("")));
-        let mut cursor: u64 = 0;
-        let mut keys = Vec::new();
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(500)
-                .query_async(&mut conn)
-                .await?;
-            keys.extend(batch);
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
+        let keys = self
+            .scan(&format!("{}*", glob_escape(&self.keys.node(""))))
+            .await?;
         if keys.is_empty() {
             return Ok(Vec::new());
         }
+        let mut conn = self.conn().await?;
         let values: Vec<Option<String>> =
             redis::cmd("MGET").arg(&keys).query_async(&mut conn).await?;
         Ok(values
             .into_iter()
             .flatten()
             .filter_map(|v| serde_json::from_str(&v).ok())
+            .collect())
+    }
+
+    /// When each of `runners` was last heard from, and under which boot, as far as Redis
+    /// knows (nothing after Redis lost its data).
+    pub async fn presence_get(
+        &self,
+        runners: &[Uuid],
+    ) -> Result<Vec<Option<(i64, Uuid)>>, CoordError> {
+        if runners.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn().await?;
+        let values: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(self.keys.presence())
+            .arg(runners.iter().map(Uuid::to_string).collect::<Vec<_>>())
+            .query_async(&mut conn)
+            .await?;
+        Ok(values
+            .into_iter()
+            .map(|v| {
+                let v = v?;
+                let (at, boot) = v.split_once('|')?;
+                Some((at.parse().ok()?, Uuid::parse_str(boot).ok()?))
+            })
             .collect())
     }
 
@@ -102,7 +114,7 @@ impl Coord {
 }
 
 /// Escapes Redis glob metacharacters, so a prefix like `{baton}:` matches literally.
-fn glob_escape(s: &str) -> String {
+pub(crate) fn glob_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {

@@ -8,6 +8,7 @@ pub mod backoff;
 pub mod labels;
 pub mod queue;
 pub mod reconcile;
+pub mod retry;
 pub mod status;
 pub mod validate;
 

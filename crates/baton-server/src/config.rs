@@ -25,8 +25,14 @@ pub struct ServeConfig {
     /// Skip applying migrations at start (when a migration job runs them).
     pub no_migrate: bool,
     /// How long a node's liveness key lives without a refresh; refreshed every third.
+    /// A node that could not refresh it for this long stops acting on its claims and
+    /// rejoins under a new id.
     pub node_ttl_ms: u64,
     pub limits: Limits,
+    pub timings: Timings,
+    /// Test-only fault injection: `after-pop` makes the node abort between the Redis pop
+    /// and the Postgres write of a lease, as a crash there would.
+    pub fault: Option<String>,
     /// How long a runner's token stays cached in the node before Postgres is asked again.
     pub token_cache_ttl_ms: u64,
     pub db_max_connections: u32,
@@ -57,6 +63,8 @@ pub struct Limits {
     pub max_wait_s: u32,
     /// Most tasks one lease request may take.
     pub max_lease: u32,
+    pub max_attempts: i32,
+    pub max_notify_url: usize,
 }
 
 impl Default for Limits {
@@ -74,6 +82,83 @@ impl Default for Limits {
             max_queue_timeout_s: 30 * 86_400,
             max_wait_s: 50,
             max_lease: 64,
+            max_attempts: 100,
+            max_notify_url: 2048,
+        }
+    }
+}
+
+/// How often the node's services run and the thresholds they apply (design.md §5).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Timings {
+    pub reconcile_interval_ms: u64,
+    pub cleaner_interval_ms: u64,
+    pub promote_interval_ms: u64,
+    pub repair_interval_ms: u64,
+    pub janitor_interval_ms: u64,
+    pub outbox_interval_ms: u64,
+    /// A runner silent this long gets no new tasks and its unstarted ones are requeued.
+    /// Keep it above the longest lease `wait_s`.
+    pub runner_offline_after_s: u64,
+    /// A runner silent this long is presumed dead: its running tasks fail (or retry).
+    pub runner_lost_after_s: u64,
+    /// How long a leased task may wait for its runner's `start`.
+    pub ack_timeout_s: u64,
+    /// Added to a task's `timeout_s` before the server ends it as `timed_out`.
+    pub timeout_grace_s: u64,
+    /// How long a claim may sit on a task Postgres still calls `queued` before the
+    /// dispatch is presumed dead.
+    pub dispatch_grace_ms: u64,
+    pub retry_initial_ms: u64,
+    pub retry_max_ms: u64,
+    /// Terminal tasks and their logs are deleted this long after they finished.
+    pub retention_s: u64,
+    /// TTL of the finalize lock.
+    pub finalize_lock_ms: u64,
+    pub webhook_timeout_ms: u64,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings {
+            reconcile_interval_ms: 2_000,
+            cleaner_interval_ms: 2_000,
+            promote_interval_ms: 1_000,
+            repair_interval_ms: 30_000,
+            janitor_interval_ms: 60_000,
+            outbox_interval_ms: 1_000,
+            runner_offline_after_s: 90,
+            runner_lost_after_s: 180,
+            ack_timeout_s: 30,
+            timeout_grace_s: 30,
+            dispatch_grace_ms: 10_000,
+            retry_initial_ms: 2_000,
+            retry_max_ms: 300_000,
+            retention_s: 7 * 86_400,
+            finalize_lock_ms: 30_000,
+            webhook_timeout_ms: 10_000,
+        }
+    }
+}
+
+impl Timings {
+    pub fn thresholds(&self) -> baton_core::reconcile::Thresholds {
+        let secs = |s: u64| chrono::Duration::seconds(s as i64);
+        baton_core::reconcile::Thresholds {
+            runner_offline_after: secs(self.runner_offline_after_s),
+            runner_lost_after: secs(self.runner_lost_after_s),
+            ack_timeout: secs(self.ack_timeout_s),
+            timeout_grace: secs(self.timeout_grace_s),
+            dispatch_grace: chrono::Duration::milliseconds(self.dispatch_grace_ms as i64),
+        }
+    }
+
+    pub fn retry_backoff(&self) -> baton_core::backoff::Backoff {
+        baton_core::backoff::Backoff {
+            initial: Duration::from_millis(self.retry_initial_ms),
+            max: Duration::from_millis(self.retry_max_ms),
+            jitter: 0.2,
         }
     }
 }
@@ -91,6 +176,8 @@ impl Default for ServeConfig {
             no_migrate: false,
             node_ttl_ms: 10_000,
             limits: Limits::default(),
+            timings: Timings::default(),
+            fault: None,
             token_cache_ttl_ms: 60_000,
             db_max_connections: 16,
             redis_pool_size: 16,

@@ -1,19 +1,21 @@
 //! Leasing: hand queued tasks to a runner, or park its request until work arrives on any
 //! node.
 //!
-//! One lease attempt follows design.md §4.3: the Redis script pops and claims atomically,
-//! then Postgres records `queued -> leased` under the new lease id, then the runner gets
-//! the task. If the compare-and-set finds the task no longer queued (cancelled, or handed
-//! out by a repair race), this node drops its own claim and hands nothing out for that id.
-//! If Postgres fails, the task goes back to its queue and the claim is dropped in one
-//! script. The attempt runs in its own task, so it completes even if the runner hangs up.
+//! One lease attempt follows design.md §4.3: the Redis script pops and claims atomically
+//! (and records what it leased for replay), then Postgres records `queued -> leased` under
+//! the new lease id, then the runner gets the task. If the compare-and-set finds the task
+//! no longer queued (cancelled, expired), this node drops its own claim and hands nothing
+//! out for that id. If Postgres fails, the task goes back to its queue and the claim is
+//! dropped in one script. The attempt runs in its own task, so it completes even if the
+//! runner hangs up.
 
 use crate::api::views::leased_view;
 use crate::auth::Runner;
 use crate::error::ApiError;
 use crate::state::AppState;
-use baton_client::LeasedTask;
-use baton_coord::Wake;
+use baton_client::{LeaseRequest, LeasedTask};
+use baton_coord::{Replay, ReplayKey, Wake};
+use baton_core::TaskStatus;
 use baton_core::labels::runner_can_take;
 use baton_core::queue::parse_queue_key;
 use chrono::Utc;
@@ -21,12 +23,64 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
-/// Leases up to `max` tasks for `runner`; with nothing to hand out, parks up to `wait`
-/// for a wake-up that concerns this runner, then tries again.
+/// Leases up to `req.max` tasks for `runner`; with nothing to hand out, parks up to
+/// `wait` for a wake-up that concerns this runner, then tries again. A retried request
+/// (same `request_id`) gets what its first attempt leased.
 pub async fn lease(
     state: &AppState,
     runner: &Runner,
-    max: u32,
+    req: &LeaseRequest,
+    wait: Duration,
+) -> Result<Vec<LeasedTask>, ApiError> {
+    let ttl_ms = state.config.timings.ack_timeout_s * 1000;
+    let give_up = tokio::time::Instant::now() + wait + Duration::from_secs(10);
+    let replay = loop {
+        match state
+            .coord
+            .replay_begin(runner.id, req.request_id, ttl_ms)
+            .await?
+        {
+            Replay::Fresh(key) => break key,
+            Replay::Leased(pairs) => return replayed(state, runner, &pairs).await,
+            Replay::InProgress if tokio::time::Instant::now() < give_up => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Replay::InProgress => return Ok(Vec::new()),
+        }
+    };
+    let leased = park_and_lease(state, runner, req, &replay, wait).await;
+    if !matches!(&leased, Ok(tasks) if !tasks.is_empty()) {
+        let _ = state.coord.replay_forget(&replay).await;
+    }
+    leased
+}
+
+/// What an earlier attempt of the same request leased, as long as it is still leased
+/// under the same lease (not yet started, not taken back).
+async fn replayed(
+    state: &AppState,
+    runner: &Runner,
+    pairs: &[(Uuid, Uuid)],
+) -> Result<Vec<LeasedTask>, ApiError> {
+    let ids: Vec<Uuid> = pairs.iter().map(|(task, _)| *task).collect();
+    let tasks = state.store.tasks_by_ids(&ids).await?;
+    Ok(pairs
+        .iter()
+        .filter_map(|(id, lease)| {
+            let task = tasks.iter().find(|t| t.id == *id)?;
+            (task.status == TaskStatus::Leased
+                && task.lease_id == Some(*lease)
+                && task.runner_id == Some(runner.id))
+            .then(|| leased_view(task.clone(), *lease))
+        })
+        .collect())
+}
+
+async fn park_and_lease(
+    state: &AppState,
+    runner: &Runner,
+    req: &LeaseRequest,
+    replay: &ReplayKey,
     wait: Duration,
 ) -> Result<Vec<LeasedTask>, ApiError> {
     let deadline = tokio::time::Instant::now() + wait;
@@ -34,7 +88,13 @@ pub async fn lease(
     // leaves its wake-up in this receiver.
     let mut wakes = state.wake.subscribe();
     loop {
-        let attempt = tokio::spawn(lease_once(state.clone(), runner.clone(), max));
+        let attempt = tokio::spawn(lease_once(
+            state.clone(),
+            runner.clone(),
+            req.max,
+            req.boot_id,
+            replay.clone(),
+        ));
         let tasks = attempt
             .await
             .map_err(|e| ApiError::unavailable(format!("lease attempt aborted: {e}")))??;
@@ -67,25 +127,37 @@ async fn lease_once(
     state: AppState,
     runner: Runner,
     max: u32,
+    boot_id: Uuid,
+    replay: ReplayKey,
 ) -> Result<Vec<LeasedTask>, ApiError> {
+    let node = state.identity.current();
+    if !state.identity.is_live(Utc::now().timestamp_millis()) {
+        // Our liveness lapsed: claims taken now could be adopted from under us.
+        return Err(ApiError::unavailable("this node is rejoining the cluster"));
+    }
     let lease_ids: Vec<Uuid> = (0..max).map(|_| Uuid::new_v4()).collect();
     let now = Utc::now();
     let popped = state
         .coord
         .lease_pop(
-            &state.node.id,
+            &node.id,
             &runner.labels,
             &runner.queues,
             &lease_ids,
+            &replay,
             now.timestamp_millis(),
         )
         .await?;
+    if !popped.is_empty() && state.config.fault.as_deref() == Some("after-pop") {
+        tracing::error!(node.id = %node.id, "fault injection: aborting between the Redis pop and the Postgres write");
+        std::process::abort();
+    }
     let mut leased = Vec::with_capacity(popped.len());
     let mut db_error = None;
     for p in popped {
         match state
             .store
-            .task_lease(p.task_id, p.lease_id, runner.id, now)
+            .task_lease(p.task_id, p.lease_id, runner.id, boot_id, now)
             .await
         {
             Ok(Some(task)) => {
@@ -99,8 +171,8 @@ async fn lease_once(
                 }
             }
             Err(e) => {
-                if let Err(re) = state.coord.claim_requeue(&state.node.id, &p).await {
-                    tracing::warn!(error = %re, task.id = %p.task_id, "could not put a task back; the dispatch-grace check will");
+                if let Err(re) = state.coord.claim_requeue(&node.id, &p).await {
+                    tracing::warn!(error = %re, task.id = %p.task_id, "could not put a task back; the reconciler will");
                 }
                 db_error = Some(e);
             }

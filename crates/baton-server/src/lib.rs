@@ -6,9 +6,13 @@ pub mod auth;
 pub mod config;
 mod error;
 mod extract;
+mod finalize;
 mod heartbeat;
+pub mod identity;
 mod lease;
 pub mod node;
+mod queueing;
+pub mod services;
 pub mod state;
 
 pub use config::ServeConfig;

@@ -6,13 +6,17 @@ use crate::api;
 use crate::auth::{TokenCache, hash_token};
 use crate::config::ServeConfig;
 use crate::heartbeat::Heartbeat;
-use crate::state::AppState;
+use crate::identity::NodeIdentity;
+use crate::services::{
+    janitor::Janitor, orphan_cleaner::OrphanCleaner, outbox::OutboxDeliverer, promoter::Promoter,
+    rebuilder::Rebuilder, reconciler::Reconciler, repairer::Repairer,
+};
+use crate::state::{AppState, StalenessClocks};
 use baton_coord::{Coord, CoordOptions, NodeInfo, WakeBus};
 use baton_store::{Store, StoreOptions};
 use chrono::Utc;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -114,12 +118,23 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
 
     let shutdown = CancellationToken::new();
     let wake = WakeBus::spawn(&coord, shutdown.clone());
-    let state = AppState {
-        node: Arc::new(NodeInfo {
+    let now_ms = Utc::now().timestamp_millis();
+    let identity = NodeIdentity::new(
+        NodeInfo {
             id: node_id.clone(),
             addr: addr.to_string(),
-            started_at_ms: Utc::now().timestamp_millis(),
-        }),
+            started_at_ms: now_ms,
+        },
+        config.node_ttl_ms,
+    );
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| NodeError::Config(format!("http client: {e}")))?;
+    let state = AppState {
+        identity: Arc::new(identity),
+        clocks: Arc::new(StalenessClocks::new(now_ms)),
+        http,
         store,
         coord: coord.clone(),
         wake,
@@ -128,24 +143,35 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         ))),
         bootstrap_api_token: config.api_token.as_deref().map(hash_token),
         bootstrap_registration_token: config.registration_token.as_deref().map(hash_token),
-        last_beat_ms: Arc::new(AtomicI64::new(0)),
         shutdown: shutdown.clone(),
         config: Arc::new(config),
     };
     let heartbeat = Heartbeat::new(state.clone());
     heartbeat.run_once().await;
-    let beating = tokio::spawn(heartbeat.run());
+    let services = vec![
+        tokio::spawn(heartbeat.run()),
+        tokio::spawn(Rebuilder::new(state.clone()).run()),
+        tokio::spawn(Reconciler::new(state.clone()).run()),
+        tokio::spawn(OrphanCleaner::new(state.clone()).run()),
+        tokio::spawn(Promoter::new(state.clone()).run()),
+        tokio::spawn(Repairer::new(state.clone()).run()),
+        tokio::spawn(Janitor::new(state.clone()).run()),
+        tokio::spawn(OutboxDeliverer::new(state.clone()).run()),
+    ];
 
     let app = api::router(state.clone());
     let stop = shutdown.clone();
-    let id = node_id.clone();
+    let identity = state.identity.clone();
     let served = tokio::spawn(async move {
-        tracing::info!(node.id = %id, %addr, "node serving");
+        tracing::info!(node.id = %identity.id(), %addr, "node serving");
         let result = axum::serve(listener, app)
             .with_graceful_shutdown(stop.cancelled_owned())
             .await
             .map_err(NodeError::Serve);
-        let _ = beating.await;
+        for service in services {
+            let _ = service.await;
+        }
+        let id = identity.id();
         if let Err(e) = coord.node_leave(&id).await {
             tracing::warn!(error = %e, node.id = %id, "could not remove liveness key; it will expire");
         }

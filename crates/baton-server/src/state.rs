@@ -1,33 +1,69 @@
-//! What every handler shares.
+//! What every handler and service shares.
 
 use crate::auth::{TokenCache, TokenHash};
 use crate::config::ServeConfig;
-use baton_coord::{Coord, NodeInfo, WakeBus};
+use crate::identity::NodeIdentity;
+use baton_coord::{Coord, WakeBus};
 use baton_store::Store;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Clone)]
 pub struct AppState {
     pub config: Arc<ServeConfig>,
-    pub node: Arc<NodeInfo>,
+    pub identity: Arc<NodeIdentity>,
     pub store: Store,
     pub coord: Coord,
     pub wake: WakeBus,
     pub tokens: Arc<TokenCache>,
     pub bootstrap_api_token: Option<TokenHash>,
     pub bootstrap_registration_token: Option<TokenHash>,
-    /// When this node last refreshed its liveness key (ms since the epoch, 0 = never).
-    pub last_beat_ms: Arc<AtomicI64>,
+    pub clocks: Arc<StalenessClocks>,
+    pub http: reqwest::Client,
     /// Cancelled when the node begins shutting down: parked requests return at once.
     pub shutdown: CancellationToken,
 }
 
 impl AppState {
-    /// Whether the node's liveness key is known to be current.
-    pub fn is_registered(&self, now_ms: i64) -> bool {
-        let last = self.last_beat_ms.load(Ordering::Relaxed);
-        last > 0 && now_ms - last < self.config.node_ttl_ms as i64
+    pub fn node_id(&self) -> String {
+        self.identity.id()
+    }
+}
+
+/// When runner staleness may be measured from: never before this node started, nor
+/// before the end of its last Redis or Postgres outage (design.md §4.10).
+#[derive(Debug)]
+pub struct StalenessClocks {
+    since_ms: AtomicI64,
+    in_outage: AtomicBool,
+}
+
+impl StalenessClocks {
+    pub fn new(now_ms: i64) -> Self {
+        StalenessClocks {
+            since_ms: AtomicI64::new(now_ms),
+            in_outage: AtomicBool::new(false),
+        }
+    }
+
+    pub fn since_ms(&self) -> i64 {
+        self.since_ms.load(Ordering::Relaxed)
+    }
+
+    /// A Redis or Postgres check failed: runners may be shouting into the void.
+    pub fn outage(&self) {
+        self.in_outage.store(true, Ordering::Relaxed);
+    }
+
+    /// Both answer again: if that ends an outage, the clocks restart now.
+    pub fn healthy(&self, now_ms: i64) {
+        if self.in_outage.swap(false, Ordering::Relaxed) {
+            self.since_ms.fetch_max(now_ms, Ordering::Relaxed);
+        }
+    }
+
+    pub fn in_outage(&self) -> bool {
+        self.in_outage.load(Ordering::Relaxed)
     }
 }

@@ -6,14 +6,19 @@
 
 mod error;
 mod logs;
+mod outbox;
+mod retention;
 mod runners;
+mod runs;
 mod tasks;
 mod tokens;
 
 pub use error::StoreError;
 pub use logs::{LogAppend, LogChunk};
+pub use outbox::OutboxRecord;
 pub use runners::{NewRunner, RunnerRecord};
-pub use tasks::{Completion, NewTask, TaskFilter, TaskRecord};
+pub use runs::{Fence, FinishPolicy, RunEnd, WebhookBody};
+pub use tasks::{NewTask, TaskFilter, TaskRecord};
 pub use tokens::ApiTokenRecord;
 
 use sqlx::PgPool;

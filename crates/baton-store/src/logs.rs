@@ -26,6 +26,8 @@ pub struct LogChunk {
     /// Offset of the byte after `data`.
     pub next_offset: i64,
     pub status: TaskStatus,
+    /// The attempt whose output this is.
+    pub attempt: i32,
 }
 
 impl Store {
@@ -42,13 +44,13 @@ impl Store {
         cap: i64,
     ) -> Result<LogAppend, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let row: Option<(String, Option<Uuid>, Option<Uuid>, i64)> = sqlx::query_as(
-            "SELECT status, runner_id, lease_id, log_size FROM tasks WHERE id = $1 FOR UPDATE",
+        let row: Option<(String, Option<Uuid>, Option<Uuid>, i64, i32)> = sqlx::query_as(
+            "SELECT status, runner_id, lease_id, log_size, attempt FROM tasks WHERE id = $1 FOR UPDATE",
         )
         .bind(id)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some((status, owner, current_lease, held)) = row else {
+        let Some((status, owner, current_lease, held, attempt)) = row else {
             return Err(StoreError::NotFound);
         };
         let status: TaskStatus = status
@@ -86,9 +88,12 @@ impl Store {
         let room = usize::try_from((cap - held).max(0)).unwrap_or(usize::MAX);
         let stored = &fresh[..fresh.len().min(room)];
         if !stored.is_empty() {
-            sqlx::query(r#"INSERT INTO task_logs (task_id, "offset", data) VALUES ($1, $2, $3)"#)
-                .bind(id)
-                .bind(held)
+            sqlx::query(
+                r#"INSERT INTO task_logs (task_id, attempt, "offset", data) VALUES ($1, $2, $3, $4)"#,
+            )
+            .bind(id)
+            .bind(attempt)
+            .bind(held)
                 .bind(stored)
                 .execute(&mut *tx)
                 .await?;
@@ -106,21 +111,25 @@ impl Store {
         Ok(LogAppend { acked, status })
     }
 
-    /// Up to `max` stored bytes from `offset`.
+    /// Up to `max` stored bytes of an attempt's output from `offset`; the latest attempt
+    /// when `attempt` is `None`.
     pub async fn task_log_read(
         &self,
         id: Uuid,
+        attempt: Option<i32>,
         offset: i64,
         max: usize,
     ) -> Result<LogChunk, StoreError> {
         let task = self.task_get(id).await?;
+        let attempt = attempt.unwrap_or(task.attempt);
         let rows: Vec<(i64, Vec<u8>)> = sqlx::query_as(
             r#"SELECT "offset", data FROM task_logs
-               WHERE task_id = $1 AND "offset" + length(data) > $2
+               WHERE task_id = $1 AND attempt = $2 AND "offset" + length(data) > $3
                ORDER BY "offset"
                LIMIT 256"#,
         )
         .bind(id)
+        .bind(attempt)
         .bind(offset)
         .fetch_all(&self.pool)
         .await?;
@@ -140,6 +149,7 @@ impl Store {
             data,
             next_offset,
             status: task.status,
+            attempt,
         })
     }
 }

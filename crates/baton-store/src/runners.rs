@@ -76,6 +76,18 @@ impl Store {
         .ok_or(StoreError::NotFound)
     }
 
+    /// The rows of `ids` that exist, deleted ones included.
+    pub async fn runners_by_ids(&self, ids: &[Uuid]) -> Result<Vec<RunnerRecord>, StoreError> {
+        Ok(sqlx::query_as::<_, RunnerRecord>(concat!(
+            "SELECT ",
+            runner_columns!(),
+            " FROM runners WHERE id = ANY($1)"
+        ))
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     pub async fn runner_get(&self, id: Uuid) -> Result<RunnerRecord, StoreError> {
         sqlx::query_as::<_, RunnerRecord>(concat!(
             "SELECT ",

@@ -24,7 +24,10 @@ pub struct NewTask {
     pub timeout_s: i32,
     pub queue_timeout_s: i32,
     pub max_attempts: i32,
+    /// Delayed start: the task waits as `scheduled` until then.
+    pub run_at: Option<DateTime<Utc>>,
     pub idempotency_key: Option<String>,
+    pub notify_url: Option<String>,
     pub created_by: String,
     pub traceparent: Option<String>,
 }
@@ -50,6 +53,8 @@ pub struct TaskRecord {
     pub attempt: i32,
     pub runner_id: Option<Uuid>,
     pub lease_id: Option<Uuid>,
+    pub boot_id: Option<Uuid>,
+    pub notify_url: Option<String>,
     pub created_by: String,
     pub traceparent: Option<String>,
     pub created_at: DateTime<Utc>,
@@ -66,16 +71,6 @@ pub struct TaskRecord {
     pub log_incomplete: bool,
 }
 
-/// A runner's final report.
-#[derive(Debug, Clone)]
-pub struct Completion {
-    pub outcome: TaskStatus,
-    pub exit_code: Option<i32>,
-    pub error: Option<String>,
-    pub outputs: Option<Value>,
-    pub log_size: Option<i64>,
-}
-
 #[derive(Debug, Clone, Default)]
 pub struct TaskFilter {
     pub status: Option<TaskStatus>,
@@ -86,7 +81,8 @@ pub struct TaskFilter {
 }
 
 impl Store {
-    /// Inserts a `queued` task. With an idempotency key that already exists, inserts
+    /// Inserts a task, `queued` (or `scheduled` when `run_at` is in the future). With an
+    /// idempotency key that already exists, inserts
     /// nothing and returns the existing task with `created = false`.
     pub async fn task_insert(
         &self,
@@ -122,6 +118,37 @@ impl Store {
             .ok_or(StoreError::NotFound)
     }
 
+    /// The rows of `ids` that exist, in no particular order.
+    pub async fn tasks_by_ids(&self, ids: &[Uuid]) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(
+            sqlx::query_as::<_, TaskRecord>("SELECT * FROM tasks WHERE id = ANY($1)")
+                .bind(ids)
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Tasks in one of `statuses`, oldest id first after `after`: the repair pass walks
+    /// the table with this, a page at a time.
+    pub async fn tasks_page(
+        &self,
+        statuses: &[TaskStatus],
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        let statuses: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
+        Ok(sqlx::query_as::<_, TaskRecord>(
+            "SELECT * FROM tasks
+             WHERE status = ANY($1) AND ($2::uuid IS NULL OR id > $2)
+             ORDER BY id LIMIT $3",
+        )
+        .bind(&statuses)
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// Newest first, keyset-paginated on the id.
     pub async fn task_list(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>, StoreError> {
         Ok(sqlx::query_as::<_, TaskRecord>(
@@ -148,24 +175,28 @@ impl Store {
         id: Uuid,
         lease_id: Uuid,
         runner_id: Uuid,
+        boot_id: Uuid,
         now: DateTime<Utc>,
     ) -> Result<Option<TaskRecord>, StoreError> {
         Ok(sqlx::query_as::<_, TaskRecord>(
             "UPDATE tasks
-             SET status = 'leased', lease_id = $2, runner_id = $3, leased_at = $4, updated_at = $4
+             SET status = 'leased', lease_id = $2, runner_id = $3, boot_id = $4,
+                 leased_at = $5, updated_at = $5
              WHERE id = $1 AND status = 'queued'
              RETURNING *",
         )
         .bind(id)
         .bind(lease_id)
         .bind(runner_id)
+        .bind(boot_id)
         .bind(now)
         .fetch_optional(&self.pool)
         .await?)
     }
 
-    /// `leased -> running`: the runner acknowledged its lease. A repeated start under the
-    /// same lease (its first answer was lost) succeeds again without counting an attempt.
+    /// `leased -> running`: the runner acknowledged its lease. The attempt count goes up
+    /// and the log starts afresh for this attempt. A repeated start under the same lease
+    /// (its first answer was lost) succeeds again without counting an attempt.
     pub async fn task_start(
         &self,
         id: Uuid,
@@ -175,7 +206,8 @@ impl Store {
     ) -> Result<TaskRecord, StoreError> {
         let started = sqlx::query_as::<_, TaskRecord>(
             "UPDATE tasks
-             SET status = 'running', started_at = $4, updated_at = $4, attempt = attempt + 1
+             SET status = 'running', started_at = $4, updated_at = $4, attempt = attempt + 1,
+                 log_size = 0, log_truncated = false, log_incomplete = false
              WHERE id = $1 AND runner_id = $2 AND lease_id = $3 AND status = 'leased'
              RETURNING *",
         )
@@ -196,51 +228,11 @@ impl Store {
         }
     }
 
-    /// `running | cancelling -> outcome`, fenced by the lease. A repeat of the same report
-    /// (its answer was lost) returns the task as it stands.
-    pub async fn task_complete(
-        &self,
-        id: Uuid,
-        runner_id: Uuid,
-        lease_id: Uuid,
-        report: &Completion,
-        now: DateTime<Utc>,
-    ) -> Result<TaskRecord, StoreError> {
-        debug_assert!(report.outcome.is_terminal());
-        let done = sqlx::query_as::<_, TaskRecord>(
-            "UPDATE tasks
-             SET status = $4, finished_at = $5, updated_at = $5,
-                 exit_code = $6, error = $7, outputs = $8,
-                 log_incomplete = ($9::bigint IS NOT NULL AND $9 > log_size)
-             WHERE id = $1 AND runner_id = $2 AND lease_id = $3
-               AND status IN ('running', 'cancelling')
-             RETURNING *",
-        )
-        .bind(id)
-        .bind(runner_id)
-        .bind(lease_id)
-        .bind(report.outcome.as_str())
-        .bind(now)
-        .bind(report.exit_code)
-        .bind(report.error.as_deref())
-        .bind(report.outputs.clone().map(Json))
-        .bind(report.log_size)
-        .fetch_optional(&self.pool)
-        .await?;
-        match done {
-            Some(task) => Ok(task),
-            None => {
-                self.runner_report_refused(id, runner_id, lease_id, |t| t.status == report.outcome)
-                    .await
-            }
-        }
-    }
-
     /// Explains why a runner's compare-and-set changed nothing: another runner's task (or
     /// none) is not found — its existence is not leaked; a moved status or another lease of
     /// this runner's is a conflict. `already_done` recognises a retried report whose first
     /// attempt succeeded, which is answered with the task as it stands.
-    async fn runner_report_refused(
+    pub(crate) async fn runner_report_refused(
         &self,
         id: Uuid,
         runner_id: Uuid,
@@ -276,9 +268,13 @@ async fn insert_one(
     let inserted = sqlx::query_as::<_, TaskRecord>(
         "INSERT INTO tasks (id, queue, labels, command, script, env, payload, priority,
                             timeout_s, queue_timeout_s, max_attempts, idempotency_key,
-                            status, created_by, traceparent, created_at, updated_at, queued_at)
+                            status, created_by, traceparent, created_at, updated_at, queued_at,
+                            run_at, notify_url)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-                 'queued', $13, $14, $15, $15, $15)
+                 CASE WHEN $16::timestamptz > $15 THEN 'scheduled' ELSE 'queued' END,
+                 $13, $14, $15, $15,
+                 CASE WHEN $16::timestamptz > $15 THEN NULL ELSE $15 END,
+                 $16, $17)
          ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
          RETURNING *",
     )
@@ -297,6 +293,8 @@ async fn insert_one(
     .bind(&task.created_by)
     .bind(task.traceparent.as_deref())
     .bind(now)
+    .bind(task.run_at)
+    .bind(task.notify_url.as_deref())
     .fetch_optional(&mut *conn)
     .await?;
     if let Some(task) = inserted {

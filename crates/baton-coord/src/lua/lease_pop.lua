@@ -5,10 +5,13 @@
 -- KEYS[1] queues hash (queue key -> {"queue", "labels"})
 -- KEYS[2] running hash (task id -> "node|lease|claimed_at_ms")
 -- KEYS[3] owned set of this node
+-- KEYS[4] the request's replay key (design.md §4.7)
 -- ARGV[1] key prefix          ARGV[2] node id        ARGV[3] now (ms)
 -- ARGV[4] runner labels (JSON array)
 -- ARGV[5] runner queues (JSON array; empty means every queue)
--- ARGV[6..] one fresh lease id per task wanted
+-- ARGV[6] replay TTL (ms): what this request leased is recorded under KEYS[4] for that
+--         long, so a retry of the request gets the same tasks back
+-- ARGV[7..] one fresh lease id per task wanted
 -- Returns a flat list: task id, lease id, queue key (without prefix), score; per task.
 
 local prefix, node, now = ARGV[1], ARGV[2], ARGV[3]
@@ -37,7 +40,7 @@ for i = 1, #entries, 2 do
 end
 
 local out = {}
-for n = 6, #ARGV do
+for n = 7, #ARGV do
   local best_key, best_id, best_score = nil, nil, nil
   for _, rel in ipairs(candidates) do
     local key = prefix .. rel
@@ -69,5 +72,12 @@ for n = 6, #ARGV do
   table.insert(out, lease)
   table.insert(out, best_key)
   table.insert(out, string.format('%.17g', best_score))
+end
+if #out > 0 then
+  local leased = {}
+  for i = 1, #out, 4 do
+    table.insert(leased, out[i] .. ':' .. out[i + 1])
+  end
+  redis.call('SET', KEYS[4], table.concat(leased, ','), 'PX', ARGV[6])
 end
 return out

@@ -1,11 +1,13 @@
 //! Operations endpoints: liveness and readiness, what a load balancer probes.
 
+use crate::auth::User;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::Utc;
+use baton_client::{NodeList, NodeView};
+use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 
 /// The process is up and serving HTTP.
@@ -22,14 +24,33 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiErr
     let (redis, postgres) = tokio::join!(state.coord.ping(), state.store.ping());
     redis.map_err(|e| ApiError::unavailable(format!("redis: {e}")))?;
     postgres.map_err(|e| ApiError::unavailable(format!("postgres: {e}")))?;
-    if !state.is_registered(Utc::now().timestamp_millis()) {
+    if !state.identity.is_live(Utc::now().timestamp_millis()) {
         return Err(ApiError::unavailable("node liveness key not refreshed"));
     }
     Ok(Json(json!({
         "status": "ready",
-        "node": state.node.id,
+        "node": state.node_id(),
         "parked_leases": state.wake.parked(),
     })))
+}
+
+/// Live nodes and how many dispatched tasks each owns.
+pub async fn nodes(State(state): State<AppState>, _user: User) -> Result<Json<NodeList>, ApiError> {
+    let mut nodes = Vec::new();
+    for info in state.coord.nodes_live().await? {
+        let claims = state.coord.claims_count(&info.id).await?;
+        nodes.push(NodeView {
+            started_at: Utc
+                .timestamp_millis_opt(info.started_at_ms)
+                .single()
+                .unwrap_or_default(),
+            id: info.id,
+            addr: info.addr,
+            claims,
+        });
+    }
+    nodes.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(Json(NodeList { nodes }))
 }
 
 pub async fn not_found() -> ApiError {

@@ -6,20 +6,22 @@ use crate::api::views::task_view;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
+use crate::finalize;
 use crate::lease;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use baton_client::{
-    CompleteTask, LeaseRequest, LeaseResponse, LogAck, RegisterRunner, RunnerRegistered, StartTask,
-    Started, Task,
+    CompleteTask, Heartbeat, HeartbeatResponse, LeaseRequest, LeaseResponse, LogAck,
+    RegisterRunner, RunnerRegistered, RunningLease, StartTask, Started, Task,
 };
 use baton_core::validate::{self, Invalid};
 use baton_core::{LabelSet, TaskStatus};
-use baton_store::{Completion, NewRunner};
+use baton_store::{Fence, NewRunner, RunEnd, TaskRecord};
 use chrono::Utc;
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -110,13 +112,66 @@ pub async fn lease(
         .coord
         .presence_touch(runner.id, req.boot_id, now_ms)
         .await?;
+    let (cancel, gone) = lease_states(&state, &runner, &req.running).await?;
     let wait = Duration::from_secs(req.wait_s.into());
-    let tasks = lease::lease(&state, &runner, req.max, wait).await?;
+    let tasks = lease::lease(&state, &runner, &req, wait).await?;
     Ok(Json(LeaseResponse {
         tasks,
-        cancel: Vec::new(),
-        gone: Vec::new(),
+        cancel,
+        gone,
     }))
+}
+
+/// A runner's proof of life while it runs tasks, and its way to learn which of them to
+/// stop: those being cancelled, and those whose lease is no longer its own.
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    runner: Runner,
+    ApiJson(req): ApiJson<Heartbeat>,
+) -> Result<Json<HeartbeatResponse>, ApiError> {
+    let now_ms = Utc::now().timestamp_millis();
+    state
+        .coord
+        .presence_touch(runner.id, req.boot_id, now_ms)
+        .await?;
+    let (cancel, gone) = lease_states(&state, &runner, &req.running).await?;
+    Ok(Json(HeartbeatResponse { cancel, gone }))
+}
+
+/// Of the leases a runner says it runs: which to cancel, and which are gone. Costs one
+/// Postgres query, and only when the runner has work.
+async fn lease_states(
+    state: &AppState,
+    runner: &Runner,
+    running: &[RunningLease],
+) -> Result<(Vec<Uuid>, Vec<Uuid>), ApiError> {
+    if running.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let ids: Vec<Uuid> = running.iter().map(|r| r.task_id).collect();
+    let tasks: HashMap<Uuid, TaskRecord> = state
+        .store
+        .tasks_by_ids(&ids)
+        .await?
+        .into_iter()
+        .map(|t| (t.id, t))
+        .collect();
+    let (mut cancel, mut gone) = (Vec::new(), Vec::new());
+    for lease in running {
+        match tasks.get(&lease.task_id) {
+            Some(t)
+                if t.runner_id == Some(runner.id)
+                    && t.lease_id == Some(lease.lease_id)
+                    && t.status.is_dispatched() =>
+            {
+                if t.status == TaskStatus::Cancelling {
+                    cancel.push(t.id);
+                }
+            }
+            _ => gone.push(lease.task_id),
+        }
+    }
+    Ok((cancel, gone))
 }
 
 pub async fn start(
@@ -196,22 +251,23 @@ pub async fn complete(
     if req.log_size.is_some_and(|s| s < 0) {
         return Err(Invalid::new("log_size", "must not be negative").into());
     }
-    let report = Completion {
+    let end = RunEnd {
         outcome: req.outcome.status(),
         exit_code: req.exit_code,
         error: req.error,
         outputs: req.outputs,
         log_size: req.log_size,
     };
-    let task = state
-        .store
-        .task_complete(id, runner.id, req.lease_id, &report, Utc::now())
-        .await?;
-    // Postgres holds the terminal state; the claim goes second. If this node dies in
-    // between, repair drops a claim whose task is terminal.
-    if let Err(e) = state.coord.claim_release(id, req.lease_id).await {
-        tracing::warn!(error = %e, task.id = %id, "claim of a finished task not dropped; repair will");
-    }
+    // A reconciler finalizing the same run holds the lock briefly; wait for it rather
+    // than race it (the compare-and-set would settle the race either way).
+    let lock = finalize::lock(&state, id, Duration::from_secs(2)).await;
+    let fence = Fence {
+        lease_id: req.lease_id,
+        runner_id: Some(runner.id),
+    };
+    let ended = finalize::finish_run(&state, id, fence, &end).await;
+    finalize::unlock(&state, lock).await;
+    let task = ended?;
     tracing::info!(task.id = %id, runner.id = %runner.id, status = %task.status, exit_code = ?task.exit_code, "task finished");
     Ok(Json(task_view(task)))
 }

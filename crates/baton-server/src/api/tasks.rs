@@ -9,6 +9,7 @@ use crate::auth::User;
 use crate::config::Limits;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::queueing::queue_entry;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -49,6 +50,17 @@ fn new_task(
     if let Some(key) = &req.idempotency_key {
         validate::check_idempotency_key(key)?;
     }
+    let max_attempts = req.max_attempts.unwrap_or(1);
+    if !(1..=limits.max_attempts).contains(&max_attempts) {
+        return Err(validate::Invalid::new(
+            "max_attempts",
+            format!("must be between 1 and {}", limits.max_attempts),
+        )
+        .into());
+    }
+    if let Some(url) = &req.notify_url {
+        check_notify_url(url, limits.max_notify_url)?;
+    }
     if let Some(payload) = &req.payload {
         let size = serde_json::to_vec(payload)
             .map(|v| v.len())
@@ -74,11 +86,27 @@ fn new_task(
         priority: req.priority,
         timeout_s: i32::try_from(timeout_s).expect("bounded by max_timeout_s"),
         queue_timeout_s: i32::try_from(queue_timeout_s).expect("bounded by max_queue_timeout_s"),
-        max_attempts: 1,
+        max_attempts,
+        run_at: req.run_at,
         idempotency_key: req.idempotency_key,
+        notify_url: req.notify_url,
         created_by: created_by.to_string(),
         traceparent,
     })
+}
+
+/// Webhooks go to absolute http(s) URLs.
+fn check_notify_url(url: &str, max: usize) -> Result<(), validate::Invalid> {
+    let parsed = reqwest::Url::parse(url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
+    if url.len() > max || parsed.is_none() {
+        return Err(validate::Invalid::new(
+            "notify_url",
+            format!("must be an absolute http or https URL of at most {max} characters"),
+        ));
+    }
+    Ok(())
 }
 
 /// The caller's W3C trace context, kept with the task so every later span joins its trace.
@@ -94,22 +122,22 @@ fn traceparent(headers: &HeaderMap) -> Option<String> {
     well_formed.then(|| value.to_ascii_lowercase())
 }
 
-fn enqueue_of(task: &TaskRecord) -> Enqueue {
-    Enqueue {
-        task_id: task.id,
-        queue: task.queue.clone(),
-        labels: LabelSet::new(task.labels.clone()).expect("labels were validated on insert"),
-        priority: task.priority,
-        enqueued_at_ms: task.queued_at.unwrap_or(task.created_at).timestamp_millis(),
-    }
-}
-
-/// After the commit: queue what was created. A Redis failure here is logged, not
-/// returned — the task is accepted and the repair pass will queue it.
+/// After the commit: queue what was created, or put it in the delayed set when it waits
+/// for its `run_at`. A Redis failure here is logged, not returned — the task is accepted,
+/// and the repair pass queues (or promotes) it.
 async fn enqueue_created(state: &AppState, created: &[&TaskRecord]) {
-    let entries: Vec<Enqueue> = created.iter().map(|t| enqueue_of(t)).collect();
+    let (queued, scheduled): (Vec<&TaskRecord>, Vec<&TaskRecord>) =
+        created.iter().partition(|t| t.status == TaskStatus::Queued);
+    let entries: Vec<Enqueue> = queued.iter().map(|t| queue_entry(t)).collect();
     if let Err(e) = state.coord.enqueue(&entries).await {
         tracing::warn!(error = %e, tasks = entries.len(), "accepted tasks not yet queued in redis; repair will queue them");
+    }
+    let delayed: Vec<(Uuid, i64)> = scheduled
+        .iter()
+        .filter_map(|t| Some((t.id, t.run_at?.timestamp_millis())))
+        .collect();
+    if let Err(e) = state.coord.delayed_add(&delayed).await {
+        tracing::warn!(error = %e, tasks = delayed.len(), "scheduled tasks not in the delayed set; repair will promote them");
     }
 }
 
@@ -248,6 +276,8 @@ pub async fn list(
 #[serde(deny_unknown_fields)]
 pub struct LogQuery {
     offset: Option<i64>,
+    /// Which attempt's output (default: the latest).
+    attempt: Option<i32>,
 }
 
 /// Most bytes one log read returns; readers continue from `x-baton-next-offset`.
@@ -263,7 +293,10 @@ pub async fn logs(
     if offset < 0 {
         return Err(validate::Invalid::new("offset", "must not be negative").into());
     }
-    let chunk = state.store.task_log_read(id, offset, LOG_READ_MAX).await?;
+    let chunk = state
+        .store
+        .task_log_read(id, q.attempt, offset, LOG_READ_MAX)
+        .await?;
     let mut resp = chunk.data.into_response();
     let headers = resp.headers_mut();
     headers.insert(
@@ -278,6 +311,7 @@ pub async fn logs(
         log_headers::TASK_STATUS,
         HeaderValue::from_static(chunk.status.as_str()),
     );
+    headers.insert(log_headers::ATTEMPT, HeaderValue::from(chunk.attempt));
     Ok(resp)
 }
 

@@ -17,7 +17,9 @@ pub fn task_view(t: TaskRecord) -> Task {
         timeout_s: t.timeout_s.into(),
         queue_timeout_s: t.queue_timeout_s.into(),
         max_attempts: t.max_attempts,
+        run_at: t.run_at,
         idempotency_key: t.idempotency_key,
+        notify_url: t.notify_url,
         status: t.status,
         attempt: t.attempt,
         runner_id: t.runner_id,
@@ -35,6 +37,14 @@ pub fn task_view(t: TaskRecord) -> Task {
         log_incomplete: t.log_incomplete,
         traceparent: t.traceparent,
     }
+}
+
+/// The body of a completion webhook: the event and the task's final state.
+pub fn webhook_body(t: &TaskRecord) -> serde_json::Value {
+    serde_json::json!({
+        "event": "task.finished",
+        "task": task_view(t.clone()),
+    })
 }
 
 /// What the runner needs to execute a leased task. `attempt` is the attempt this run

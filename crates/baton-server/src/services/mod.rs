@@ -1,0 +1,43 @@
+//! The node's background services. Each has the same shape: a `run_once(now)` that does
+//! one pass and returns what it did (tests call it directly), and a loop that runs it on
+//! a ticker until shutdown.
+
+pub mod janitor;
+pub mod orphan_cleaner;
+pub mod outbox;
+pub mod promoter;
+pub mod rebuilder;
+pub mod reconciler;
+pub mod repairer;
+
+use baton_coord::CoordError;
+use baton_store::StoreError;
+use std::future::Future;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Why a pass stopped early: Redis or Postgres failed. The next pass tries again.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Coord(#[from] CoordError),
+}
+
+/// Runs `pass` every `interval` until `shutdown`. A pass that overruns delays the next
+/// one rather than stacking them.
+pub async fn every<F, Fut>(interval: Duration, shutdown: CancellationToken, mut pass: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => pass().await,
+        }
+    }
+}

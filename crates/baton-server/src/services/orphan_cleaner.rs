@@ -1,0 +1,76 @@
+//! The orphan cleaner, on every node: claims whose node's liveness key expired are taken
+//! over — all of a dead node's claims at once, by one Lua script that checks the owner is
+//! still dead — so exactly one live node adopts each orphan. The adopter reconciles them
+//! at once (design.md invariant 5).
+
+use super::ServiceError;
+use super::reconciler::Reconciler;
+use crate::state::AppState;
+use chrono::{DateTime, Utc};
+use std::collections::HashSet;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanerReport {
+    /// Dead nodes whose claims this node took over.
+    pub dead_nodes: Vec<String>,
+    pub adopted: usize,
+}
+
+pub struct OrphanCleaner {
+    state: AppState,
+    reconciler: Reconciler,
+}
+
+impl OrphanCleaner {
+    pub fn new(state: AppState) -> Self {
+        OrphanCleaner {
+            reconciler: Reconciler::new(state.clone()),
+            state,
+        }
+    }
+
+    pub async fn run(self) {
+        let interval = Duration::from_millis(self.state.config.timings.cleaner_interval_ms);
+        let shutdown = self.state.shutdown.clone();
+        super::every(interval, shutdown, || async {
+            if let Err(e) = self.run_once(Utc::now()).await {
+                tracing::warn!(error = %e, "orphan cleaner pass failed");
+            }
+        })
+        .await;
+    }
+
+    pub async fn run_once(&self, now: DateTime<Utc>) -> Result<CleanerReport, ServiceError> {
+        let state = &self.state;
+        let mut report = CleanerReport::default();
+        if !state.identity.is_live(now.timestamp_millis()) {
+            return Ok(report);
+        }
+        let me = state.node_id();
+        let live: HashSet<String> = state
+            .coord
+            .nodes_live()
+            .await?
+            .into_iter()
+            .map(|n| n.id)
+            .collect();
+        for owner in state.coord.claim_owners().await? {
+            if owner == me || live.contains(&owner) {
+                continue;
+            }
+            let Some(adopted) = state.coord.claims_take_over(&owner, &me).await? else {
+                continue; // it came back
+            };
+            if !adopted.is_empty() {
+                tracing::warn!(node.dead = %owner, node.id = %me, adopted = adopted.len(), "adopted a dead node's claims");
+                report.adopted += adopted.len();
+                report.dead_nodes.push(owner);
+            }
+        }
+        if report.adopted > 0 {
+            self.reconciler.run_once(now).await?;
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,85 @@
+//! Outbox delivery, on every node: completion webhooks are POSTed with the task's final
+//! state and an `Idempotency-Key` header (task id and final status), retried with backoff
+//! until the receiver answers 2xx. At least once; a receiver that keys on the header
+//! sees each exactly once. A node that dies mid-delivery leaves the row to come due again.
+
+use super::ServiceError;
+use crate::state::AppState;
+use baton_core::backoff::Backoff;
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+const BATCH: i64 = 50;
+
+/// Retry pacing for a failing receiver: 1 s doubling to 10 min.
+const DELIVERY_RETRY: Backoff = Backoff {
+    initial: Duration::from_secs(1),
+    max: Duration::from_secs(600),
+    jitter: 0.2,
+};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeliveryReport {
+    pub delivered: usize,
+    pub failed: usize,
+}
+
+pub struct OutboxDeliverer {
+    state: AppState,
+}
+
+impl OutboxDeliverer {
+    pub fn new(state: AppState) -> Self {
+        OutboxDeliverer { state }
+    }
+
+    pub async fn run(self) {
+        let interval = Duration::from_millis(self.state.config.timings.outbox_interval_ms);
+        let shutdown = self.state.shutdown.clone();
+        super::every(interval, shutdown, || async {
+            if let Err(e) = self.run_once(Utc::now()).await {
+                tracing::warn!(error = %e, "outbox pass failed");
+            }
+        })
+        .await;
+    }
+
+    pub async fn run_once(&self, now: DateTime<Utc>) -> Result<DeliveryReport, ServiceError> {
+        let state = &self.state;
+        let timeout = Duration::from_millis(state.config.timings.webhook_timeout_ms);
+        // Held for twice the request timeout: long enough that no other node sends it
+        // while we still might.
+        let hold = chrono::Duration::from_std(timeout * 2).unwrap_or_default();
+        let rows = state.store.outbox_take_due(now, hold, BATCH).await?;
+        let mut report = DeliveryReport::default();
+        for row in rows {
+            let sent = state
+                .http
+                .post(&row.target)
+                .timeout(timeout)
+                .header("Idempotency-Key", &row.idempotency_key)
+                .json(&row.body.0)
+                .send()
+                .await;
+            let outcome = match sent {
+                Ok(resp) if resp.status().is_success() => Ok(()),
+                Ok(resp) => Err(format!("receiver answered {}", resp.status())),
+                Err(e) => Err(format!("request failed: {e}")),
+            };
+            match outcome {
+                Ok(()) => {
+                    state.store.outbox_delivered(row.id, Utc::now()).await?;
+                    report.delivered += 1;
+                }
+                Err(error) => {
+                    let delay = DELIVERY_RETRY.delay(row.attempts.max(1) as u32, rand::random());
+                    let at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default();
+                    tracing::warn!(task.id = %row.task_id, target = %row.target, %error, attempts = row.attempts, "webhook delivery failed; will retry");
+                    state.store.outbox_retry_at(row.id, at, &error).await?;
+                    report.failed += 1;
+                }
+            }
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,73 @@
+//! The promoter, on every node: `scheduled` tasks (a future `run_at`, or a retry's
+//! backoff) whose time has come move to `queued` — Postgres first, then the Redis add
+//! (design.md §4.5). Due ids come from the Redis delayed set, taken atomically so two
+//! nodes do not promote the same batch; Postgres is asked only when something is due.
+
+use super::ServiceError;
+use crate::queueing::queue_entry;
+use crate::state::AppState;
+use baton_core::TaskStatus;
+use chrono::{DateTime, Utc};
+use std::collections::HashSet;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Most tasks promoted per pass.
+const BATCH: usize = 500;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PromoteReport {
+    pub promoted: usize,
+}
+
+pub struct Promoter {
+    state: AppState,
+}
+
+impl Promoter {
+    pub fn new(state: AppState) -> Self {
+        Promoter { state }
+    }
+
+    pub async fn run(self) {
+        let interval = Duration::from_millis(self.state.config.timings.promote_interval_ms);
+        let shutdown = self.state.shutdown.clone();
+        super::every(interval, shutdown, || async {
+            if let Err(e) = self.run_once(Utc::now()).await {
+                tracing::warn!(error = %e, "promoter pass failed");
+            }
+        })
+        .await;
+    }
+
+    pub async fn run_once(&self, now: DateTime<Utc>) -> Result<PromoteReport, ServiceError> {
+        let state = &self.state;
+        let due = state
+            .coord
+            .delayed_pop_due(now.timestamp_millis(), BATCH)
+            .await?;
+        if due.is_empty() {
+            return Ok(PromoteReport::default());
+        }
+        let promoted = state.store.tasks_promote(&due, now).await?;
+        let entries: Vec<_> = promoted.iter().map(queue_entry).collect();
+        state.coord.enqueue_unclaimed(&entries).await?;
+        // Those still scheduled but not due (their run_at moved) go back to wait.
+        let done: HashSet<Uuid> = promoted.iter().map(|t| t.id).collect();
+        let rest: Vec<Uuid> = due.into_iter().filter(|id| !done.contains(id)).collect();
+        if !rest.is_empty() {
+            let waiting: Vec<(Uuid, i64)> = state
+                .store
+                .tasks_by_ids(&rest)
+                .await?
+                .into_iter()
+                .filter(|t| t.status == TaskStatus::Scheduled)
+                .filter_map(|t| Some((t.id, t.run_at?.timestamp_millis())))
+                .collect();
+            state.coord.delayed_add(&waiting).await?;
+        }
+        Ok(PromoteReport {
+            promoted: promoted.len(),
+        })
+    }
+}

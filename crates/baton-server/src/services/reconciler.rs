@@ -1,0 +1,280 @@
+//! The reconciler: every `reconcile_interval`, this node looks at the tasks it owns — its
+//! claims, and only its claims — and applies the pure decision of
+//! `baton_core::reconcile::decide` to each (design.md §5).
+//!
+//! Actions follow design.md §4: Postgres first (a compare-and-set fenced by the lease),
+//! then Redis. A requeue puts the task back in its queue and drops the claim in one
+//! script; an ended run goes through the finalizer (outbox, retry, claim release).
+
+use super::ServiceError;
+use crate::finalize;
+use crate::queueing::queue_entry;
+use crate::state::AppState;
+use baton_coord::{Claim, Popped};
+use baton_core::TaskStatus;
+use baton_core::reconcile::{Decision, Inputs, Reason, RunnerFacts, TaskFacts, decide};
+use baton_store::{Fence, RunEnd, RunnerRecord, TaskRecord};
+use chrono::{DateTime, TimeZone, Utc};
+use std::collections::HashMap;
+use std::time::Duration;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReconcileReport {
+    pub examined: usize,
+    pub requeued: usize,
+    /// Runs ended without a report: failed, timed out or retried.
+    pub ended: usize,
+    pub retried: usize,
+    pub cancelled: usize,
+    pub claims_dropped: usize,
+    /// This node's liveness had lapsed: it did not act.
+    pub fenced: bool,
+}
+
+pub struct Reconciler {
+    state: AppState,
+}
+
+fn ms(t: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(t).single().unwrap_or_default()
+}
+
+impl Reconciler {
+    pub fn new(state: AppState) -> Self {
+        Reconciler { state }
+    }
+
+    pub async fn run(self) {
+        let interval = Duration::from_millis(self.state.config.timings.reconcile_interval_ms);
+        let shutdown = self.state.shutdown.clone();
+        super::every(interval, shutdown, || async {
+            if let Err(e) = self.run_once(Utc::now()).await {
+                tracing::warn!(error = %e, "reconcile pass failed");
+            }
+        })
+        .await;
+    }
+
+    /// One pass over this node's claims.
+    pub async fn run_once(&self, now: DateTime<Utc>) -> Result<ReconcileReport, ServiceError> {
+        let state = &self.state;
+        let mut report = ReconcileReport::default();
+        let node = state.identity.current();
+        if !state.identity.is_live(now.timestamp_millis()) {
+            report.fenced = true;
+            return Ok(report);
+        }
+        let ids = state.coord.claims_of(&node.id).await?;
+        if ids.is_empty() {
+            return Ok(report);
+        }
+        let claims = state.coord.claims_get(&ids).await?;
+        let tasks: HashMap<Uuid, TaskRecord> = state
+            .store
+            .tasks_by_ids(&ids)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, t))
+            .collect();
+        let runners = self.runners_of(tasks.values()).await?;
+        let clocks_since = self.clocks_since().await;
+        let thresholds = state.config.timings.thresholds();
+
+        for (id, claim) in ids.iter().zip(claims) {
+            let Some(claim) = claim.filter(|c| c.node == node.id) else {
+                continue; // released or adopted meanwhile
+            };
+            report.examined += 1;
+            let Some(task) = tasks.get(id) else {
+                // The task is gone (deleted by retention): nothing to own.
+                state.coord.claim_release(*id, claim.lease_id).await?;
+                report.claims_dropped += 1;
+                continue;
+            };
+            if task.status.is_dispatched() && task.lease_id != Some(claim.lease_id) {
+                // A claim from an older lease of a task that was leased again: the current
+                // lease has (or will get, through repair) its own claim.
+                state.coord.claim_release(*id, claim.lease_id).await?;
+                report.claims_dropped += 1;
+                continue;
+            }
+            let inputs = Inputs {
+                task: facts(task),
+                runner: task
+                    .runner_id
+                    .map(|r| runners.get(&r).copied().unwrap_or(RunnerFacts::Gone))
+                    .unwrap_or(RunnerFacts::Gone),
+                claimed_at: ms(claim.claimed_at_ms),
+                now,
+                clocks_since,
+            };
+            let decision = decide(&inputs, &thresholds);
+            if decision != Decision::Keep {
+                tracing::info!(task.id = %id, status = %task.status, ?decision, "reconciling");
+            }
+            self.act(task, &claim, decision, &mut report).await?;
+        }
+        Ok(report)
+    }
+
+    /// Staleness clocks start no earlier than this node's start or last outage, nor than
+    /// the last rebuild of Redis (presence was lost with the data).
+    async fn clocks_since(&self) -> DateTime<Utc> {
+        let node = self.state.clocks.since_ms();
+        let epoch = match self.state.coord.epoch_get().await {
+            Ok(Some(epoch)) => epoch.since_ms,
+            _ => Utc::now().timestamp_millis(),
+        };
+        ms(node.max(epoch))
+    }
+
+    /// What is known of each task's runner: presence from Redis, the row from Postgres
+    /// (deleted runners, and last-seen flushed there).
+    async fn runners_of<'a>(
+        &self,
+        tasks: impl Iterator<Item = &'a TaskRecord>,
+    ) -> Result<HashMap<Uuid, RunnerFacts>, ServiceError> {
+        let mut ids: Vec<Uuid> = tasks.filter_map(|t| t.runner_id).collect();
+        ids.sort();
+        ids.dedup();
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let presence = self.state.coord.presence_get(&ids).await?;
+        let rows: HashMap<Uuid, RunnerRecord> = self
+            .state
+            .store
+            .runners_by_ids(&ids)
+            .await?
+            .into_iter()
+            .map(|r| (r.id, r))
+            .collect();
+        Ok(ids
+            .iter()
+            .zip(presence)
+            .filter_map(|(id, seen)| {
+                let row = rows.get(id).filter(|r| r.deleted_at.is_none())?;
+                let last_seen = seen.map(|(at, _)| ms(at)).max(row.last_seen);
+                let boot_id = seen.map(|(_, boot)| boot).or(row.boot_id);
+                Some((*id, RunnerFacts::Known { last_seen, boot_id }))
+            })
+            .collect())
+    }
+
+    async fn act(
+        &self,
+        task: &TaskRecord,
+        claim: &Claim,
+        decision: Decision,
+        report: &mut ReconcileReport,
+    ) -> Result<(), ServiceError> {
+        let state = &self.state;
+        let node = state.node_id();
+        match decision {
+            Decision::Keep => {}
+            Decision::Requeue(Reason::NeverDispatched) => {
+                // Postgres never recorded the lease: just undo the pop.
+                let place = Popped::of(&queue_entry(task), claim.lease_id);
+                if state.coord.claim_requeue(&node, &place).await? {
+                    report.requeued += 1;
+                }
+            }
+            Decision::Requeue(reason) => {
+                let lease_id = claim.lease_id;
+                if let Some(requeued) = state
+                    .store
+                    .task_requeue(task.id, lease_id, Utc::now())
+                    .await?
+                {
+                    let place = Popped::of(&queue_entry(&requeued), lease_id);
+                    if !state.coord.claim_requeue(&node, &place).await? {
+                        state
+                            .coord
+                            .enqueue_unclaimed(&[queue_entry(&requeued)])
+                            .await?;
+                    }
+                    tracing::info!(task.id = %task.id, %reason, "requeued");
+                    report.requeued += 1;
+                }
+            }
+            Decision::EndRun { reason, status, .. } => {
+                if let Some(ended) = self.end(task, claim, status, reason).await? {
+                    report.ended += 1;
+                    if ended.status == TaskStatus::Scheduled {
+                        report.retried += 1;
+                    }
+                }
+            }
+            Decision::Cancel(reason) => {
+                if self
+                    .end(task, claim, TaskStatus::Cancelled, reason)
+                    .await?
+                    .is_some()
+                {
+                    report.cancelled += 1;
+                }
+            }
+            Decision::DropClaim => {
+                state.coord.claim_release(task.id, claim.lease_id).await?;
+                if task.status == TaskStatus::Scheduled
+                    && let Some(run_at) = task.run_at
+                {
+                    state
+                        .coord
+                        .delayed_add(&[(task.id, run_at.timestamp_millis())])
+                        .await?;
+                }
+                report.claims_dropped += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends a run the runner will not report, under the finalize lock: if someone else
+    /// (the runner's own late report) is finalizing it, leave it to them this round.
+    async fn end(
+        &self,
+        task: &TaskRecord,
+        claim: &Claim,
+        outcome: TaskStatus,
+        reason: Reason,
+    ) -> Result<Option<TaskRecord>, ServiceError> {
+        let Some(lock) = finalize::lock(&self.state, task.id, Duration::ZERO).await else {
+            return Ok(None);
+        };
+        let fence = Fence {
+            lease_id: claim.lease_id,
+            runner_id: None,
+        };
+        let ended = finalize::finish_run(
+            &self.state,
+            task.id,
+            fence,
+            &RunEnd::by_server(outcome, reason.as_str()),
+        )
+        .await;
+        finalize::unlock(&self.state, Some(lock)).await;
+        match ended {
+            Ok(task) => {
+                tracing::info!(task.id = %task.id, status = %task.status, %reason, "run ended by the reconciler");
+                Ok(Some(task))
+            }
+            // The runner's report won the race: nothing to do.
+            Err(baton_store::StoreError::Conflict { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn facts(task: &TaskRecord) -> TaskFacts {
+    TaskFacts {
+        status: task.status,
+        leased_at: task.leased_at,
+        started_at: task.started_at,
+        timeout_s: task.timeout_s.into(),
+        attempt: task.attempt,
+        max_attempts: task.max_attempts,
+        boot_id: task.boot_id,
+    }
+}

@@ -1,0 +1,315 @@
+//! Repair, both ways (design.md §4.6), periodically on whichever node takes the lock.
+//! Redis is derived state; Postgres says what it should hold:
+//!
+//! - queued tasks nobody took within their queue timeout expire;
+//! - overdue `scheduled` tasks are promoted (the delayed set may have lost them);
+//! - `queued` rows no Redis queue holds are queued again;
+//! - `leased`, `running` and `cancelling` rows with no claim are claimed by this node;
+//! - claims and queue entries whose task has moved on (terminal, deleted, scheduled)
+//!   are dropped.
+//!
+//! The same walk, without grace periods and rebuilding the delayed set, is the full
+//! rebuild after Redis lost its data (see `rebuilder`).
+
+use super::ServiceError;
+use crate::api::views::webhook_body;
+use crate::queueing::queue_entry;
+use crate::state::AppState;
+use baton_coord::Enqueue;
+use baton_core::TaskStatus;
+use baton_store::TaskRecord;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::time::Duration;
+use uuid::Uuid;
+
+const PAGE: i64 = 1000;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepairReport {
+    pub expired: usize,
+    pub promoted: usize,
+    pub requeued: usize,
+    pub claimed: usize,
+    pub claims_dropped: usize,
+    pub entries_dropped: usize,
+    pub delayed: usize,
+    /// Another node held the repair lock.
+    pub skipped: bool,
+}
+
+/// How thorough a pass is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Leave recent changes alone: a submit or requeue may be between its Postgres write
+    /// and its Redis add.
+    Periodic { grace: Duration },
+    /// Redis lost its data: rebuild everything from Postgres.
+    Rebuild,
+}
+
+pub struct Repairer {
+    state: AppState,
+}
+
+impl Repairer {
+    pub fn new(state: AppState) -> Self {
+        Repairer { state }
+    }
+
+    fn grace(&self) -> Duration {
+        let promote = Duration::from_millis(self.state.config.timings.promote_interval_ms);
+        (promote * 3).max(Duration::from_secs(5))
+    }
+
+    pub async fn run(self) {
+        let interval = Duration::from_millis(self.state.config.timings.repair_interval_ms);
+        let shutdown = self.state.shutdown.clone();
+        super::every(interval, shutdown, || async {
+            match self.run_locked(Utc::now()).await {
+                Ok(r) if r != RepairReport::default() && !r.skipped => {
+                    tracing::info!(report = ?r, "repair pass changed things");
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "repair pass failed"),
+            }
+        })
+        .await;
+    }
+
+    /// One periodic pass, if no other node is running one.
+    pub async fn run_locked(&self, now: DateTime<Utc>) -> Result<RepairReport, ServiceError> {
+        let state = &self.state;
+        if !state.identity.is_live(now.timestamp_millis()) {
+            return Ok(RepairReport {
+                skipped: true,
+                ..Default::default()
+            });
+        }
+        let owner = format!("{}:{}", state.node_id(), Uuid::new_v4());
+        let ttl = Duration::from_millis(state.config.timings.repair_interval_ms);
+        let Some(lock) = state.coord.lock_acquire("repair", &owner, ttl).await? else {
+            return Ok(RepairReport {
+                skipped: true,
+                ..Default::default()
+            });
+        };
+        let result = self
+            .run_once(
+                now,
+                Mode::Periodic {
+                    grace: self.grace(),
+                },
+            )
+            .await;
+        let _ = state.coord.lock_release(&lock).await;
+        result
+    }
+
+    pub async fn run_once(
+        &self,
+        now: DateTime<Utc>,
+        mode: Mode,
+    ) -> Result<RepairReport, ServiceError> {
+        let mut report = RepairReport::default();
+        let settled_before = match mode {
+            Mode::Periodic { grace } => now - chrono::Duration::from_std(grace).unwrap_or_default(),
+            Mode::Rebuild => now,
+        };
+        self.expire(now, &mut report).await?;
+        self.promote_overdue(now, settled_before, &mut report)
+            .await?;
+        self.requeue_missing(settled_before, &mut report).await?;
+        self.claim_unclaimed(now, &mut report).await?;
+        if mode == Mode::Rebuild {
+            self.rebuild_delayed(&mut report).await?;
+        } else {
+            self.drop_stale_claims(&mut report).await?;
+            self.drop_stale_entries(&mut report).await?;
+        }
+        Ok(report)
+    }
+
+    async fn expire(
+        &self,
+        now: DateTime<Utc>,
+        report: &mut RepairReport,
+    ) -> Result<(), ServiceError> {
+        loop {
+            let expired = self
+                .state
+                .store
+                .tasks_expire_due(now, PAGE, webhook_body)
+                .await?;
+            let places: Vec<(Uuid, String)> = expired
+                .iter()
+                .map(|t| (t.id, queue_entry(t).key_rel()))
+                .collect();
+            self.state.coord.queue_remove(&places).await?;
+            report.expired += expired.len();
+            if (expired.len() as i64) < PAGE {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn promote_overdue(
+        &self,
+        now: DateTime<Utc>,
+        due_before: DateTime<Utc>,
+        report: &mut RepairReport,
+    ) -> Result<(), ServiceError> {
+        loop {
+            let promoted = self
+                .state
+                .store
+                .tasks_promote_overdue(due_before, now, PAGE)
+                .await?;
+            let entries: Vec<Enqueue> = promoted.iter().map(queue_entry).collect();
+            self.state.coord.enqueue_unclaimed(&entries).await?;
+            report.promoted += promoted.len();
+            if (promoted.len() as i64) < PAGE {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn requeue_missing(
+        &self,
+        settled_before: DateTime<Utc>,
+        report: &mut RepairReport,
+    ) -> Result<(), ServiceError> {
+        let coord = &self.state.coord;
+        let mut pages = Pages::new(&[TaskStatus::Queued]);
+        while let Some(page) = pages.next(&self.state.store).await? {
+            let entries: Vec<Enqueue> = page
+                .iter()
+                .filter(|t| t.updated_at < settled_before)
+                .map(queue_entry)
+                .collect();
+            let places: Vec<(Uuid, String)> =
+                entries.iter().map(|e| (e.task_id, e.key_rel())).collect();
+            let missing = coord.queue_missing(&places).await?;
+            let lost: Vec<Enqueue> = entries
+                .into_iter()
+                .filter(|e| missing.contains(&e.task_id))
+                .collect();
+            report.requeued += coord.enqueue_unclaimed(&lost).await? as usize;
+        }
+        Ok(())
+    }
+
+    async fn claim_unclaimed(
+        &self,
+        now: DateTime<Utc>,
+        report: &mut RepairReport,
+    ) -> Result<(), ServiceError> {
+        let coord = &self.state.coord;
+        let me = self.state.node_id();
+        let mut pages = Pages::new(&[
+            TaskStatus::Leased,
+            TaskStatus::Running,
+            TaskStatus::Cancelling,
+        ]);
+        while let Some(page) = pages.next(&self.state.store).await? {
+            let ids: Vec<Uuid> = page.iter().map(|t| t.id).collect();
+            let claims = coord.claims_get(&ids).await?;
+            for (task, claim) in page.iter().zip(claims) {
+                if claim.is_none()
+                    && let Some(lease) = task.lease_id
+                    && coord
+                        .claim_if_absent(task.id, &me, lease, now.timestamp_millis())
+                        .await?
+                {
+                    tracing::info!(task.id = %task.id, status = %task.status, "claimed a dispatched task that had no claim");
+                    report.claimed += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn rebuild_delayed(&self, report: &mut RepairReport) -> Result<(), ServiceError> {
+        let mut pages = Pages::new(&[TaskStatus::Scheduled]);
+        while let Some(page) = pages.next(&self.state.store).await? {
+            let due: Vec<(Uuid, i64)> = page
+                .iter()
+                .filter_map(|t| Some((t.id, t.run_at?.timestamp_millis())))
+                .collect();
+            self.state.coord.delayed_add(&due).await?;
+            report.delayed += due.len();
+        }
+        Ok(())
+    }
+
+    /// Statuses of `ids` as Postgres has them (absent: the task was deleted).
+    async fn statuses(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, TaskRecord>, ServiceError> {
+        let mut out = HashMap::new();
+        for chunk in ids.chunks(PAGE as usize) {
+            for t in self.state.store.tasks_by_ids(chunk).await? {
+                out.insert(t.id, t);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn drop_stale_claims(&self, report: &mut RepairReport) -> Result<(), ServiceError> {
+        let claims = self.state.coord.claims_all().await?;
+        let ids: Vec<Uuid> = claims.iter().map(|(id, _)| *id).collect();
+        let tasks = self.statuses(&ids).await?;
+        for (id, claim) in claims {
+            let moved_on = match tasks.get(&id) {
+                None => true,
+                Some(t) => t.status.is_terminal() || t.status == TaskStatus::Scheduled,
+            };
+            if moved_on && self.state.coord.claim_release(id, claim.lease_id).await? {
+                report.claims_dropped += 1;
+            }
+        }
+        Ok(())
+    }
+
+    async fn drop_stale_entries(&self, report: &mut RepairReport) -> Result<(), ServiceError> {
+        for (queue_key, ids) in self.state.coord.queue_entries().await? {
+            let tasks = self.statuses(&ids).await?;
+            let stale: Vec<(Uuid, String)> = ids
+                .into_iter()
+                .filter(|id| tasks.get(id).is_none_or(|t| t.status != TaskStatus::Queued))
+                .map(|id| (id, queue_key.clone()))
+                .collect();
+            report.entries_dropped += stale.len();
+            self.state.coord.queue_remove(&stale).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Walks the task rows in some statuses, a page at a time, in id order.
+struct Pages {
+    statuses: Vec<TaskStatus>,
+    after: Option<Uuid>,
+    done: bool,
+}
+
+impl Pages {
+    fn new(statuses: &[TaskStatus]) -> Self {
+        Pages {
+            statuses: statuses.to_vec(),
+            after: None,
+            done: false,
+        }
+    }
+
+    async fn next(
+        &mut self,
+        store: &baton_store::Store,
+    ) -> Result<Option<Vec<TaskRecord>>, ServiceError> {
+        if self.done {
+            return Ok(None);
+        }
+        let page = store.tasks_page(&self.statuses, self.after, PAGE).await?;
+        self.done = (page.len() as i64) < PAGE;
+        self.after = page.last().map(|t| t.id);
+        Ok(Some(page))
+    }
+}

@@ -1,0 +1,48 @@
+//! Retention: terminal tasks and their logs are deleted after a while, in batches, but
+//! never before their side effects were delivered.
+
+use crate::Store;
+use crate::error::StoreError;
+use chrono::{DateTime, Utc};
+
+impl Store {
+    /// Deletes up to `limit` tasks that finished before `before` and have nothing left to
+    /// deliver; their logs go with them. Returns how many were deleted.
+    pub async fn tasks_delete_finished(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM tasks WHERE id IN (
+                 SELECT t.id FROM tasks t
+                 WHERE t.status IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'expired')
+                   AND t.finished_at < $1
+                   AND NOT EXISTS (SELECT 1 FROM outbox o
+                                   WHERE o.task_id = t.id AND o.delivered_at IS NULL)
+                 LIMIT $2)",
+        )
+        .bind(before)
+        .bind(limit)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Deletes up to `limit` outbox rows delivered before `before`.
+    pub async fn outbox_delete_delivered(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM outbox WHERE id IN (
+                 SELECT id FROM outbox WHERE delivered_at < $1 LIMIT $2)",
+        )
+        .bind(before)
+        .bind(limit)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}

@@ -1,0 +1,264 @@
+//! How runs end and tasks move on: a runner's report, the reconciler's verdicts, retries,
+//! promotion of due `scheduled` tasks, expiry of queued ones.
+//!
+//! Every transition is a compare-and-set on the status and, for anything touching a run,
+//! on its lease id — the fencing token that keeps a stale runner or a node that lost its
+//! claims from changing anything. A terminal transition writes its side effects (the
+//! completion webhook) to the outbox in the same transaction, so they happen exactly once
+//! even if the node dies right after the commit (design.md §4.8).
+
+use crate::Store;
+use crate::error::StoreError;
+use crate::tasks::TaskRecord;
+use baton_core::TaskStatus;
+use baton_core::backoff::Backoff;
+use baton_core::retry::{AfterRun, after_run};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::PgConnection;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+/// How a run ended, as its runner reported it or as the server decided.
+#[derive(Debug, Clone)]
+pub struct RunEnd {
+    pub outcome: TaskStatus,
+    pub exit_code: Option<i32>,
+    pub error: Option<String>,
+    pub outputs: Option<Value>,
+    /// Bytes of output the runner produced; a stored log shorter than this is marked
+    /// incomplete.
+    pub log_size: Option<i64>,
+}
+
+impl RunEnd {
+    /// A server-side end: no exit code, a reason.
+    pub fn by_server(outcome: TaskStatus, reason: &str) -> RunEnd {
+        RunEnd {
+            outcome,
+            exit_code: None,
+            error: Some(reason.to_string()),
+            outputs: None,
+            log_size: None,
+        }
+    }
+}
+
+/// Who ends the run: the lease it must hold, and for a runner's own report, the runner.
+#[derive(Debug, Clone, Copy)]
+pub struct Fence {
+    pub lease_id: Uuid,
+    pub runner_id: Option<Uuid>,
+}
+
+/// Builds a completion webhook's body from the task's final row.
+pub type WebhookBody = fn(&TaskRecord) -> Value;
+
+/// What retries cost: the backoff, a random draw for its jitter, and the webhook shape.
+#[derive(Debug, Clone, Copy)]
+pub struct FinishPolicy {
+    pub backoff: Backoff,
+    pub jitter_unit: f64,
+    pub webhook_body: WebhookBody,
+}
+
+impl Store {
+    /// Ends a `running` or `cancelling` run: `scheduled` for a retry when attempts remain
+    /// (see `baton_core::retry`), otherwise the terminal status, with its outbox rows.
+    /// A runner repeating a report that already took effect gets the task as it stands.
+    pub async fn task_finish_run(
+        &self,
+        id: Uuid,
+        fence: Fence,
+        end: &RunEnd,
+        policy: &FinishPolicy,
+        now: DateTime<Utc>,
+    ) -> Result<TaskRecord, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let task = sqlx::query_as::<_, TaskRecord>("SELECT * FROM tasks WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        if fence.runner_id.is_some() && task.runner_id != fence.runner_id {
+            return Err(StoreError::NotFound);
+        }
+        if task.lease_id != Some(fence.lease_id) {
+            return Err(StoreError::Conflict {
+                status: task.status,
+                reason: "stale lease: the task was leased again",
+            });
+        }
+        if !matches!(task.status, TaskStatus::Running | TaskStatus::Cancelling) {
+            let repeat = fence.runner_id.is_some()
+                && (task.status == end.outcome || task.status == TaskStatus::Scheduled);
+            if repeat {
+                return Ok(task);
+            }
+            return Err(StoreError::Conflict {
+                status: task.status,
+                reason: "the task is not running",
+            });
+        }
+        let next = after_run(
+            task.status,
+            end.outcome,
+            task.attempt,
+            task.max_attempts,
+            &policy.backoff,
+            policy.jitter_unit,
+        );
+        let (status, run_at, finished_at) = match next {
+            AfterRun::Retry { delay } => (
+                TaskStatus::Scheduled,
+                Some(now + chrono::Duration::from_std(delay).unwrap_or_default()),
+                None,
+            ),
+            AfterRun::Terminal(status) => (status, None, Some(now)),
+        };
+        let ended = sqlx::query_as::<_, TaskRecord>(
+            "UPDATE tasks
+             SET status = $2, run_at = COALESCE($3, run_at), finished_at = $4, updated_at = $5,
+                 exit_code = $6, error = $7, outputs = $8,
+                 log_incomplete = ($9::bigint IS NOT NULL AND $9 > log_size)
+             WHERE id = $1
+             RETURNING *",
+        )
+        .bind(id)
+        .bind(status.as_str())
+        .bind(run_at)
+        .bind(finished_at)
+        .bind(now)
+        .bind(end.exit_code)
+        .bind(end.error.as_deref())
+        .bind(end.outputs.clone().map(Json))
+        .bind(end.log_size)
+        .fetch_one(&mut *tx)
+        .await?;
+        if ended.status.is_terminal() {
+            outbox_for(&mut tx, &ended, policy.webhook_body, now).await?;
+        }
+        tx.commit().await?;
+        Ok(ended)
+    }
+
+    /// `leased -> queued` under the given lease: the runner never started it, so it is
+    /// safe to hand out again. It keeps its place in line (its original `queued_at`).
+    pub async fn task_requeue(
+        &self,
+        id: Uuid,
+        lease_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        Ok(sqlx::query_as::<_, TaskRecord>(
+            "UPDATE tasks
+             SET status = 'queued', lease_id = NULL, runner_id = NULL, boot_id = NULL,
+                 leased_at = NULL, updated_at = $3
+             WHERE id = $1 AND status = 'leased' AND lease_id = $2
+             RETURNING *",
+        )
+        .bind(id)
+        .bind(lease_id)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    /// `scheduled -> queued` for those of `ids` that are due (design.md §4.5: Postgres
+    /// first, then the Redis add).
+    pub async fn tasks_promote(
+        &self,
+        ids: &[Uuid],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(sqlx::query_as::<_, TaskRecord>(
+            "UPDATE tasks SET status = 'queued', queued_at = $2, updated_at = $2,
+                              lease_id = NULL, runner_id = NULL, boot_id = NULL
+             WHERE id = ANY($1) AND status = 'scheduled' AND run_at <= $2
+             RETURNING *",
+        )
+        .bind(ids)
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Promotes up to `limit` `scheduled` tasks due before `due_before`, whatever Redis
+    /// knows of them: the repair pass's net under the fast path.
+    pub async fn tasks_promote_overdue(
+        &self,
+        due_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(sqlx::query_as::<_, TaskRecord>(
+            "UPDATE tasks SET status = 'queued', queued_at = $2, updated_at = $2,
+                              lease_id = NULL, runner_id = NULL, boot_id = NULL
+             WHERE id IN (SELECT id FROM tasks
+                          WHERE status = 'scheduled' AND run_at <= $1
+                          ORDER BY run_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+             RETURNING *",
+        )
+        .bind(due_before)
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// `queued -> expired` for up to `limit` tasks nobody took within their
+    /// `queue_timeout_s`, with their outbox rows.
+    pub async fn tasks_expire_due(
+        &self,
+        now: DateTime<Utc>,
+        limit: i64,
+        webhook_body: WebhookBody,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let expired = sqlx::query_as::<_, TaskRecord>(
+            "UPDATE tasks
+             SET status = 'expired', finished_at = $1, updated_at = $1,
+                 error = 'no runner took it within its queue timeout'
+             WHERE id IN (SELECT id FROM tasks
+                          WHERE status = 'queued'
+                            AND queued_at + make_interval(secs => queue_timeout_s) < $1
+                          LIMIT $2 FOR UPDATE SKIP LOCKED)
+             RETURNING *",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+        for task in &expired {
+            outbox_for(&mut tx, task, webhook_body, now).await?;
+        }
+        tx.commit().await?;
+        Ok(expired)
+    }
+}
+
+/// The side effects of a terminal transition, in its transaction. The idempotency key
+/// (task and final status) is what the receiver deduplicates on.
+async fn outbox_for(
+    conn: &mut PgConnection,
+    task: &TaskRecord,
+    webhook_body: WebhookBody,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let Some(url) = &task.notify_url else {
+        return Ok(());
+    };
+    sqlx::query(
+        "INSERT INTO outbox (task_id, kind, target, body, idempotency_key, created_at, next_attempt_at)
+         VALUES ($1, 'webhook', $2, $3, $4, $5, $5)
+         ON CONFLICT (idempotency_key) DO NOTHING",
+    )
+    .bind(task.id)
+    .bind(url)
+    .bind(Json(webhook_body(task)))
+    .bind(format!("{}:{}", task.id, task.status))
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
