@@ -43,6 +43,13 @@ pub struct RunnerArgs {
     /// Seconds running tasks may finish after SIGTERM [default: 30].
     #[arg(long, env = "BATON_RUNNER_SHUTDOWN_GRACE_S")]
     shutdown_grace_s: Option<u64>,
+    /// Seconds between heartbeats while tasks run [default: 5].
+    #[arg(long, env = "BATON_RUNNER_HEARTBEAT_S")]
+    heartbeat_s: Option<u64>,
+    /// With no answer from the server for this long, kill running tasks; keep it below
+    /// the server's runner-lost threshold [default: 150].
+    #[arg(long, env = "BATON_RUNNER_FENCE_AFTER_S")]
+    fence_after_s: Option<u64>,
 }
 
 pub async fn run(mut args: RunnerArgs) -> anyhow::Result<ExitCode> {

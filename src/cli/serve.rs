@@ -42,6 +42,50 @@ pub struct ServeArgs {
     /// Liveness key TTL in milliseconds [default: 10000].
     #[arg(long, env = "BATON_NODE_TTL_MS")]
     node_ttl_ms: Option<u64>,
+    #[command(flatten)]
+    timings: TimingArgs,
+    /// Test-only fault injection (`after-pop`: abort between the Redis pop and the
+    /// Postgres write of a lease).
+    #[arg(long, env = "BATON_FAULT", hide = true)]
+    fault: Option<String>,
+}
+
+/// The services' intervals and thresholds (`[timings]` in the settings file).
+#[derive(Debug, clap::Args, Serialize)]
+struct TimingArgs {
+    /// How often each node reconciles its claims [default: 2000].
+    #[arg(long, env = "BATON_RECONCILE_INTERVAL_MS")]
+    reconcile_interval_ms: Option<u64>,
+    /// How often each node looks for dead nodes' claims [default: 2000].
+    #[arg(long, env = "BATON_CLEANER_INTERVAL_MS")]
+    cleaner_interval_ms: Option<u64>,
+    /// How often due scheduled tasks are promoted [default: 1000].
+    #[arg(long, env = "BATON_PROMOTE_INTERVAL_MS")]
+    promote_interval_ms: Option<u64>,
+    /// How often the repair pass runs (on one node) [default: 30000].
+    #[arg(long, env = "BATON_REPAIR_INTERVAL_MS")]
+    repair_interval_ms: Option<u64>,
+    /// Silence after which a runner's unstarted tasks are requeued [default: 90].
+    #[arg(long, env = "BATON_RUNNER_OFFLINE_AFTER_S")]
+    runner_offline_after_s: Option<u64>,
+    /// Silence after which a runner's running tasks fail or retry [default: 180].
+    #[arg(long, env = "BATON_RUNNER_LOST_AFTER_S")]
+    runner_lost_after_s: Option<u64>,
+    /// How long a leased task may wait for its runner's start [default: 30].
+    #[arg(long, env = "BATON_ACK_TIMEOUT_S")]
+    ack_timeout_s: Option<u64>,
+    /// Added to a task's timeout before the server ends it [default: 30].
+    #[arg(long, env = "BATON_TIMEOUT_GRACE_S")]
+    timeout_grace_s: Option<u64>,
+    /// How long a claim may sit on a still-queued task before it is undone [default: 10000].
+    #[arg(long, env = "BATON_DISPATCH_GRACE_MS")]
+    dispatch_grace_ms: Option<u64>,
+    /// First retry delay; it doubles per attempt [default: 2000].
+    #[arg(long, env = "BATON_RETRY_INITIAL_MS")]
+    retry_initial_ms: Option<u64>,
+    /// How long terminal tasks and their logs are kept [default: 604800].
+    #[arg(long, env = "BATON_RETENTION_S")]
+    retention_s: Option<u64>,
 }
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {

@@ -4,15 +4,22 @@
 //! On shutdown the agent stops leasing, lets running tasks finish for a grace period,
 //! then kills and reports the rest. A 401 means the server no longer knows this runner:
 //! it kills its tasks, forgets its identity and exits.
+//!
+//! While it has work it heartbeats, and every answer tells it which tasks to cancel and
+//! which leases are gone. With no answer for `fence_after_s` it kills its tasks itself.
+//! A lease request that got no answer is retried with the same request id, so the
+//! server replays what it leased instead of stranding it.
 
 use crate::config::RunnerConfig;
 use crate::executor::{Executor, RunResult};
+use crate::leftovers;
 use crate::registration::Registration;
 use crate::retry::{CallError, Stop, classify};
-use baton_client::{Client, LeaseRequest, RegisterRunner, RunningLease};
+use crate::tracker::Tracker;
+use baton_client::{Client, Heartbeat, HeartbeatResponse, LeaseRequest, RegisterRunner};
 use baton_core::backoff::Backoff;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -32,9 +39,6 @@ pub struct Agent {
     config: Arc<RunnerConfig>,
     client: Client,
 }
-
-/// Leases this agent runs now, sent with every lease request (it is also a heartbeat).
-type Running = Arc<Mutex<HashMap<Uuid, Uuid>>>;
 
 impl Agent {
     pub fn new(config: RunnerConfig) -> anyhow::Result<Self> {
@@ -95,6 +99,13 @@ impl Agent {
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<AgentExit> {
         let reg = self.registration(&shutdown).await?;
         let client = self.client.with_token(reg.token.clone());
+        let killed = leftovers::kill_all(&self.config.state_dir);
+        if killed > 0 {
+            tracing::warn!(
+                killed,
+                "killed tasks a previous run of this runner left behind"
+            );
+        }
         let boot_id = Uuid::new_v4();
         tracing::info!(runner.id = %reg.runner_id, boot.id = %boot_id, capacity = self.config.capacity, "runner started");
         let executor = Arc::new(Executor {
@@ -102,11 +113,21 @@ impl Agent {
             config: self.config.clone(),
         });
         let slots = Arc::new(Semaphore::new(self.config.capacity as usize));
-        let running: Running = Arc::default();
+        let tracker = Arc::new(Tracker::default());
         let mut tasks = JoinSet::new();
         let force_stop = CancellationToken::new();
         let unregistered = CancellationToken::new();
         let mut failures = 0u32;
+        let beating = tokio::spawn(heartbeats(
+            client.clone(),
+            boot_id,
+            tracker.clone(),
+            self.config.clone(),
+            unregistered.clone(),
+            force_stop.clone(),
+        ));
+        // A request that got no answer is sent again as is: the server replays it.
+        let mut unanswered: Option<LeaseRequest> = None;
 
         loop {
             while let Some(done) = tasks.try_join_next() {
@@ -124,12 +145,15 @@ impl Agent {
                 }
                 continue;
             }
-            let request = LeaseRequest {
-                request_id: Uuid::new_v4(),
-                max: free as u32,
-                wait_s: self.config.wait_s,
-                boot_id,
-                running: running_leases(&running),
+            let request = match unanswered.take() {
+                Some(request) if request.max as usize <= free => request,
+                _ => LeaseRequest {
+                    request_id: Uuid::new_v4(),
+                    max: free as u32,
+                    wait_s: self.config.wait_s,
+                    boot_id,
+                    running: tracker.leases(),
+                },
             };
             let answer = tokio::select! {
                 answer = client.lease(&request) => answer,
@@ -139,21 +163,23 @@ impl Agent {
             match answer {
                 Ok(answer) => {
                     failures = 0;
+                    tracker.contact();
+                    tracker.apply(&HeartbeatResponse {
+                        cancel: answer.cancel,
+                        gone: answer.gone,
+                    });
                     for task in answer.tasks {
                         let permit = slots
                             .clone()
                             .try_acquire_owned()
                             .expect("the server hands out at most `max` tasks");
-                        running
-                            .lock()
-                            .expect("running lock")
-                            .insert(task.id, task.lease_id);
-                        let (executor, running, stop) =
-                            (executor.clone(), running.clone(), force_stop.clone());
+                        let control = tracker.insert(task.id, task.lease_id);
+                        let (executor, tracker, stop) =
+                            (executor.clone(), tracker.clone(), force_stop.clone());
                         tasks.spawn(async move {
                             let id = task.id;
-                            let result = executor.run(task, stop).await;
-                            running.lock().expect("running lock").remove(&id);
+                            let result = executor.run(task, stop, control).await;
+                            tracker.remove(id);
                             drop(permit);
                             result
                         });
@@ -162,6 +188,9 @@ impl Agent {
                 Err(e) => match classify(e) {
                     CallError::Stop(Stop::Unregistered) => unregistered.cancel(),
                     other => {
+                        if matches!(other, CallError::Transient(_)) {
+                            unanswered = Some(request);
+                        }
                         failures += 1;
                         let delay = Backoff::RUNNER.delay(failures, rand::random());
                         tracing::warn!(error = %other, retry_in_ms = delay.as_millis() as u64, "lease failed");
@@ -182,6 +211,7 @@ impl Agent {
             AgentExit::Shutdown
         };
         self.drain(&mut tasks, &force_stop, &unregistered).await;
+        beating.abort();
         if exit == AgentExit::Unregistered {
             Registration::remove(&self.config.state_dir)?;
         }
@@ -220,13 +250,50 @@ impl Agent {
     }
 }
 
-fn running_leases(running: &Running) -> Vec<RunningLease> {
-    running
-        .lock()
-        .expect("running lock")
-        .iter()
-        .map(|(&task_id, &lease_id)| RunningLease { task_id, lease_id })
-        .collect()
+/// While the agent has work: a heartbeat every `heartbeat_s`, whose answer carries the
+/// server's cancels and gone leases; and self-fencing when the server has not answered
+/// anything for `fence_after_s`.
+async fn heartbeats(
+    client: Client,
+    boot_id: Uuid,
+    tracker: Arc<Tracker>,
+    config: Arc<RunnerConfig>,
+    unregistered: CancellationToken,
+    stopped: CancellationToken,
+) {
+    let fence_after = Duration::from_secs(config.fence_after_s);
+    let mut ticker = tokio::time::interval(Duration::from_secs(config.heartbeat_s.max(1)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stopped.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        if tracker.is_empty() {
+            // Idle: the long poll is the heartbeat.
+            tracker.contact();
+            continue;
+        }
+        let beat = Heartbeat {
+            boot_id,
+            running: tracker.leases(),
+        };
+        match client.heartbeat(&beat).await {
+            Ok(verdict) => {
+                tracker.contact();
+                tracker.apply(&verdict);
+            }
+            Err(e) => match classify(e) {
+                CallError::Stop(Stop::Unregistered) => unregistered.cancel(),
+                other => {
+                    tracing::warn!(error = %other, silent_s = tracker.silent_for().as_secs(), "heartbeat failed")
+                }
+            },
+        }
+        if tracker.silent_for() > fence_after {
+            tracker.abandon_all();
+        }
+    }
 }
 
 fn note_result(done: Result<RunResult, tokio::task::JoinError>, unregistered: &CancellationToken) {

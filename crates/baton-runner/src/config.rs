@@ -29,6 +29,12 @@ pub struct RunnerConfig {
     pub kill_grace_s: u64,
     /// How often buffered output is shipped.
     pub log_flush_ms: u64,
+    /// How often a runner with work tells the server it is alive.
+    pub heartbeat_s: u64,
+    /// With no answer from the server for this long, kill running tasks: the server is
+    /// about to declare this runner lost and hand them out again. Keep it below the
+    /// server's `runner_lost_after_s`.
+    pub fence_after_s: u64,
     pub log_chunk_bytes: usize,
 }
 
@@ -47,6 +53,8 @@ impl Default for RunnerConfig {
             shutdown_grace_s: 30,
             kill_grace_s: 10,
             log_flush_ms: 200,
+            heartbeat_s: 5,
+            fence_after_s: 150,
             log_chunk_bytes: 256 << 10,
         }
     }

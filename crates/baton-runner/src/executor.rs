@@ -7,9 +7,11 @@
 //! started outlives it.
 
 use crate::config::RunnerConfig;
+use crate::leftovers;
 use crate::logship::{LogSpool, Shipper};
 use crate::process_group::signal_group;
 use crate::retry::{CallError, Retrier, Stop, classify};
+use crate::tracker::TaskControl;
 use baton_client::{Client, CompleteTask, LeasedTask, Outcome};
 use nix::sys::signal::Signal;
 use std::os::unix::process::ExitStatusExt;
@@ -64,8 +66,14 @@ pub struct Executor {
 
 impl Executor {
     /// Runs one task to its report. `stop` is the runner's forced stop (its shutdown
-    /// grace is over): the task is killed and reported failed.
-    pub async fn run(&self, task: LeasedTask, stop: CancellationToken) -> RunResult {
+    /// grace is over): the task is killed and reported failed. `control` carries the
+    /// server's cancel and lease-gone verdicts.
+    pub async fn run(
+        &self,
+        task: LeasedTask,
+        stop: CancellationToken,
+        control: TaskControl,
+    ) -> RunResult {
         let id = task.id;
         if let Err(e) = self.acknowledge(&task).await {
             // Never started, so never run: the server requeues it after its ack timeout.
@@ -89,7 +97,9 @@ impl Executor {
             task.lease_id,
             self.config.log_chunk_bytes,
         );
-        let ending = self.execute(&task, &spool, &mut shipper, stop).await;
+        let ending = self
+            .execute(&task, &spool, &mut shipper, stop, control)
+            .await;
         if !matches!(ending, Ending::Stopped(_)) {
             let deadline = Instant::now() + REPORT_PATIENCE;
             if let Err(e) = shipper.drain(&spool, deadline).await {
@@ -149,6 +159,7 @@ impl Executor {
         spool: &Arc<LogSpool>,
         shipper: &mut Shipper,
         stop: CancellationToken,
+        control: TaskControl,
     ) -> Ending {
         let dir = self.config.work_dir.join(task.id.to_string());
         if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -168,6 +179,9 @@ impl Executor {
         };
         let pgid = child.id().expect("a just-spawned child has a pid");
         tracing::info!(task.id = %task.id, pid = pgid, "task running");
+        if let Err(e) = leftovers::record(&self.config.state_dir, task.id, pgid) {
+            tracing::warn!(error = %e, "cannot record the task's process group");
+        }
         let readers = [
             child.stdout.take().map(|o| spawn_reader(o, spool.clone())),
             child.stderr.take().map(|e| spawn_reader(e, spool.clone())),
@@ -185,6 +199,8 @@ impl Executor {
                 },
                 _ = &mut timeout => break Ending::TimedOut,
                 _ = stop.cancelled() => break Ending::RunnerStopping,
+                _ = control.cancel.cancelled() => break Ending::CancelRequested,
+                _ = control.gone.cancelled() => break Ending::Stopped(Stop::LeaseGone),
                 _ = flush.tick() => {
                     match shipper.ship(spool).await {
                         Ok(()) | Err(CallError::Transient(_)) => {}
@@ -204,6 +220,7 @@ impl Executor {
         }
         // Whatever the task left running in its group goes with it.
         signal_group(pgid, Signal::SIGKILL);
+        leftovers::forget(&self.config.state_dir, task.id);
         let drain_by = Instant::now() + PIPE_DRAIN;
         for reader in readers.into_iter().flatten() {
             let _ = tokio::time::timeout_at(drain_by, reader).await;

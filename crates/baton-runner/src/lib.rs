@@ -5,10 +5,12 @@
 mod agent;
 mod config;
 mod executor;
+mod leftovers;
 mod logship;
 mod process_group;
 mod registration;
 mod retry;
+mod tracker;
 
 pub use agent::{Agent, AgentExit};
 pub use config::RunnerConfig;
