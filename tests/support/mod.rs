@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod procs;
+pub mod services;
 
 use baton_client::{Client, RegisterRunner};
 use sqlx::{Connection, PgConnection};
@@ -19,6 +20,33 @@ use uuid::Uuid;
 pub use procs::{NodeProc, RunnerProc};
 
 pub const API_TOKEN: &str = "test-admin-token";
+
+/// Short thresholds, so failovers happen in seconds: a 1.5 s node TTL, services every
+/// few hundred milliseconds, runners offline after 4 s and lost after 6 s.
+pub const FAST_HA: &[&str] = &[
+    "--node-ttl-ms",
+    "1500",
+    "--reconcile-interval-ms",
+    "300",
+    "--cleaner-interval-ms",
+    "300",
+    "--promote-interval-ms",
+    "200",
+    "--repair-interval-ms",
+    "1000",
+    "--dispatch-grace-ms",
+    "1000",
+    "--ack-timeout-s",
+    "3",
+    "--runner-offline-after-s",
+    "4",
+    "--runner-lost-after-s",
+    "6",
+    "--timeout-grace-s",
+    "1",
+    "--retry-initial-ms",
+    "200",
+];
 pub const REGISTRATION_TOKEN: &str = "test-registration-token";
 
 pub fn admin_database_url() -> String {
@@ -35,6 +63,7 @@ pub struct TestEnv {
     pub name: String,
     pub database: String,
     pub database_url: String,
+    pub admin_url: String,
     pub redis_url: String,
     pub redis_prefix: String,
     pub dir: PathBuf,
@@ -42,10 +71,15 @@ pub struct TestEnv {
 
 impl TestEnv {
     pub async fn new(name: &str) -> TestEnv {
+        Self::with_servers(name, &admin_database_url(), &redis_url()).await
+    }
+
+    /// A test world on given servers (private ones the test may kill).
+    pub async fn with_servers(name: &str, admin: &str, redis_url: &str) -> TestEnv {
         baton_client::install_tls_provider();
         let tag = Uuid::new_v4().simple().to_string()[..12].to_string();
         let database = format!("baton_t_{tag}");
-        let admin = admin_database_url();
+        let admin = admin.to_string();
         let mut conn = PgConnection::connect(&admin)
             .await
             .unwrap_or_else(|e| panic!("test Postgres at {admin} is not reachable: {e}"));
@@ -64,7 +98,8 @@ impl TestEnv {
             name: name.to_string(),
             database,
             database_url,
-            redis_url: redis_url(),
+            admin_url: admin,
+            redis_url: redis_url.to_string(),
             redis_prefix: format!("{{bt-{tag}}}:"),
             dir,
         }
@@ -141,7 +176,7 @@ pub async fn read_log(client: &Client, id: Uuid) -> Vec<u8> {
 
 impl Drop for TestEnv {
     fn drop(&mut self) {
-        let admin = admin_database_url();
+        let admin = self.admin_url.clone();
         let database = self.database.clone();
         let (redis_url, prefix) = (self.redis_url.clone(), self.redis_prefix.clone());
         // Drop runs outside any runtime we may block, so the cleanup gets its own.

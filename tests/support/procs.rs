@@ -132,8 +132,29 @@ impl RunnerProc {
         extra_args: &[&str],
     ) -> RunnerProc {
         let name = format!("runner-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+        Self::start_in(
+            env,
+            server,
+            labels,
+            capacity,
+            extra_args,
+            &env.dir.join(&name),
+        )
+        .await
+    }
+
+    /// A runner agent with a given state directory (a restart of an earlier one).
+    pub async fn start_in(
+        env: &TestEnv,
+        server: &str,
+        labels: &[&str],
+        capacity: u32,
+        extra_args: &[&str],
+        state_dir: &std::path::Path,
+    ) -> RunnerProc {
+        let name = format!("runner-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
         let (log, out) = log_file(env, &name);
-        let state_dir = env.dir.join(&name);
+        let state_dir = state_dir.to_path_buf();
         let child = Command::new(BATON)
             .args(["runner", "--server", server, "--name", &name])
             .args(["--labels", &labels.join(",")])

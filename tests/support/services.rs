@@ -1,0 +1,188 @@
+//! Private Redis and Postgres servers for tests that kill or restart them, so the shared
+//! ones other tests use are never disturbed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `redis-server` on a free port, without persistence: a restart loses everything, as
+/// a crash of a cache-configured Redis would.
+pub struct RedisProc {
+    pub port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl RedisProc {
+    pub async fn start(dir: &Path) -> RedisProc {
+        let mut redis = RedisProc {
+            port: free_port(),
+            dir: dir.join("redis"),
+            child: None,
+        };
+        redis.spawn().await;
+        redis
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    async fn spawn(&mut self) {
+        std::fs::create_dir_all(&self.dir).unwrap();
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server");
+        self.child = Some(child);
+        let url = self.url();
+        super::wait_for(
+            "the private redis to answer",
+            Duration::from_secs(10),
+            || {
+                let url = url.clone();
+                async move {
+                    let client = redis::Client::open(url).ok()?;
+                    let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+                    redis::cmd("PING")
+                        .query_async::<String>(&mut conn)
+                        .await
+                        .ok()
+                }
+            },
+        )
+        .await;
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGKILL and start again on the same port, empty.
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.spawn().await;
+    }
+}
+
+impl Drop for RedisProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn as_postgres(program: &Path) -> Command {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout == b"0\n")
+        .unwrap_or(false);
+    if root {
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", "postgres", "--"]).arg(program);
+        cmd
+    } else {
+        Command::new(program)
+    }
+}
+
+fn pg_bin(name: &str) -> PathBuf {
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|d| d.flatten().map(|e| e.path().join("bin")).collect())
+        .unwrap_or_default();
+    versions.sort();
+    versions
+        .into_iter()
+        .rev()
+        .map(|bin| bin.join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// A private Postgres cluster (initdb'd per test) that a test can stop and start.
+pub struct PostgresProc {
+    pub port: u16,
+    data: PathBuf,
+}
+
+impl PostgresProc {
+    pub async fn start() -> PostgresProc {
+        // Postgres must own its data folder and be able to reach it: use /tmp.
+        let data =
+            std::env::temp_dir().join(format!("baton-test-pg-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&data).unwrap();
+        let _ = Command::new("chown").arg("postgres").arg(&data).status();
+        let status = as_postgres(&pg_bin("initdb"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-A", "trust", "-U", "postgres", "--no-sync"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("initdb");
+        assert!(status.success(), "initdb failed");
+        let pg = PostgresProc {
+            port: free_port(),
+            data,
+        };
+        pg.up();
+        pg
+    }
+
+    pub fn admin_url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Starts the server and waits until it accepts connections.
+    pub fn up(&self) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.data.display()
+        );
+        let status = as_postgres(&pg_bin("pg_ctl"))
+            .arg("-D")
+            .arg(&self.data)
+            .arg("-l")
+            .arg(self.data.join("server.log"))
+            .args(["-w", "-o", &options, "start"])
+            .stdout(Stdio::null())
+            .status()
+            .expect("pg_ctl start");
+        assert!(status.success(), "postgres did not start");
+    }
+
+    /// Stops it at once, as a crash would (immediate mode: no checkpoint).
+    pub fn down(&self) {
+        let _ = as_postgres(&pg_bin("pg_ctl"))
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-m", "immediate", "-w", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+impl Drop for PostgresProc {
+    fn drop(&mut self) {
+        self.down();
+        let _ = std::fs::remove_dir_all(&self.data);
+    }
+}
