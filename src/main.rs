@@ -3,6 +3,7 @@
 
 mod cli;
 mod dev;
+mod localcluster;
 mod logging;
 mod settings;
 

@@ -2,25 +2,16 @@
 //! the nodes behind nginx and the runners, runs a demo task through the load balancer,
 //! says how to use the cluster, and on Ctrl-C stops everything it started.
 
-mod cluster;
 mod demo;
-mod nginx;
-mod nodes;
-mod ports;
-mod postgres;
-mod processes;
-mod readiness;
-mod redis;
-mod runners;
-mod workdir;
 
-use cluster::{Cluster, Role};
-use nodes::NodeSettings;
-use ports::Ports;
-use postgres::Postgres;
+use crate::localcluster::cluster::{Cluster, Role};
+use crate::localcluster::nodes::NodeSettings;
+use crate::localcluster::ports::Ports;
+use crate::localcluster::postgres::Postgres;
+use crate::localcluster::workdir::WorkDir;
+use crate::localcluster::{nginx, nodes, redis, runners};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use workdir::WorkDir;
 
 #[derive(Debug, clap::Args)]
 pub struct DevArgs {
