@@ -16,7 +16,10 @@ use uuid::Uuid;
 /// A task that appends its id to `runs` when it runs, so a second run would show.
 fn recorded(runs: &Path, i: usize) -> SubmitTask {
     SubmitTask {
-        script: Some(format!("echo \"$BATON_TASK_ID\" >> {}; sleep 0.2; echo {i}", runs.display())),
+        script: Some(format!(
+            "echo \"$BATON_TASK_ID\" >> {}; sleep 0.2; echo {i}",
+            runs.display()
+        )),
         ..Default::default()
     }
 }
@@ -43,15 +46,22 @@ async fn redis_losing_its_data_under_load_loses_nothing() {
     let env = TestEnv::with_servers("redis-loss", &admin_database_url(), &redis.url()).await;
     let node_a = env.node_with(FAST_HA).await;
     let node_b = env.node_with(FAST_HA).await;
-    let _r1 = env.runner_with(&node_a.url, &[], 3, &["--heartbeat-s", "1"]).await;
-    let _r2 = env.runner_with(&node_b.url, &[], 3, &["--heartbeat-s", "1"]).await;
+    let _r1 = env
+        .runner_with(&node_a.url, &[], 3, &["--heartbeat-s", "1"])
+        .await;
+    let _r2 = env
+        .runner_with(&node_b.url, &[], 3, &["--heartbeat-s", "1"])
+        .await;
     let user = user_client(&node_a.url);
     let runs = env.dir.join("runs.log");
     let mut ids = Vec::new();
 
     for round in 0..3 {
         for i in 0..20 {
-            let (t, _) = user.submit(&recorded(&runs, round * 100 + i)).await.unwrap();
+            let (t, _) = user
+                .submit(&recorded(&runs, round * 100 + i))
+                .await
+                .unwrap();
             ids.push(t.id);
         }
         // Mid-load: first a FLUSHALL, then a crash and an empty restart.
@@ -67,7 +77,10 @@ async fn redis_losing_its_data_under_load_loses_nothing() {
     all_terminal(&env, &user, &ids).await;
     let runs = runs_per_task(&runs);
     assert_eq!(runs.len(), ids.len(), "every task ran");
-    assert!(runs.values().all(|&n| n == 1), "no task ran twice: {runs:?}");
+    assert!(
+        runs.values().all(|&n| n == 1),
+        "no task ran twice: {runs:?}"
+    );
     let _ = std::fs::remove_dir_all(base);
 }
 
@@ -76,7 +89,9 @@ async fn a_postgres_outage_makes_nodes_not_ready_and_they_recover_by_themselves(
     let pg = PostgresProc::start().await;
     let env = TestEnv::with_servers("pg-outage", &pg.admin_url(), &redis_url()).await;
     let node = env.node_with(FAST_HA).await;
-    let _runner = env.runner_with(&node.url, &[], 2, &["--heartbeat-s", "1"]).await;
+    let _runner = env
+        .runner_with(&node.url, &[], 2, &["--heartbeat-s", "1"])
+        .await;
     let user = user_client(&node.url);
     let runs = env.dir.join("runs.log");
     let mut ids = Vec::new();
@@ -88,19 +103,29 @@ async fn a_postgres_outage_makes_nodes_not_ready_and_they_recover_by_themselves(
     let http = reqwest::Client::new();
     let ready = |url: String| {
         let http = http.clone();
-        async move { http.get(format!("{url}/readyz")).send().await.map(|r| r.status().as_u16()).ok() }
+        async move {
+            http.get(format!("{url}/readyz"))
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .ok()
+        }
     };
-    wait_for("the node to report not ready", Duration::from_secs(15), || async {
-        (ready(node.url.clone()).await == Some(503)).then_some(())
-    })
+    wait_for(
+        "the node to report not ready",
+        Duration::from_secs(15),
+        || async { (ready(node.url.clone()).await == Some(503)).then_some(()) },
+    )
     .await;
     let refused = user.submit(&recorded(&runs, 99)).await.unwrap_err();
     assert_eq!(refused.status().map(|s| s.as_u16()), Some(503), "{refused}");
 
     pg.up();
-    wait_for("the node to be ready again", Duration::from_secs(30), || async {
-        (ready(node.url.clone()).await == Some(200)).then_some(())
-    })
+    wait_for(
+        "the node to be ready again",
+        Duration::from_secs(30),
+        || async { (ready(node.url.clone()).await == Some(200)).then_some(()) },
+    )
     .await;
     for i in 5..10 {
         ids.push(user.submit(&recorded(&runs, i)).await.unwrap().0.id);
@@ -108,5 +133,8 @@ async fn a_postgres_outage_makes_nodes_not_ready_and_they_recover_by_themselves(
     all_terminal(&env, &user, &ids).await;
     let runs = runs_per_task(&runs);
     assert_eq!(runs.len(), ids.len());
-    assert!(runs.values().all(|&n| n == 1), "no task ran twice: {runs:?}");
+    assert!(
+        runs.values().all(|&n| n == 1),
+        "no task ran twice: {runs:?}"
+    );
 }

@@ -41,6 +41,9 @@ pub enum Command {
     Task(task::TaskCommand),
     /// Start a local cluster: Redis, Postgres, three nodes behind nginx, two runners.
     Dev(crate::dev::DevArgs),
+    /// The failover drill: a cluster under load, nodes, runners and Redis killed at
+    /// random, the invariants checked at the end.
+    Chaos(crate::chaos::ChaosArgs),
 }
 
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -50,6 +53,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Runner(args) => runner::run(args).await,
         Command::Task(cmd) => task::run(cmd).await,
         Command::Dev(args) => crate::dev::run(args).await,
+        Command::Chaos(args) => crate::chaos::run(args).await,
     }
 }
 

@@ -8,8 +8,18 @@ use crate::localcluster::cluster::{Cluster, Role};
 use crate::localcluster::nodes::NodeSettings;
 use crate::localcluster::ports::Ports;
 use crate::localcluster::postgres::Postgres;
+use crate::localcluster::runners::RunnerSpec;
 use crate::localcluster::workdir::WorkDir;
 use crate::localcluster::{nginx, nodes, redis, runners};
+
+/// The demo runners: two slots each, labelled like a typical Linux build host.
+fn runner_spec() -> RunnerSpec {
+    RunnerSpec {
+        labels: "linux,dev".into(),
+        capacity: 2,
+        extra_args: Vec::new(),
+    }
+}
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -99,7 +109,7 @@ async fn bring_up(
     ports: &mut Ports,
     cluster: &mut Cluster,
 ) -> anyhow::Result<String> {
-    let as_root = running_as_root().await?;
+    let as_root = crate::localcluster::processes::running_as_root().await?;
     let exe = std::env::current_exe()?;
 
     let redis_url = match &args.redis_url {
@@ -146,6 +156,8 @@ async fn bring_up(
         redis_url,
         api_token: args.api_token.clone(),
         registration_token: args.registration_token.clone(),
+        fixed_ids: true,
+        extra_args: Vec::new(),
     };
     // The first node alone, since it applies the migrations; then the rest together.
     let mut node_ports = Vec::new();
@@ -171,9 +183,10 @@ async fn bring_up(
     nginx::wait_ready(cluster.get(lb), &lb_url).await?;
     println!("  nginx     {lb_url}");
 
+    let spec = runner_spec();
     for index in 1..=usize::from(args.runners) {
-        let runner = runners::spawn(&exe, work, index, &lb_url, &args.registration_token)?;
-        println!("  {:<9} labels {}", runner.name(), runners::LABELS);
+        let runner = runners::spawn(&exe, work, index, &lb_url, &args.registration_token, &spec)?;
+        println!("  {:<9} labels {}", runner.name(), spec.labels);
         cluster.add(Role::Runner, runner);
     }
     Ok(lb_url)
@@ -204,14 +217,4 @@ fn baton_for_display() -> String {
         .unwrap_or(exe)
         .display()
         .to_string()
-}
-
-/// Postgres refuses to run as root, and nginx's workers need telling; the workspace
-/// forbids the `unsafe` that `geteuid` takes, so ask `id`.
-async fn running_as_root() -> anyhow::Result<bool> {
-    let out = tokio::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .await?;
-    Ok(String::from_utf8_lossy(&out.stdout).trim() == "0")
 }

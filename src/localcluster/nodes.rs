@@ -18,6 +18,10 @@ pub struct NodeSettings {
     pub redis_url: String,
     pub api_token: String,
     pub registration_token: String,
+    /// `node-<index>` for every start; otherwise a random id per start, as in production.
+    pub fixed_ids: bool,
+    /// More `baton serve` flags (thresholds, intervals).
+    pub extra_args: Vec<String>,
 }
 
 pub fn name(index: usize) -> String {
@@ -33,9 +37,12 @@ pub fn spawn(
 ) -> anyhow::Result<Supervised> {
     let name = name(index);
     let mut command = baton_command(exe);
+    command.args(["serve", "--listen", &format!("127.0.0.1:{port}")]);
+    if settings.fixed_ids {
+        command.args(["--node-id", &name]);
+    }
     command
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--node-id", &name])
+        .args(&settings.extra_args)
         .env("BATON_DATABASE_URL", &settings.database_url)
         .env("BATON_REDIS_URL", &settings.redis_url)
         .env("BATON_API_TOKEN", &settings.api_token)

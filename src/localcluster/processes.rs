@@ -142,6 +142,19 @@ impl Supervised {
         Stopped::Killed
     }
 
+    /// SIGKILL to its group at once, as a crash would, and reap it.
+    pub async fn kill_now(&mut self) {
+        if self.try_exited().is_none() {
+            let _ = killpg(self.pid, Signal::SIGKILL);
+            self.exit = self.child.wait().await.ok();
+        }
+    }
+
+    /// Sends `signal` to the process (SIGSTOP and SIGCONT to pause and resume it).
+    pub fn signal(&self, signal: Signal) -> bool {
+        kill(self.pid, signal).is_ok()
+    }
+
     fn signal_target(&self) -> Option<Pid> {
         match &self.stop.pid_file {
             None => Some(self.pid),
@@ -180,4 +193,14 @@ pub fn find_program(name: &str, elsewhere: &[&str]) -> Option<PathBuf> {
     on_path
         .chain(elsewhere.iter().map(PathBuf::from))
         .find(|candidate| candidate.is_file())
+}
+
+/// Postgres refuses to run as root, and nginx's workers need telling; the workspace
+/// forbids the `unsafe` that `geteuid` takes, so ask `id`.
+pub async fn running_as_root() -> anyhow::Result<bool> {
+    let out = tokio::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .await?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim() == "0")
 }

@@ -7,29 +7,43 @@ use super::workdir::WorkDir;
 use nix::sys::signal::Signal;
 use std::path::Path;
 
-pub const LABELS: &str = "linux,dev";
-const CAPACITY: u32 = 2;
+/// What kind of runner to start.
+#[derive(Debug, Clone)]
+pub struct RunnerSpec {
+    pub labels: String,
+    pub capacity: u32,
+    /// More `baton runner` flags.
+    pub extra_args: Vec<String>,
+}
 
+pub fn name(index: usize) -> String {
+    format!("runner-{index}")
+}
+
+/// Starts runner `index`; its state dir is fixed by the index, so starting the same index
+/// again is a restart of the same runner (same identity, new boot id).
 pub fn spawn(
     exe: &Path,
     work: &WorkDir,
     index: usize,
     lb_url: &str,
     registration_token: &str,
+    spec: &RunnerSpec,
 ) -> anyhow::Result<Supervised> {
-    let name = format!("runner-{index}");
+    let name = name(index);
     let state = work.join(&name);
     let mut command = baton_command(exe);
     command
         .args(["runner", "--server", lb_url])
         .args(["--registration-token", registration_token])
         .args(["--name", &format!("dev-{name}")])
-        .args(["--labels", LABELS])
-        .args(["--capacity", &CAPACITY.to_string()])
+        .args(["--labels", &spec.labels])
+        .args(["--capacity", &spec.capacity.to_string()])
         .arg("--state-dir")
         .arg(&state)
         .arg("--work-dir")
-        .arg(state.join("work"));
+        .arg(state.join("work"))
+        .args(&spec.extra_args);
     // SIGTERM: take no new tasks and let the running ones finish (within the grace).
     Supervised::spawn(
         &name,

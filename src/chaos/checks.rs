@@ -1,0 +1,370 @@
+//! The verdict: the history checked against the invariants of design.md §3.
+//!
+//! Postgres is audited by a trigger the drill installs in its own database, recording
+//! every write of a terminal status; the tasks record their own executions; the webhook
+//! receiver records deliveries; the fault schedule records adoption times.
+
+use super::cluster::ChaosCluster;
+use super::faults::{FaultLog, adoption_limit};
+use super::load::Accepted;
+use super::webhooks::Receiver;
+use sqlx::{Connection, PgConnection};
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+use uuid::Uuid;
+
+const TERMINAL: &str = "('succeeded', 'failed', 'cancelled', 'timed_out', 'expired')";
+
+/// Records every terminal write, so "written once" can be counted.
+pub async fn install_audit(database_url: &str) -> anyhow::Result<()> {
+    let mut conn = PgConnection::connect(database_url).await?;
+    for statement in [
+        "CREATE TABLE chaos_terminal_writes (
+             task_id uuid NOT NULL, status text NOT NULL, attempt integer NOT NULL,
+             written_at timestamptz NOT NULL DEFAULT clock_timestamp())",
+        "CREATE FUNCTION chaos_record_terminal() RETURNS trigger AS $$
+         BEGIN
+             IF NEW.status IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'expired')
+                AND NEW.status IS DISTINCT FROM OLD.status THEN
+                 INSERT INTO chaos_terminal_writes (task_id, status, attempt)
+                 VALUES (NEW.id, NEW.status, NEW.attempt);
+             END IF;
+             RETURN NEW;
+         END $$ LANGUAGE plpgsql",
+        "CREATE TRIGGER chaos_terminal AFTER UPDATE ON tasks
+         FOR EACH ROW EXECUTE FUNCTION chaos_record_terminal()",
+    ] {
+        sqlx::query(statement).execute(&mut conn).await?;
+    }
+    Ok(())
+}
+
+/// Waits until every accepted task is terminal, every webhook delivered and no claim is
+/// left in Redis.
+pub async fn wait_quiescent(
+    cluster: &ChaosCluster,
+    accepted: &[Accepted],
+    within: Duration,
+) -> anyhow::Result<()> {
+    let ids: Vec<Uuid> = accepted.iter().map(|a| a.id).collect();
+    let deadline = tokio::time::Instant::now() + within;
+    let mut last = String::new();
+    while tokio::time::Instant::now() < deadline {
+        let mut conn = PgConnection::connect(&cluster.database_url).await?;
+        let open: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FROM tasks WHERE id = ANY($1) AND status NOT IN {TERMINAL}"
+        )))
+        .bind(&ids)
+        .fetch_one(&mut conn)
+        .await?;
+        let undelivered: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM outbox WHERE delivered_at IS NULL")
+                .fetch_one(&mut conn)
+                .await?;
+        let claims = cluster
+            .coord
+            .claims_all()
+            .await
+            .map(|c| c.len())
+            .unwrap_or(usize::MAX);
+        if open == 0 && undelivered == 0 && claims == 0 {
+            return Ok(());
+        }
+        last = format!(
+            "{open} tasks not terminal, {undelivered} webhooks undelivered, {claims} claims left"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    anyhow::bail!("after {within:?}: {last}")
+}
+
+#[derive(Debug, Default)]
+pub struct Report {
+    pub seed: u64,
+    pub duration: Duration,
+    pub accepted: usize,
+    pub submit_retries: u64,
+    pub by_status: Vec<(String, i64)>,
+    pub retried: i64,
+    pub runs: usize,
+    pub runs_cut_short: usize,
+    pub webhooks: (usize, u32, u32),
+    pub faults: FaultLog,
+    pub settled_after: Option<Duration>,
+    pub checks: Vec<(&'static str, bool)>,
+    pub violations: Vec<String>,
+}
+
+/// One run of a task, from its own record.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    attempt: i32,
+    start: i128,
+    end: Option<i128>,
+}
+
+fn runs_from(executions: &Path) -> HashMap<Uuid, Vec<Run>> {
+    let mut starts: HashMap<(Uuid, i32), Run> = HashMap::new();
+    for line in std::fs::read_to_string(executions)
+        .unwrap_or_default()
+        .lines()
+    {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [kind, id, attempt, at] = parts[..] else {
+            continue;
+        };
+        let (Ok(id), Ok(attempt), Ok(at)) = (
+            id.parse::<Uuid>(),
+            attempt.parse::<i32>(),
+            at.parse::<i128>(),
+        ) else {
+            continue;
+        };
+        match kind {
+            "S" => {
+                starts.insert(
+                    (id, attempt),
+                    Run {
+                        attempt,
+                        start: at,
+                        end: None,
+                    },
+                );
+            }
+            "E" => {
+                if let Some(run) = starts.get_mut(&(id, attempt)) {
+                    run.end = Some(at);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut by_task: HashMap<Uuid, Vec<Run>> = HashMap::new();
+    for ((id, _), run) in starts {
+        by_task.entry(id).or_default().push(run);
+    }
+    by_task
+}
+
+pub async fn check(
+    cluster: &ChaosCluster,
+    accepted: &[Accepted],
+    executions: &Path,
+    hooks: &Receiver,
+    faults: &FaultLog,
+) -> anyhow::Result<Report> {
+    let mut report = Report {
+        accepted: accepted.len(),
+        faults: faults.clone(),
+        webhooks: hooks.counts(),
+        ..Default::default()
+    };
+    let mut conn = PgConnection::connect(&cluster.database_url).await?;
+    let ids: Vec<Uuid> = accepted.iter().map(|a| a.id).collect();
+    let rows: Vec<(Uuid, String, i32)> =
+        sqlx::query_as("SELECT id, status, attempt FROM tasks WHERE id = ANY($1)")
+            .bind(&ids)
+            .fetch_all(&mut conn)
+            .await?;
+    let tasks: HashMap<Uuid, (String, i32)> =
+        rows.into_iter().map(|(id, s, a)| (id, (s, a))).collect();
+    let writes: Vec<(Uuid, String, i32, f64)> = sqlx::query_as(
+        "SELECT task_id, status, attempt, EXTRACT(EPOCH FROM written_at)::float8 FROM chaos_terminal_writes",
+    )
+    .fetch_all(&mut conn)
+    .await?;
+    let mut writes_of: HashMap<Uuid, Vec<(String, i32, f64)>> = HashMap::new();
+    for (id, status, attempt, at) in writes {
+        writes_of.entry(id).or_default().push((status, attempt, at));
+    }
+    let mut by_status: HashMap<String, i64> = HashMap::new();
+    for (status, attempt) in tasks.values() {
+        *by_status.entry(status.clone()).or_default() += 1;
+        if *attempt > 1 {
+            report.retried += 1;
+        }
+    }
+    report.by_status = by_status.into_iter().collect();
+    report.by_status.sort();
+    let runs = runs_from(executions);
+    report.runs = runs.values().map(Vec::len).sum();
+    report.runs_cut_short = runs.values().flatten().filter(|r| r.end.is_none()).count();
+
+    let mut violations = Vec::new();
+    let terminal = |s: &str| TERMINAL.contains(&format!("'{s}'"));
+
+    // 1. Nothing accepted is lost.
+    let lost: Vec<&Uuid> = ids
+        .iter()
+        .filter(|id| !tasks.get(id).is_some_and(|(s, _)| terminal(s)))
+        .collect();
+    for id in &lost {
+        violations.push(format!(
+            "task {id} accepted but not terminal ({:?})",
+            tasks.get(id)
+        ));
+    }
+    report
+        .checks
+        .push(("every accepted task terminal", lost.is_empty()));
+
+    // 2. One terminal state, written once.
+    let before = violations.len();
+    for id in &ids {
+        let n = writes_of.get(id).map_or(0, Vec::len);
+        if n != 1 {
+            violations.push(format!("task {id}: {n} terminal writes"));
+        }
+    }
+    report
+        .checks
+        .push(("one terminal write per task", violations.len() == before));
+
+    // 3. One lease at a time: no two runs of a task overlap.
+    let before = violations.len();
+    for (id, task_runs) in &runs {
+        let mut sorted = task_runs.clone();
+        sorted.sort_by_key(|r| r.start);
+        for pair in sorted.windows(2) {
+            if let Some(end) = pair[0].end
+                && pair[1].start < end
+            {
+                violations.push(format!(
+                    "task {id}: attempt {} started while attempt {} was still running",
+                    pair[1].attempt, pair[0].attempt
+                ));
+            }
+        }
+    }
+    report
+        .checks
+        .push(("no task run twice at once", violations.len() == before));
+
+    // 4. No stale report accepted: a report under an old lease would end the task while
+    //    its current run goes on, so no run may start or end after the terminal write.
+    let before = violations.len();
+    for (id, task_runs) in &runs {
+        let Some((_, _, written)) = writes_of.get(id).and_then(|w| w.first()) else {
+            continue;
+        };
+        let written_ns = (written * 1e9) as i128;
+        // Allow for the report itself: the runner records its end just before reporting.
+        let slack = 1_000_000_000;
+        for run in task_runs {
+            let last = run.end.unwrap_or(run.start);
+            if last > written_ns + slack {
+                violations.push(format!(
+                    "task {id}: attempt {} ran on after the task ended",
+                    run.attempt
+                ));
+            }
+        }
+    }
+    report
+        .checks
+        .push(("no run outlived its task's end", violations.len() == before));
+
+    // 5. Every webhook delivered, with the final status.
+    let before = violations.len();
+    for a in accepted.iter().filter(|a| a.notify) {
+        let Some((status, _)) = tasks.get(&a.id) else {
+            continue;
+        };
+        match hooks.delivered(&format!("{}:{status}", a.id)) {
+            Some(body) if &body == status => {}
+            Some(body) => violations.push(format!(
+                "task {}: webhook said {body}, task is {status}",
+                a.id
+            )),
+            None => violations.push(format!(
+                "task {}: webhook for {status} never delivered",
+                a.id
+            )),
+        }
+    }
+    report
+        .checks
+        .push(("every webhook delivered", violations.len() == before));
+
+    // 6. Orphans adopted in time.
+    let before = violations.len();
+    for took in &faults.adoptions {
+        if *took > adoption_limit() {
+            violations.push(format!(
+                "orphaned claims adopted after {took:?} (limit {:?})",
+                adoption_limit()
+            ));
+        }
+    }
+    report
+        .checks
+        .push(("orphans adopted in time", violations.len() == before));
+
+    // 7. The drill itself could do what it meant to.
+    for e in &faults.errors {
+        violations.push(format!("fault injection failed: {e}"));
+    }
+    report.violations = violations;
+    Ok(report)
+}
+
+impl Report {
+    pub fn print(&self) {
+        let secs = |d: Duration| format!("{:.1} s", d.as_secs_f64());
+        println!("\nbaton chaos report");
+        println!(
+            "  duration     {} of faults, seed {}",
+            secs(self.duration),
+            self.seed
+        );
+        let statuses: Vec<String> = self
+            .by_status
+            .iter()
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect();
+        println!(
+            "  tasks        {} accepted ({} submits retried): {}",
+            self.accepted,
+            self.submit_retries,
+            statuses.join(", ")
+        );
+        println!("  retries      {} tasks ran more than once", self.retried);
+        println!(
+            "  runs         {} recorded, {} cut short by a kill",
+            self.runs, self.runs_cut_short
+        );
+        let f = &self.faults;
+        println!(
+            "  faults       {} node kills, {} runner kills, {} redis restarts ({} losing data), {} node pauses",
+            f.node_kills,
+            f.runner_kills,
+            f.redis_restarts,
+            f.redis_restarts_losing_data,
+            f.node_pauses
+        );
+        let max_adoption = f.adoptions.iter().max().copied().unwrap_or_default();
+        println!(
+            "  adoptions    {} orphaned claim sets adopted, slowest {} (limit {})",
+            f.adoptions.len(),
+            secs(max_adoption),
+            secs(adoption_limit())
+        );
+        let (keys, deliveries, refused) = self.webhooks;
+        println!(
+            "  webhooks     {keys} delivered ({deliveries} deliveries, {refused} refused on purpose and retried)"
+        );
+        match self.settled_after {
+            Some(d) => println!("  recovery     settled {} after the last fault", secs(d)),
+            None => println!("  recovery     did not settle"),
+        }
+        println!("  checks");
+        for (name, ok) in &self.checks {
+            println!("    {name:<36} {}", if *ok { "ok" } else { "VIOLATED" });
+        }
+        println!("  violations   {}", self.violations.len());
+        for v in self.violations.iter().take(50) {
+            println!("    - {v}");
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! `baton chaos`: the failover drill. It starts a cluster on this machine (Redis, Postgres,
+//! N nodes behind nginx, M runners) with short thresholds, submits a steady mix of tasks,
+//! and for a set time kills and restarts random nodes and runners (SIGKILL), restarts
+//! Redis with and without its data, and pauses nodes past their TTL. Then it waits for the
+//! cluster to settle and checks the history against the invariants of design.md §3,
+//! prints a report, and exits non-zero on any violation.
+
+mod checks;
+mod cluster;
+mod faults;
+mod load;
+mod webhooks;
+
+use crate::localcluster::workdir::WorkDir;
+use checks::Report;
+use cluster::ChaosCluster;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ChaosArgs {
+    /// Folder for logs, data and the execution record; wiped at each start.
+    #[arg(long, default_value = ".baton-chaos")]
+    pub dir: PathBuf,
+    /// How long faults are injected, in seconds.
+    #[arg(long, default_value_t = 120)]
+    pub duration_s: u64,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(2..))]
+    pub nodes: u16,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    pub runners: u16,
+    /// Tasks submitted per second.
+    #[arg(long, default_value_t = 4.0)]
+    pub rate: f64,
+    /// Seconds between faults.
+    #[arg(long, default_value_t = 4.0)]
+    pub fault_every_s: f64,
+    /// At least this many node kills (SIGKILL) happen.
+    #[arg(long, default_value_t = 10)]
+    pub min_node_kills: u32,
+    /// At least this many Redis restarts happen, alternately keeping and losing the data.
+    #[arg(long, default_value_t = 2)]
+    pub min_redis_restarts: u32,
+    /// Seed of the fault schedule and task mix [default: random].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// A Postgres server (admin URL) to create the drill's database on; without it a
+    /// private Postgres is started.
+    #[arg(long, env = "BATON_CHAOS_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// How long the cluster may take to settle after the faults stop, in seconds.
+    #[arg(long, default_value_t = 180)]
+    pub settle_s: u64,
+}
+
+/// Short thresholds so a run of minutes sees many failovers.
+pub const NODE_TTL_MS: u64 = 3000;
+pub const CLEANER_INTERVAL_MS: u64 = 500;
+
+pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let work = WorkDir::recreate(&args.dir)?;
+    println!(
+        "baton chaos: seed {seed}, working in {}",
+        work.root().display()
+    );
+    let mut cluster = ChaosCluster::start(&args, &work).await?;
+    let outcome = drill(&args, seed, &work, &mut cluster).await;
+    println!("\nstopping the cluster");
+    cluster.stop().await;
+    let report = outcome?;
+    report.print();
+    Ok(if report.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn drill(
+    args: &ChaosArgs,
+    seed: u64,
+    work: &WorkDir,
+    cluster: &mut ChaosCluster,
+) -> anyhow::Result<Report> {
+    let hooks = webhooks::Receiver::start(seed).await?;
+    let executions = work.join("executions.log");
+    let stop_load = CancellationToken::new();
+    let load = Arc::new(load::Load::new(
+        cluster.lb_url(),
+        &executions,
+        hooks.url(),
+        seed,
+    )?);
+    let submitting = tokio::spawn(load.clone().run(args.rate, stop_load.clone()));
+
+    let started = Instant::now();
+    let faults = faults::run(args, seed, cluster, Duration::from_secs(args.duration_s)).await;
+    stop_load.cancel();
+    let submit_problems = submitting.await?;
+    cluster.heal().await?;
+    let healed_at = Instant::now();
+    println!(
+        "\nfaults over after {:.0} s; waiting for the cluster to settle",
+        started.elapsed().as_secs_f64()
+    );
+
+    let accepted = load.accepted();
+    let settle = Duration::from_secs(args.settle_s);
+    let settled = checks::wait_quiescent(cluster, &accepted, settle).await;
+    let mut report = checks::check(cluster, &accepted, &executions, &hooks, &faults).await?;
+    report.seed = seed;
+    report.duration = Duration::from_secs(args.duration_s);
+    report.submit_retries = load.retries();
+    report.violations.extend(submit_problems);
+    match settled {
+        Ok(()) => report.settled_after = Some(healed_at.elapsed()),
+        Err(e) => report
+            .violations
+            .push(format!("the cluster did not settle: {e}")),
+    }
+    Ok(report)
+}
