@@ -64,4 +64,9 @@ psql "$BATON_TEST_DATABASE_URL" -qtAc \
     | psql "$BATON_TEST_DATABASE_URL" -q >/dev/null
 
 echo "test.sh: redis $BATON_TEST_REDIS_URL, postgres $BATON_TEST_DATABASE_URL"
-exec cargo test --workspace "$@"
+rm -f target/chaos-report.txt
+cargo test --workspace "$@"
+# The failover drill's report (tests/chaos.rs), for the record.
+if [ -f target/chaos-report.txt ]; then
+    sed -n '/^baton chaos report/,$p' target/chaos-report.txt
+fi

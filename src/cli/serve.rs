@@ -86,6 +86,12 @@ struct TimingArgs {
     /// How long terminal tasks and their logs are kept [default: 604800].
     #[arg(long, env = "BATON_RETENTION_S")]
     retention_s: Option<u64>,
+    /// How often the janitor deletes expired tasks [default: 60000].
+    #[arg(long, env = "BATON_JANITOR_INTERVAL_MS")]
+    janitor_interval_ms: Option<u64>,
+    /// How often each node delivers due webhooks [default: 1000].
+    #[arg(long, env = "BATON_OUTBOX_INTERVAL_MS")]
+    outbox_interval_ms: Option<u64>,
 }
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {

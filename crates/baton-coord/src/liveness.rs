@@ -94,6 +94,26 @@ impl Coord {
             .collect())
     }
 
+    /// Every runner's presence: (runner, last seen in ms, boot id).
+    pub async fn presence_all(&self) -> Result<Vec<(Uuid, i64, Uuid)>, CoordError> {
+        let mut conn = self.conn().await?;
+        let all: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(self.keys.presence())
+            .query_async(&mut conn)
+            .await?;
+        Ok(all
+            .into_iter()
+            .filter_map(|(runner, value)| {
+                let (at, boot) = value.split_once('|')?;
+                Some((
+                    Uuid::parse_str(&runner).ok()?,
+                    at.parse().ok()?,
+                    Uuid::parse_str(boot).ok()?,
+                ))
+            })
+            .collect())
+    }
+
     /// Records that a runner was heard from, in Redis only: an idle runner's polls cost
     /// no Postgres write.
     pub async fn presence_touch(

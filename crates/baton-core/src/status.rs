@@ -12,14 +12,15 @@ use std::str::FromStr;
 pub enum TaskStatus {
     /// Waiting for `run_at` or a retry backoff; the promoter moves it to `queued` when due.
     Scheduled,
-    /// In a Redis queue; a runner's lease moves it to `leased`, the reconciler to `expired`
-    /// once `queue_timeout_s` passes, a user to `cancelled`.
+    /// In a Redis queue; a runner's lease moves it to `leased`, the repair pass to
+    /// `expired` once `queue_timeout_s` passes, a user to `cancelled`.
     Queued,
     /// Handed to a runner that has not acknowledged it yet; the runner's `start` moves it to
     /// `running`, the reconciler back to `queued` when the runner never starts it.
     Leased,
-    /// Executing on a runner; the runner's result ends it, or the reconciler when the
-    /// runner is lost or the task outlives `timeout_s`.
+    /// Executing on a runner; the runner's result ends it (or sends it back to
+    /// `scheduled` for a retry), or the reconciler when the runner is lost or the task
+    /// outlives `timeout_s`.
     Running,
     /// A cancel was requested while running; the runner's report (or the runner being
     /// declared lost) ends it.

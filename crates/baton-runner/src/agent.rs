@@ -14,7 +14,7 @@ use crate::config::RunnerConfig;
 use crate::executor::{Executor, RunResult};
 use crate::leftovers;
 use crate::registration::Registration;
-use crate::retry::{CallError, Stop, classify};
+use crate::retry::{CallError, Stop, classify, server_outage};
 use crate::tracker::Tracker;
 use baton_client::{Client, Heartbeat, HeartbeatResponse, LeaseRequest, RegisterRunner};
 use baton_core::backoff::Backoff;
@@ -282,6 +282,10 @@ async fn heartbeats(
             Ok(verdict) => {
                 tracker.contact();
                 tracker.apply(&verdict);
+            }
+            Err(e) if server_outage(&e) => {
+                tracker.contact();
+                tracing::warn!(error = %e, "the server's stores are out; our tasks go on");
             }
             Err(e) => match classify(e) {
                 CallError::Stop(Stop::Unregistered) => unregistered.cancel(),

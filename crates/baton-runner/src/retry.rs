@@ -27,6 +27,14 @@ pub enum CallError {
     Local(String),
 }
 
+/// A node answered that its own Redis or Postgres is out. The server restarts its
+/// staleness clocks after such an outage, so it will not declare this runner lost over
+/// it: for self-fencing, that answer counts as contact.
+pub fn server_outage(e: &ClientError) -> bool {
+    matches!(e, ClientError::Api(api)
+        if api.status == StatusCode::SERVICE_UNAVAILABLE && api.body.error.code == "unavailable")
+}
+
 pub fn classify(e: ClientError) -> CallError {
     match e.status() {
         Some(StatusCode::UNAUTHORIZED) => CallError::Stop(Stop::Unregistered),

@@ -98,6 +98,8 @@ pub struct Timings {
     pub repair_interval_ms: u64,
     pub janitor_interval_ms: u64,
     pub outbox_interval_ms: u64,
+    /// How often runner presence is copied from Redis to Postgres.
+    pub presence_flush_ms: u64,
     /// A runner silent this long gets no new tasks and its unstarted ones are requeued.
     /// Keep it above the longest lease `wait_s`.
     pub runner_offline_after_s: u64,
@@ -128,6 +130,7 @@ impl Default for Timings {
             repair_interval_ms: 30_000,
             janitor_interval_ms: 60_000,
             outbox_interval_ms: 1_000,
+            presence_flush_ms: 5_000,
             runner_offline_after_s: 90,
             runner_lost_after_s: 180,
             ack_timeout_s: 30,

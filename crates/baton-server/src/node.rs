@@ -8,8 +8,9 @@ use crate::config::ServeConfig;
 use crate::heartbeat::Heartbeat;
 use crate::identity::NodeIdentity;
 use crate::services::{
-    janitor::Janitor, orphan_cleaner::OrphanCleaner, outbox::OutboxDeliverer, promoter::Promoter,
-    rebuilder::Rebuilder, reconciler::Reconciler, repairer::Repairer,
+    janitor::Janitor, orphan_cleaner::OrphanCleaner, outbox::OutboxDeliverer,
+    presence::PresenceFlusher, promoter::Promoter, rebuilder::Rebuilder, reconciler::Reconciler,
+    repairer::Repairer,
 };
 use crate::state::{AppState, StalenessClocks};
 use baton_coord::{Coord, CoordOptions, NodeInfo, WakeBus};
@@ -157,6 +158,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         tokio::spawn(Repairer::new(state.clone()).run()),
         tokio::spawn(Janitor::new(state.clone()).run()),
         tokio::spawn(OutboxDeliverer::new(state.clone()).run()),
+        tokio::spawn(PresenceFlusher::new(state.clone()).run()),
     ];
 
     let app = api::router(state.clone());

@@ -76,6 +76,32 @@ impl Store {
         .ok_or(StoreError::NotFound)
     }
 
+    /// Records when runners were last heard from, and under which boot: presence lives
+    /// in Redis and is flushed here in batches, one statement for all of them, so it
+    /// survives Redis losing its data without costing a write per poll.
+    pub async fn runners_touch(
+        &self,
+        seen: &[(Uuid, DateTime<Utc>, Uuid)],
+    ) -> Result<u64, StoreError> {
+        if seen.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<Uuid> = seen.iter().map(|s| s.0).collect();
+        let at: Vec<DateTime<Utc>> = seen.iter().map(|s| s.1).collect();
+        let boots: Vec<Uuid> = seen.iter().map(|s| s.2).collect();
+        let done = sqlx::query(
+            "UPDATE runners r SET last_seen = v.seen, boot_id = v.boot
+             FROM UNNEST($1::uuid[], $2::timestamptz[], $3::uuid[]) AS v(id, seen, boot)
+             WHERE r.id = v.id AND (r.last_seen IS NULL OR r.last_seen < v.seen)",
+        )
+        .bind(&ids)
+        .bind(&at)
+        .bind(&boots)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// The rows of `ids` that exist, deleted ones included.
     pub async fn runners_by_ids(&self, ids: &[Uuid]) -> Result<Vec<RunnerRecord>, StoreError> {
         Ok(sqlx::query_as::<_, RunnerRecord>(concat!(

@@ -5,6 +5,7 @@
 pub mod janitor;
 pub mod orphan_cleaner;
 pub mod outbox;
+pub mod presence;
 pub mod promoter;
 pub mod rebuilder;
 pub mod reconciler;

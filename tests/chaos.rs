@@ -1,0 +1,50 @@
+//! The failover drill, for two minutes: nodes, runners and Redis killed at random under
+//! load, at least ten node kills and two Redis restarts, and not one invariant violated.
+//! The report is kept in `target/chaos-report.txt` (scripts/test.sh prints it).
+
+use std::process::Command;
+
+fn count(report: &str, label: &str) -> u32 {
+    let line = report
+        .lines()
+        .find(|l| l.trim_start().starts_with("faults"))
+        .unwrap_or_else(|| panic!("no faults line in:\n{report}"));
+    line.split(',')
+        .find(|part| part.contains(label))
+        .and_then(|part| part.split_whitespace().find_map(|w| w.parse().ok()))
+        .unwrap_or_else(|| panic!("no {label} count in {line:?}"))
+}
+
+#[test]
+fn two_minutes_of_chaos_break_no_invariant() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("chaos");
+    let admin = std::env::var("BATON_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args([
+            "chaos",
+            "--duration-s",
+            "120",
+            "--min-node-kills",
+            "10",
+            "--min-redis-restarts",
+            "2",
+        ])
+        .args(["--database-url", &admin])
+        .arg("--dir")
+        .arg(&dir)
+        .output()
+        .expect("run baton chaos");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report_file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/chaos-report.txt");
+    let _ = std::fs::write(&report_file, stdout.as_bytes());
+    assert!(
+        out.status.success(),
+        "chaos found violations or failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("violations   0"), "{stdout}");
+    assert!(count(&stdout, "node kills") >= 10, "{stdout}");
+    assert!(count(&stdout, "redis restarts") >= 2, "{stdout}");
+}
