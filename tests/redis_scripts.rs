@@ -10,7 +10,7 @@ use support::*;
 use uuid::Uuid;
 
 async fn coord(env: &TestEnv) -> Coord {
-    Coord::new(&env.redis_url, &env.redis_prefix, &CoordOptions::default()).unwrap()
+    Coord::from_url(&env.redis_url, &env.redis_prefix, &CoordOptions::default()).unwrap()
 }
 
 fn entry(id: Uuid, queue: &str, labels: &[&str], priority: i32, at_ms: i64) -> Enqueue {

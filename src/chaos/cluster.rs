@@ -165,7 +165,7 @@ impl ChaosCluster {
             slots.len(),
             runner_procs.len()
         );
-        let coord = Coord::new(
+        let coord = Coord::from_url(
             &redis_url,
             baton_coord::DEFAULT_PREFIX,
             &CoordOptions::default(),

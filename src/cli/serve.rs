@@ -24,6 +24,17 @@ pub struct ServeArgs {
     /// Redis URL [default: redis://127.0.0.1:6379].
     #[arg(long, env = "BATON_REDIS_URL")]
     redis_url: Option<String>,
+    /// Redis Sentinel addresses, comma-separated (`host:port,...`); used instead of
+    /// --redis-url, and failovers are followed.
+    #[arg(
+        long = "redis-sentinel",
+        env = "BATON_REDIS_SENTINEL",
+        value_delimiter = ','
+    )]
+    redis_sentinels: Option<Vec<String>>,
+    /// The master name the sentinels monitor [default: mymaster].
+    #[arg(long, env = "BATON_REDIS_SENTINEL_MASTER")]
+    redis_sentinel_master: Option<String>,
     /// Prefix of every Redis key [default: {baton}:].
     #[arg(long, env = "BATON_REDIS_PREFIX")]
     redis_prefix: Option<String>,

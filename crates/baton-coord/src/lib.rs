@@ -5,6 +5,7 @@
 //! and every step is ordered against Postgres as design.md §4 says.
 
 mod claims;
+mod connection;
 mod delayed;
 mod epoch;
 mod error;
@@ -16,6 +17,7 @@ mod replay;
 mod wake;
 
 pub use claims::Claim;
+pub use connection::RedisTarget;
 pub use epoch::Epoch;
 pub use error::CoordError;
 pub use keys::Keys;
@@ -25,8 +27,10 @@ pub use queue::{Enqueue, Popped, ReplayKey};
 pub use replay::Replay;
 pub use wake::{Wake, WakeBus};
 
-use deadpool_redis::{Manager, Pool, Runtime};
+use connection::{Conn, Pool};
+use deadpool_redis::{Manager, Runtime};
 use redis::AsyncConnectionConfig;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The default key prefix. The braces are a Redis Cluster hash tag: every key of one
@@ -36,8 +40,8 @@ pub const DEFAULT_PREFIX: &str = "{baton}:";
 /// Handle on the coordination store. Cheap to clone.
 #[derive(Clone)]
 pub struct Coord {
-    pool: Pool,
-    client: redis::Client,
+    pool: Arc<Pool>,
+    target: RedisTarget,
     keys: Keys,
 }
 
@@ -61,32 +65,65 @@ impl Default for CoordOptions {
 
 impl Coord {
     /// Builds the pool without connecting: a node starts (not ready) while Redis is down.
-    pub fn new(url: &str, prefix: &str, options: &CoordOptions) -> Result<Self, CoordError> {
-        let config = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(options.command_timeout))
-            .set_connection_timeout(Some(options.connect_timeout));
-        let manager = Manager::new_with_config(url, config)?;
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size)
-            .wait_timeout(Some(options.command_timeout))
-            .create_timeout(Some(options.connect_timeout))
-            .recycle_timeout(Some(options.command_timeout))
-            .runtime(Runtime::Tokio1)
-            .build()
-            .map_err(|e| CoordError::Internal(e.to_string()))?;
-        let client = redis::Client::open(url)?;
+    pub fn new(
+        target: RedisTarget,
+        prefix: &str,
+        options: &CoordOptions,
+    ) -> Result<Self, CoordError> {
+        let pool = match &target {
+            RedisTarget::Url(url) => {
+                let config = AsyncConnectionConfig::new()
+                    .set_response_timeout(Some(options.command_timeout))
+                    .set_connection_timeout(Some(options.connect_timeout));
+                let manager = Manager::new_with_config(url.as_str(), config)?;
+                Pool::Plain(
+                    deadpool_redis::Pool::builder(manager)
+                        .max_size(options.pool_size)
+                        .wait_timeout(Some(options.command_timeout))
+                        .create_timeout(Some(options.connect_timeout))
+                        .recycle_timeout(Some(options.command_timeout))
+                        .runtime(Runtime::Tokio1)
+                        .build()
+                        .map_err(|e| CoordError::Internal(e.to_string()))?,
+                )
+            }
+            RedisTarget::Sentinel { sentinels, master } => {
+                let config = deadpool_redis::sentinel::Config::from_urls(
+                    sentinels.clone(),
+                    master.clone(),
+                    deadpool_redis::sentinel::SentinelServerType::Master,
+                );
+                Pool::Sentinel(
+                    config
+                        .builder()
+                        .map_err(|e| CoordError::Internal(e.to_string()))?
+                        .max_size(options.pool_size)
+                        .wait_timeout(Some(options.command_timeout))
+                        .create_timeout(Some(options.connect_timeout))
+                        .recycle_timeout(Some(options.command_timeout))
+                        .runtime(Runtime::Tokio1)
+                        .build()
+                        .map_err(|e| CoordError::Internal(e.to_string()))?,
+                )
+            }
+        };
         Ok(Coord {
-            pool,
-            client,
+            pool: Arc::new(pool),
+            target,
             keys: Keys::new(prefix),
         })
+    }
+
+    /// A Coord on a plain Redis URL.
+    pub fn from_url(url: &str, prefix: &str, options: &CoordOptions) -> Result<Self, CoordError> {
+        Self::new(RedisTarget::Url(url.to_string()), prefix, options)
     }
 
     pub fn keys(&self) -> &Keys {
         &self.keys
     }
 
-    async fn conn(&self) -> Result<deadpool_redis::Connection, CoordError> {
+    async fn conn(&self) -> Result<Conn, CoordError> {
         self.pool.get().await.map_err(CoordError::from)
     }
 

@@ -38,7 +38,7 @@ impl WakeBus {
         let (tx, _) = broadcast::channel(FANOUT_CAPACITY);
         let bus = WakeBus { tx };
         tokio::spawn(subscribe_loop(
-            coord.client.clone(),
+            coord.target.clone(),
             coord.keys.wake(),
             bus.tx.clone(),
             shutdown,
@@ -57,14 +57,20 @@ impl WakeBus {
 }
 
 async fn subscribe_loop(
-    client: redis::Client,
+    target: crate::RedisTarget,
     channel: String,
     tx: broadcast::Sender<Wake>,
     shutdown: CancellationToken,
 ) {
     let mut failures: u32 = 0;
     loop {
-        match client.get_async_pubsub().await {
+        // Through the sentinels, if any, so a reconnection after a failover finds the
+        // new master.
+        let pubsub = match target.master_client().await {
+            Ok(client) => client.get_async_pubsub().await,
+            Err(e) => Err(e),
+        };
+        match pubsub {
             Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
                 Ok(()) => {
                     failures = 0;

@@ -12,6 +12,11 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     pub database_url: String,
     pub redis_url: String,
+    /// Sentinel addresses (`host:port`); when set, Redis is found through them (the
+    /// master named `redis_sentinel_master`) instead of `redis_url`, and a failover is
+    /// followed without a restart.
+    pub redis_sentinels: Vec<String>,
+    pub redis_sentinel_master: String,
     /// Prefix of every Redis key; keep a `{hash tag}` so all keys share one Cluster slot.
     pub redis_prefix: String,
     /// This node's id; random per start when unset, so a restarted node never mistakes
@@ -172,6 +177,8 @@ impl Default for ServeConfig {
             listen: "127.0.0.1:8080".parse().expect("valid default address"),
             database_url: "postgres://postgres@127.0.0.1:5432/baton".into(),
             redis_url: "redis://127.0.0.1:6379".into(),
+            redis_sentinels: Vec::new(),
+            redis_sentinel_master: "mymaster".into(),
             redis_prefix: baton_coord::DEFAULT_PREFIX.into(),
             node_id: None,
             api_token: None,
@@ -190,6 +197,27 @@ impl Default for ServeConfig {
 }
 
 impl ServeConfig {
+    /// Where the Redis master is: through the sentinels when there are some.
+    pub fn redis_target(&self) -> baton_coord::RedisTarget {
+        if self.redis_sentinels.is_empty() {
+            return baton_coord::RedisTarget::Url(self.redis_url.clone());
+        }
+        baton_coord::RedisTarget::Sentinel {
+            sentinels: self
+                .redis_sentinels
+                .iter()
+                .map(|s| {
+                    if s.contains("://") {
+                        s.clone()
+                    } else {
+                        format!("redis://{s}")
+                    }
+                })
+                .collect(),
+            master: self.redis_sentinel_master.clone(),
+        }
+    }
+
     pub fn node_ttl(&self) -> Duration {
         Duration::from_millis(self.node_ttl_ms)
     }

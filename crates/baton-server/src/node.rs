@@ -101,7 +101,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         store.migrate().await?;
     }
     let coord = Coord::new(
-        &config.redis_url,
+        config.redis_target(),
         &config.redis_prefix,
         &CoordOptions {
             pool_size: config.redis_pool_size,

@@ -1,0 +1,141 @@
+//! Where Redis is, and connections to it. A plain URL, or a Sentinel deployment: then
+//! every new connection asks the sentinels for the current master, and a connection that
+//! finds itself talking to a demoted master (READONLY) or a dead one is thrown away
+//! rather than returned to the pool — so after a failover the node follows the new
+//! master with no restart.
+
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::sentinel::{SentinelClient, SentinelServerType};
+use redis::{
+    Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
+};
+
+/// How to reach the Redis master.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisTarget {
+    Url(String),
+    Sentinel {
+        /// `redis://host:port` of each sentinel.
+        sentinels: Vec<String>,
+        /// The monitored master's name.
+        master: String,
+    },
+}
+
+impl RedisTarget {
+    /// A client for the current master.
+    pub async fn master_client(&self) -> RedisResult<redis::Client> {
+        match self {
+            RedisTarget::Url(url) => redis::Client::open(url.as_str()),
+            RedisTarget::Sentinel { sentinels, master } => {
+                let mut sentinel = SentinelClient::build(
+                    sentinels.clone(),
+                    master.clone(),
+                    None,
+                    SentinelServerType::Master,
+                )?;
+                sentinel.async_get_client().await
+            }
+        }
+    }
+}
+
+pub(crate) enum Pool {
+    Plain(deadpool_redis::Pool),
+    Sentinel(deadpool_redis::sentinel::Pool),
+}
+
+enum Pooled {
+    Plain(deadpool_redis::Connection),
+    Sentinel(deadpool_redis::sentinel::Connection),
+}
+
+/// A pooled connection that notices when it has gone bad.
+pub(crate) struct Conn {
+    pooled: Option<Pooled>,
+    broken: bool,
+}
+
+/// The connection cannot serve again: the server is gone, or it is a replica now.
+fn breaks_connection(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_timeout()
+        || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+}
+
+impl Pool {
+    pub(crate) async fn get(&self) -> Result<Conn, deadpool_redis::PoolError> {
+        let pooled = match self {
+            Pool::Plain(pool) => Pooled::Plain(pool.get().await?),
+            Pool::Sentinel(pool) => Pooled::Sentinel(pool.get().await?),
+        };
+        Ok(Conn {
+            pooled: Some(pooled),
+            broken: false,
+        })
+    }
+}
+
+impl Conn {
+    fn inner(&mut self) -> &mut MultiplexedConnection {
+        match self.pooled.as_mut().expect("connection present until drop") {
+            Pooled::Plain(c) => c,
+            Pooled::Sentinel(c) => c,
+        }
+    }
+
+    fn note<T>(&mut self, result: RedisResult<T>) -> RedisResult<T> {
+        if let Err(e) = &result
+            && breaks_connection(e)
+        {
+            self.broken = true;
+        }
+        result
+    }
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let result = self.inner().req_packed_command(cmd).await;
+            self.note(result)
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let result = self
+                .inner()
+                .req_packed_commands(pipeline, offset, count)
+                .await;
+            self.note(result)
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        match self.pooled.as_ref().expect("connection present until drop") {
+            Pooled::Plain(c) => c.get_db(),
+            Pooled::Sentinel(c) => c.get_db(),
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if self.broken {
+            // Taken out of the pool for good: the next one is made afresh, through the
+            // sentinels when there are some.
+            match self.pooled.take() {
+                Some(Pooled::Plain(c)) => drop(deadpool_redis::Connection::take(c)),
+                Some(Pooled::Sentinel(c)) => drop(deadpool_redis::sentinel::Connection::take(c)),
+                None => {}
+            }
+        }
+    }
+}
