@@ -165,16 +165,16 @@ async fn a_command_that_cannot_start_fails_with_the_reason() {
         .unwrap();
     let done = env.wait_terminal(&client, task.id).await;
     assert_eq!(done.status, TaskStatus::Failed);
-    assert!(
-        done.error
-            .as_deref()
-            .unwrap()
-            .starts_with("cannot start the command"),
-        "{:?}",
-        done.error
+    assert_eq!(
+        done.exit_code,
+        Some(127),
+        "the shells' code for a command that cannot start"
     );
     let log = String::from_utf8(read_log(&client, task.id).await).unwrap();
-    assert!(log.contains("No such file"), "{log}");
+    assert!(
+        log.contains("cannot start the command /nonexistent/program: No such file"),
+        "{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

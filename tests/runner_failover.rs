@@ -1,7 +1,8 @@
 //! Runners die: killed mid-task (restarted, or gone for good), or cut off from the
-//! server. A restart proves the runner lost its tasks (a new boot id) and leftovers of
-//! its previous run are killed before it leases; a runner gone for good is declared lost;
-//! a runner that cannot reach the server kills its own tasks before they are given away.
+//! server. A killed runner's tasks die with it (each runs under a guard that holds a pipe
+//! from the agent); a restart proves the runner lost its tasks (a new boot id); a runner
+//! gone for good is declared lost; a runner that cannot reach the server kills its own
+//! tasks before they are given away.
 
 mod support;
 
@@ -66,22 +67,19 @@ async fn a_killed_runner_restarts_clean_and_a_vanished_one_is_declared_lost() {
     restarted.child.wait().unwrap();
     vanished.child.kill().unwrap();
     vanished.child.wait().unwrap();
-    assert!(
-        pids.iter().all(|&p| alive(p)),
-        "a SIGKILLed agent leaves its tasks running"
-    );
+    // Each task's guard sees its agent gone and kills the task's whole group.
+    for pid in pids {
+        wait_for(
+            &format!("task process {pid} to die with its runner"),
+            Duration::from_secs(10),
+            || async { (!alive(pid)).then_some(()) },
+        )
+        .await;
+    }
 
     // Same state dir, new process: a new boot id.
     let _again =
         RunnerProc::start_in(&env, &node.url, &["a"], 2, &fast, &restarted.state_dir).await;
-    for pid in &pids[..2] {
-        wait_for(
-            &format!("leftover {pid} to be killed"),
-            Duration::from_secs(20),
-            || async { (!alive(*pid)).then_some(()) },
-        )
-        .await;
-    }
     let failed_done = env.wait_terminal(&user, failed.id).await;
     assert_eq!(failed_done.status, TaskStatus::Failed);
     assert_eq!(failed_done.error.as_deref(), Some("runner restarted"));
@@ -97,10 +95,6 @@ async fn a_killed_runner_restarts_clean_and_a_vanished_one_is_declared_lost() {
     let lost_done = env.wait_terminal(&user, lost.id).await;
     assert_eq!(lost_done.status, TaskStatus::Failed);
     assert_eq!(lost_done.error.as_deref(), Some("runner lost"));
-    // Nobody could stop that one's process: its runner is gone for good.
-    let _ = std::process::Command::new("kill")
-        .args(["-9", &pids[2].to_string()])
-        .status();
 }
 
 #[tokio::test(flavor = "multi_thread")]

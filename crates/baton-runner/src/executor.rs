@@ -7,6 +7,7 @@
 //! started outlives it.
 
 use crate::config::RunnerConfig;
+use crate::guard;
 use crate::leftovers;
 use crate::logship::{LogSpool, Shipper};
 use crate::process_group::signal_group;
@@ -119,18 +120,15 @@ impl Executor {
         }
     }
 
+    /// The task's command under a guard (`baton task-guard -- ...`): argv as given, or
+    /// the script through `sh -c`.
     fn command(&self, task: &LeasedTask, dir: &Path) -> Command {
-        let mut cmd = match (&task.command, &task.script) {
-            (Some(argv), _) if !argv.is_empty() => {
-                let mut cmd = Command::new(&argv[0]);
-                cmd.args(&argv[1..]);
-                cmd
-            }
-            (_, script) => {
-                let mut cmd = Command::new("sh");
-                cmd.arg("-c").arg(script.as_deref().unwrap_or_default());
-                cmd
-            }
+        let guard = std::env::current_exe().unwrap_or_else(|_| "baton".into());
+        let mut cmd = Command::new(guard);
+        cmd.arg(guard::SUBCOMMAND).arg("--");
+        match (&task.command, &task.script) {
+            (Some(argv), _) if !argv.is_empty() => cmd.args(argv),
+            (_, script) => cmd.args(["sh", "-c", script.as_deref().unwrap_or_default()]),
         };
         // The runner's own settings (its registration token among them) stay with it.
         for (key, _) in std::env::vars_os() {
@@ -145,8 +143,9 @@ impl Executor {
         if let Some(tp) = &task.traceparent {
             cmd.env("TRACEPARENT", tp);
         }
+        // The guard's stdin is our pipe: it closes when this process dies.
         cmd.current_dir(dir)
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
@@ -178,6 +177,8 @@ impl Executor {
             }
         };
         let pgid = child.id().expect("a just-spawned child has a pid");
+        // Held, never written, until the task is over: its end is the guard's signal.
+        let lifeline = child.stdin.take();
         tracing::info!(task.id = %task.id, pid = pgid, "task running");
         if let Err(e) = leftovers::record(&self.config.state_dir, task.id, pgid) {
             tracing::warn!(error = %e, "cannot record the task's process group");
@@ -218,6 +219,7 @@ impl Executor {
         if !matches!(ending, Ending::Exited(_)) {
             self.terminate(pgid, &mut child).await;
         }
+        drop(lifeline);
         // Whatever the task left running in its group goes with it.
         signal_group(pgid, Signal::SIGKILL);
         leftovers::forget(&self.config.state_dir, task.id);

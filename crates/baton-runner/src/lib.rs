@@ -5,6 +5,7 @@
 mod agent;
 mod config;
 mod executor;
+pub mod guard;
 mod leftovers;
 mod logship;
 mod process_group;
