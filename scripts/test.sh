@@ -65,7 +65,7 @@ psql "$BATON_TEST_DATABASE_URL" -qtAc \
 
 echo "test.sh: redis $BATON_TEST_REDIS_URL, postgres $BATON_TEST_DATABASE_URL"
 rm -f target/chaos-report.txt
-cargo test --workspace "$@"
+cargo test --workspace --no-fail-fast "$@"
 # The failover drill's report (tests/chaos.rs), for the record.
 if [ -f target/chaos-report.txt ]; then
     sed -n '/^baton chaos report/,$p' target/chaos-report.txt

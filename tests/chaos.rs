@@ -7,7 +7,7 @@ use std::process::Command;
 fn count(report: &str, label: &str) -> u32 {
     let line = report
         .lines()
-        .find(|l| l.trim_start().starts_with("faults"))
+        .find(|l| l.trim_start().starts_with("faults ") && l.contains("node kills"))
         .unwrap_or_else(|| panic!("no faults line in:\n{report}"));
     line.split(',')
         .find(|part| part.contains(label))
