@@ -24,7 +24,7 @@ pub use keys::Keys;
 pub use liveness::NodeInfo;
 pub use locks::Lock;
 pub use queue::{Enqueue, Popped, ReplayKey};
-pub use replay::Replay;
+pub use replay::{LeaseCaller, Replay};
 pub use wake::{Wake, WakeBus};
 
 use connection::{Conn, Pool};

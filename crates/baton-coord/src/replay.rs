@@ -6,9 +6,19 @@
 
 use crate::queue::{ReplayKey, parse_uuid};
 use crate::{Coord, CoordError};
+use redis::Script;
+use std::sync::LazyLock;
 use uuid::Uuid;
 
 const PENDING: &str = "pending";
+
+/// Deletes the record only while it still says pending: a result recorded meanwhile must
+/// stay for retries.
+static FORGET_PENDING: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+    )
+});
 
 /// What a lease request's id says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,18 +31,34 @@ pub enum Replay {
     Leased(Vec<(Uuid, Uuid)>),
 }
 
+/// Who asks for a lease: the runner, the agent process's boot, and when.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseCaller {
+    pub runner: Uuid,
+    pub boot_id: Uuid,
+    pub now_ms: i64,
+}
+
 impl Coord {
+    /// Marks lease request `request_id` in progress, or finds what an earlier attempt
+    /// of it did. In the same round trip it records the runner's presence: a lease
+    /// request is also a heartbeat, and an idle poll should cost as few commands as can be.
     pub async fn replay_begin(
         &self,
-        runner: Uuid,
+        caller: LeaseCaller,
         request_id: Uuid,
         ttl_ms: u64,
     ) -> Result<Replay, CoordError> {
         let key = self
             .keys
-            .lease_request(&runner.to_string(), &request_id.to_string());
+            .lease_request(&caller.runner.to_string(), &request_id.to_string());
         let mut conn = self.conn().await?;
         let (set, value): (Option<String>, Option<String>) = redis::pipe()
+            .cmd("HSET")
+            .arg(self.keys.presence())
+            .arg(caller.runner.to_string())
+            .arg(format!("{}|{}", caller.now_ms, caller.boot_id))
+            .ignore()
             .cmd("SET")
             .arg(&key)
             .arg(PENDING)
@@ -65,11 +91,7 @@ impl Coord {
     /// The request ended with nothing leased: forget it, so a retry starts afresh.
     pub async fn replay_forget(&self, replay: &ReplayKey) -> Result<(), CoordError> {
         let mut conn = self.conn().await?;
-        // Only the pending marker: a result recorded meanwhile must stay for retries.
-        let script = redis::Script::new(
-            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-        );
-        script
+        FORGET_PENDING
             .key(&replay.key)
             .arg(PENDING)
             .invoke_async::<i32>(&mut conn)

@@ -14,7 +14,7 @@ use crate::auth::Runner;
 use crate::error::ApiError;
 use crate::state::AppState;
 use baton_client::{LeaseRequest, LeasedTask};
-use baton_coord::{Replay, ReplayKey, Wake};
+use baton_coord::{LeaseCaller, Replay, ReplayKey, Wake};
 use baton_core::TaskStatus;
 use baton_core::labels::runner_can_take;
 use baton_core::queue::parse_queue_key;
@@ -34,10 +34,15 @@ pub async fn lease(
 ) -> Result<Vec<LeasedTask>, ApiError> {
     let ttl_ms = state.config.timings.ack_timeout_s * 1000;
     let give_up = tokio::time::Instant::now() + wait + Duration::from_secs(10);
+    let caller = LeaseCaller {
+        runner: runner.id,
+        boot_id: req.boot_id,
+        now_ms: Utc::now().timestamp_millis(),
+    };
     let replay = loop {
         match state
             .coord
-            .replay_begin(runner.id, req.request_id, ttl_ms)
+            .replay_begin(caller, req.request_id, ttl_ms)
             .await?
         {
             Replay::Fresh(key) => break key,

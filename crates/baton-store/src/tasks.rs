@@ -128,6 +128,19 @@ impl Store {
         )
     }
 
+    /// The rows of `ids` that exist, by id.
+    pub async fn tasks_map(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<std::collections::HashMap<Uuid, TaskRecord>, StoreError> {
+        Ok(self
+            .tasks_by_ids(ids)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, t))
+            .collect())
+    }
+
     /// Tasks in one of `statuses`, oldest id first after `after`: the repair pass walks
     /// the table with this, a page at a time.
     pub async fn tasks_page(

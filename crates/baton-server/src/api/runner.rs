@@ -18,10 +18,9 @@ use baton_client::{
 };
 use baton_core::validate::{self, Invalid};
 use baton_core::{LabelSet, TaskStatus};
-use baton_store::{Fence, NewRunner, RunEnd, TaskRecord};
+use baton_store::{Fence, NewRunner, RunEnd};
 use chrono::Utc;
 use serde::Deserialize;
-use std::collections::HashMap;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -107,11 +106,7 @@ pub async fn lease(
         )
         .into());
     }
-    let now_ms = Utc::now().timestamp_millis();
-    state
-        .coord
-        .presence_touch(runner.id, req.boot_id, now_ms)
-        .await?;
+    // Presence is recorded by the lease itself (with its replay marker, one round trip).
     let (cancel, gone) = lease_states(&state, &runner, &req.running).await?;
     let wait = Duration::from_secs(req.wait_s.into());
     let tasks = lease::lease(&state, &runner, &req, wait).await?;
@@ -149,13 +144,7 @@ async fn lease_states(
         return Ok((Vec::new(), Vec::new()));
     }
     let ids: Vec<Uuid> = running.iter().map(|r| r.task_id).collect();
-    let tasks: HashMap<Uuid, TaskRecord> = state
-        .store
-        .tasks_by_ids(&ids)
-        .await?
-        .into_iter()
-        .map(|t| (t.id, t))
-        .collect();
+    let tasks = state.store.tasks_map(&ids).await?;
     let (mut cancel, mut gone) = (Vec::new(), Vec::new());
     for lease in running {
         match tasks.get(&lease.task_id) {

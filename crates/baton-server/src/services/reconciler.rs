@@ -70,13 +70,7 @@ impl Reconciler {
             return Ok(report);
         }
         let claims = state.coord.claims_get(&ids).await?;
-        let tasks: HashMap<Uuid, TaskRecord> = state
-            .store
-            .tasks_by_ids(&ids)
-            .await?
-            .into_iter()
-            .map(|t| (t.id, t))
-            .collect();
+        let tasks = state.store.tasks_map(&ids).await?;
         let runners = self.runners_of(tasks.values()).await?;
         let clocks_since = self.clocks_since().await;
         let thresholds = state.config.timings.thresholds();

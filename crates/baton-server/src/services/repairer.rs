@@ -246,9 +246,7 @@ impl Repairer {
     async fn statuses(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, TaskRecord>, ServiceError> {
         let mut out = HashMap::new();
         for chunk in ids.chunks(PAGE as usize) {
-            for t in self.state.store.tasks_by_ids(chunk).await? {
-                out.insert(t.id, t);
-            }
+            out.extend(self.state.store.tasks_map(chunk).await?);
         }
         Ok(out)
     }
