@@ -7,6 +7,7 @@ CREATE TABLE tasks (
     command         text[],
     script          text,
     env             jsonb NOT NULL DEFAULT '{}',
+    secret_env      jsonb NOT NULL DEFAULT '{}',     -- handed to the runner, never shown
     payload         jsonb,
     priority        integer NOT NULL DEFAULT 0,
     timeout_s       integer NOT NULL,
@@ -45,6 +46,7 @@ CREATE UNIQUE INDEX tasks_idempotency_key ON tasks (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 CREATE INDEX tasks_status_id ON tasks (status, id);
 CREATE INDEX tasks_queue_status_id ON tasks (queue, status, id);
+CREATE INDEX tasks_created_by_id ON tasks (created_by, id);
 CREATE INDEX tasks_runner_active ON tasks (runner_id)
     WHERE status IN ('leased', 'running', 'cancelling');
 -- The promoter's and the repair pass's scans.

@@ -50,6 +50,15 @@ pub struct RunnerArgs {
     /// the server's runner-lost threshold [default: 150].
     #[arg(long, env = "BATON_RUNNER_FENCE_AFTER_S")]
     fence_after_s: Option<u64>,
+    /// Run one task, then unregister and exit (an ephemeral runner).
+    #[arg(long, env = "BATON_RUNNER_ONCE", num_args = 0..=1, default_missing_value = "true")]
+    once: Option<bool>,
+    /// Lease nothing while the work dir's file system has less free space [default: 512].
+    #[arg(long, env = "BATON_RUNNER_MIN_FREE_DISK_MB")]
+    min_free_disk_mb: Option<u64>,
+    /// Serve the agent's own GET /healthz on this address.
+    #[arg(long, env = "BATON_RUNNER_HEALTHZ_LISTEN")]
+    healthz_listen: Option<std::net::SocketAddr>,
 }
 
 pub async fn run(mut args: RunnerArgs) -> anyhow::Result<ExitCode> {
@@ -67,7 +76,7 @@ pub async fn run(mut args: RunnerArgs) -> anyhow::Result<ExitCode> {
         stop.cancel();
     });
     Ok(match agent.run(shutdown).await? {
-        AgentExit::Shutdown => ExitCode::SUCCESS,
+        AgentExit::Shutdown | AgentExit::Once => ExitCode::SUCCESS,
         AgentExit::Unregistered => ExitCode::from(3),
     })
 }

@@ -55,6 +55,12 @@ pub enum TaskCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Cancel a task: at once if it has not started, through its runner if it runs.
+    Cancel {
+        id: Uuid,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Print a task's output.
     Logs {
         id: Uuid,
@@ -76,6 +82,9 @@ pub struct SubmitArgs {
     /// An environment variable for the task, K=V (repeatable).
     #[arg(long = "env", short, value_parser = parse_env)]
     env: Vec<(String, String)>,
+    /// A secret variable, K=V (repeatable): set in the task's process, never shown.
+    #[arg(long = "secret-env", value_parser = parse_env)]
+    secret_env: Vec<(String, String)>,
     /// Seconds the task may run.
     #[arg(long)]
     timeout: Option<i64>,
@@ -115,6 +124,11 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         TaskCommand::Submit(args) => submit(args).await,
+        TaskCommand::Cancel { id, client } => {
+            let task = client.client()?.task_cancel(id).await?;
+            writeln!(std::io::stdout(), "task {} {}", task.id, task.status)?;
+            Ok(ExitCode::SUCCESS)
+        }
         TaskCommand::Get { id, client } => {
             print_json(&client.client()?.task_get(id).await?)?;
             Ok(ExitCode::SUCCESS)
@@ -182,6 +196,7 @@ async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         command: (!args.command.is_empty()).then_some(args.command),
         script: args.script,
         env: args.env.into_iter().collect::<BTreeMap<_, _>>(),
+        secret_env: args.secret_env.into_iter().collect(),
         payload: None,
         priority: args.priority.unwrap_or(0),
         timeout_s: args.timeout,

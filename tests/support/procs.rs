@@ -163,7 +163,11 @@ impl RunnerProc {
             .arg(&state_dir)
             .arg("--work-dir")
             .arg(state_dir.join("work"))
-            .args(["--wait-s", "10"])
+            .args(if extra_args.contains(&"--wait-s") {
+                &[][..]
+            } else {
+                &["--wait-s", "10"][..]
+            })
             .args(extra_args)
             .env("BATON_REGISTRATION_TOKEN", REGISTRATION_TOKEN)
             .env("RUST_LOG", "info,baton=debug")

@@ -124,6 +124,50 @@ impl Client {
         .await
     }
 
+    /// Cancels a task: at once if it has not started, through its runner if it runs.
+    pub async fn task_cancel(&self, id: Uuid) -> Result<Task, ClientError> {
+        Self::json(self.request(Method::POST, &format!("/v1/tasks/{id}/cancel"))).await
+    }
+
+    pub async fn runners(&self) -> Result<RunnerList, ClientError> {
+        Self::json(self.request(Method::GET, "/v1/runners")).await
+    }
+
+    pub async fn runner_delete(&self, id: Uuid) -> Result<(), ClientError> {
+        Self::send(self.request(Method::DELETE, &format!("/v1/runners/{id}"))).await?;
+        Ok(())
+    }
+
+    /// Pauses (`true`) or resumes a runner: a paused runner leases nothing.
+    pub async fn runner_pause(&self, id: Uuid, pause: bool) -> Result<RunnerView, ClientError> {
+        let action = if pause { "pause" } else { "resume" };
+        Self::json(self.request(Method::POST, &format!("/v1/runners/{id}/{action}"))).await
+    }
+
+    pub async fn token_create(&self, req: &CreateToken) -> Result<TokenCreated, ClientError> {
+        Self::json(self.request(Method::POST, "/v1/tokens").json(req)).await
+    }
+
+    pub async fn tokens(&self) -> Result<TokenList, ClientError> {
+        Self::json(self.request(Method::GET, "/v1/tokens")).await
+    }
+
+    pub async fn token_revoke(&self, id: Uuid) -> Result<(), ClientError> {
+        Self::send(self.request(Method::DELETE, &format!("/v1/tokens/{id}"))).await?;
+        Ok(())
+    }
+
+    pub async fn registration_token_create(
+        &self,
+        req: &CreateRegistrationToken,
+    ) -> Result<RegistrationTokenCreated, ClientError> {
+        Self::json(
+            self.request(Method::POST, "/v1/registration-tokens")
+                .json(req),
+        )
+        .await
+    }
+
     pub async fn task_get(&self, id: Uuid) -> Result<Task, ClientError> {
         Self::json(self.request(Method::GET, &format!("/v1/tasks/{id}"))).await
     }
@@ -196,6 +240,12 @@ impl Client {
                 .json(beat),
         )
         .await
+    }
+
+    /// The runner removes itself (an ephemeral runner after its one task).
+    pub async fn unregister(&self) -> Result<(), ClientError> {
+        Self::send(self.request(Method::POST, "/v1/runner/unregister")).await?;
+        Ok(())
     }
 
     pub async fn nodes(&self) -> Result<NodeList, ClientError> {

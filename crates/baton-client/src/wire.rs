@@ -24,6 +24,10 @@ pub struct SubmitTask {
     pub script: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Environment the task's process gets but no read of the task ever shows (only the
+    /// names are listed); for credentials.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
     #[serde(default)]
@@ -73,6 +77,9 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
     pub env: BTreeMap<String, String>,
+    /// The names of its secret variables; never their values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_env_keys: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
     pub priority: i32,
@@ -222,6 +229,9 @@ pub struct LeasedTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
     pub env: BTreeMap<String, String>,
+    /// Secret variables: set in the process, never logged or shown.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
     pub timeout_s: i64,
@@ -315,4 +325,93 @@ pub mod log_headers {
     pub const TASK_STATUS: &str = "x-baton-task-status";
     /// The attempt whose output this is (each attempt has its own log).
     pub const ATTEMPT: &str = "x-baton-attempt";
+}
+
+/// What an API token may do. `admin` is everything; `submit` submits tasks and reads and
+/// cancels the tasks it submitted; `read` reads everything and changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    Admin,
+    Submit,
+    Read,
+}
+
+/// `POST /v1/tokens`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateToken {
+    pub name: String,
+    pub scopes: Vec<Scope>,
+}
+
+/// An API token as listed: never the secret.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TokenView {
+    pub id: Uuid,
+    pub name: String,
+    pub scopes: Vec<Scope>,
+    pub created_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A new API token: the secret is shown this once, and only its hash is kept.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TokenCreated {
+    #[serde(flatten)]
+    pub view: TokenView,
+    pub token: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TokenList {
+    pub tokens: Vec<TokenView>,
+}
+
+/// `POST /v1/registration-tokens`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRegistrationToken {
+    /// Seconds until it expires (default: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in_s: Option<i64>,
+    /// How many runners may register with it (default: any number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses: Option<i32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RegistrationTokenCreated {
+    pub id: Uuid,
+    /// Shown this once.
+    pub token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses_left: Option<i32>,
+}
+
+/// A runner as operators see it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunnerView {
+    pub id: Uuid,
+    pub name: String,
+    pub labels: Vec<String>,
+    pub queues: Vec<String>,
+    pub capacity: i32,
+    pub version: String,
+    pub paused: bool,
+    /// Heard from within the offline threshold.
+    pub online: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<DateTime<Utc>>,
+    /// Tasks leased to it or running on it now.
+    pub running: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunnerList {
+    pub runners: Vec<RunnerView>,
 }

@@ -26,6 +26,20 @@ impl Coord {
         Ok(())
     }
 
+    /// Removes tasks from the delayed set (cancelled while waiting).
+    pub async fn delayed_remove(&self, tasks: &[Uuid]) -> Result<(), CoordError> {
+        if tasks.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn().await?;
+        redis::cmd("ZREM")
+            .arg(self.keys.delayed())
+            .arg(tasks.iter().map(Uuid::to_string).collect::<Vec<_>>())
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(())
+    }
+
     /// Takes up to `limit` entries due by `now_ms`, atomically.
     pub async fn delayed_pop_due(
         &self,

@@ -25,7 +25,7 @@ pub use liveness::NodeInfo;
 pub use locks::Lock;
 pub use queue::{Enqueue, Popped, ReplayKey};
 pub use replay::{LeaseCaller, Replay};
-pub use wake::{Wake, WakeBus};
+pub use wake::{Parked, Wake, WakeBus};
 
 use connection::{Conn, Pool};
 use deadpool_redis::{Manager, Runtime};

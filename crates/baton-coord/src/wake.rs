@@ -1,23 +1,75 @@
 //! Wake-ups across nodes. Submitting publishes the queue key on one Redis channel; each
 //! node keeps a single subscriber and fans the message out to its parked lease requests,
 //! so a runner parked on node A gets work submitted on node B at once — without any
-//! parked request polling Redis.
+//! parked request polling Redis. The same channel carries the other news a node must act
+//! on at once: a cancel for a parked runner, a revoked runner token, new log output.
 
-use crate::Coord;
+use crate::{Coord, CoordError};
 use futures::StreamExt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
-/// What a parked request is told.
+/// What the node hears on the wake channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Wake {
     /// Work was queued in this queue key (`q:<queue>:<labels>`).
     Queue(Arc<str>),
+    /// Something concerns this runner (a cancel of one of its tasks): its parked lease
+    /// should answer now.
+    Runner(Uuid),
+    /// This runner's cached token must be looked up again (deleted, paused, resumed).
+    Revoke(Uuid),
+    /// New output for this task: log followers read on.
+    Log(Uuid),
     /// Anything may have changed (the subscriber reconnected and may have missed
-    /// messages): every parked request should look again.
+    /// messages): everyone should look again.
     All,
+}
+
+impl Wake {
+    fn payload(&self) -> String {
+        match self {
+            Wake::Queue(key) => key.to_string(),
+            Wake::Runner(id) => format!("runner:{id}"),
+            Wake::Revoke(id) => format!("revoke:{id}"),
+            Wake::Log(id) => format!("log:{id}"),
+            Wake::All => "all".into(),
+        }
+    }
+
+    fn parse(payload: &str) -> Wake {
+        let id = |rest: &str| Uuid::parse_str(rest).ok();
+        if let Some(w) = payload.strip_prefix("runner:").and_then(id) {
+            return Wake::Runner(w);
+        }
+        if let Some(w) = payload.strip_prefix("revoke:").and_then(id) {
+            return Wake::Revoke(w);
+        }
+        if let Some(w) = payload.strip_prefix("log:").and_then(id) {
+            return Wake::Log(w);
+        }
+        match payload {
+            "all" => Wake::All,
+            key => Wake::Queue(key.into()),
+        }
+    }
+}
+
+impl Coord {
+    /// Tells every node (their subscribers), e.g. to wake a runner's parked lease.
+    pub async fn publish(&self, wake: &Wake) -> Result<(), CoordError> {
+        let mut conn = self.conn().await?;
+        redis::cmd("PUBLISH")
+            .arg(self.keys.wake())
+            .arg(wake.payload())
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(())
+    }
 }
 
 /// The node's fan-out of wake-ups. Subscribe *before* asking Redis for work, so a task
@@ -25,6 +77,19 @@ pub enum Wake {
 #[derive(Debug, Clone)]
 pub struct WakeBus {
     tx: broadcast::Sender<Wake>,
+    parked: Arc<AtomicUsize>,
+}
+
+/// A parked lease request's receiver; counted while it lives.
+pub struct Parked {
+    pub wakes: broadcast::Receiver<Wake>,
+    count: Arc<AtomicUsize>,
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Parked requests that fall this far behind are told `All` (via `Lagged`) rather than
@@ -36,7 +101,10 @@ impl WakeBus {
     /// Starts the node's subscriber; it reconnects until `shutdown`.
     pub fn spawn(coord: &Coord, shutdown: CancellationToken) -> WakeBus {
         let (tx, _) = broadcast::channel(FANOUT_CAPACITY);
-        let bus = WakeBus { tx };
+        let bus = WakeBus {
+            tx,
+            parked: Arc::new(AtomicUsize::new(0)),
+        };
         tokio::spawn(subscribe_loop(
             coord.target.clone(),
             coord.keys.wake(),
@@ -46,13 +114,23 @@ impl WakeBus {
         bus
     }
 
+    /// A receiver for the node's own listeners (token revocations, log followers).
     pub fn subscribe(&self) -> broadcast::Receiver<Wake> {
         self.tx.subscribe()
     }
 
-    /// How many requests are parked on this node right now.
+    /// A receiver for a lease request about to look for work and maybe park.
+    pub fn park(&self) -> Parked {
+        self.parked.fetch_add(1, Ordering::Relaxed);
+        Parked {
+            wakes: self.tx.subscribe(),
+            count: self.parked.clone(),
+        }
+    }
+
+    /// How many lease requests are parked (or looking for work) on this node right now.
     pub fn parked(&self) -> usize {
-        self.tx.receiver_count()
+        self.parked.load(Ordering::Relaxed)
     }
 }
 
@@ -84,8 +162,8 @@ async fn subscribe_loop(
                             _ = shutdown.cancelled() => return,
                             msg = messages.next() => match msg {
                                 Some(msg) => {
-                                    let key: String = msg.get_payload().unwrap_or_default();
-                                    let _ = tx.send(Wake::Queue(key.into()));
+                                    let payload: String = msg.get_payload().unwrap_or_default();
+                                    let _ = tx.send(Wake::parse(&payload));
                                 }
                                 None => break,
                             },
@@ -103,6 +181,25 @@ async fn subscribe_loop(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_round_trip() {
+        let id = Uuid::new_v4();
+        for wake in [
+            Wake::Queue("q:default:-".into()),
+            Wake::Runner(id),
+            Wake::Revoke(id),
+            Wake::Log(id),
+            Wake::All,
+        ] {
+            assert_eq!(Wake::parse(&wake.payload()), wake);
         }
     }
 }

@@ -12,14 +12,18 @@
 
 use crate::config::RunnerConfig;
 use crate::executor::{Executor, RunResult};
+use crate::health::{self, Health, SharedHealth};
 use crate::leftovers;
 use crate::registration::Registration;
 use crate::retry::{CallError, Stop, classify, server_outage};
 use crate::tracker::Tracker;
 use baton_client::{Client, Heartbeat, HeartbeatResponse, LeaseRequest, RegisterRunner};
 use baton_core::backoff::Backoff;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// How often a runner short of disk looks again.
+const DISK_RECHECK: Duration = Duration::from_secs(5);
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -33,6 +37,8 @@ pub enum AgentExit {
     Shutdown,
     /// The server does not know this runner any more (deleted, or its token revoked).
     Unregistered,
+    /// An ephemeral runner ran its one task and unregistered.
+    Once,
 }
 
 pub struct Agent {
@@ -112,8 +118,27 @@ impl Agent {
             client: client.clone(),
             config: self.config.clone(),
         });
-        let slots = Arc::new(Semaphore::new(self.config.capacity as usize));
+        // An ephemeral runner takes exactly one task.
+        let capacity = if self.config.once {
+            1
+        } else {
+            self.config.capacity as usize
+        };
+        let slots = Arc::new(Semaphore::new(capacity));
         let tracker = Arc::new(Tracker::default());
+        let health: SharedHealth = Arc::new(Mutex::new(Health {
+            runner_id: Some(reg.runner_id),
+            ..Health::default()
+        }));
+        if let Some(addr) = self.config.healthz_listen {
+            let (health, stop) = (health.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                if let Err(e) = health::serve(addr, health, stop).await {
+                    tracing::error!(error = %e, %addr, "cannot serve /healthz");
+                }
+            });
+        }
+        let mut took_one = false;
         let mut tasks = JoinSet::new();
         let force_stop = CancellationToken::new();
         let unregistered = CancellationToken::new();
@@ -133,8 +158,22 @@ impl Agent {
             while let Some(done) = tasks.try_join_next() {
                 note_result(done, &unregistered);
             }
-            if shutdown.is_cancelled() || unregistered.is_cancelled() {
+            if shutdown.is_cancelled()
+                || unregistered.is_cancelled()
+                || (self.config.once && took_one)
+            {
                 break;
+            }
+            let low_disk = self.low_disk();
+            self.set_health(&health, &tracker, low_disk.clone());
+            if let Some(reason) = low_disk {
+                tracing::warn!(%reason, "not leasing");
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = unregistered.cancelled() => break,
+                    _ = tokio::time::sleep(DISK_RECHECK) => {}
+                }
+                continue;
             }
             let free = slots.available_permits();
             if free == 0 {
@@ -169,6 +208,7 @@ impl Agent {
                         gone: answer.gone,
                     });
                     for task in answer.tasks {
+                        took_one = true;
                         let permit = slots
                             .clone()
                             .try_acquire_owned()
@@ -207,16 +247,51 @@ impl Agent {
             tracing::warn!("the server no longer knows this runner: stopping its tasks");
             force_stop.cancel();
             AgentExit::Unregistered
+        } else if self.config.once && took_one && !shutdown.is_cancelled() {
+            AgentExit::Once
         } else {
             AgentExit::Shutdown
         };
+        if exit == AgentExit::Once {
+            // Its one task runs to its end (or until asked to stop, then the usual grace).
+            tokio::select! {
+                _ = async { while let Some(done) = tasks.join_next().await { note_result(done, &unregistered) } } => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
         self.drain(&mut tasks, &force_stop, &unregistered).await;
         beating.abort();
+        if exit == AgentExit::Once {
+            if let Err(e) = client.unregister().await {
+                tracing::warn!(error = %e, "could not unregister; an operator can delete the runner");
+            }
+            Registration::remove(&self.config.state_dir)?;
+        }
         if exit == AgentExit::Unregistered {
             Registration::remove(&self.config.state_dir)?;
         }
         tracing::info!(?exit, "runner stopped");
         Ok(exit)
+    }
+
+    /// Why the agent should not lease now: too little disk left for a task's work folder
+    /// (as act_runner checks before it takes a job).
+    fn low_disk(&self) -> Option<String> {
+        let free = health::free_disk_mb(&self.config.work_dir)?;
+        (free < self.config.min_free_disk_mb).then(|| {
+            format!(
+                "only {free} MiB free in {}, below {} MiB",
+                self.config.work_dir.display(),
+                self.config.min_free_disk_mb
+            )
+        })
+    }
+
+    fn set_health(&self, health: &SharedHealth, tracker: &Tracker, not_leasing: Option<String>) {
+        let mut h = health.lock().expect("health lock");
+        h.running = tracker.len();
+        h.leasing = not_leasing.is_none();
+        h.not_leasing_because = not_leasing;
     }
 
     /// Lets running tasks finish within the shutdown grace, then stops the rest.

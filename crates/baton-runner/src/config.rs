@@ -36,6 +36,12 @@ pub struct RunnerConfig {
     /// server's `runner_lost_after_s`.
     pub fence_after_s: u64,
     pub log_chunk_bytes: usize,
+    /// Run one task, then unregister and exit (an ephemeral runner).
+    pub once: bool,
+    /// Below this much free space in `work_dir`, lease nothing until it frees up.
+    pub min_free_disk_mb: u64,
+    /// Serve `GET /healthz` here (off when unset).
+    pub healthz_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for RunnerConfig {
@@ -55,6 +61,9 @@ impl Default for RunnerConfig {
             log_flush_ms: 200,
             heartbeat_s: 5,
             fence_after_s: 150,
+            once: false,
+            min_free_disk_mb: 512,
+            healthz_listen: None,
             log_chunk_bytes: 256 << 10,
         }
     }

@@ -136,7 +136,9 @@ impl Executor {
                 cmd.env_remove(key);
             }
         }
+        // Secret values go into the process and nowhere else: never logged or echoed.
         cmd.envs(&task.env)
+            .envs(&task.secret_env)
             .env("BATON_TASK_ID", task.id.to_string())
             .env("BATON_ATTEMPT", task.attempt.to_string())
             .env("BATON_QUEUE", &task.queue);

@@ -6,6 +6,7 @@ mod agent;
 mod config;
 mod executor;
 pub mod guard;
+mod health;
 mod leftovers;
 mod logship;
 mod process_group;

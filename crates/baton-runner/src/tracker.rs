@@ -50,6 +50,10 @@ impl Tracker {
         self.tasks.lock().expect("tracker lock").remove(&task);
     }
 
+    pub fn len(&self) -> usize {
+        self.tasks.lock().expect("tracker lock").len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.tasks.lock().expect("tracker lock").is_empty()
     }

@@ -10,6 +10,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use baton_client::Scope;
 use baton_core::LabelSet;
 use baton_store::StoreError;
 use sha2::{Digest, Sha256};
@@ -40,6 +41,56 @@ pub fn hashes_equal(a: &TokenHash, b: &TokenHash) -> bool {
 pub struct User {
     /// The bootstrap token's id is `bootstrap`; created tokens use their uuid.
     pub token_id: String,
+    pub scopes: Vec<Scope>,
+}
+
+impl User {
+    fn has(&self, scope: Scope) -> bool {
+        self.scopes.contains(&Scope::Admin) || self.scopes.contains(&scope)
+    }
+
+    fn refuse(what: &str) -> ApiError {
+        ApiError::forbidden(format!("this token's scopes do not allow {what}"))
+    }
+
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        if self.scopes.contains(&Scope::Admin) {
+            Ok(())
+        } else {
+            Err(Self::refuse("administration"))
+        }
+    }
+
+    /// Submitting tasks: `submit` or `admin`.
+    pub fn require_submit(&self) -> Result<(), ApiError> {
+        if self.has(Scope::Submit) {
+            Ok(())
+        } else {
+            Err(Self::refuse("submitting or cancelling tasks"))
+        }
+    }
+
+    /// Reading the cluster (runners, nodes): `read` or `admin`.
+    pub fn require_read(&self) -> Result<(), ApiError> {
+        if self.has(Scope::Read) {
+            Ok(())
+        } else {
+            Err(Self::refuse("reading the cluster's state"))
+        }
+    }
+
+    /// Which tasks this caller may see and touch: all of them (`None`) for `read` and
+    /// `admin`; only those it submitted for a `submit`-only token. Anything else is
+    /// refused outright.
+    pub fn task_scope(&self) -> Result<Option<&str>, ApiError> {
+        if self.has(Scope::Read) {
+            Ok(None)
+        } else if self.has(Scope::Submit) {
+            Ok(Some(&self.token_id))
+        } else {
+            Err(Self::refuse("reading tasks"))
+        }
+    }
 }
 
 /// A caller of the runner API, as registered.
@@ -49,6 +100,8 @@ pub struct Runner {
     pub labels: LabelSet,
     pub queues: Vec<String>,
     pub capacity: i32,
+    /// A paused runner leases nothing.
+    pub paused: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -80,6 +133,18 @@ impl TokenCache {
             .map(|(runner, _)| runner.clone())
     }
 
+    /// Forgets a runner's token, so its next request reads the runner again (deleted,
+    /// paused, resumed): every node hears of it through Redis.
+    pub fn forget_runner(&self, id: Uuid) {
+        let mut entries = self.entries.lock().expect("token cache lock");
+        entries.retain(|_, (runner, _)| runner.id != id);
+    }
+
+    /// Forgets everything (the revocation feed was interrupted; some may be missed).
+    pub fn clear(&self) {
+        self.entries.lock().expect("token cache lock").clear();
+    }
+
     fn put(&self, hash: TokenHash, runner: Runner) {
         let mut entries = self.entries.lock().expect("token cache lock");
         if entries.len() > 100_000 {
@@ -87,6 +152,17 @@ impl TokenCache {
         }
         entries.insert(hash, (runner, Instant::now()));
     }
+}
+
+pub fn parse_scope(s: &str) -> Option<Scope> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
+}
+
+pub fn scope_name(scope: Scope) -> String {
+    serde_json::to_value(scope)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 fn bearer_token(parts: &Parts) -> Result<&str, ApiError> {
@@ -119,6 +195,7 @@ async fn identify(state: &AppState, token: &str) -> Result<Option<Bearer>, ApiEr
     {
         return Ok(Some(Bearer::User(User {
             token_id: "bootstrap".into(),
+            scopes: vec![Scope::Admin],
         })));
     }
     if token.starts_with(RUNNER_TOKEN_PREFIX) {
@@ -129,6 +206,11 @@ async fn identify(state: &AppState, token: &str) -> Result<Option<Bearer>, ApiEr
     match state.store.api_token_by_hash(&hash).await {
         Ok(record) => Ok(Some(Bearer::User(User {
             token_id: record.id.to_string(),
+            scopes: record
+                .scopes
+                .iter()
+                .filter_map(|s| parse_scope(s))
+                .collect(),
         }))),
         Err(StoreError::NotFound) => Ok(None),
         Err(e) => Err(e.into()),
@@ -151,6 +233,7 @@ async fn runner_by_hash(state: &AppState, hash: TokenHash) -> Result<Option<Runn
         })?,
         queues: record.queues,
         capacity: record.capacity,
+        paused: record.paused,
     };
     state.tokens.put(hash, runner.clone());
     Ok(Some(runner))

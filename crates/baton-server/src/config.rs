@@ -56,6 +56,7 @@ pub struct Limits {
     pub max_payload_bytes: usize,
     pub max_batch: usize,
     pub max_env_vars: usize,
+    pub max_labels: usize,
     /// One log chunk from a runner.
     pub max_log_chunk_bytes: usize,
     /// Stored log per task; beyond it the log is marked truncated.
@@ -79,6 +80,7 @@ impl Default for Limits {
             max_payload_bytes: 256 << 10,
             max_batch: 1000,
             max_env_vars: 128,
+            max_labels: baton_core::labels::MAX_LABELS,
             max_log_chunk_bytes: 1 << 20,
             max_log_bytes: 16 << 20,
             default_timeout_s: 3600,

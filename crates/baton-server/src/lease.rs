@@ -91,8 +91,14 @@ async fn park_and_lease(
     let deadline = tokio::time::Instant::now() + wait;
     // Subscribe before the first look: a task queued between the look and the park
     // leaves its wake-up in this receiver.
-    let mut wakes = state.wake.subscribe();
+    let mut parked = state.wake.park();
+    let wakes = &mut parked.wakes;
     loop {
+        if runner.paused {
+            // A paused runner leases nothing; it parks, so it does not spin, and is woken
+            // when it is resumed.
+            return park_paused(state, runner, wakes, deadline).await;
+        }
         let attempt = tokio::spawn(lease_once(
             state.clone(),
             runner.clone(),
@@ -111,11 +117,33 @@ async fn park_and_lease(
                 _ = tokio::time::sleep_until(deadline) => return Ok(Vec::new()),
                 _ = state.shutdown.cancelled() => return Ok(Vec::new()),
                 wake = wakes.recv() => match wake {
-                    Ok(Wake::Queue(key)) if !concerns(runner, &key) => continue,
-                    Ok(_) | Err(RecvError::Lagged(_)) => break,
+                    Ok(Wake::Queue(key)) if concerns(runner, &key) => break,
+                    // A cancel for one of this runner's tasks: answer now, with the news.
+                    Ok(Wake::Runner(id)) if id == runner.id => return Ok(Vec::new()),
+                    Ok(Wake::All) | Err(RecvError::Lagged(_)) => break,
+                    Ok(_) => continue,
                     Err(RecvError::Closed) => return Ok(Vec::new()),
                 },
             }
+        }
+    }
+}
+
+async fn park_paused(
+    state: &AppState,
+    runner: &Runner,
+    wakes: &mut tokio::sync::broadcast::Receiver<Wake>,
+    deadline: tokio::time::Instant,
+) -> Result<Vec<LeasedTask>, ApiError> {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => return Ok(Vec::new()),
+            _ = state.shutdown.cancelled() => return Ok(Vec::new()),
+            wake = wakes.recv() => match wake {
+                Ok(Wake::Runner(id)) if id == runner.id => return Ok(Vec::new()),
+                Err(RecvError::Closed) => return Ok(Vec::new()),
+                _ => continue,
+            },
         }
     }
 }

@@ -65,6 +65,25 @@ impl RunningNode {
     }
 }
 
+/// Drops cached runner tokens other nodes revoked (deleted, paused, resumed runners);
+/// after a gap in the feed, everything, since a revocation may have been missed.
+async fn forget_revoked_tokens(state: AppState) {
+    let mut wakes = state.wake.subscribe();
+    loop {
+        tokio::select! {
+            _ = state.shutdown.cancelled() => return,
+            wake = wakes.recv() => match wake {
+                Ok(baton_coord::Wake::Revoke(runner)) => state.tokens.forget_runner(runner),
+                Ok(baton_coord::Wake::All) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    state.tokens.clear()
+                }
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            },
+        }
+    }
+}
+
 /// Node ids appear inside claim values (`node|lease|at`) and key names.
 fn check_node_id(id: &str) -> Result<(), NodeError> {
     let ok = !id.is_empty()
@@ -159,6 +178,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         tokio::spawn(Janitor::new(state.clone()).run()),
         tokio::spawn(OutboxDeliverer::new(state.clone()).run()),
         tokio::spawn(PresenceFlusher::new(state.clone()).run()),
+        tokio::spawn(forget_revoked_tokens(state.clone())),
     ];
 
     let app = api::router(state.clone());

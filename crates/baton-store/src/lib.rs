@@ -4,6 +4,7 @@
 //! report, on its lease), so two nodes racing on one task cannot both win, whatever Redis
 //! says. Methods read entity-then-verb: `task_lease`, `task_complete`, `runner_insert`.
 
+mod cancel;
 mod error;
 mod logs;
 mod outbox;
@@ -13,13 +14,14 @@ mod runs;
 mod tasks;
 mod tokens;
 
+pub use cancel::Cancelled;
 pub use error::StoreError;
 pub use logs::{LogAppend, LogChunk};
 pub use outbox::OutboxRecord;
 pub use runners::{NewRunner, RunnerRecord};
 pub use runs::{Fence, FinishPolicy, RunEnd, WebhookBody};
 pub use tasks::{NewTask, TaskFilter, TaskRecord};
-pub use tokens::ApiTokenRecord;
+pub use tokens::{ApiTokenRecord, RegistrationTokenRecord};
 
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;

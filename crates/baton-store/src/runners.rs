@@ -114,6 +114,62 @@ impl Store {
         .await?)
     }
 
+    /// Live (not deleted) runners, oldest first, with how many tasks each holds now.
+    pub async fn runners_list(&self) -> Result<Vec<(RunnerRecord, i64)>, StoreError> {
+        let runners = sqlx::query_as::<_, RunnerRecord>(concat!(
+            "SELECT ",
+            runner_columns!(),
+            " FROM runners WHERE deleted_at IS NULL ORDER BY id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        let counts: Vec<(Uuid, i64)> = sqlx::query_as(
+            "SELECT runner_id, count(*) FROM tasks
+             WHERE status IN ('leased', 'running', 'cancelling') AND runner_id IS NOT NULL
+             GROUP BY runner_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(runners
+            .into_iter()
+            .map(|r| {
+                let n = counts.iter().find(|(id, _)| *id == r.id).map_or(0, |c| c.1);
+                (r, n)
+            })
+            .collect())
+    }
+
+    /// Marks a runner deleted: its token stops working and the reconciler takes its
+    /// tasks back. `NotFound` if it does not exist or is already deleted.
+    pub async fn runner_delete(&self, id: Uuid, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let done =
+            sqlx::query("UPDATE runners SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL")
+                .bind(id)
+                .bind(now)
+                .execute(&self.pool)
+                .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    pub async fn runner_set_paused(
+        &self,
+        id: Uuid,
+        paused: bool,
+    ) -> Result<RunnerRecord, StoreError> {
+        sqlx::query_as::<_, RunnerRecord>(concat!(
+            "UPDATE runners SET paused = $2 WHERE id = $1 AND deleted_at IS NULL RETURNING ",
+            runner_columns!()
+        ))
+        .bind(id)
+        .bind(paused)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StoreError::NotFound)
+    }
+
     pub async fn runner_get(&self, id: Uuid) -> Result<RunnerRecord, StoreError> {
         sqlx::query_as::<_, RunnerRecord>(concat!(
             "SELECT ",

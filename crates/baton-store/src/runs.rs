@@ -239,7 +239,7 @@ impl Store {
 
 /// The side effects of a terminal transition, in its transaction. The idempotency key
 /// (task and final status) is what the receiver deduplicates on.
-async fn outbox_for(
+pub(crate) async fn outbox_for(
     conn: &mut PgConnection,
     task: &TaskRecord,
     webhook_body: WebhookBody,

@@ -19,6 +19,7 @@ pub struct NewTask {
     pub command: Option<Vec<String>>,
     pub script: Option<String>,
     pub env: BTreeMap<String, String>,
+    pub secret_env: BTreeMap<String, String>,
     pub payload: Option<Value>,
     pub priority: i32,
     pub timeout_s: i32,
@@ -41,6 +42,7 @@ pub struct TaskRecord {
     pub command: Option<Vec<String>>,
     pub script: Option<String>,
     pub env: Json<BTreeMap<String, String>>,
+    pub secret_env: Json<BTreeMap<String, String>>,
     pub payload: Option<Json<Value>>,
     pub priority: i32,
     pub timeout_s: i32,
@@ -75,6 +77,8 @@ pub struct TaskRecord {
 pub struct TaskFilter {
     pub status: Option<TaskStatus>,
     pub queue: Option<String>,
+    /// Only tasks submitted with this token.
+    pub created_by: Option<String>,
     /// Only tasks older than this id (ids are UUIDv7, so older means smaller).
     pub before: Option<Uuid>,
     pub limit: i64,
@@ -169,6 +173,7 @@ impl Store {
              WHERE ($1::text IS NULL OR status = $1)
                AND ($2::text IS NULL OR queue = $2)
                AND ($3::uuid IS NULL OR id < $3)
+               AND ($5::text IS NULL OR created_by = $5)
              ORDER BY id DESC
              LIMIT $4",
         )
@@ -176,6 +181,7 @@ impl Store {
         .bind(filter.queue.as_deref())
         .bind(filter.before)
         .bind(filter.limit)
+        .bind(filter.created_by.as_deref())
         .fetch_all(&self.pool)
         .await?)
     }
@@ -282,12 +288,12 @@ async fn insert_one(
         "INSERT INTO tasks (id, queue, labels, command, script, env, payload, priority,
                             timeout_s, queue_timeout_s, max_attempts, idempotency_key,
                             status, created_by, traceparent, created_at, updated_at, queued_at,
-                            run_at, notify_url)
+                            run_at, notify_url, secret_env)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
                  CASE WHEN $16::timestamptz > $15 THEN 'scheduled' ELSE 'queued' END,
                  $13, $14, $15, $15,
                  CASE WHEN $16::timestamptz > $15 THEN NULL ELSE $15 END,
-                 $16, $17)
+                 $16, $17, $18)
          ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
          RETURNING *",
     )
@@ -308,6 +314,7 @@ async fn insert_one(
     .bind(now)
     .bind(task.run_at)
     .bind(task.notify_url.as_deref())
+    .bind(Json(&task.secret_env))
     .fetch_optional(&mut *conn)
     .await?;
     if let Some(task) = inserted {

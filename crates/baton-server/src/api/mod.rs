@@ -1,5 +1,6 @@
 //! The HTTP surface (design.md §6).
 
+mod admin;
 mod ops;
 mod runner;
 mod tasks;
@@ -23,9 +24,27 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tasks/batch", post(tasks::submit_batch))
         .route("/v1/tasks/{id}", get(tasks::get))
         .route("/v1/tasks/{id}/logs", get(tasks::logs))
+        .route("/v1/tasks/{id}/cancel", post(tasks::cancel))
+        .route("/v1/runners", get(admin::runners))
+        .route(
+            "/v1/runners/{id}",
+            axum::routing::delete(admin::runner_delete),
+        )
+        .route("/v1/runners/{id}/pause", post(admin::runner_pause))
+        .route("/v1/runners/{id}/resume", post(admin::runner_resume))
+        .route("/v1/tokens", post(admin::token_create).get(admin::tokens))
+        .route(
+            "/v1/tokens/{id}",
+            axum::routing::delete(admin::token_revoke),
+        )
+        .route(
+            "/v1/registration-tokens",
+            post(admin::registration_token_create),
+        )
         .route("/v1/nodes", get(ops::nodes))
         .route("/v1/runner/register", post(runner::register))
         .route("/v1/runner/heartbeat", post(runner::heartbeat))
+        .route("/v1/runner/unregister", post(runner::unregister))
         .route("/v1/runner/lease", post(runner::lease))
         .route("/v1/runner/tasks/{id}/start", post(runner::start))
         .route("/v1/runner/tasks/{id}/logs", runner_logs)

@@ -35,7 +35,8 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiErr
 }
 
 /// Live nodes and how many dispatched tasks each owns.
-pub async fn nodes(State(state): State<AppState>, _user: User) -> Result<Json<NodeList>, ApiError> {
+pub async fn nodes(State(state): State<AppState>, user: User) -> Result<Json<NodeList>, ApiError> {
+    user.require_read()?;
     let mut nodes = Vec::new();
     for info in state.coord.nodes_live().await? {
         let claims = state.coord.claims_count(&info.id).await?;

@@ -28,20 +28,8 @@ const MAX_CAPACITY: i32 = 1024;
 const MAX_NAME: usize = 128;
 const MAX_ERROR_TEXT: usize = 64 << 10;
 
-pub async fn register(
-    State(state): State<AppState>,
-    ApiJson(req): ApiJson<RegisterRunner>,
-) -> Result<(StatusCode, Json<RunnerRegistered>), ApiError> {
-    let presented = hash_token(&req.registration_token);
-    let accepted = state
-        .bootstrap_registration_token
-        .as_ref()
-        .is_some_and(|t| hashes_equal(t, &presented));
-    if !accepted {
-        return Err(ApiError::unauthorized(
-            "unknown or expired registration token",
-        ));
-    }
+/// The registration's fields, checked before a limited token is spent on it.
+fn validate_registration(req: &RegisterRunner) -> Result<LabelSet, ApiError> {
     if req.name.trim().is_empty()
         || req.name.len() > MAX_NAME
         || req.name.chars().any(char::is_control)
@@ -50,7 +38,7 @@ pub async fn register(
             Invalid::new("name", format!("must be 1-{MAX_NAME} printable characters")).into(),
         );
     }
-    let labels = LabelSet::new(req.labels)?;
+    let labels = LabelSet::new(req.labels.clone())?;
     for queue in &req.queues {
         validate::check_queue(queue)?;
     }
@@ -61,6 +49,31 @@ pub async fn register(
     }
     if req.version.len() > 64 {
         return Err(Invalid::new("version", "at most 64 characters").into());
+    }
+    Ok(labels)
+}
+
+/// Registers a runner with the bootstrap registration token or one created through the
+/// API (unexpired, with uses left — one is used up here).
+pub async fn register(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<RegisterRunner>,
+) -> Result<(StatusCode, Json<RunnerRegistered>), ApiError> {
+    let presented = hash_token(&req.registration_token);
+    let bootstrap = state
+        .bootstrap_registration_token
+        .as_ref()
+        .is_some_and(|t| hashes_equal(t, &presented));
+    let labels = validate_registration(&req)?;
+    let accepted = bootstrap
+        || state
+            .store
+            .registration_token_consume(&presented, Utc::now())
+            .await?;
+    if !accepted {
+        return Err(ApiError::unauthorized(
+            "unknown or expired registration token",
+        ));
     }
     let token = new_token(RUNNER_TOKEN_PREFIX);
     let runner = state
@@ -107,9 +120,10 @@ pub async fn lease(
         .into());
     }
     // Presence is recorded by the lease itself (with its replay marker, one round trip).
-    let (cancel, gone) = lease_states(&state, &runner, &req.running).await?;
+    // A runner with work is woken early when one of its tasks is cancelled.
     let wait = Duration::from_secs(req.wait_s.into());
     let tasks = lease::lease(&state, &runner, &req, wait).await?;
+    let (cancel, gone) = lease_states(&state, &runner, &req.running).await?;
     Ok(Json(LeaseResponse {
         tasks,
         cancel,
@@ -161,6 +175,21 @@ async fn lease_states(
         }
     }
     Ok((cancel, gone))
+}
+
+/// An ephemeral runner leaving after its one task: the same as an operator deleting it.
+pub async fn unregister(
+    State(state): State<AppState>,
+    runner: Runner,
+) -> Result<StatusCode, ApiError> {
+    state.store.runner_delete(runner.id, Utc::now()).await?;
+    state.tokens.forget_runner(runner.id);
+    let _ = state
+        .coord
+        .publish(&baton_coord::Wake::Revoke(runner.id))
+        .await;
+    tracing::info!(runner.id = %runner.id, "runner unregistered itself");
+    Ok(StatusCode::NO_CONTENT)
 }
 
 pub async fn start(

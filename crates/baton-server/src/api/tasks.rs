@@ -5,6 +5,7 @@
 //! no queue holds, which the repair pass re-adds; the client's 201 is never a lie.
 
 use crate::api::views::task_view;
+use crate::api::views::webhook_body;
 use crate::auth::User;
 use crate::config::Limits;
 use crate::error::ApiError;
@@ -17,9 +18,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use baton_client::{SubmitBatch, SubmitTask, Task, TaskList, log_headers};
 use baton_coord::Enqueue;
+use baton_coord::Wake;
 use baton_core::validate::{self, DEFAULT_QUEUE};
 use baton_core::{LabelSet, TaskStatus};
-use baton_store::{NewTask, TaskFilter, TaskRecord};
+use baton_store::{NewTask, StoreError, TaskFilter, TaskRecord};
 use chrono::Utc;
 use serde::Deserialize;
 use uuid::Uuid;
@@ -33,9 +35,22 @@ fn new_task(
 ) -> Result<NewTask, ApiError> {
     let queue = req.queue.unwrap_or_else(|| DEFAULT_QUEUE.to_string());
     validate::check_queue(&queue)?;
-    let labels = LabelSet::new(req.labels)?;
+    let labels = LabelSet::new(req.labels.clone())?;
     validate::check_command(req.command.as_deref(), req.script.as_deref())?;
     validate::check_env(&req.env, limits.max_env_vars)?;
+    validate::check_env(&req.secret_env, limits.max_env_vars)
+        .map_err(|e| validate::Invalid::new("secret_env", e.message))?;
+    if req.labels.len() > limits.max_labels {
+        return Err(validate::Invalid::new(
+            "labels",
+            format!(
+                "at most {} labels are allowed, got {}",
+                limits.max_labels,
+                req.labels.len()
+            ),
+        )
+        .into());
+    }
     validate::check_priority(req.priority)?;
     let timeout_s = req.timeout_s.unwrap_or(limits.default_timeout_s);
     validate::check_seconds("timeout_s", timeout_s, limits.max_timeout_s)?;
@@ -82,6 +97,7 @@ fn new_task(
         command: req.command,
         script: req.script,
         env: req.env,
+        secret_env: req.secret_env,
         payload: req.payload,
         priority: req.priority,
         timeout_s: i32::try_from(timeout_s).expect("bounded by max_timeout_s"),
@@ -147,6 +163,7 @@ pub async fn submit(
     headers: HeaderMap,
     ApiJson(req): ApiJson<SubmitTask>,
 ) -> Result<(StatusCode, Json<Task>), ApiError> {
+    user.require_submit()?;
     let task = new_task(
         req,
         &state.config.limits,
@@ -172,6 +189,7 @@ pub async fn submit_batch(
     headers: HeaderMap,
     ApiJson(req): ApiJson<SubmitBatch>,
 ) -> Result<(StatusCode, Json<TaskList>), ApiError> {
+    user.require_submit()?;
     let limits = &state.config.limits;
     if req.tasks.is_empty() {
         return Err(validate::Invalid::new("tasks", "a batch needs at least one task").into());
@@ -215,12 +233,60 @@ pub async fn submit_batch(
     ))
 }
 
+/// The task, if this caller may see it: a `submit`-only token sees only its own.
+async fn visible_task(state: &AppState, user: &User, id: Uuid) -> Result<TaskRecord, ApiError> {
+    let owner = user.task_scope()?;
+    let task = state.store.task_get(id).await?;
+    if owner.is_some_and(|o| task.created_by != o) {
+        return Err(StoreError::NotFound.into());
+    }
+    Ok(task)
+}
+
 pub async fn get(
     State(state): State<AppState>,
-    _user: User,
+    user: User,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Task>, ApiError> {
-    Ok(Json(task_view(state.store.task_get(id).await?)))
+    Ok(Json(task_view(visible_task(&state, &user, id).await?)))
+}
+
+/// Cancels a task: at once if it has not started, through its runner if it runs. Redis
+/// follows Postgres: the queue or delayed entry goes, a lease's claim goes (its runner's
+/// `start` is refused), and a running task's runner is woken if it is parked.
+pub async fn cancel(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Task>, ApiError> {
+    user.require_submit()?;
+    let owner = user.task_scope()?;
+    let cancelled = state
+        .store
+        .task_cancel(id, owner, webhook_body, Utc::now())
+        .await?;
+    let task = &cancelled.task;
+    let redis = match cancelled.was {
+        TaskStatus::Queued => {
+            let place = (task.id, queue_entry(task).key_rel());
+            state.coord.queue_remove(&[place]).await
+        }
+        TaskStatus::Scheduled => state.coord.delayed_remove(&[task.id]).await,
+        TaskStatus::Leased => match task.lease_id {
+            Some(lease) => state.coord.claim_release(task.id, lease).await.map(|_| ()),
+            None => Ok(()),
+        },
+        TaskStatus::Running => match task.runner_id {
+            Some(runner) => state.coord.publish(&Wake::Runner(runner)).await,
+            None => Ok(()),
+        },
+        _ => Ok(()),
+    };
+    if let Err(e) = redis {
+        tracing::warn!(error = %e, task.id = %id, "cancel recorded; redis tidy-up left to repair and heartbeats");
+    }
+    tracing::info!(task.id = %id, from = %cancelled.was, to = %task.status, "task cancel");
+    Ok(Json(task_view(cancelled.task)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -237,9 +303,10 @@ const LIST_MAX: i64 = 1000;
 
 pub async fn list(
     State(state): State<AppState>,
-    _user: User,
+    user: User,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<TaskList>, ApiError> {
+    let owner = user.task_scope()?.map(str::to_string);
     let status = q
         .status
         .map(|s| s.parse::<TaskStatus>())
@@ -259,6 +326,7 @@ pub async fn list(
         .task_list(&TaskFilter {
             status,
             queue: q.queue,
+            created_by: owner,
             before: q.cursor,
             limit,
         })
@@ -285,10 +353,11 @@ const LOG_READ_MAX: usize = 1 << 20;
 
 pub async fn logs(
     State(state): State<AppState>,
-    _user: User,
+    user: User,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(q): ApiQuery<LogQuery>,
 ) -> Result<Response, ApiError> {
+    visible_task(&state, &user, id).await?;
     let offset = q.offset.unwrap_or(0);
     if offset < 0 {
         return Err(validate::Invalid::new("offset", "must not be negative").into());

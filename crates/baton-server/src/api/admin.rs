@@ -1,0 +1,231 @@
+//! Operators' endpoints: runners (list, delete, pause, resume), API tokens and
+//! registration tokens. Changing a runner drops its token from every node's cache through
+//! Redis, so the change holds on its very next request.
+
+use crate::auth::{API_TOKEN_PREFIX, User, hash_token, new_token, parse_scope, scope_name};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use baton_client::{
+    CreateRegistrationToken, CreateToken, RegistrationTokenCreated, RunnerList, RunnerView,
+    TokenCreated, TokenList, TokenView,
+};
+use baton_coord::Wake;
+use baton_core::validate::Invalid;
+use baton_store::{ApiTokenRecord, RunnerRecord, StoreError};
+use chrono::{Duration, TimeZone, Utc};
+use uuid::Uuid;
+
+/// Registration tokens carry this prefix.
+const REGISTRATION_TOKEN_PREFIX: &str = "brg_";
+
+fn runner_view(
+    state: &AppState,
+    r: RunnerRecord,
+    running: i64,
+    seen_ms: Option<i64>,
+) -> RunnerView {
+    let seen = seen_ms.and_then(|ms| Utc.timestamp_millis_opt(ms).single());
+    let last_seen = seen.max(r.last_seen);
+    let offline_after = Duration::seconds(state.config.timings.runner_offline_after_s as i64);
+    RunnerView {
+        online: last_seen.is_some_and(|at| Utc::now() - at < offline_after),
+        id: r.id,
+        name: r.name,
+        labels: r.labels,
+        queues: r.queues,
+        capacity: r.capacity,
+        version: r.version,
+        paused: r.paused,
+        last_seen,
+        running,
+        created_at: r.created_at,
+    }
+}
+
+pub async fn runners(
+    State(state): State<AppState>,
+    user: User,
+) -> Result<Json<RunnerList>, ApiError> {
+    user.require_read()?;
+    let rows = state.store.runners_list().await?;
+    let ids: Vec<Uuid> = rows.iter().map(|(r, _)| r.id).collect();
+    let presence = state.coord.presence_get(&ids).await?;
+    let runners = rows
+        .into_iter()
+        .zip(presence)
+        .map(|((r, running), seen)| runner_view(&state, r, running, seen.map(|(at, _)| at)))
+        .collect();
+    Ok(Json(RunnerList { runners }))
+}
+
+/// Every node forgets the runner's cached token: its next request reads the row again.
+async fn forget_runner(state: &AppState, id: Uuid) {
+    state.tokens.forget_runner(id);
+    if let Err(e) = state.coord.publish(&Wake::Revoke(id)).await {
+        tracing::warn!(error = %e, runner.id = %id, "other nodes keep the cached token until it expires");
+    }
+}
+
+/// Deletes a runner: its next request gets 401 and the agent exits; the reconciler
+/// requeues its unstarted tasks and ends its running ones.
+pub async fn runner_delete(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    user.require_admin()?;
+    state
+        .store
+        .runner_delete(id, Utc::now())
+        .await
+        .map_err(not_found("runner"))?;
+    forget_runner(&state, id).await;
+    tracing::info!(runner.id = %id, "runner deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn set_paused(
+    state: AppState,
+    user: User,
+    id: Uuid,
+    paused: bool,
+) -> Result<Json<RunnerView>, ApiError> {
+    user.require_admin()?;
+    let runner = state
+        .store
+        .runner_set_paused(id, paused)
+        .await
+        .map_err(not_found("runner"))?;
+    forget_runner(&state, id).await;
+    // A paused runner's parked lease answers now; a resumed one looks for work at once.
+    let _ = state.coord.publish(&Wake::Runner(id)).await;
+    tracing::info!(runner.id = %id, paused, "runner paused or resumed");
+    Ok(Json(runner_view(&state, runner, 0, None)))
+}
+
+pub async fn runner_pause(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<RunnerView>, ApiError> {
+    set_paused(state, user, id, true).await
+}
+
+pub async fn runner_resume(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<RunnerView>, ApiError> {
+    set_paused(state, user, id, false).await
+}
+
+fn not_found(what: &'static str) -> impl Fn(StoreError) -> ApiError {
+    move |e| match e {
+        StoreError::NotFound => ApiError::not_found(format!("no such {what}")),
+        other => other.into(),
+    }
+}
+
+fn token_view(t: ApiTokenRecord) -> TokenView {
+    TokenView {
+        id: t.id,
+        name: t.name,
+        scopes: t.scopes.iter().filter_map(|s| parse_scope(s)).collect(),
+        created_at: t.created_at,
+        revoked_at: t.revoked_at,
+    }
+}
+
+pub async fn token_create(
+    State(state): State<AppState>,
+    user: User,
+    ApiJson(req): ApiJson<CreateToken>,
+) -> Result<(StatusCode, Json<TokenCreated>), ApiError> {
+    user.require_admin()?;
+    if req.name.trim().is_empty() || req.name.len() > 128 || req.name.chars().any(char::is_control)
+    {
+        return Err(Invalid::new("name", "must be 1-128 printable characters").into());
+    }
+    if req.scopes.is_empty() {
+        return Err(Invalid::new("scopes", "give at least one of admin, submit, read").into());
+    }
+    let token = new_token(API_TOKEN_PREFIX);
+    let scopes: Vec<String> = req.scopes.iter().map(|s| scope_name(*s)).collect();
+    let record = state
+        .store
+        .api_token_insert(&req.name, &scopes, &hash_token(&token), Utc::now())
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(TokenCreated {
+            view: token_view(record),
+            token,
+        }),
+    ))
+}
+
+pub async fn tokens(
+    State(state): State<AppState>,
+    user: User,
+) -> Result<Json<TokenList>, ApiError> {
+    user.require_admin()?;
+    let tokens = state
+        .store
+        .api_tokens()
+        .await?
+        .into_iter()
+        .map(token_view)
+        .collect();
+    Ok(Json(TokenList { tokens }))
+}
+
+/// Revokes an API token at once: API tokens are not cached, so its next use is refused.
+pub async fn token_revoke(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    user.require_admin()?;
+    state
+        .store
+        .api_token_revoke(id, Utc::now())
+        .await
+        .map_err(not_found("token"))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn registration_token_create(
+    State(state): State<AppState>,
+    user: User,
+    ApiJson(req): ApiJson<CreateRegistrationToken>,
+) -> Result<(StatusCode, Json<RegistrationTokenCreated>), ApiError> {
+    user.require_admin()?;
+    if req.expires_in_s.is_some_and(|s| s < 1) {
+        return Err(Invalid::new("expires_in_s", "must be at least 1 second").into());
+    }
+    if req.uses.is_some_and(|u| u < 1) {
+        return Err(Invalid::new("uses", "must be at least 1").into());
+    }
+    let now = Utc::now();
+    let expires_at = req
+        .expires_in_s
+        .map(|s| now + Duration::seconds(s.min(10 * 365 * 86_400)));
+    let token = new_token(REGISTRATION_TOKEN_PREFIX);
+    let record = state
+        .store
+        .registration_token_insert(&hash_token(&token), expires_at, req.uses, now)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(RegistrationTokenCreated {
+            id: record.id,
+            token,
+            expires_at: record.expires_at,
+            uses_left: record.uses_left,
+        }),
+    ))
+}

@@ -1,0 +1,76 @@
+//! Cancellation. A task that has not started (scheduled, queued, leased) is cancelled at
+//! once; a running one goes `cancelling` and its runner stops it and reports. Either way
+//! one compare-and-set under a row lock, so a cancel racing a lease or a report ends in
+//! exactly one of them.
+
+use crate::Store;
+use crate::error::StoreError;
+use crate::runs::{WebhookBody, outbox_for};
+use crate::tasks::TaskRecord;
+use baton_core::TaskStatus;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// What a cancel did, and what it was cancelled from (for the Redis follow-up).
+#[derive(Debug, Clone)]
+pub struct Cancelled {
+    pub task: TaskRecord,
+    /// The status it had before.
+    pub was: TaskStatus,
+}
+
+impl Store {
+    /// Cancels `id`. `owner` limits it to tasks created by that token (a `submit`-scoped
+    /// caller); another's task is not found. A finished task is a conflict.
+    pub async fn task_cancel(
+        &self,
+        id: Uuid,
+        owner: Option<&str>,
+        webhook_body: WebhookBody,
+        now: DateTime<Utc>,
+    ) -> Result<Cancelled, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let task = sqlx::query_as::<_, TaskRecord>("SELECT * FROM tasks WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .filter(|t| owner.is_none_or(|o| t.created_by == o))
+            .ok_or(StoreError::NotFound)?;
+        let was = task.status;
+        let to = match was {
+            TaskStatus::Scheduled | TaskStatus::Queued | TaskStatus::Leased => {
+                TaskStatus::Cancelled
+            }
+            TaskStatus::Running | TaskStatus::Cancelling => TaskStatus::Cancelling,
+            terminal => {
+                return Err(StoreError::Conflict {
+                    status: terminal,
+                    reason: "the task has already finished",
+                });
+            }
+        };
+        let task = if to == was {
+            task
+        } else {
+            let done = sqlx::query_as::<_, TaskRecord>(
+                "UPDATE tasks
+                 SET status = $2, updated_at = $3,
+                     finished_at = CASE WHEN $2 = 'cancelled' THEN $3 ELSE finished_at END,
+                     error = CASE WHEN $2 = 'cancelled' THEN 'cancelled before it ran' ELSE error END
+                 WHERE id = $1
+                 RETURNING *",
+            )
+            .bind(id)
+            .bind(to.as_str())
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+            if done.status.is_terminal() {
+                outbox_for(&mut tx, &done, webhook_body, now).await?;
+            }
+            done
+        };
+        tx.commit().await?;
+        Ok(Cancelled { task, was })
+    }
+}

@@ -1,0 +1,242 @@
+//! Cancellation in every state: before it runs it is cancelled at once; while it runs its
+//! runner is told (at once if parked), kills the process group and reports `cancelled`;
+//! after it ended, a 409 with its status.
+
+mod support;
+
+use baton_client::{CompleteTask, LeaseRequest, Outcome, SubmitTask};
+use baton_core::TaskStatus;
+use std::time::Duration;
+use support::*;
+use uuid::Uuid;
+
+const BOOT: Uuid = Uuid::from_u128(0xb007);
+
+fn simple(labels: &[&str]) -> SubmitTask {
+    SubmitTask {
+        command: Some(vec!["true".into()]),
+        labels: labels.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tasks_that_have_not_started_are_cancelled_at_once() {
+    let env = TestEnv::new("cancel-early").await;
+    let node = env.node_with(FAST_HA).await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &["x"], 4).await;
+    let mut redis = env.redis().await;
+
+    let (scheduled, _) = user
+        .submit(&SubmitTask {
+            run_at: Some(chrono::Utc::now() + chrono::Duration::hours(1)),
+            ..simple(&[])
+        })
+        .await
+        .unwrap();
+    let (queued, _) = user.submit(&simple(&["nobody"])).await.unwrap();
+    let (leased, _) = user.submit(&simple(&["x"])).await.unwrap();
+    let lease = runner
+        .lease(&LeaseRequest {
+            request_id: Uuid::new_v4(),
+            max: 1,
+            wait_s: 0,
+            boot_id: BOOT,
+            running: vec![],
+        })
+        .await
+        .unwrap()
+        .tasks
+        .remove(0);
+    assert_eq!(lease.id, leased.id);
+
+    for t in [&scheduled, &queued, &leased] {
+        let done = user.task_cancel(t.id).await.unwrap();
+        assert_eq!(done.status, TaskStatus::Cancelled, "{t:?}");
+    }
+    // Gone from Redis: the delayed set, the queue, the claim.
+    let delayed: Option<f64> = redis::cmd("ZSCORE")
+        .arg(format!("{}delayed", env.redis_prefix))
+        .arg(scheduled.id.to_string())
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let in_queue: Option<f64> = redis::cmd("ZSCORE")
+        .arg(format!("{}q:default:nobody", env.redis_prefix))
+        .arg(queued.id.to_string())
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let claim: Option<String> = redis::cmd("HGET")
+        .arg(format!("{}running", env.redis_prefix))
+        .arg(leased.id.to_string())
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!((delayed, in_queue, claim), (None, None, None));
+    // The runner that held the lease cannot start it.
+    let refused = runner.start(leased.id, lease.lease_id).await.unwrap_err();
+    assert_eq!(refused.status().map(|s| s.as_u16()), Some(409));
+
+    // Cancelling again, or a finished task, is a conflict that names the status.
+    let again = user.task_cancel(queued.id).await.unwrap_err();
+    match again {
+        baton_client::ClientError::Api(e) => {
+            assert_eq!(e.status.as_u16(), 409);
+            assert_eq!(e.body.error.status, Some(TaskStatus::Cancelled));
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_task_is_stopped_by_its_runner_and_reported_cancelled() {
+    let env = TestEnv::new("cancel-running").await;
+    let node_a = env.node_with(FAST_HA).await;
+    let node_b = env.node_with(FAST_HA).await;
+    // The runner parks on node A with a long wait; the cancel arrives on node B.
+    let _runner = env
+        .runner_with(
+            &node_a.url,
+            &[],
+            2,
+            &["--wait-s", "30", "--heartbeat-s", "30"],
+        )
+        .await;
+    let user = user_client(&node_b.url);
+    // A task that ignores nothing: its child shell traps TERM to show it got it.
+    let (t, _) = user
+        .submit(&SubmitTask {
+            script: Some(
+                "echo $$; sleep 300 & echo $!; trap 'echo got TERM; exit 143' TERM; wait".into(),
+            ),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let pids: Vec<u32> = wait_for(
+        "the task to print its pids",
+        Duration::from_secs(20),
+        || async {
+            let log = read_log(&user, t.id).await;
+            let pids: Vec<u32> = String::from_utf8_lossy(&log)
+                .lines()
+                .filter_map(|l| l.parse().ok())
+                .collect();
+            (pids.len() == 2).then_some(pids)
+        },
+    )
+    .await;
+    // Its runner is parked (one free slot) with heartbeats 30 s apart: only the wake-up
+    // can tell it quickly.
+    node_a.wait_parked("the runner to park", |n| n >= 1).await;
+    let cancelling = user.task_cancel(t.id).await.unwrap();
+    assert_eq!(cancelling.status, TaskStatus::Cancelling);
+    let done = wait_for(
+        "the runner to report cancelled",
+        Duration::from_secs(10),
+        || async {
+            user.task_get(t.id)
+                .await
+                .ok()
+                .filter(|t| t.status.is_terminal())
+        },
+    )
+    .await;
+    assert_eq!(done.status, TaskStatus::Cancelled);
+    for pid in pids {
+        wait_for(
+            &format!("{pid} to be gone"),
+            Duration::from_secs(10),
+            || async { (!alive(pid)).then_some(()) },
+        )
+        .await;
+    }
+    let log = String::from_utf8(read_log(&user, t.id).await).unwrap();
+    assert!(log.contains("got TERM"), "SIGTERM first: {log}");
+    // A cancelled task never retries, and cancelling it again is a conflict.
+    assert_eq!(
+        user.task_cancel(t.id)
+            .await
+            .unwrap_err()
+            .status()
+            .map(|s| s.as_u16()),
+        Some(409)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_that_arrives_while_cancelling_stands_as_reported() {
+    let env = TestEnv::new("cancel-race").await;
+    let node = env.node_with(FAST_HA).await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let (t, _) = user
+        .submit(&SubmitTask {
+            max_attempts: Some(3),
+            ..simple(&[])
+        })
+        .await
+        .unwrap();
+    let lease = runner
+        .lease(&LeaseRequest {
+            request_id: Uuid::new_v4(),
+            max: 1,
+            wait_s: 0,
+            boot_id: BOOT,
+            running: vec![],
+        })
+        .await
+        .unwrap()
+        .tasks
+        .remove(0);
+    runner.start(t.id, lease.lease_id).await.unwrap();
+    assert_eq!(
+        user.task_cancel(t.id).await.unwrap().status,
+        TaskStatus::Cancelling
+    );
+    let beat = runner
+        .heartbeat(&baton_client::Heartbeat {
+            boot_id: BOOT,
+            running: vec![baton_client::RunningLease {
+                task_id: t.id,
+                lease_id: lease.lease_id,
+            }],
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        beat.cancel,
+        vec![t.id],
+        "the heartbeat answer carries the cancel"
+    );
+    let ack = runner
+        .log_append(t.id, lease.lease_id, 0, "x".into())
+        .await
+        .unwrap();
+    assert!(ack.cancel, "so does a log answer");
+    let done = runner
+        .complete(
+            t.id,
+            &CompleteTask {
+                lease_id: lease.lease_id,
+                outcome: Outcome::Failed,
+                exit_code: Some(1),
+                error: None,
+                outputs: None,
+                log_size: Some(1),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        done.status,
+        TaskStatus::Failed,
+        "the work did finish, and a cancelled task never retries"
+    );
+}
