@@ -1,0 +1,398 @@
+//! Operating runners: list them, delete one (its agent exits, its tasks are taken back),
+//! pause and resume, ephemeral runners, registration tokens with expiry and uses, the
+//! agent's own health, and one runner unable to touch another's task.
+
+mod support;
+
+use baton_client::{
+    Client, CompleteTask, CreateRegistrationToken, LeaseRequest, Outcome, RegisterRunner,
+    SubmitTask,
+};
+use baton_core::TaskStatus;
+use std::time::Duration;
+use support::*;
+use uuid::Uuid;
+
+const BOOT: Uuid = Uuid::from_u128(0xb007);
+
+fn simple() -> SubmitTask {
+    SubmitTask {
+        command: Some(vec!["true".into()]),
+        ..Default::default()
+    }
+}
+
+fn lease_req() -> LeaseRequest {
+    LeaseRequest {
+        request_id: Uuid::new_v4(),
+        max: 1,
+        wait_s: 0,
+        boot_id: BOOT,
+        running: vec![],
+    }
+}
+
+/// When the runner last polled, from its presence in Redis.
+async fn last_seen_ms(
+    redis: &mut redis::aio::MultiplexedConnection,
+    env: &TestEnv,
+    runner: Uuid,
+) -> i64 {
+    let value: Option<String> = redis::cmd("HGET")
+        .arg(format!("{}presence", env.redis_prefix))
+        .arg(runner.to_string())
+        .query_async(redis)
+        .await
+        .unwrap();
+    value
+        .and_then(|v| v.split('|').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn sha256_hex(s: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+    String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()[..64].to_string()
+}
+
+/// The runner id an agent registered as, from its state dir.
+async fn agent_id(runner: &RunnerProc) -> Uuid {
+    wait_for("the agent to register", Duration::from_secs(20), || async {
+        let text = std::fs::read_to_string(runner.state_dir.join("runner.json")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        v["runner_id"].as_str()?.parse().ok()
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runners_are_listed_paused_resumed_and_deleted() {
+    let env = TestEnv::new("mgmt-runners").await;
+    let node = env.node_with(FAST_HA).await;
+    let user = user_client(&node.url);
+    let mut agent = env
+        .runner_with(
+            &node.url,
+            &["linux"],
+            2,
+            &["--wait-s", "2", "--heartbeat-s", "1"],
+        )
+        .await;
+    let id = agent_id(&agent).await;
+
+    let listed = wait_for(
+        "the runner to be listed online",
+        Duration::from_secs(20),
+        || async {
+            user.runners()
+                .await
+                .ok()?
+                .runners
+                .into_iter()
+                .find(|r| r.id == id && r.online)
+        },
+    )
+    .await;
+    assert_eq!(listed.labels, vec!["linux"]);
+    assert_eq!(listed.capacity, 2);
+    assert!(listed.last_seen.is_some() && !listed.paused);
+
+    // Paused: it leases nothing.
+    assert!(user.runner_pause(id, true).await.unwrap().paused);
+    let (held, _) = user
+        .submit(&SubmitTask {
+            script: Some("echo ran".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // Two of its polls begin after the submit (each parks 2 s) and the task stays queued.
+    let submitted_ms = chrono::Utc::now().timestamp_millis();
+    let mut redis = env.redis().await;
+    for round in 1..=2 {
+        let after = if round == 1 {
+            submitted_ms
+        } else {
+            last_seen_ms(&mut redis, &env, id).await
+        };
+        wait_for(
+            "the paused agent to poll again",
+            Duration::from_secs(10),
+            || {
+                let mut redis = redis.clone();
+                let env = &env;
+                async move { (last_seen_ms(&mut redis, env, id).await > after).then_some(()) }
+            },
+        )
+        .await;
+    }
+    assert_eq!(
+        user.task_get(held.id).await.unwrap().status,
+        TaskStatus::Queued
+    );
+    // Resumed: it runs it.
+    assert!(!user.runner_pause(id, false).await.unwrap().paused);
+    assert_eq!(
+        env.wait_terminal(&user, held.id).await.status,
+        TaskStatus::Succeeded
+    );
+
+    // Deleted while running a task: the agent exits (401), the task is taken back.
+    let (long, _) = user
+        .submit(&SubmitTask {
+            script: Some("sleep 300".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    wait_for("the long task to run", Duration::from_secs(20), || async {
+        (user.task_get(long.id).await.ok()?.status == TaskStatus::Running).then_some(())
+    })
+    .await;
+    user.runner_delete(id).await.unwrap();
+    assert_eq!(
+        agent.wait_exit(Duration::from_secs(20)).await,
+        Some(3),
+        "exit code 3: unregistered"
+    );
+    let ended = env.wait_terminal(&user, long.id).await;
+    assert_eq!(ended.status, TaskStatus::Failed);
+    assert!(
+        user.runners()
+            .await
+            .unwrap()
+            .runners
+            .iter()
+            .all(|r| r.id != id)
+    );
+    assert_eq!(
+        user.runner_delete(id)
+            .await
+            .unwrap_err()
+            .status()
+            .map(|s| s.as_u16()),
+        Some(404)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ephemeral_runner_runs_one_task_and_unregisters() {
+    let env = TestEnv::new("mgmt-once").await;
+    let node = env.node_with(FAST_HA).await;
+    let user = user_client(&node.url);
+    let (first, _) = user.submit(&simple()).await.unwrap();
+    let (second, _) = user.submit(&simple()).await.unwrap();
+    let mut agent = env.runner_with(&node.url, &[], 4, &["--once"]).await;
+    assert_eq!(agent.wait_exit(Duration::from_secs(30)).await, Some(0));
+    let a = user.task_get(first.id).await.unwrap();
+    let b = user.task_get(second.id).await.unwrap();
+    let ran = [a.status, b.status]
+        .iter()
+        .filter(|s| **s == TaskStatus::Succeeded)
+        .count();
+    assert_eq!(ran, 1, "one task, not two: {:?} {:?}", a.status, b.status);
+    assert!(
+        user.runners().await.unwrap().runners.is_empty(),
+        "it unregistered"
+    );
+    assert!(!agent.state_dir.join("runner.json").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_short_of_disk_leases_nothing_and_says_why() {
+    let env = TestEnv::new("mgmt-disk").await;
+    let node = env.node_with(FAST_HA).await;
+    let user = user_client(&node.url);
+    let port = support::services::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _agent = env
+        .runner_with(
+            &node.url,
+            &[],
+            1,
+            &[
+                "--min-free-disk-mb",
+                "999999999",
+                "--healthz-listen",
+                &listen,
+            ],
+        )
+        .await;
+    let (t, _) = user.submit(&simple()).await.unwrap();
+    let health: serde_json::Value =
+        wait_for("the agent's /healthz", Duration::from_secs(20), || async {
+            let body: serde_json::Value = reqwest::get(format!("http://{listen}/healthz"))
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            body["not_leasing_because"].is_string().then_some(body)
+        })
+        .await;
+    assert_eq!(health["leasing"], false);
+    assert!(
+        health["not_leasing_because"]
+            .as_str()
+            .unwrap()
+            .contains("MiB free"),
+        "{health}"
+    );
+    assert_eq!(
+        user.task_get(t.id).await.unwrap().status,
+        TaskStatus::Queued
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn registration_tokens_expire_and_run_out() {
+    let env = TestEnv::new("mgmt-regtokens").await;
+    let node = env.node().await;
+    let admin = user_client(&node.url);
+    let anon = Client::new(&node.url, None).unwrap();
+    let register = |token: String| {
+        let anon = anon.clone();
+        async move {
+            anon.register(&RegisterRunner {
+                registration_token: token,
+                name: "r".into(),
+                labels: vec![],
+                queues: vec![],
+                capacity: 1,
+                version: "test".into(),
+            })
+            .await
+        }
+    };
+    let once = admin
+        .registration_token_create(&CreateRegistrationToken {
+            uses: Some(1),
+            expires_in_s: None,
+        })
+        .await
+        .unwrap();
+    assert!(once.token.starts_with("brg_") && once.token.len() > 60);
+    register(once.token.clone()).await.unwrap();
+    let spent = register(once.token.clone()).await.unwrap_err();
+    assert_eq!(
+        spent.status().map(|s| s.as_u16()),
+        Some(401),
+        "one use only"
+    );
+
+    let brief = admin
+        .registration_token_create(&CreateRegistrationToken {
+            uses: None,
+            expires_in_s: Some(1),
+        })
+        .await
+        .unwrap();
+    register(brief.token.clone()).await.unwrap();
+    wait_for("the token to expire", Duration::from_secs(10), || {
+        let t = brief.token.clone();
+        let register = &register;
+        async move {
+            register(t)
+                .await
+                .err()
+                .filter(|e| e.status().map(|s| s.as_u16()) == Some(401))
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_cannot_touch_another_runners_task() {
+    let env = TestEnv::new("mgmt-isolation").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let (_, a) = register_runner(&node.url, &[], 1).await;
+    let (_, b) = register_runner(&node.url, &[], 1).await;
+    let (t, _) = user.submit(&simple()).await.unwrap();
+    let lease = a.lease(&lease_req()).await.unwrap().tasks.remove(0);
+    a.start(t.id, lease.lease_id).await.unwrap();
+    let before = user.task_get(t.id).await.unwrap();
+
+    let report = CompleteTask {
+        lease_id: lease.lease_id,
+        outcome: Outcome::Succeeded,
+        exit_code: Some(0),
+        error: None,
+        outputs: None,
+        log_size: Some(0),
+    };
+    let refusals = [
+        b.start(t.id, lease.lease_id).await.map(|_| ()).unwrap_err(),
+        b.log_append(t.id, lease.lease_id, 0, "x".into())
+            .await
+            .map(|_| ())
+            .unwrap_err(),
+        b.complete(t.id, &report).await.map(|_| ()).unwrap_err(),
+    ];
+    for e in refusals {
+        assert_eq!(e.status().map(|s| s.as_u16()), Some(404), "not leaked: {e}");
+    }
+    // Nor read it through the user API.
+    let read = b.task_get(t.id).await.unwrap_err();
+    assert_eq!(read.status().map(|s| s.as_u16()), Some(403));
+    // And heartbeating someone else's lease only hears that it is gone.
+    let beat = b
+        .heartbeat(&baton_client::Heartbeat {
+            boot_id: BOOT,
+            running: vec![baton_client::RunningLease {
+                task_id: t.id,
+                lease_id: lease.lease_id,
+            }],
+        })
+        .await
+        .unwrap();
+    assert_eq!(beat.gone, vec![t.id]);
+    assert_eq!(
+        user.task_get(t.id).await.unwrap(),
+        before,
+        "nothing changed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn secret_env_reaches_the_process_and_is_never_shown() {
+    let env = TestEnv::new("mgmt-secret").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let runner = env.runner(&node.url, &[], 1).await;
+    let secret = format!("s3cret-{}", Uuid::new_v4().simple());
+    let (t, _) = user
+        .submit(&SubmitTask {
+            // Compared by hash, so the script itself does not carry the secret.
+            script: Some(format!(
+                "[ \"$(printf %s \"$DEPLOY_TOKEN\" | sha256sum | cut -c1-64)\" = {} ] && echo the secret arrived",
+                sha256_hex(&secret)
+            )),
+            secret_env: [("DEPLOY_TOKEN".to_string(), secret.clone())].into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let done = env.wait_terminal(&user, t.id).await;
+    assert_eq!(done.status, TaskStatus::Succeeded);
+    assert_eq!(read_log(&user, t.id).await, b"the secret arrived\n");
+    assert_eq!(done.secret_env_keys, vec!["DEPLOY_TOKEN"]);
+    let shown = serde_json::to_string(&done).unwrap()
+        + &serde_json::to_string(&user.task_list(&Default::default()).await.unwrap()).unwrap();
+    assert!(
+        !shown.contains(&secret),
+        "the read API never returns the value"
+    );
+    for log in [&node.log, &runner.log] {
+        assert!(
+            !std::fs::read_to_string(log).unwrap().contains(&secret),
+            "never logged: {}",
+            log.display()
+        );
+    }
+}
