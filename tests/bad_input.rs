@@ -162,6 +162,36 @@ async fn each_bad_request_gets_its_4xx_and_writes_nothing() {
             "invalid",
         ),
         submit(
+            "NUL inside the payload",
+            json!({"command": ["true"], "payload": {"a": "x\u{0}y"}}),
+            422,
+            "invalid",
+        ),
+        submit(
+            "NUL inside the webhook URL",
+            json!({"command": ["true"], "notify_url": "http://example.com/\u{0}x"}),
+            422,
+            "invalid",
+        ),
+        submit(
+            "webhook URL that is not http",
+            json!({"command": ["true"], "notify_url": "ftp://example.com/x"}),
+            422,
+            "invalid",
+        ),
+        submit(
+            "run_at out of range",
+            json!({"command": ["true"], "run_at": "+200000-01-01T00:00:00Z"}),
+            422,
+            "invalid",
+        ),
+        submit(
+            "zero max attempts",
+            json!({"command": ["true"], "max_attempts": 0}),
+            422,
+            "invalid",
+        ),
+        submit(
             "payload over the limit",
             json!({"command": ["true"], "payload": {"blob": "x".repeat(300 << 10)}}),
             413,

@@ -390,3 +390,54 @@ async fn runner_presence_reaches_postgres_in_batches() {
     assert!(seen.is_some());
     assert_eq!(boot, Some(BOOT));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_its_runner_stopped_listing_is_ended() {
+    let env = TestEnv::new("life-forgotten").await;
+    let node = env.node_with(FAST_HA).await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 2).await;
+    let (kept, _) = user.submit(&simple()).await.unwrap();
+    let (dropped, _) = user
+        .submit(&SubmitTask {
+            max_attempts: Some(2),
+            ..simple()
+        })
+        .await
+        .unwrap();
+    let leased = lease(&runner, 2).await;
+    for l in &leased {
+        runner.start(l.id, l.lease_id).await.unwrap();
+    }
+    let lease_of = |id| leased.iter().find(|l| l.id == id).unwrap().lease_id;
+    // The runner goes on heartbeating, listing only one of its two runs (it gave up on
+    // reporting the other, or fenced itself and came back).
+    let beat = baton_client::Heartbeat {
+        boot_id: BOOT,
+        running: vec![baton_client::RunningLease {
+            task_id: kept.id,
+            lease_id: lease_of(kept.id),
+        }],
+    };
+    let retried = wait_for(
+        "the forgotten run to be ended",
+        Duration::from_secs(20),
+        || async {
+            runner.heartbeat(&beat).await.ok()?;
+            user.task_get(dropped.id)
+                .await
+                .ok()
+                .filter(|t| t.status == TaskStatus::Scheduled)
+        },
+    )
+    .await;
+    assert_eq!(
+        retried.error.as_deref(),
+        Some("the runner no longer runs it")
+    );
+    assert_eq!(
+        user.task_get(kept.id).await.unwrap().status,
+        TaskStatus::Running,
+        "a listed run is kept"
+    );
+}

@@ -91,6 +91,9 @@ struct TimingArgs {
     /// How long a claim may sit on a still-queued task before it is undone [default: 10000].
     #[arg(long, env = "BATON_DISPATCH_GRACE_MS")]
     dispatch_grace_ms: Option<u64>,
+    /// A run its runner's heartbeat no longer lists is ended after this long [default: 15].
+    #[arg(long, env = "BATON_FORGOTTEN_RUN_AFTER_S")]
+    forgotten_run_after_s: Option<u64>,
     /// First retry delay; it doubles per attempt [default: 2000].
     #[arg(long, env = "BATON_RETRY_INITIAL_MS")]
     retry_initial_ms: Option<u64>,

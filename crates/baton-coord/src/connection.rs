@@ -56,12 +56,24 @@ pub(crate) struct Conn {
     broken: bool,
 }
 
-/// The connection cannot serve again: the server is gone, or it is a replica now.
+/// The server cannot serve now but another (or the same, later) will: a replica after a
+/// failover, a master that lost its replicas, a server still loading its data.
+pub(crate) fn server_not_ready(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::ReadOnly
+                | ServerErrorKind::BusyLoading
+                | ServerErrorKind::MasterDown
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+        )
+    )
+}
+
+/// The connection cannot serve again: the server is gone, or no longer the master.
 fn breaks_connection(e: &RedisError) -> bool {
-    e.is_io_error()
-        || e.is_connection_dropped()
-        || e.is_timeout()
-        || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+    e.is_io_error() || e.is_connection_dropped() || e.is_timeout() || server_not_ready(e)
 }
 
 impl Pool {

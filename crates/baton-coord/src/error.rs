@@ -11,14 +11,13 @@ pub enum CoordError {
 
 impl From<redis::RedisError> for CoordError {
     fn from(e: redis::RedisError) -> Self {
-        // READONLY: we reached a replica (a failover is under way); try again later.
-        let read_only = e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
+        // A replica, a server still loading, a master without replicas: try again later.
         if e.is_io_error()
             || e.is_timeout()
             || e.is_connection_dropped()
             || e.is_connection_refusal()
             || e.is_cluster_error()
-            || read_only
+            || crate::connection::server_not_ready(&e)
         {
             CoordError::Unavailable(e.to_string())
         } else {

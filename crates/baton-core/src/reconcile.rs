@@ -59,8 +59,12 @@ pub struct TaskFacts {
 /// The runner holding the task, as last heard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunnerFacts {
-    /// Deleted, or never known: it will not report.
+    /// No such runner: it will never report.
     Gone,
+    /// Deleted by an operator. Its agent learns it (401) on its next request and kills
+    /// its tasks; until it has been silent for `runner_offline_after`, its running tasks
+    /// may still be dying, so they are not handed out again yet.
+    Deleted { last_seen: Option<DateTime<Utc>> },
     Known {
         last_seen: Option<DateTime<Utc>>,
         boot_id: Option<Uuid>,
@@ -149,6 +153,15 @@ pub fn decide(i: &Inputs, t: &Thresholds) -> Decision {
     // What the runner's state says about a task it holds, most certain first.
     let runner_verdict = || match i.runner {
         RunnerFacts::Gone => Some(Reason::RunnerDeleted),
+        // Not started: safe to take back at once. Started: once the agent has surely
+        // heard of its deletion and killed the process.
+        RunnerFacts::Deleted { .. } if task.status == TaskStatus::Leased => {
+            Some(Reason::RunnerDeleted)
+        }
+        RunnerFacts::Deleted { last_seen } if since(last_seen) > t.runner_offline_after => {
+            Some(Reason::RunnerDeleted)
+        }
+        RunnerFacts::Deleted { .. } => None,
         RunnerFacts::Known { boot_id, .. }
             if boot_id.is_some() && task.boot_id.is_some() && boot_id != task.boot_id =>
         {
@@ -329,9 +342,42 @@ mod tests {
                 fail(Reason::RunnerRestarted),
             ),
             (
-                "running, runner deleted",
+                "running, runner unknown",
                 inputs(task(Running), RunnerFacts::Gone, 2),
                 fail(Reason::RunnerDeleted),
+            ),
+            (
+                "running, runner deleted, not silent long enough to have killed it",
+                inputs(
+                    task(Running),
+                    RunnerFacts::Deleted {
+                        last_seen: Some(at(0)),
+                    },
+                    60,
+                ),
+                Decision::Keep,
+            ),
+            (
+                "running, runner deleted and silent past the offline threshold",
+                inputs(
+                    task(Running),
+                    RunnerFacts::Deleted {
+                        last_seen: Some(at(0)),
+                    },
+                    91,
+                ),
+                fail(Reason::RunnerDeleted),
+            ),
+            (
+                "leased, runner deleted: never started, taken back at once",
+                inputs(
+                    task(Leased),
+                    RunnerFacts::Deleted {
+                        last_seen: Some(at(0)),
+                    },
+                    1,
+                ),
+                Decision::Requeue(Reason::RunnerDeleted),
             ),
             (
                 "running, within timeout plus grace",
@@ -480,6 +526,7 @@ mod tests {
             task_boot in proptest::option::of(0u128..3),
             runner in proptest::option::of((proptest::option::of(-500i64..500), proptest::option::of(0u128..3))),
             claimed in -500i64..500,
+            deleted in proptest::bool::ANY,
             now in 0i64..1500,
             since in -1000i64..1500,
         ) -> Inputs {
@@ -494,6 +541,7 @@ mod tests {
                     boot_id: task_boot.map(Uuid::from_u128),
                 },
                 runner: match runner {
+                    None if deleted => RunnerFacts::Deleted { last_seen: leased.map(at) },
                     None => RunnerFacts::Gone,
                     Some((seen, boot)) => RunnerFacts::Known {
                         last_seen: seen.map(at),

@@ -217,9 +217,9 @@ impl Agent {
                         let (executor, tracker, stop) =
                             (executor.clone(), tracker.clone(), force_stop.clone());
                         tasks.spawn(async move {
-                            let id = task.id;
+                            let (id, lease) = (task.id, task.lease_id);
                             let result = executor.run(task, stop, control).await;
-                            tracker.remove(id);
+                            tracker.remove(id, lease);
                             drop(permit);
                             result
                         });
@@ -353,7 +353,22 @@ async fn heartbeats(
             boot_id,
             running: tracker.leases(),
         };
-        match client.heartbeat(&beat).await {
+        // Bounded, so a call that hangs cannot delay the self-fencing check below.
+        let patience = Duration::from_secs((config.heartbeat_s * 2).clamp(2, 10));
+        let answer = match tokio::time::timeout(patience, client.heartbeat(&beat)).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                tracing::warn!(
+                    silent_s = tracker.silent_for().as_secs(),
+                    "heartbeat got no answer in time"
+                );
+                if tracker.silent_for() > fence_after {
+                    tracker.abandon_all();
+                }
+                continue;
+            }
+        };
+        match answer {
             Ok(verdict) => {
                 tracker.contact();
                 tracker.apply(&verdict);

@@ -76,6 +76,9 @@ impl Executor {
         control: TaskControl,
     ) -> RunResult {
         let id = task.id;
+        // The task's time counts from the first `start` attempt: the server's clock starts
+        // at its commit, which a lost answer and our retries may have preceded.
+        let deadline = Instant::now() + Duration::from_secs(task.timeout_s.max(0) as u64);
         if let Err(e) = self.acknowledge(&task).await {
             // Never started, so never run: the server requeues it after its ack timeout.
             tracing::warn!(task.id = %id, error = %e, "lease not acknowledged; task not run");
@@ -99,7 +102,7 @@ impl Executor {
             self.config.log_chunk_bytes,
         );
         let ending = self
-            .execute(&task, &spool, &mut shipper, stop, control)
+            .execute(&task, &spool, &mut shipper, stop, control, deadline)
             .await;
         if !matches!(ending, Ending::Stopped(_)) {
             let deadline = Instant::now() + REPORT_PATIENCE;
@@ -161,6 +164,7 @@ impl Executor {
         shipper: &mut Shipper,
         stop: CancellationToken,
         control: TaskControl,
+        deadline: Instant,
     ) -> Ending {
         let dir = self.config.work_dir.join(task.id.to_string());
         if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -189,7 +193,7 @@ impl Executor {
             child.stdout.take().map(|o| spawn_reader(o, spool.clone())),
             child.stderr.take().map(|e| spawn_reader(e, spool.clone())),
         ];
-        let timeout = tokio::time::sleep(Duration::from_secs(task.timeout_s.max(0) as u64));
+        let timeout = tokio::time::sleep_until(deadline);
         tokio::pin!(timeout);
         let mut flush = tokio::time::interval(self.config.log_flush());
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -218,7 +222,11 @@ impl Executor {
                 }
             }
         };
-        if !matches!(ending, Ending::Exited(_)) {
+        if control.kill_now.is_cancelled() {
+            // Self-fencing: no grace, the server is about to hand the task to another.
+            signal_group(pgid, Signal::SIGKILL);
+            let _ = child.wait().await;
+        } else if !matches!(ending, Ending::Exited(_)) {
             self.terminate(pgid, &mut child).await;
         }
         drop(lifeline);

@@ -19,6 +19,8 @@ pub struct TaskControl {
     pub cancel: CancellationToken,
     /// The lease is no longer ours: stop the process and report nothing.
     pub gone: CancellationToken,
+    /// Self-fencing: kill at once, no grace — the server is about to give it away.
+    pub kill_now: CancellationToken,
 }
 
 #[derive(Debug)]
@@ -46,8 +48,13 @@ impl Tracker {
         control
     }
 
-    pub fn remove(&self, task: Uuid) {
-        self.tasks.lock().expect("tracker lock").remove(&task);
+    /// Forgets `task` if it is still tracked under `lease`: a newer lease of the same task
+    /// (it was taken back and handed to us again) stays.
+    pub fn remove(&self, task: Uuid, lease: Uuid) {
+        let mut tasks = self.tasks.lock().expect("tracker lock");
+        if tasks.get(&task).is_some_and(|(l, _)| *l == lease) {
+            tasks.remove(&task);
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -96,10 +103,11 @@ impl Tracker {
         }
     }
 
-    /// Stops every task without reporting: used when this runner fences itself.
+    /// Kills every task at once without reporting: used when this runner fences itself.
     pub fn abandon_all(&self) {
         for (id, (_, control)) in self.tasks.lock().expect("tracker lock").iter() {
             tracing::warn!(task.id = %id, "no word from the server: killing the task before it is given away");
+            control.kill_now.cancel();
             control.gone.cancel();
         }
     }
@@ -122,7 +130,19 @@ mod tests {
         assert!(ca.cancel.is_cancelled() && !ca.gone.is_cancelled());
         assert!(cb.gone.is_cancelled() && !cb.cancel.is_cancelled());
         assert_eq!(tracker.leases().len(), 2);
-        tracker.remove(a);
+        tracker.remove(a, Uuid::new_v4());
+        assert_eq!(
+            tracker.leases().len(),
+            2,
+            "another lease of the task is not removed"
+        );
+        let lease_a = tracker
+            .leases()
+            .into_iter()
+            .find(|l| l.task_id == a)
+            .unwrap()
+            .lease_id;
+        tracker.remove(a, lease_a);
         assert_eq!(tracker.leases().len(), 1);
         tracker.abandon_all();
         assert!(!ca.gone.is_cancelled(), "a was no longer tracked");

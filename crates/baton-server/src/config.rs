@@ -119,6 +119,9 @@ pub struct Timings {
     /// How long a claim may sit on a task Postgres still calls `queued` before the
     /// dispatch is presumed dead.
     pub dispatch_grace_ms: u64,
+    /// A run its runner's heartbeat no longer lists (same boot) is ended once it has been
+    /// going this long: longer than a heartbeat can be in flight.
+    pub forgotten_run_after_s: u64,
     pub retry_initial_ms: u64,
     pub retry_max_ms: u64,
     /// Terminal tasks and their logs are deleted this long after they finished.
@@ -143,6 +146,7 @@ impl Default for Timings {
             ack_timeout_s: 30,
             timeout_grace_s: 30,
             dispatch_grace_ms: 10_000,
+            forgotten_run_after_s: 15,
             retry_initial_ms: 2_000,
             retry_max_ms: 300_000,
             retention_s: 7 * 86_400,

@@ -101,6 +101,11 @@ impl From<StoreError> for ApiError {
                     ),
                 )
             },
+            StoreError::InvalidValue(m) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                format!("a value was refused: {m}"),
+            ),
             StoreError::Unavailable(m) => {
                 ApiError::unavailable(format!("database unavailable: {m}"))
             }

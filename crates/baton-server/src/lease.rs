@@ -23,6 +23,9 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
+/// How long a replay waits for the first attempt's Postgres write.
+const REPLAY_SETTLE: Duration = Duration::from_secs(5);
+
 /// Leases up to `req.max` tasks for `runner`; with nothing to hand out, parks up to
 /// `wait` for a wake-up that concerns this runner, then tries again. A retried request
 /// (same `request_id`) gets what its first attempt leased.
@@ -68,7 +71,17 @@ async fn replayed(
     pairs: &[(Uuid, Uuid)],
 ) -> Result<Vec<LeasedTask>, ApiError> {
     let ids: Vec<Uuid> = pairs.iter().map(|(task, _)| *task).collect();
-    let tasks = state.store.tasks_by_ids(&ids).await?;
+    // The script records the result before the Postgres write: while a listed task is
+    // still `queued` there, the first attempt is mid-way; wait for it (design.md §4.7).
+    let settle_by = tokio::time::Instant::now() + REPLAY_SETTLE;
+    let tasks = loop {
+        let tasks = state.store.tasks_by_ids(&ids).await?;
+        let mid_way = tasks.iter().any(|t| t.status == TaskStatus::Queued);
+        if !mid_way || tokio::time::Instant::now() >= settle_by {
+            break tasks;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     Ok(pairs
         .iter()
         .filter_map(|(id, lease)| {

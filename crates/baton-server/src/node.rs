@@ -114,6 +114,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         &StoreOptions {
             max_connections: config.db_max_connections,
             acquire_timeout: config.store_timeout(),
+            ..StoreOptions::default()
         },
     )?;
     if !config.no_migrate {

@@ -16,6 +16,10 @@ pub enum StoreError {
         status: TaskStatus,
         reason: &'static str,
     },
+    /// Postgres refused a value (SQLSTATE class 22: out of range, NUL in text): the
+    /// client's mistake that validation did not catch, never a 500.
+    #[error("invalid value: {0}")]
+    InvalidValue(String),
     /// A log chunk starts past the end of what the server holds.
     #[error("log chunk starts at {requested}, past the {held} bytes held")]
     LogOffsetPastEnd { requested: i64, held: i64 },
@@ -36,6 +40,9 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::RowNotFound => StoreError::NotFound,
             sqlx::Error::Database(db) if is_unavailable_code(db.code().as_deref()) => {
                 StoreError::Unavailable(e.to_string())
+            }
+            sqlx::Error::Database(db) if db.code().is_some_and(|c| c.starts_with("22")) => {
+                StoreError::InvalidValue(db.message().to_string())
             }
             _ => StoreError::Internal(e.to_string()),
         }

@@ -24,7 +24,7 @@ pub use tasks::{NewTask, TaskFilter, TaskRecord};
 pub use tokens::{ApiTokenRecord, RegistrationTokenRecord};
 
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::time::Duration;
 
 /// Migrations embedded in the binary, applied by `baton migrate` and at `baton serve`
@@ -43,6 +43,9 @@ pub struct Store {
 pub struct StoreOptions {
     pub max_connections: u32,
     pub acquire_timeout: Duration,
+    /// Postgres cancels any statement running longer: a query stuck on a half-dead
+    /// connection cannot hang a request or a service pass.
+    pub statement_timeout: Duration,
 }
 
 impl Default for StoreOptions {
@@ -50,6 +53,7 @@ impl Default for StoreOptions {
         StoreOptions {
             max_connections: 16,
             acquire_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -58,11 +62,17 @@ impl Store {
     /// A pool that connects lazily, so a node can start (and report not-ready) while
     /// Postgres is down.
     pub fn connect_lazy(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
+        let connect = url
+            .parse::<PgConnectOptions>()
+            .map_err(StoreError::from)?
+            .options([(
+                "statement_timeout",
+                format!("{}ms", options.statement_timeout.as_millis()),
+            )]);
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
-            .connect_lazy(url)
-            .map_err(StoreError::from)?;
+            .connect_lazy_with(connect);
         Ok(Store { pool })
     }
 

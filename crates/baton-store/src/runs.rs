@@ -90,8 +90,11 @@ impl Store {
             });
         }
         if !matches!(task.status, TaskStatus::Running | TaskStatus::Cancelling) {
+            // The same report again (its answer was lost): the outcome it recorded, or
+            // the retry a failure led to. A different late result is a conflict.
             let repeat = fence.runner_id.is_some()
-                && (task.status == end.outcome || task.status == TaskStatus::Scheduled);
+                && (task.status == end.outcome
+                    || (task.status == TaskStatus::Scheduled && end.outcome == TaskStatus::Failed));
             if repeat {
                 return Ok(task);
             }

@@ -145,6 +145,25 @@ impl Store {
             .collect())
     }
 
+    /// The runs a runner holds under its current boot that started before `before`.
+    pub async fn tasks_running_on(
+        &self,
+        runner: Uuid,
+        boot_id: Uuid,
+        before: DateTime<Utc>,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(sqlx::query_as::<_, TaskRecord>(
+            "SELECT * FROM tasks
+             WHERE runner_id = $1 AND boot_id = $2 AND status IN ('running', 'cancelling')
+               AND started_at < $3",
+        )
+        .bind(runner)
+        .bind(boot_id)
+        .bind(before)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// Tasks in one of `statuses`, oldest id first after `after`: the repair pass walks
     /// the table with this, a page at a time.
     pub async fn tasks_page(

@@ -143,8 +143,59 @@ pub async fn heartbeat(
         .coord
         .presence_touch(runner.id, req.boot_id, now_ms)
         .await?;
-    let (cancel, gone) = lease_states(&state, &runner, &req.running).await?;
+    // Presence is recorded; if Postgres is out, the verdicts wait for the next beat
+    // rather than turning the beat into an error the runner would fence itself over.
+    let (cancel, gone) = match lease_states(&state, &runner, &req.running).await {
+        Ok(verdicts) => verdicts,
+        Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE => {
+            tracing::warn!(runner.id = %runner.id, error = %e.message, "heartbeat without verdicts: postgres unavailable");
+            (Vec::new(), Vec::new())
+        }
+        Err(e) => return Err(e),
+    };
+    end_forgotten_runs(&state, &runner, &req).await;
     Ok(Json(HeartbeatResponse { cancel, gone }))
+}
+
+/// Runs this runner holds (same boot) but no longer lists: it gave up on them — it could
+/// not report, or it fenced itself while cut off. Nothing executes them, so they end now
+/// (or retry) instead of waiting for their timeout.
+async fn end_forgotten_runs(state: &AppState, runner: &Runner, beat: &Heartbeat) {
+    // Only runs going longer than a heartbeat can be in flight: one that started while
+    // this beat travelled is not mistaken for forgotten.
+    let forgotten_after =
+        chrono::Duration::seconds(state.config.timings.forgotten_run_after_s as i64);
+    let listed: std::collections::HashSet<Uuid> = beat.running.iter().map(|r| r.task_id).collect();
+    let held = match state
+        .store
+        .tasks_running_on(runner.id, beat.boot_id, Utc::now() - forgotten_after)
+        .await
+    {
+        Ok(held) => held,
+        Err(e) => return tracing::warn!(error = %e, "could not look for forgotten runs"),
+    };
+    for task in held.into_iter().filter(|t| !listed.contains(&t.id)) {
+        let Some(lease_id) = task.lease_id else {
+            continue;
+        };
+        let Some(lock) = finalize::lock(state, task.id, Duration::ZERO).await else {
+            continue;
+        };
+        let end = RunEnd::by_server(TaskStatus::Failed, "the runner no longer runs it");
+        let fence = Fence {
+            lease_id,
+            runner_id: None,
+        };
+        match finalize::finish_run(state, task.id, fence, &end).await {
+            Ok(ended) => {
+                tracing::warn!(task.id = %task.id, runner.id = %runner.id, status = %ended.status, "run forgotten by its runner ended")
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, task.id = %task.id, "forgotten run already moved on")
+            }
+        }
+        finalize::unlock(state, Some(lock)).await;
+    }
 }
 
 /// Of the leases a runner says it runs: which to cancel, and which are gone. Costs one

@@ -76,6 +76,15 @@ fn new_task(
     if let Some(url) = &req.notify_url {
         check_notify_url(url, limits.max_notify_url)?;
     }
+    if let Some(run_at) = req.run_at
+        && run_at > Utc::now() + chrono::Duration::days(MAX_DELAY_DAYS)
+    {
+        return Err(validate::Invalid::new(
+            "run_at",
+            format!("must be within {MAX_DELAY_DAYS} days from now"),
+        )
+        .into());
+    }
     if let Some(payload) = &req.payload {
         let size = serde_json::to_vec(payload)
             .map(|v| v.len())
@@ -110,6 +119,9 @@ fn new_task(
         traceparent,
     })
 }
+
+/// How far ahead a delayed start may be.
+const MAX_DELAY_DAYS: i64 = 3650;
 
 /// Webhooks go to absolute http(s) URLs.
 fn check_notify_url(url: &str, max: usize) -> Result<(), validate::Invalid> {
@@ -357,11 +369,11 @@ pub async fn logs(
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(q): ApiQuery<LogQuery>,
 ) -> Result<Response, ApiError> {
-    visible_task(&state, &user, id).await?;
     let offset = q.offset.unwrap_or(0);
     if offset < 0 {
         return Err(validate::Invalid::new("offset", "must not be negative").into());
     }
+    visible_task(&state, &user, id).await?;
     let chunk = state
         .store
         .task_log_read(id, q.attempt, offset, LOG_READ_MAX)

@@ -35,10 +35,16 @@ where
 {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A pass stuck on a call that never answers must not stop the service for good.
+    let limit = (interval * 10).max(Duration::from_secs(60));
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = ticker.tick() => pass().await,
+            _ = ticker.tick() => {
+                if tokio::time::timeout(limit, pass()).await.is_err() {
+                    tracing::warn!(limit_s = limit.as_secs(), "a service pass took too long and was abandoned");
+                }
+            }
         }
     }
 }

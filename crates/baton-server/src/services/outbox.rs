@@ -44,6 +44,27 @@ impl OutboxDeliverer {
         .await;
     }
 
+    async fn deliver(
+        &self,
+        row: &baton_store::OutboxRecord,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let sent = self
+            .state
+            .http
+            .post(&row.target)
+            .timeout(timeout)
+            .header("Idempotency-Key", &row.idempotency_key)
+            .json(&row.body.0)
+            .send()
+            .await;
+        match sent {
+            Ok(resp) if resp.status().is_success() => Ok(()),
+            Ok(resp) => Err(format!("receiver answered {}", resp.status())),
+            Err(e) => Err(format!("request failed: {e}")),
+        }
+    }
+
     pub async fn run_once(&self, now: DateTime<Utc>) -> Result<DeliveryReport, ServiceError> {
         let state = &self.state;
         let timeout = Duration::from_millis(state.config.timings.webhook_timeout_ms);
@@ -51,21 +72,12 @@ impl OutboxDeliverer {
         // while we still might.
         let hold = chrono::Duration::from_std(timeout * 2).unwrap_or_default();
         let rows = state.store.outbox_take_due(now, hold, BATCH).await?;
+        // All at once: each row is held for two request timeouts, so the batch must not
+        // take longer than one.
+        let outcomes =
+            futures::future::join_all(rows.iter().map(|row| self.deliver(row, timeout))).await;
         let mut report = DeliveryReport::default();
-        for row in rows {
-            let sent = state
-                .http
-                .post(&row.target)
-                .timeout(timeout)
-                .header("Idempotency-Key", &row.idempotency_key)
-                .json(&row.body.0)
-                .send()
-                .await;
-            let outcome = match sent {
-                Ok(resp) if resp.status().is_success() => Ok(()),
-                Ok(resp) => Err(format!("receiver answered {}", resp.status())),
-                Err(e) => Err(format!("request failed: {e}")),
-            };
+        for (row, outcome) in rows.iter().zip(outcomes) {
             match outcome {
                 Ok(()) => {
                     state.store.outbox_delivered(row.id, Utc::now()).await?;

@@ -148,8 +148,11 @@ impl Reconciler {
             .iter()
             .zip(presence)
             .filter_map(|(id, seen)| {
-                let row = rows.get(id).filter(|r| r.deleted_at.is_none())?;
+                let row = rows.get(id)?;
                 let last_seen = seen.map(|(at, _)| ms(at)).max(row.last_seen);
+                if row.deleted_at.is_some() {
+                    return Some((*id, RunnerFacts::Deleted { last_seen }));
+                }
                 let boot_id = seen.map(|(_, boot)| boot).or(row.boot_id);
                 Some((*id, RunnerFacts::Known { last_seen, boot_id }))
             })
