@@ -177,3 +177,50 @@ async fn a_parked_lease_whose_client_hung_up_strands_nothing() {
         "the task waited for a runner that is still there"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follower_on_one_node_streams_output_shipped_to_another() {
+    use futures::StreamExt;
+    let env = TestEnv::new("e2e-follow").await;
+    let node_a = env.node().await;
+    let node_b = env.node().await;
+    let _runner = env.runner(&node_b.url, &[], 1).await;
+    let (a, b) = (user_client(&node_a.url), user_client(&node_b.url));
+    // The task waits for a file the test creates once the first line has been seen.
+    let gate = env.dir.join("gate");
+    let (t, _) = b
+        .submit(&script(&format!(
+            "echo first; while [ ! -e {gate} ]; do sleep 0.1; done; echo second",
+            gate = gate.display()
+        )))
+        .await
+        .unwrap();
+    let (_, stream) = a.task_logs_follow(t.id, None, 0).await.unwrap();
+    let mut stream = std::pin::pin!(stream);
+    let mut seen = Vec::new();
+    while !seen.ends_with(b"first\n") {
+        let chunk = tokio::time::timeout(Duration::from_secs(20), stream.next())
+            .await
+            .expect("output streams while the task runs")
+            .unwrap()
+            .unwrap();
+        seen.extend_from_slice(&chunk);
+    }
+    assert_eq!(
+        a.task_get(t.id).await.unwrap().status,
+        TaskStatus::Running,
+        "streamed before the end"
+    );
+    std::fs::write(&gate, "").unwrap();
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(20), stream.next())
+        .await
+        .unwrap()
+    {
+        seen.extend_from_slice(&chunk.unwrap());
+    }
+    assert_eq!(
+        seen, b"first\nsecond\n",
+        "and the stream ends with the task"
+    );
+    assert!(a.task_get(t.id).await.unwrap().status.is_terminal());
+}

@@ -25,6 +25,7 @@ async fn output_past_the_cap_is_acknowledged_but_not_stored() {
                 command: Some(vec!["true".into()]),
                 script: None,
                 env: Default::default(),
+                secret_env: Default::default(),
                 payload: None,
                 priority: 0,
                 timeout_s: 60,

@@ -4,6 +4,7 @@ use anyhow::Context;
 use baton_client::{Client, SubmitTask, Task, TaskQuery};
 use baton_core::TaskStatus;
 use clap::{Args, Subcommand};
+use futures::StreamExt;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
@@ -223,58 +224,39 @@ async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Prints output as it arrives until the task is terminal, then returns the final task.
-/// Each attempt has its own log: when a retry starts, the rest of the previous attempt's
-/// output is printed, then a marker line on stderr, then the new attempt's.
+/// The server streams it (following the output on any node); each attempt has its own
+/// log, and a retry's output follows a marker line on stderr. A stream cut short (its
+/// node went away) is picked up again from where it stopped.
 async fn follow_logs(client: &Client, id: Uuid) -> anyhow::Result<Task> {
     let mut offset = 0;
     let mut attempt = None;
-    let mut idle = Duration::from_millis(100);
     loop {
-        let slice = client.task_logs(id, offset).await?;
-        match attempt {
-            Some(current) if slice.attempt != current => {
-                print_rest(client, id, current, offset).await?;
-                eprintln!("--- attempt {} ---", slice.attempt);
-                attempt = Some(slice.attempt);
-                offset = 0;
-                continue;
+        match client.task_logs_follow(id, attempt, offset).await {
+            Ok((followed, stream)) => {
+                attempt = Some(followed);
+                let mut stream = std::pin::pin!(stream);
+                while let Some(Ok(bytes)) = stream.next().await {
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(&bytes)?;
+                    out.flush()?;
+                    offset += bytes.len() as i64;
+                }
             }
-            _ => attempt = Some(slice.attempt),
+            Err(e) if e.status().is_some() => return Err(e.into()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
-        if !slice.bytes.is_empty() {
-            let mut out = std::io::stdout().lock();
-            out.write_all(&slice.bytes)?;
-            out.flush()?;
-            offset = slice.next_offset;
-            idle = Duration::from_millis(100);
-            continue;
+        let task = client.task_get(id).await.context("reading the task")?;
+        match attempt {
+            Some(followed) if task.attempt > followed => {
+                if followed > 0 {
+                    eprintln!("--- attempt {} ---", task.attempt);
+                }
+                attempt = Some(task.attempt);
+                offset = 0;
+            }
+            _ if task.status.is_terminal() => return Ok(task),
+            _ => {}
         }
-        if slice.status.is_terminal() {
-            // The status was read before the bytes, so nothing more will come.
-            return client
-                .task_get(id)
-                .await
-                .context("reading the finished task");
-        }
-        tokio::time::sleep(idle).await;
-        idle = (idle * 2).min(Duration::from_secs(1));
-    }
-}
-
-/// Prints what remains of one attempt's output from `offset`.
-async fn print_rest(
-    client: &Client,
-    id: Uuid,
-    attempt: i32,
-    mut offset: i64,
-) -> anyhow::Result<()> {
-    loop {
-        let slice = client.task_logs_of(id, Some(attempt), offset).await?;
-        if slice.bytes.is_empty() {
-            return Ok(());
-        }
-        std::io::stdout().write_all(&slice.bytes)?;
-        offset = slice.next_offset;
     }
 }
 

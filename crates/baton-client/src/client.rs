@@ -40,6 +40,8 @@ impl ClientError {
 
 /// How long a request may take beyond its own long-poll wait.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// A followed log stream may last as long as its task.
+const FOLLOW_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -218,6 +220,41 @@ impl Client {
             status,
             attempt,
         })
+    }
+
+    /// Follows one attempt's output (the latest when `None`) from `offset`: the answer
+    /// streams bytes as they arrive and ends when the task is over or a newer attempt
+    /// has started. Returns the attempt followed and the byte stream.
+    pub async fn task_logs_follow(
+        &self,
+        id: Uuid,
+        attempt: Option<i32>,
+        offset: i64,
+    ) -> Result<
+        (
+            i32,
+            impl futures::Stream<Item = Result<Bytes, reqwest::Error>>,
+        ),
+        ClientError,
+    > {
+        let mut req = self
+            .request(Method::GET, &format!("/v1/tasks/{id}/logs"))
+            .query(&[
+                ("offset", offset.to_string()),
+                ("follow", "true".to_string()),
+            ])
+            // The stream lasts as long as the task: no overall deadline.
+            .timeout(FOLLOW_TIMEOUT);
+        if let Some(attempt) = attempt {
+            req = req.query(&[("attempt", attempt)]);
+        }
+        let resp = Self::send(req).await?;
+        let attempt = resp
+            .headers()
+            .get(log_headers::ATTEMPT)
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .ok_or_else(|| ClientError::Protocol("follow answer without an attempt".into()))?;
+        Ok((attempt, resp.bytes_stream()))
     }
 
     pub async fn register(&self, req: &RegisterRunner) -> Result<RunnerRegistered, ClientError> {

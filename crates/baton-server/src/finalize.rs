@@ -69,6 +69,8 @@ pub async fn finish_run(
 /// waits in the delayed set. If this fails or the node dies first, the repair pass drops
 /// claims of terminal tasks and promotes overdue scheduled ones.
 async fn after_commit(state: &AppState, task: &TaskRecord, lease_id: Uuid) {
+    // Log followers stop once the run is over.
+    let _ = state.coord.publish(&baton_coord::Wake::Log(task.id)).await;
     if let Err(e) = state.coord.claim_release(task.id, lease_id).await {
         tracing::warn!(error = %e, task.id = %task.id, "claim of an ended run not dropped; repair will");
     }

@@ -1,6 +1,7 @@
 //! The HTTP surface (design.md §6).
 
 mod admin;
+mod logs;
 mod ops;
 mod runner;
 mod tasks;
@@ -23,7 +24,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tasks", post(tasks::submit).get(tasks::list))
         .route("/v1/tasks/batch", post(tasks::submit_batch))
         .route("/v1/tasks/{id}", get(tasks::get))
-        .route("/v1/tasks/{id}/logs", get(tasks::logs))
+        .route("/v1/tasks/{id}/logs", get(logs::logs))
         .route("/v1/tasks/{id}/cancel", post(tasks::cancel))
         .route("/v1/runners", get(admin::runners))
         .route(

@@ -288,6 +288,10 @@ pub async fn logs(
             state.config.limits.max_log_bytes,
         )
         .await?;
+    // Followers on any node read on.
+    if let Err(e) = state.coord.publish(&baton_coord::Wake::Log(id)).await {
+        tracing::debug!(error = %e, task.id = %id, "log followers will notice on their own");
+    }
     Ok(Json(LogAck {
         acked: append.acked,
         cancel: append.status == TaskStatus::Cancelling,

@@ -14,9 +14,10 @@ use crate::queueing::queue_entry;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use baton_client::{SubmitBatch, SubmitTask, Task, TaskList, log_headers};
+#[cfg(test)]
+use axum::http::HeaderValue;
+use axum::http::{HeaderMap, StatusCode};
+use baton_client::{SubmitBatch, SubmitTask, Task, TaskList};
 use baton_coord::Enqueue;
 use baton_coord::Wake;
 use baton_core::validate::{self, DEFAULT_QUEUE};
@@ -246,7 +247,11 @@ pub async fn submit_batch(
 }
 
 /// The task, if this caller may see it: a `submit`-only token sees only its own.
-async fn visible_task(state: &AppState, user: &User, id: Uuid) -> Result<TaskRecord, ApiError> {
+pub(super) async fn visible_task(
+    state: &AppState,
+    user: &User,
+    id: Uuid,
+) -> Result<TaskRecord, ApiError> {
     let owner = user.task_scope()?;
     let task = state.store.task_get(id).await?;
     if owner.is_some_and(|o| task.created_by != o) {
@@ -350,50 +355,6 @@ pub async fn list(
         tasks: rows.into_iter().map(task_view).collect(),
         next_cursor,
     }))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LogQuery {
-    offset: Option<i64>,
-    /// Which attempt's output (default: the latest).
-    attempt: Option<i32>,
-}
-
-/// Most bytes one log read returns; readers continue from `x-baton-next-offset`.
-const LOG_READ_MAX: usize = 1 << 20;
-
-pub async fn logs(
-    State(state): State<AppState>,
-    user: User,
-    ApiPath(id): ApiPath<Uuid>,
-    ApiQuery(q): ApiQuery<LogQuery>,
-) -> Result<Response, ApiError> {
-    let offset = q.offset.unwrap_or(0);
-    if offset < 0 {
-        return Err(validate::Invalid::new("offset", "must not be negative").into());
-    }
-    visible_task(&state, &user, id).await?;
-    let chunk = state
-        .store
-        .task_log_read(id, q.attempt, offset, LOG_READ_MAX)
-        .await?;
-    let mut resp = chunk.data.into_response();
-    let headers = resp.headers_mut();
-    headers.insert(
-        axum::http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    headers.insert(
-        log_headers::NEXT_OFFSET,
-        HeaderValue::from(chunk.next_offset),
-    );
-    headers.insert(
-        log_headers::TASK_STATUS,
-        HeaderValue::from_static(chunk.status.as_str()),
-    );
-    headers.insert(log_headers::ATTEMPT, HeaderValue::from(chunk.attempt));
-    Ok(resp)
 }
 
 #[cfg(test)]

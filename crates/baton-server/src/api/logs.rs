@@ -1,0 +1,140 @@
+//! Reading a task's output: a slice from an offset, or a stream that follows the output
+//! as it arrives until the task is over (any node: new chunks are announced through
+//! Redis, so a follower on node A hears of output shipped to node B at once).
+
+use super::tasks::visible_task;
+use crate::auth::User;
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
+use crate::state::AppState;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::HeaderValue;
+use axum::response::{IntoResponse, Response};
+use baton_client::log_headers;
+use baton_coord::Wake;
+use baton_core::validate::Invalid;
+use serde::Deserialize;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+use uuid::Uuid;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogQuery {
+    offset: Option<i64>,
+    /// Which attempt's output (default: the latest).
+    attempt: Option<i32>,
+    /// Stream new output until the task is over (or a retry starts a new attempt).
+    #[serde(default)]
+    follow: bool,
+}
+
+/// Most bytes one log read returns; readers continue from `x-baton-next-offset`.
+const LOG_READ_MAX: usize = 1 << 20;
+
+/// A follower looks again at least this often even if no announcement reaches it.
+const FOLLOW_RECHECK: Duration = Duration::from_secs(2);
+
+fn octet_stream(mut resp: Response, status: &'static str, attempt: i32) -> Response {
+    let headers = resp.headers_mut();
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    headers.insert(log_headers::TASK_STATUS, HeaderValue::from_static(status));
+    headers.insert(log_headers::ATTEMPT, HeaderValue::from(attempt));
+    resp
+}
+
+pub async fn logs(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiQuery(q): ApiQuery<LogQuery>,
+) -> Result<Response, ApiError> {
+    let offset = q.offset.unwrap_or(0);
+    if offset < 0 {
+        return Err(Invalid::new("offset", "must not be negative").into());
+    }
+    let task = visible_task(&state, &user, id).await?;
+    if q.follow {
+        // Before its first start a task is at attempt 0: follow the first run to come.
+        let attempt = q.attempt.unwrap_or(task.attempt.max(1));
+        let body = Body::from_stream(follow(state, id, attempt, offset));
+        return Ok(octet_stream(
+            body.into_response(),
+            task.status.as_str(),
+            attempt,
+        ));
+    }
+    let chunk = state
+        .store
+        .task_log_read(id, q.attempt, offset, LOG_READ_MAX)
+        .await?;
+    let mut resp = octet_stream(
+        chunk.data.into_response(),
+        chunk.status.as_str(),
+        chunk.attempt,
+    );
+    resp.headers_mut().insert(
+        log_headers::NEXT_OFFSET,
+        HeaderValue::from(chunk.next_offset),
+    );
+    Ok(resp)
+}
+
+/// The output of one attempt from `offset`, as it arrives; ends when the task is over or
+/// a newer attempt has started, once everything of this one was sent.
+fn follow(
+    state: AppState,
+    task: Uuid,
+    attempt: i32,
+    offset: i64,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+    futures::stream::unfold(Some(offset), move |offset| {
+        let state = state.clone();
+        async move {
+            let mut offset = offset?;
+            // Listen before looking, so a chunk stored between the two still wakes us.
+            let mut wakes = state.wake.subscribe();
+            loop {
+                let chunk = match state
+                    .store
+                    .task_log_read(task, Some(attempt), offset, LOG_READ_MAX)
+                    .await
+                {
+                    Ok(chunk) => chunk,
+                    Err(e) => return Some((Err(std::io::Error::other(e.to_string())), None)),
+                };
+                if !chunk.data.is_empty() {
+                    offset = chunk.next_offset;
+                    return Some((Ok(Bytes::from(chunk.data)), Some(offset)));
+                }
+                let latest = state
+                    .store
+                    .task_get(task)
+                    .await
+                    .map(|t| t.attempt)
+                    .unwrap_or(attempt);
+                if chunk.status.is_terminal() || latest > attempt {
+                    return None;
+                }
+                let woken = tokio::time::timeout(FOLLOW_RECHECK, async {
+                    loop {
+                        match wakes.recv().await {
+                            Ok(Wake::Log(id)) if id == task => return,
+                            Ok(Wake::All) | Err(RecvError::Lagged(_)) => return,
+                            Ok(_) => continue,
+                            Err(RecvError::Closed) => return,
+                        }
+                    }
+                });
+                tokio::select! {
+                    _ = woken => {}
+                    _ = state.shutdown.cancelled() => return None,
+                }
+            }
+        }
+    })
+}
