@@ -32,6 +32,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
 fi
 
+# The OpenAPI test fuzzes a live node with Schemathesis.
+if ! command -v st >/dev/null 2>&1; then
+    echo "test.sh: installing schemathesis"
+    python3 -m pip install --quiet schemathesis
+fi
+
 if ! redis-cli -u "$BATON_TEST_REDIS_URL" ping >/dev/null 2>&1; then
     port=56379
     echo "test.sh: no Redis at $BATON_TEST_REDIS_URL; starting one on $port"
@@ -64,9 +70,13 @@ psql "$BATON_TEST_DATABASE_URL" -qtAc \
     | psql "$BATON_TEST_DATABASE_URL" -q >/dev/null
 
 echo "test.sh: redis $BATON_TEST_REDIS_URL, postgres $BATON_TEST_DATABASE_URL"
-rm -f target/chaos-report.txt
+rm -f target/chaos-report.txt target/schemathesis.txt
 cargo test --workspace --no-fail-fast "$@"
-# The failover drill's report (tests/chaos.rs), for the record.
+# For the record: the failover drill's report (tests/chaos.rs) and the fuzzer's summary
+# (tests/openapi.rs).
 if [ -f target/chaos-report.txt ]; then
     sed -n '/^baton chaos report/,$p' target/chaos-report.txt
+fi
+if [ -f target/schemathesis.txt ]; then
+    sed -n '/SUMMARY/,$p' target/schemathesis.txt
 fi

@@ -9,56 +9,73 @@ use uuid::Uuid;
 
 /// `POST /v1/tasks`. Unknown fields are refused, so a misspelt option is an error rather
 /// than silently ignored.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")]
     pub queue: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 32, value_type = Vec<LabelName>)]
     pub labels: Vec<String>,
     /// The program and its arguments, run without a shell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Argv>)]
     pub command: Option<Vec<String>>,
     /// A script run with `sh -c`. Exactly one of `command` and `script`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = r"\S")]
     pub script: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = EnvMap)]
     pub env: BTreeMap<String, String>,
     /// Environment the task's process gets but no read of the task ever shows (only the
     /// names are listed); for credentials.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = EnvMap)]
     pub secret_env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
     #[serde(default)]
+    #[schema(minimum = -1000, maximum = 1000)]
     pub priority: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 604800)]
     pub timeout_s: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 2592000)]
     pub queue_timeout_s: Option<i64>,
     /// Runs in all, retries included (default 1: no retry). `failed`, `timed_out` and a
     /// lost runner retry with backoff while attempts remain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 100)]
     pub max_attempts: Option<i32>,
     /// Delayed start: the task waits as `scheduled` until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 255,
+        pattern = r"^[^\u0000-\u001f\u007f]+$"
+    )]
     pub idempotency_key: Option<String>,
     /// Completion webhook: POSTed the task's final state once it is terminal, at least
     /// once, with an `Idempotency-Key` header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 2048, pattern = r"^https?://[^\u0000-\u0020]+$")]
     pub notify_url: Option<String>,
 }
 
 /// `POST /v1/tasks/batch`: all or nothing.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitBatch {
+    #[schema(min_items = 1, max_items = 1000)]
     pub tasks: Vec<SubmitTask>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct TaskList {
     pub tasks: Vec<Task>,
     /// Pass as `cursor` to get the next page; absent on the last page.
@@ -67,7 +84,7 @@ pub struct TaskList {
 }
 
 /// A task as users see it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Task {
     pub id: Uuid,
     pub queue: String,
@@ -120,19 +137,28 @@ pub struct Task {
 }
 
 /// `POST /v1/runner/register`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterRunner {
     pub registration_token: String,
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub name: String,
     #[serde(default)]
+    #[schema(max_items = 32, value_type = Vec<LabelName>)]
     pub labels: Vec<String>,
     /// Queues this runner serves; empty means every queue.
     #[serde(default)]
+    #[schema(value_type = Vec<QueueName>)]
     pub queues: Vec<String>,
     #[serde(default = "default_capacity")]
+    #[schema(minimum = 1, maximum = 1024)]
     pub capacity: i32,
     #[serde(default)]
+    #[schema(max_length = 64, pattern = r"^[^\u0000]*$")]
     pub version: String,
 }
 
@@ -140,7 +166,7 @@ fn default_capacity() -> i32 {
     1
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct RunnerRegistered {
     pub runner_id: Uuid,
     /// Shown once; the server keeps only its hash.
@@ -148,7 +174,7 @@ pub struct RunnerRegistered {
 }
 
 /// A task the runner currently runs, as it reports it.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(utoipa::ToSchema, Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct RunningLease {
     pub task_id: Uuid,
@@ -156,15 +182,17 @@ pub struct RunningLease {
 }
 
 /// `POST /v1/runner/lease`: also a heartbeat.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRequest {
     /// Identifies this request across retries, so a lost answer can be replayed.
     pub request_id: Uuid,
     /// How many tasks the runner can take now (its free slots).
+    #[schema(minimum = 1, maximum = 64)]
     pub max: u32,
     /// How long to park when there is no work, 0..=50 seconds.
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 50)]
     pub wait_s: u32,
     /// Random per agent start: a new one proves the runner restarted.
     pub boot_id: Uuid,
@@ -172,7 +200,7 @@ pub struct LeaseRequest {
     pub running: Vec<RunningLease>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LeaseResponse {
     pub tasks: Vec<LeasedTask>,
     /// Tasks the runner must stop (a cancel was requested).
@@ -184,7 +212,7 @@ pub struct LeaseResponse {
 }
 
 /// `POST /v1/runner/heartbeat`: the runner's running leases.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Heartbeat {
     /// The agent process's boot id, as in lease requests.
@@ -193,7 +221,7 @@ pub struct Heartbeat {
     pub running: Vec<RunningLease>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct HeartbeatResponse {
     /// Tasks the runner must stop and report `cancelled`.
     pub cancel: Vec<Uuid>,
@@ -203,12 +231,12 @@ pub struct HeartbeatResponse {
 }
 
 /// `GET /v1/nodes`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct NodeList {
     pub nodes: Vec<NodeView>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct NodeView {
     pub id: String,
     pub addr: String,
@@ -218,7 +246,7 @@ pub struct NodeView {
 }
 
 /// What a runner needs to execute a task.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LeasedTask {
     pub id: Uuid,
     pub lease_id: Uuid,
@@ -241,20 +269,20 @@ pub struct LeasedTask {
 }
 
 /// `POST /v1/runner/tasks/{id}/start`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StartTask {
     pub lease_id: Uuid,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct Started {
     pub status: TaskStatus,
     pub attempt: i32,
 }
 
 /// Answer to a log chunk.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct LogAck {
     /// The server's log size after this chunk: the offset of the next chunk.
     pub acked: i64,
@@ -263,7 +291,7 @@ pub struct LogAck {
 }
 
 /// Outcomes a runner may report.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(utoipa::ToSchema, Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Succeeded,
@@ -282,7 +310,7 @@ impl Outcome {
 }
 
 /// `POST /v1/runner/tasks/{id}/complete`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteTask {
     pub lease_id: Uuid,
@@ -300,12 +328,12 @@ pub struct CompleteTask {
 }
 
 /// The body of every error answer (design.md invariant 7).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ErrorDetail {
     pub code: String,
     pub message: String,
@@ -329,7 +357,7 @@ pub mod log_headers {
 
 /// What an API token may do. `admin` is everything; `submit` submits tasks and reads and
 /// cancels the tasks it submitted; `read` reads everything and changes nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     Admin,
@@ -338,15 +366,21 @@ pub enum Scope {
 }
 
 /// `POST /v1/tokens`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub name: String,
+    #[schema(min_items = 1)]
     pub scopes: Vec<Scope>,
 }
 
 /// An API token as listed: never the secret.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TokenView {
     pub id: Uuid,
     pub name: String,
@@ -357,31 +391,33 @@ pub struct TokenView {
 }
 
 /// A new API token: the secret is shown this once, and only its hash is kept.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct TokenCreated {
     #[serde(flatten)]
     pub view: TokenView,
     pub token: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct TokenList {
     pub tokens: Vec<TokenView>,
 }
 
 /// `POST /v1/registration-tokens`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRegistrationToken {
     /// Seconds until it expires (default: never).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub expires_in_s: Option<i64>,
     /// How many runners may register with it (default: any number).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub uses: Option<i32>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct RegistrationTokenCreated {
     pub id: Uuid,
     /// Shown this once.
@@ -393,7 +429,7 @@ pub struct RegistrationTokenCreated {
 }
 
 /// A runner as operators see it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunnerView {
     pub id: Uuid,
     pub name: String,
@@ -411,7 +447,77 @@ pub struct RunnerView {
     pub created_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct RunnerList {
     pub runners: Vec<RunnerView>,
 }
+
+/// A string matching a pattern, for the OpenAPI document only: what the server checks
+/// of labels and queue names, so generated clients and fuzzers know it too.
+fn pattern_schema(pattern: &str) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(pattern))
+        .into()
+}
+
+/// A task's argv: at least one element, the first naming a program.
+pub struct Argv;
+
+impl utoipa::PartialSchema for Argv {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+        let string = || ObjectBuilder::new().schema_type(Type::String);
+        ArrayBuilder::new()
+            .items(string())
+            .prefix_items([string().min_length(Some(1))])
+            .min_items(Some(1))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Argv {}
+
+/// Environment variables: POSIX-portable names, string values.
+pub struct EnvMap;
+
+impl utoipa::PartialSchema for EnvMap {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property_names(Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")),
+            ))
+            .additional_properties(Some(ObjectBuilder::new().schema_type(Type::String)))
+            .max_properties(Some(128))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for EnvMap {}
+
+/// A runner label: 1-64 characters of `[a-zA-Z0-9._:=/-]`.
+pub struct LabelName;
+
+impl utoipa::PartialSchema for LabelName {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        pattern_schema(r"^[a-zA-Z0-9][a-zA-Z0-9._:=/-]{0,63}$")
+    }
+}
+
+impl utoipa::ToSchema for LabelName {}
+
+/// A queue name: `[a-z0-9][a-z0-9._-]{0,63}`.
+pub struct QueueName;
+
+impl utoipa::PartialSchema for QueueName {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        pattern_schema(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+    }
+}
+
+impl utoipa::ToSchema for QueueName {}

@@ -8,6 +8,7 @@ use std::str::FromStr;
 
 /// Where a task is in its life. Each variant names who moves a task out of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     /// Waiting for `run_at` or a retry backoff; the promoter moves it to `queued` when due.

@@ -151,13 +151,26 @@ pub fn check_env(env: &BTreeMap<String, String>, max_vars: usize) -> Result<(), 
 
 /// Idempotency keys are opaque to us, but bounded and printable.
 pub fn check_idempotency_key(key: &str) -> Result<(), Invalid> {
-    if key.is_empty() || key.len() > 255 || key.chars().any(|c| c.is_control()) {
+    if key.is_empty() || key.chars().count() > 255 || key.chars().any(|c| c.is_control()) {
         return Err(Invalid::new(
             "idempotency_key",
             "must be 1-255 printable characters",
         ));
     }
     Ok(())
+}
+
+/// Numbers Postgres' `jsonb` stores and gives back intact: a float near the ends of the
+/// double range comes back as a decimal too long to read as one. (`serde_json::Value`
+/// numbers, walked without depending on serde_json here: the caller passes each float.)
+pub fn check_json_float(field: &str, value: f64) -> Result<(), Invalid> {
+    if value.is_finite() && value.abs() < 1e300 {
+        return Ok(());
+    }
+    Err(Invalid::new(
+        field,
+        "numbers must lie between -1e300 and 1e300",
+    ))
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! invariant 7). A client's mistake is never a 500.
 
 use axum::Json;
-use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use baton_client::{ErrorBody, ErrorDetail};
@@ -136,29 +136,6 @@ fn body_rejection(e: &BytesRejection) -> ApiError {
         ApiError::too_large("body_too_large", "the request body is over the size limit")
     } else {
         ApiError::bad_request("unreadable_body", e.body_text())
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(e: JsonRejection) -> Self {
-        match &e {
-            JsonRejection::JsonSyntaxError(_) => ApiError::bad_request(
-                "malformed_json",
-                format!("the body is not valid JSON: {}", e.body_text()),
-            ),
-            JsonRejection::JsonDataError(_) => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_body",
-                e.body_text(),
-            ),
-            JsonRejection::MissingJsonContentType(_) => ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "send the body as JSON with Content-Type: application/json",
-            ),
-            JsonRejection::BytesRejection(b) => body_rejection(b),
-            _ => ApiError::bad_request("bad_request", e.body_text()),
-        }
     }
 }
 

@@ -156,6 +156,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         identity: Arc::new(identity),
         clocks: Arc::new(StalenessClocks::new(now_ms)),
         http,
+        openapi: Arc::default(),
         store,
         coord: coord.clone(),
         wake,

@@ -21,6 +21,8 @@ pub struct AppState {
     pub bootstrap_registration_token: Option<TokenHash>,
     pub clocks: Arc<StalenessClocks>,
     pub http: reqwest::Client,
+    /// The OpenAPI document, set once the router (which generates it) is built.
+    pub openapi: Arc<std::sync::OnceLock<serde_json::Value>>,
     /// Cancelled when the node begins shutting down: parked requests return at once.
     pub shutdown: CancellationToken,
 }

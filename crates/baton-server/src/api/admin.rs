@@ -2,6 +2,7 @@
 //! registration tokens. Changing a runner drops its token from every node's cache through
 //! Redis, so the change holds on its very next request.
 
+use super::openapi::Errors;
 use crate::auth::{API_TOKEN_PREFIX, User, hash_token, new_token, parse_scope, scope_name};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
@@ -46,6 +47,9 @@ fn runner_view(
     }
 }
 
+#[utoipa::path(get, path = "/v1/runners", tag = "admin", security(("bearer" = [])),
+    responses((status = 200, description = "Registered runners", body = RunnerList), Errors)
+)]
 pub async fn runners(
     State(state): State<AppState>,
     user: User,
@@ -72,6 +76,10 @@ async fn forget_runner(state: &AppState, id: Uuid) {
 
 /// Deletes a runner: its next request gets 401 and the agent exits; the reconciler
 /// requeues its unstarted tasks and ends its running ones.
+#[utoipa::path(delete, path = "/v1/runners/{id}", tag = "admin", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Runner id")),
+    responses((status = 204, description = "Deleted: its next request gets 401"), Errors)
+)]
 pub async fn runner_delete(
     State(state): State<AppState>,
     user: User,
@@ -107,6 +115,10 @@ async fn set_paused(
     Ok(Json(runner_view(&state, runner, 0, None)))
 }
 
+#[utoipa::path(post, path = "/v1/runners/{id}/pause", tag = "admin", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Runner id")),
+    responses((status = 200, description = "Paused: it leases nothing", body = RunnerView), Errors)
+)]
 pub async fn runner_pause(
     State(state): State<AppState>,
     user: User,
@@ -115,6 +127,10 @@ pub async fn runner_pause(
     set_paused(state, user, id, true).await
 }
 
+#[utoipa::path(post, path = "/v1/runners/{id}/resume", tag = "admin", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Runner id")),
+    responses((status = 200, description = "Resumed", body = RunnerView), Errors)
+)]
 pub async fn runner_resume(
     State(state): State<AppState>,
     user: User,
@@ -140,13 +156,19 @@ fn token_view(t: ApiTokenRecord) -> TokenView {
     }
 }
 
+#[utoipa::path(post, path = "/v1/tokens", tag = "admin", security(("bearer" = [])),
+    request_body = CreateToken,
+    responses((status = 201, description = "The token, shown this once", body = TokenCreated), Errors)
+)]
 pub async fn token_create(
     State(state): State<AppState>,
     user: User,
     ApiJson(req): ApiJson<CreateToken>,
 ) -> Result<(StatusCode, Json<TokenCreated>), ApiError> {
     user.require_admin()?;
-    if req.name.trim().is_empty() || req.name.len() > 128 || req.name.chars().any(char::is_control)
+    if req.name.trim().is_empty()
+        || req.name.chars().count() > 128
+        || req.name.chars().any(char::is_control)
     {
         return Err(Invalid::new("name", "must be 1-128 printable characters").into());
     }
@@ -168,6 +190,9 @@ pub async fn token_create(
     ))
 }
 
+#[utoipa::path(get, path = "/v1/tokens", tag = "admin", security(("bearer" = [])),
+    responses((status = 200, description = "API tokens, never their secrets", body = TokenList), Errors)
+)]
 pub async fn tokens(
     State(state): State<AppState>,
     user: User,
@@ -184,6 +209,10 @@ pub async fn tokens(
 }
 
 /// Revokes an API token at once: API tokens are not cached, so its next use is refused.
+#[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "admin", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Token id")),
+    responses((status = 204, description = "Revoked"), Errors)
+)]
 pub async fn token_revoke(
     State(state): State<AppState>,
     user: User,
@@ -198,6 +227,10 @@ pub async fn token_revoke(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(post, path = "/v1/registration-tokens", tag = "admin", security(("bearer" = [])),
+    request_body = CreateRegistrationToken,
+    responses((status = 201, description = "The token, shown this once", body = RegistrationTokenCreated), Errors)
+)]
 pub async fn registration_token_create(
     State(state): State<AppState>,
     user: User,

@@ -2,6 +2,7 @@
 //! as it arrives until the task is over (any node: new chunks are announced through
 //! Redis, so a follower on node A hears of output shipped to node B at once).
 
+use super::openapi::Errors;
 use super::tasks::visible_task;
 use crate::auth::User;
 use crate::error::ApiError;
@@ -19,13 +20,16 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct LogQuery {
+    #[param(minimum = 0)]
     offset: Option<i64>,
     /// Which attempt's output (default: the latest).
     attempt: Option<i32>,
-    /// Stream new output until the task is over (or a retry starts a new attempt).
+    /// Stream new output until the task is over (or a retry starts a new attempt, or 30 s
+    /// pass with no new output: then ask again from the bytes received).
     #[serde(default)]
     follow: bool,
 }
@@ -35,6 +39,10 @@ const LOG_READ_MAX: usize = 1 << 20;
 
 /// A follower looks again at least this often even if no announcement reaches it.
 const FOLLOW_RECHECK: Duration = Duration::from_secs(2);
+
+/// A follow stream with no new output for this long ends; the client asks again from
+/// the bytes it has. Proxies and idle-connection reapers then never cut it mid-way.
+const FOLLOW_IDLE: Duration = Duration::from_secs(30);
 
 fn octet_stream(mut resp: Response, status: &'static str, attempt: i32) -> Response {
     let headers = resp.headers_mut();
@@ -47,6 +55,18 @@ fn octet_stream(mut resp: Response, status: &'static str, attempt: i32) -> Respo
     resp
 }
 
+#[utoipa::path(get, path = "/v1/tasks/{id}/logs", tag = "tasks", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Task id"), LogQuery),
+    responses(
+        (status = 200, description = "Raw output bytes (streamed with `follow`)", content_type = "application/octet-stream", body = Vec<u8>,
+         headers(
+            ("x-baton-next-offset" = i64, description = "The offset to read from next (absent when following)"),
+            ("x-baton-task-status" = String, description = "The task's status when read"),
+            ("x-baton-attempt" = i32, description = "The attempt whose output this is")
+         )),
+        Errors
+    )
+)]
 pub async fn logs(
     State(state): State<AppState>,
     user: User,
@@ -98,7 +118,11 @@ fn follow(
             let mut offset = offset?;
             // Listen before looking, so a chunk stored between the two still wakes us.
             let mut wakes = state.wake.subscribe();
+            let idle_until = tokio::time::Instant::now() + FOLLOW_IDLE;
             loop {
+                if tokio::time::Instant::now() >= idle_until {
+                    return None;
+                }
                 let chunk = match state
                     .store
                     .task_log_read(task, Some(attempt), offset, LOG_READ_MAX)

@@ -2,6 +2,7 @@
 
 mod admin;
 mod logs;
+mod openapi;
 mod ops;
 mod runner;
 mod tasks;
@@ -10,46 +11,54 @@ pub mod views;
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
 use tower_http::trace::{DefaultMakeSpan, TraceLayer};
 use tracing::Level;
+use utoipa::OpenApi;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
+use utoipa_axum::routes;
 
+/// Every route, each registered together with its OpenAPI description.
 pub fn router(state: AppState) -> Router {
-    let limits = &state.config.limits;
+    let limits = state.config.limits.clone();
     // Log chunks are raw bytes with a limit of their own (answered 413 JSON).
-    let runner_logs = post(runner::logs).layer(DefaultBodyLimit::max(limits.max_log_chunk_bytes));
-    Router::new()
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/v1/tasks", post(tasks::submit).get(tasks::list))
-        .route("/v1/tasks/batch", post(tasks::submit_batch))
-        .route("/v1/tasks/{id}", get(tasks::get))
-        .route("/v1/tasks/{id}/logs", get(logs::logs))
-        .route("/v1/tasks/{id}/cancel", post(tasks::cancel))
-        .route("/v1/runners", get(admin::runners))
-        .route(
-            "/v1/runners/{id}",
-            axum::routing::delete(admin::runner_delete),
+    let runner_logs: UtoipaMethodRouter<AppState> = {
+        let (schemas, paths, method) = routes!(runner::logs);
+        (
+            schemas,
+            paths,
+            method.layer(DefaultBodyLimit::max(limits.max_log_chunk_bytes)),
         )
-        .route("/v1/runners/{id}/pause", post(admin::runner_pause))
-        .route("/v1/runners/{id}/resume", post(admin::runner_resume))
-        .route("/v1/tokens", post(admin::token_create).get(admin::tokens))
-        .route(
-            "/v1/tokens/{id}",
-            axum::routing::delete(admin::token_revoke),
-        )
-        .route(
-            "/v1/registration-tokens",
-            post(admin::registration_token_create),
-        )
-        .route("/v1/nodes", get(ops::nodes))
-        .route("/v1/runner/register", post(runner::register))
-        .route("/v1/runner/heartbeat", post(runner::heartbeat))
-        .route("/v1/runner/unregister", post(runner::unregister))
-        .route("/v1/runner/lease", post(runner::lease))
-        .route("/v1/runner/tasks/{id}/start", post(runner::start))
-        .route("/v1/runner/tasks/{id}/logs", runner_logs)
-        .route("/v1/runner/tasks/{id}/complete", post(runner::complete))
+    };
+    let (router, document) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(ops::healthz))
+        .routes(routes!(ops::readyz))
+        .routes(routes!(openapi::openapi_json))
+        .routes(routes!(tasks::submit, tasks::list))
+        .routes(routes!(tasks::submit_batch))
+        .routes(routes!(tasks::get))
+        .routes(routes!(logs::logs))
+        .routes(routes!(tasks::cancel))
+        .routes(routes!(admin::runners))
+        .routes(routes!(admin::runner_delete))
+        .routes(routes!(admin::runner_pause))
+        .routes(routes!(admin::runner_resume))
+        .routes(routes!(admin::token_create, admin::tokens))
+        .routes(routes!(admin::token_revoke))
+        .routes(routes!(admin::registration_token_create))
+        .routes(routes!(ops::nodes))
+        .routes(routes!(runner::register))
+        .routes(routes!(runner::heartbeat))
+        .routes(routes!(runner::unregister))
+        .routes(routes!(runner::lease))
+        .routes(routes!(runner::start))
+        .routes(runner_logs)
+        .routes(routes!(runner::complete))
+        .split_for_parts();
+    let mut document = document;
+    utoipa::Modify::modify(&openapi::CommandOrScript, &mut document);
+    let document = serde_json::to_value(&document).expect("the OpenAPI document serialises");
+    let _ = state.openapi.set(document);
+    router
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))

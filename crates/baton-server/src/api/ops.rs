@@ -1,5 +1,6 @@
 //! Operations endpoints: liveness and readiness, what a load balancer probes.
 
+use super::openapi::Errors;
 use crate::auth::User;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -11,12 +12,18 @@ use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 
 /// The process is up and serving HTTP.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "The process is up", body = Object))
+)]
 pub async fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
 
 /// Redis and Postgres answer and this node's liveness key is current; 503 with the
 /// reason otherwise, so a load balancer sends traffic elsewhere.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses((status = 200, description = "Ready to serve", body = Object), Errors)
+)]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     if state.shutdown.is_cancelled() {
         return Err(ApiError::unavailable("node is shutting down"));
@@ -35,6 +42,9 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiErr
 }
 
 /// Live nodes and how many dispatched tasks each owns.
+#[utoipa::path(get, path = "/v1/nodes", tag = "operations", security(("bearer" = [])),
+    responses((status = 200, description = "Live nodes and their claims", body = NodeList), Errors)
+)]
 pub async fn nodes(State(state): State<AppState>, user: User) -> Result<Json<NodeList>, ApiError> {
     user.require_read()?;
     let mut nodes = Vec::new();

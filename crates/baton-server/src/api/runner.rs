@@ -2,6 +2,7 @@
 //! carries the lease id; the store's compare-and-set on it is the fence that keeps a stale
 //! runner from changing anything (design.md invariant 2).
 
+use super::openapi::Errors;
 use crate::api::views::task_view;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
 use crate::error::ApiError;
@@ -12,6 +13,7 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use baton_client::ErrorBody;
 use baton_client::{
     CompleteTask, Heartbeat, HeartbeatResponse, LeaseRequest, LeaseResponse, LogAck,
     RegisterRunner, RunnerRegistered, RunningLease, StartTask, Started, Task,
@@ -31,7 +33,7 @@ const MAX_ERROR_TEXT: usize = 64 << 10;
 /// The registration's fields, checked before a limited token is spent on it.
 fn validate_registration(req: &RegisterRunner) -> Result<LabelSet, ApiError> {
     if req.name.trim().is_empty()
-        || req.name.len() > MAX_NAME
+        || req.name.chars().count() > MAX_NAME
         || req.name.chars().any(char::is_control)
     {
         return Err(
@@ -47,7 +49,7 @@ fn validate_registration(req: &RegisterRunner) -> Result<LabelSet, ApiError> {
             Invalid::new("capacity", format!("must be between 1 and {MAX_CAPACITY}")).into(),
         );
     }
-    if req.version.len() > 64 {
+    if req.version.chars().count() > 64 || req.version.contains('\0') {
         return Err(Invalid::new("version", "at most 64 characters").into());
     }
     Ok(labels)
@@ -55,6 +57,10 @@ fn validate_registration(req: &RegisterRunner) -> Result<LabelSet, ApiError> {
 
 /// Registers a runner with the bootstrap registration token or one created through the
 /// API (unexpired, with uses left — one is used up here).
+#[utoipa::path(post, path = "/v1/runner/register", tag = "runner",
+    request_body = RegisterRunner,
+    responses((status = 201, description = "Registered; the token is shown this once", body = RunnerRegistered), Errors)
+)]
 pub async fn register(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<RegisterRunner>,
@@ -101,6 +107,10 @@ pub async fn register(
     ))
 }
 
+#[utoipa::path(post, path = "/v1/runner/lease", tag = "runner", security(("bearer" = [])),
+    request_body = LeaseRequest,
+    responses((status = 200, description = "Tasks leased (none after `wait_s`), and verdicts on the runner's running leases", body = LeaseResponse), Errors)
+)]
 pub async fn lease(
     State(state): State<AppState>,
     runner: Runner,
@@ -133,6 +143,10 @@ pub async fn lease(
 
 /// A runner's proof of life while it runs tasks, and its way to learn which of them to
 /// stop: those being cancelled, and those whose lease is no longer its own.
+#[utoipa::path(post, path = "/v1/runner/heartbeat", tag = "runner", security(("bearer" = [])),
+    request_body = Heartbeat,
+    responses((status = 200, description = "Tasks to cancel and leases that are gone", body = HeartbeatResponse), Errors)
+)]
 pub async fn heartbeat(
     State(state): State<AppState>,
     runner: Runner,
@@ -229,6 +243,9 @@ async fn lease_states(
 }
 
 /// An ephemeral runner leaving after its one task: the same as an operator deleting it.
+#[utoipa::path(post, path = "/v1/runner/unregister", tag = "runner", security(("bearer" = [])),
+    responses((status = 204, description = "The runner is deleted"), Errors)
+)]
 pub async fn unregister(
     State(state): State<AppState>,
     runner: Runner,
@@ -243,6 +260,11 @@ pub async fn unregister(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(post, path = "/v1/runner/tasks/{id}/start", tag = "runner", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Task id")),
+    request_body = StartTask,
+    responses((status = 200, description = "Started: the runner may run it now", body = Started), Errors)
+)]
 pub async fn start(
     State(state): State<AppState>,
     runner: Runner,
@@ -260,18 +282,30 @@ pub async fn start(
     }))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
-pub struct LogQuery {
+#[into_params(parameter_in = Query)]
+pub struct LogChunkQuery {
     lease_id: Uuid,
+    /// Where in the output this chunk starts.
+    #[param(minimum = 0)]
     offset: i64,
 }
 
+#[utoipa::path(post, path = "/v1/runner/tasks/{id}/logs", tag = "runner", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Task id"), LogChunkQuery),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "Raw output bytes starting at `offset`"),
+    responses(
+        (status = 200, description = "Stored (or already held)", body = LogAck),
+        (status = 416, description = "The chunk starts past the end; `error.offset` is where to resume", body = ErrorBody),
+        Errors
+    )
+)]
 pub async fn logs(
     State(state): State<AppState>,
     runner: Runner,
     ApiPath(id): ApiPath<Uuid>,
-    ApiQuery(q): ApiQuery<LogQuery>,
+    ApiQuery(q): ApiQuery<LogChunkQuery>,
     RawBody(chunk): RawBody,
 ) -> Result<Json<LogAck>, ApiError> {
     if q.offset < 0 {
@@ -298,6 +332,11 @@ pub async fn logs(
     }))
 }
 
+#[utoipa::path(post, path = "/v1/runner/tasks/{id}/complete", tag = "runner", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Task id")),
+    request_body = CompleteTask,
+    responses((status = 200, description = "The task after the report", body = Task), Errors)
+)]
 pub async fn complete(
     State(state): State<AppState>,
     runner: Runner,
@@ -311,6 +350,7 @@ pub async fn complete(
         ));
     }
     if let Some(outputs) = &req.outputs {
+        super::tasks::check_json_floats("outputs", outputs)?;
         let size = serde_json::to_vec(outputs)
             .map(|v| v.len())
             .unwrap_or(usize::MAX);

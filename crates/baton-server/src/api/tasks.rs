@@ -4,6 +4,7 @@
 //! and the wake-up. A crash or Redis error in between leaves a committed `queued` row that
 //! no queue holds, which the repair pass re-adds; the client's 201 is never a lie.
 
+use super::openapi::Errors;
 use crate::api::views::task_view;
 use crate::api::views::webhook_body;
 use crate::auth::User;
@@ -87,6 +88,7 @@ fn new_task(
         .into());
     }
     if let Some(payload) = &req.payload {
+        check_json_floats("payload", payload)?;
         let size = serde_json::to_vec(payload)
             .map(|v| v.len())
             .unwrap_or(usize::MAX);
@@ -121,6 +123,25 @@ fn new_task(
     })
 }
 
+/// Every float inside a JSON value must be one Postgres gives back intact.
+pub(crate) fn check_json_floats(
+    field: &str,
+    value: &serde_json::Value,
+) -> Result<(), validate::Invalid> {
+    match value {
+        serde_json::Value::Number(n) if n.is_f64() => {
+            validate::check_json_float(field, n.as_f64().unwrap_or(f64::INFINITY))
+        }
+        serde_json::Value::Array(items) => {
+            items.iter().try_for_each(|v| check_json_floats(field, v))
+        }
+        serde_json::Value::Object(map) => {
+            map.values().try_for_each(|v| check_json_floats(field, v))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// How far ahead a delayed start may be.
 const MAX_DELAY_DAYS: i64 = 3650;
 
@@ -129,7 +150,7 @@ fn check_notify_url(url: &str, max: usize) -> Result<(), validate::Invalid> {
     let parsed = reqwest::Url::parse(url)
         .ok()
         .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
-    if url.len() > max || parsed.is_none() {
+    if url.chars().count() > max || url.chars().any(char::is_control) || parsed.is_none() {
         return Err(validate::Invalid::new(
             "notify_url",
             format!("must be an absolute http or https URL of at most {max} characters"),
@@ -170,6 +191,14 @@ async fn enqueue_created(state: &AppState, created: &[&TaskRecord]) {
     }
 }
 
+#[utoipa::path(post, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
+    request_body = SubmitTask,
+    responses(
+        (status = 201, description = "Accepted: committed, and queued (or scheduled)", body = Task),
+        (status = 200, description = "An existing task with this idempotency key", body = Task),
+        Errors
+    )
+)]
 pub async fn submit(
     State(state): State<AppState>,
     user: User,
@@ -196,6 +225,14 @@ pub async fn submit(
     Ok((status, Json(task_view(record))))
 }
 
+#[utoipa::path(post, path = "/v1/tasks/batch", tag = "tasks", security(("bearer" = [])),
+    request_body = SubmitBatch,
+    responses(
+        (status = 201, description = "All accepted (existing idempotency keys give their tasks)", body = TaskList),
+        (status = 200, description = "Every key already existed", body = TaskList),
+        Errors
+    )
+)]
 pub async fn submit_batch(
     State(state): State<AppState>,
     user: User,
@@ -260,6 +297,10 @@ pub(super) async fn visible_task(
     Ok(task)
 }
 
+#[utoipa::path(get, path = "/v1/tasks/{id}", tag = "tasks", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Task id")),
+    responses((status = 200, description = "The task", body = Task), Errors)
+)]
 pub async fn get(
     State(state): State<AppState>,
     user: User,
@@ -271,6 +312,10 @@ pub async fn get(
 /// Cancels a task: at once if it has not started, through its runner if it runs. Redis
 /// follows Postgres: the queue or delayed entry goes, a lease's claim goes (its runner's
 /// `start` is refused), and a running task's runner is woken if it is parked.
+#[utoipa::path(post, path = "/v1/tasks/{id}/cancel", tag = "tasks", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Task id")),
+    responses((status = 200, description = "Cancelled, or cancelling while its runner stops it", body = Task), Errors)
+)]
 pub async fn cancel(
     State(state): State<AppState>,
     user: User,
@@ -306,18 +351,27 @@ pub async fn cancel(
     Ok(Json(task_view(cancelled.task)))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    #[param(value_type = Option<baton_core::TaskStatus>)]
     status: Option<String>,
+    #[param(pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")]
     queue: Option<String>,
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<i64>,
+    /// `next_cursor` of the previous page.
     cursor: Option<Uuid>,
 }
 
 const LIST_DEFAULT: i64 = 100;
 const LIST_MAX: i64 = 1000;
 
+#[utoipa::path(get, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
+    params(ListQuery),
+    responses((status = 200, description = "Newest first; pass `next_cursor` as `cursor` for the next page", body = TaskList), Errors)
+)]
 pub async fn list(
     State(state): State<AppState>,
     user: User,
