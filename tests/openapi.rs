@@ -60,16 +60,66 @@ async fn the_document_lists_every_route() {
 async fn schemathesis_finds_no_server_error_and_no_response_off_the_schema() {
     let env = TestEnv::new("openapi-fuzz").await;
     let node = env.node().await;
+    let stdout = fuzz(&node.url, API_TOKEN, &[], 120, "schemathesis.txt").await;
+    assert!(
+        stdout.contains("Tested: 24"),
+        "every operation was tested:\n{stdout}"
+    );
+}
+
+/// The runner protocol, fuzzed with a runner's own token so its handlers are reached past
+/// authentication (with the admin token they all answer 401).
+#[tokio::test(flavor = "multi_thread")]
+async fn schemathesis_on_the_runner_protocol_with_a_runner_token() {
+    let env = TestEnv::new("openapi-fuzz-runner").await;
+    let node = env.node().await;
+    let (_, token) = register_runner_token(&node.url, &["linux"], 2).await;
+    // Unregistering would void the token and leave the rest of the run at 401. A lease
+    // with nothing to hand out is parked for its `wait_s` (at most 50 s) by design, so
+    // responses may take that long.
+    let only_runner = [
+        "--include-path-regex",
+        "^/v1/runner/",
+        "--exclude-path",
+        "/v1/runner/unregister",
+        "--max-response-time",
+        "55",
+    ];
+    let stdout = fuzz(
+        &node.url,
+        &token,
+        &only_runner,
+        90,
+        "schemathesis-runner.txt",
+    )
+    .await;
+    assert!(
+        stdout.contains("Tested: 6"),
+        "every runner operation was tested:\n{stdout}"
+    );
+    assert!(
+        !stdout.contains("Authentication failed"),
+        "the runner's token opened its operations:\n{stdout}"
+    );
+}
+
+/// Runs Schemathesis against the node's document with `token`, keeps its output in
+/// `target/<report>`, and fails the test on any problem it found.
+async fn fuzz(base: &str, token: &str, extra: &[&str], seconds: u32, report: &str) -> String {
     let hooks = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schemathesis");
-    let url = format!("{}/openapi.json", node.url);
+    let url = format!("{base}/openapi.json");
+    let auth = format!("Authorization: Bearer {token}");
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    let max_time = seconds.to_string();
+    // Schemathesis keeps a cache of past crashes in its working directory; keep it out of
+    // the source tree and out of the next run.
+    let workdir = std::env::temp_dir().join(format!("baton-st-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&workdir).unwrap();
+    let cwd = workdir.clone();
     let out = tokio::task::spawn_blocking(move || {
         Command::new("st")
-            .args([
-                "run",
-                &url,
-                "--header",
-                &format!("Authorization: Bearer {API_TOKEN}"),
-            ])
+            .args(["run", &url, "--header", &auth])
+            .args(&extra)
             // Everything but "every schema-valid request is accepted": the server checks
             // more than JSON Schema can say (a URL's syntax, say) and answers those 422.
             .args([
@@ -78,15 +128,9 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_schema() {
                 "--exclude-checks",
                 "positive_data_acceptance",
             ])
-            .args([
-                "--max-examples",
-                "30",
-                "--max-time",
-                "120",
-                "--workers",
-                "2",
-            ])
-            .args(["--request-timeout", "45", "--seed", "1"])
+            .args(["--max-examples", "30", "--max-time", &max_time])
+            .args(["--workers", "2", "--request-timeout", "60", "--seed", "1"])
+            .current_dir(cwd)
             .env("SCHEMATHESIS_HOOKS", "hooks")
             .env("PYTHONPATH", &hooks)
             .env("NO_COLOR", "1")
@@ -95,16 +139,16 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_schema() {
     })
     .await
     .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/schemathesis.txt");
-    let _ = std::fs::write(report, stdout.as_bytes());
+    let _ = std::fs::remove_dir_all(&workdir);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(report);
+    let _ = std::fs::write(path, stdout.as_bytes());
     assert!(
         out.status.success(),
         "schemathesis found problems:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(
-        stdout.contains("Tested: 24"),
-        "every operation was tested:\n{stdout}"
-    );
+    stdout
 }

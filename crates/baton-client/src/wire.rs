@@ -71,7 +71,9 @@ pub struct SubmitTask {
 #[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitBatch {
-    #[schema(min_items = 1, max_items = 1000)]
+    /// One to 1000 tasks. The upper bound is a size limit, not a schema rule:
+    /// more than 1000 is answered 413 like any other oversized request.
+    #[schema(min_items = 1)]
     pub tasks: Vec<SubmitTask>,
 }
 
