@@ -1,0 +1,436 @@
+//! Walks the authorization matrix of `docs/authorization.md` against a live node: every
+//! operation × every kind of caller, each with a request that would succeed if allowed,
+//! so a refusal can only come from authorization. The table is read from the document, so
+//! the document cannot drift from the server.
+
+mod support;
+
+use baton_client::{Client, CreateToken, LeaseRequest, Scope, SubmitTask};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use support::*;
+use uuid::Uuid;
+
+const DOC: &str = include_str!("../docs/authorization.md");
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_cell_of_the_documented_matrix_holds() {
+    let env = TestEnv::new("authz").await;
+    let node = env.node().await;
+    let world = World::new(&node.url).await;
+    let matrix = Matrix::from_doc(DOC);
+
+    let described = described_operations(&node.url).await;
+    let in_table: BTreeSet<String> = matrix.rows.iter().map(|r| r.operation.clone()).collect();
+    assert_eq!(
+        in_table, described,
+        "the table lists exactly the documented operations"
+    );
+
+    let mut wrong = Vec::new();
+    let mut cells = 0;
+    for row in &matrix.rows {
+        for (column, expected) in matrix.columns.iter().zip(&row.cells) {
+            cells += 1;
+            if let Err(e) = world.check(&row.operation, column, expected).await {
+                wrong.push(format!("{} as {column}: {e}", row.operation));
+            }
+        }
+    }
+    assert!(
+        cells >= 24 * 9,
+        "the whole matrix was walked ({cells} cells)"
+    );
+    assert!(
+        wrong.is_empty(),
+        "cells that do not hold:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// `METHOD /path` of every operation in `/openapi.json`.
+async fn described_operations(base: &str) -> BTreeSet<String> {
+    let doc: Value = reqwest::get(format!("{base}/openapi.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut ops = BTreeSet::new();
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        for method in methods.as_object().unwrap().keys() {
+            ops.insert(format!("{} {path}", method.to_uppercase()));
+        }
+    }
+    ops
+}
+
+struct Matrix {
+    columns: Vec<String>,
+    rows: Vec<Row>,
+}
+
+struct Row {
+    operation: String,
+    cells: Vec<String>,
+}
+
+impl Matrix {
+    /// The table whose header starts with `| Operation |`.
+    fn from_doc(doc: &str) -> Matrix {
+        let split = |line: &str| -> Vec<String> {
+            line.trim()
+                .trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().trim_matches('`').to_string())
+                .collect()
+        };
+        let mut lines = doc.lines().skip_while(|l| !l.starts_with("| Operation |"));
+        let header = split(lines.next().expect("the matrix table is in the document"));
+        let columns = header[1..].to_vec();
+        let rows: Vec<Row> = lines
+            .skip(1)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let cells = split(l);
+                assert_eq!(cells.len(), header.len(), "a full row: {l}");
+                Row {
+                    operation: cells[0].clone(),
+                    cells: cells[1..].to_vec(),
+                }
+            })
+            .collect();
+        Matrix { columns, rows }
+    }
+}
+
+/// The callers and the things they act on.
+struct World {
+    base: String,
+    http: reqwest::Client,
+    admin: Client,
+    /// Tokens for the API-token columns, by column name.
+    unknown: String,
+    revoked: String,
+    registration: String,
+    admin_token: String,
+    submit: String,
+    read: String,
+    /// A second submit-only token: its tasks are "another token's" to every caller.
+    other_submitter: Client,
+}
+
+/// One request, ready to send.
+struct Call {
+    method: Method,
+    path: String,
+    body: Body,
+}
+
+enum Body {
+    None,
+    Json(Value),
+    Bytes(Vec<u8>),
+}
+
+/// Whose task a task operation acts on.
+#[derive(Clone, Copy, PartialEq)]
+enum Whose {
+    Callers,
+    Anothers,
+}
+
+impl World {
+    async fn new(base: &str) -> World {
+        let admin = user_client(base);
+        let mint = |scope: Scope| {
+            let admin = admin.clone();
+            async move {
+                admin
+                    .token_create(&CreateToken {
+                        name: "authz".into(),
+                        scopes: vec![scope],
+                    })
+                    .await
+                    .unwrap()
+            }
+        };
+        let revoked = mint(Scope::Admin).await;
+        admin.token_revoke(revoked.view.id).await.unwrap();
+        let registration = admin
+            .registration_token_create(&Default::default())
+            .await
+            .unwrap()
+            .token;
+        let other = mint(Scope::Submit).await.token;
+        World {
+            base: base.to_string(),
+            http: reqwest::Client::new(),
+            unknown: format!("bat_{}", "0".repeat(64)),
+            revoked: revoked.token,
+            registration,
+            admin_token: mint(Scope::Admin).await.token,
+            submit: mint(Scope::Submit).await.token,
+            read: mint(Scope::Read).await.token,
+            other_submitter: Client::new(base, Some(other)).unwrap(),
+            admin,
+        }
+    }
+
+    /// Checks one cell: `yes`, `own`, or the status it must be refused with.
+    async fn check(&self, operation: &str, column: &str, expected: &str) -> Result<(), String> {
+        match expected {
+            "yes" => {
+                let (status, _) = self.attempt(operation, column, Whose::Anothers).await;
+                expect(status.is_success(), "allowed", status)
+            }
+            "own" => {
+                let (status, body) = self.attempt(operation, column, Whose::Callers).await;
+                expect(status.is_success(), "allowed on its own task", status)?;
+                let (status, others) = self.attempt(operation, column, Whose::Anothers).await;
+                if operation == "GET /v1/tasks" {
+                    // A listing is allowed, but shows only the caller's tasks.
+                    expect(status.is_success(), "allowed", status)?;
+                    let ids = |v: &Value| -> Vec<String> {
+                        v["tasks"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|t| t["id"].to_string())
+                            .collect()
+                    };
+                    let (mine, listed) = (ids(&body), ids(&others));
+                    let foreign = self
+                        .other_submitter
+                        .task_list(&Default::default())
+                        .await
+                        .unwrap();
+                    return match foreign
+                        .tasks
+                        .iter()
+                        .find(|t| listed.contains(&format!("\"{}\"", t.id)))
+                    {
+                        Some(t) => Err(format!("lists another token's task {}", t.id)),
+                        None if mine.is_empty() => Err("lists none of its own tasks".into()),
+                        None => Ok(()),
+                    };
+                }
+                expect(
+                    status == StatusCode::NOT_FOUND,
+                    "404 on another's task",
+                    status,
+                )
+            }
+            code => {
+                let want: u16 = code.parse().map_err(|_| format!("bad cell {code:?}"))?;
+                let (status, _) = self.attempt(operation, column, Whose::Anothers).await;
+                expect(status.as_u16() == want, code, status)
+            }
+        }
+    }
+
+    /// Sets up what `operation` needs, then calls it as `column`.
+    async fn attempt(&self, operation: &str, column: &str, whose: Whose) -> (StatusCode, Value) {
+        // Runner columns get fresh runners: an allowed unregister ends its caller.
+        let holder = self.register().await;
+        let caller = match column {
+            "none" => None,
+            "unknown" => Some(self.unknown.clone()),
+            "revoked" => Some(self.revoked.clone()),
+            "registration" => Some(self.registration.clone()),
+            "admin" => Some(self.admin_token.clone()),
+            "submit" => Some(self.submit.clone()),
+            "read" => Some(self.read.clone()),
+            "runner" => Some(holder.token.clone()),
+            "other runner" => Some(self.register().await.token),
+            other => panic!("unknown column {other:?}"),
+        };
+        let call = self
+            .call_for(operation, caller.as_deref(), whose, &holder)
+            .await;
+        let mut request = self
+            .http
+            .request(call.method, format!("{}{}", self.base, call.path));
+        if let Some(token) = &caller {
+            request = request.bearer_auth(token);
+        }
+        request = match call.body {
+            Body::None => request,
+            Body::Json(v) => request.json(&v),
+            Body::Bytes(b) => request
+                .header("content-type", "application/octet-stream")
+                .body(b),
+        };
+        let response = request.send().await.expect("the node answers");
+        let status = response.status();
+        let body = response.json().await.unwrap_or(Value::Null);
+        (status, body)
+    }
+
+    async fn call_for(
+        &self,
+        operation: &str,
+        caller: Option<&str>,
+        whose: Whose,
+        holder: &Registered,
+    ) -> Call {
+        let (method, template) = operation.split_once(' ').unwrap();
+        let method: Method = method.parse().unwrap();
+        let call = |path: String, body: Body| Call {
+            method: method.clone(),
+            path,
+            body,
+        };
+        let task_of = || async {
+            let owner = match whose {
+                Whose::Callers => Client::new(&self.base, caller.map(str::to_string)).unwrap(),
+                Whose::Anothers => self.other_submitter.clone(),
+            };
+            owner.submit(&parked_task()).await.unwrap().0.id
+        };
+        match template {
+            "/healthz" | "/readyz" | "/openapi.json" | "/v1/tasks" | "/v1/runners"
+            | "/v1/tokens" | "/v1/nodes"
+                if method == Method::GET =>
+            {
+                call(template.to_string(), Body::None)
+            }
+            "/v1/tasks" => call(template.into(), Body::Json(json!(parked_task()))),
+            "/v1/tasks/batch" => call(
+                template.into(),
+                Body::Json(json!({ "tasks": [parked_task(), parked_task()] })),
+            ),
+            "/v1/tasks/{id}" | "/v1/tasks/{id}/logs" | "/v1/tasks/{id}/cancel" => {
+                let id = task_of().await;
+                call(template.replace("{id}", &id.to_string()), Body::None)
+            }
+            "/v1/runners/{id}" | "/v1/runners/{id}/pause" | "/v1/runners/{id}/resume" => {
+                let target = self.register().await;
+                call(template.replace("{id}", &target.id.to_string()), Body::None)
+            }
+            "/v1/tokens" => call(
+                template.into(),
+                Body::Json(json!({ "name": "made-in-authz", "scopes": ["read"] })),
+            ),
+            "/v1/tokens/{id}" => {
+                let made = self
+                    .admin
+                    .token_create(&CreateToken {
+                        name: "to-revoke".into(),
+                        scopes: vec![Scope::Read],
+                    })
+                    .await
+                    .unwrap();
+                call(
+                    template.replace("{id}", &made.view.id.to_string()),
+                    Body::None,
+                )
+            }
+            "/v1/registration-tokens" => call(template.into(), Body::Json(json!({ "uses": 1 }))),
+            "/v1/runner/register" => call(
+                template.into(),
+                Body::Json(json!({
+                    "registration_token": REGISTRATION_TOKEN,
+                    "name": "authz-registered",
+                    "labels": ["authz"],
+                    "capacity": 1,
+                    "version": "test",
+                })),
+            ),
+            "/v1/runner/lease" => call(
+                template.into(),
+                Body::Json(json!({
+                    "request_id": Uuid::new_v4(), "max": 1, "wait_s": 0,
+                    "boot_id": Uuid::new_v4(), "running": [],
+                })),
+            ),
+            "/v1/runner/heartbeat" => call(
+                template.into(),
+                Body::Json(json!({ "boot_id": Uuid::new_v4(), "running": [] })),
+            ),
+            "/v1/runner/unregister" => call(template.into(), Body::None),
+            "/v1/runner/tasks/{id}/start" => {
+                let (task, lease) = self.leased_to(holder, false).await;
+                let path = template.replace("{id}", &task.to_string());
+                call(path, Body::Json(json!({ "lease_id": lease })))
+            }
+            "/v1/runner/tasks/{id}/logs" => {
+                let (task, lease) = self.leased_to(holder, true).await;
+                let path = format!("/v1/runner/tasks/{task}/logs?lease_id={lease}&offset=0");
+                call(path, Body::Bytes(b"hello\n".to_vec()))
+            }
+            "/v1/runner/tasks/{id}/complete" => {
+                let (task, lease) = self.leased_to(holder, true).await;
+                let path = template.replace("{id}", &task.to_string());
+                call(
+                    path,
+                    Body::Json(
+                        json!({ "lease_id": lease, "outcome": "succeeded", "exit_code": 0 }),
+                    ),
+                )
+            }
+            other => panic!("the matrix names an operation this test cannot call: {other}"),
+        }
+    }
+
+    /// A fresh runner with a label of its own, so it leases only what is meant for it.
+    async fn register(&self) -> Registered {
+        let label = format!("r{}", &Uuid::new_v4().simple().to_string()[..10]);
+        let (id, token) = register_runner_token(&self.base, &[label.as_str()], 1).await;
+        Registered { id, token, label }
+    }
+
+    /// A task leased to `holder` (and started, if asked): its id and lease id.
+    async fn leased_to(&self, holder: &Registered, started: bool) -> (Uuid, Uuid) {
+        let runner = Client::new(&self.base, Some(holder.token.clone())).unwrap();
+        let task = SubmitTask {
+            labels: vec![holder.label.clone()],
+            ..parked_task()
+        };
+        let id = self.admin.submit(&task).await.unwrap().0.id;
+        let leased = runner
+            .lease(&LeaseRequest {
+                request_id: Uuid::new_v4(),
+                max: 1,
+                wait_s: 10,
+                boot_id: Uuid::new_v4(),
+                running: vec![],
+            })
+            .await
+            .unwrap();
+        let lease = leased
+            .tasks
+            .iter()
+            .find(|t| t.id == id)
+            .expect("the holder leased its task")
+            .lease_id;
+        if started {
+            runner.start(id, lease).await.unwrap();
+        }
+        (id, lease)
+    }
+}
+
+struct Registered {
+    id: Uuid,
+    token: String,
+    label: String,
+}
+
+/// A task no runner will ever lease (no runner has its label).
+fn parked_task() -> SubmitTask {
+    SubmitTask {
+        command: Some(vec!["true".into()]),
+        labels: vec!["authz-parked".into()],
+        ..Default::default()
+    }
+}
+
+fn expect(ok: bool, what: &str, got: StatusCode) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("expected {what}, got {got}"))
+    }
+}
