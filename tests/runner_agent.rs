@@ -6,7 +6,6 @@ mod support;
 
 use baton_client::SubmitTask;
 use baton_core::TaskStatus;
-use std::process::Command;
 use std::time::Duration;
 use support::*;
 
@@ -218,12 +217,8 @@ async fn the_cli_waits_streams_the_output_and_exits_with_the_task_code() {
 
 /// Runs `baton task ARGS...` against `server` with the admin token.
 async fn baton_task(server: &str, args: &[&str]) -> std::process::Output {
-    let mut cmd = Command::new(procs::BATON);
-    cmd.arg("task")
-        .args(args)
-        .env("BATON_SERVER", server)
-        .env("BATON_TOKEN", API_TOKEN);
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
+    let args: Vec<&str> = std::iter::once("task")
+        .chain(args.iter().copied())
+        .collect();
+    procs::baton_cli(server, API_TOKEN, &args).await
 }

@@ -1,5 +1,7 @@
 //! The command line.
 
+mod admin;
+mod connect;
 mod runner;
 mod serve;
 mod task;
@@ -39,6 +41,15 @@ pub enum Command {
     /// Submit, inspect and follow tasks.
     #[command(subcommand)]
     Task(task::TaskCommand),
+    /// List, pause, resume and delete runners.
+    #[command(subcommand)]
+    Runners(admin::RunnersCommand),
+    /// Create, list and revoke API tokens.
+    #[command(subcommand)]
+    Token(admin::TokenCommand),
+    /// Create tokens runners register with.
+    #[command(subcommand)]
+    RegistrationToken(admin::RegistrationTokenCommand),
     /// Start a local cluster: Redis, Postgres, three nodes behind nginx, two runners.
     Dev(crate::dev::DevArgs),
     /// The failover drill: a cluster under load, nodes, runners and Redis killed at
@@ -52,6 +63,9 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Migrate(args) => serve::migrate(args).await,
         Command::Runner(args) => runner::run(args).await,
         Command::Task(cmd) => task::run(cmd).await,
+        Command::Runners(cmd) => admin::runners(cmd).await,
+        Command::Token(cmd) => admin::tokens(cmd).await,
+        Command::RegistrationToken(cmd) => admin::registration_tokens(cmd).await,
         Command::Dev(args) => crate::dev::run(args).await,
         Command::Chaos(args) => crate::chaos::run(args).await,
     }

@@ -1,5 +1,6 @@
-//! `baton task submit | get | list | logs`.
+//! `baton task submit | get | list | cancel | logs`.
 
+use super::connect::{ClientArgs, print_json};
 use anyhow::Context;
 use baton_client::{Client, SubmitTask, Task, TaskQuery};
 use baton_core::TaskStatus;
@@ -10,27 +11,6 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 use uuid::Uuid;
-
-#[derive(Debug, Args)]
-pub struct ClientArgs {
-    /// Any node, or the load balancer.
-    #[arg(
-        long,
-        env = "BATON_SERVER",
-        default_value = "http://127.0.0.1:8080",
-        global = true
-    )]
-    server: String,
-    /// API token.
-    #[arg(long, env = "BATON_TOKEN", hide_env_values = true, global = true)]
-    token: Option<String>,
-}
-
-impl ClientArgs {
-    fn client(&self) -> anyhow::Result<Client> {
-        Ok(Client::new(&self.server, self.token.clone())?)
-    }
-}
 
 #[derive(Debug, Subcommand)]
 pub enum TaskCommand {
@@ -275,13 +255,4 @@ fn exit_code_of(task: &Task) -> ExitCode {
         (_, Some(code)) => ExitCode::from(u8::try_from(code).unwrap_or(1).max(1)),
         _ => ExitCode::FAILURE,
     }
-}
-
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    writeln!(
-        std::io::stdout(),
-        "{}",
-        serde_json::to_string_pretty(value)?
-    )?;
-    Ok(())
 }

@@ -209,3 +209,14 @@ impl Drop for RunnerProc {
         let _ = self.child.wait();
     }
 }
+
+/// Runs the `baton` command line (`baton ARGS...`) against `server` with `token`, to the end.
+pub async fn baton_cli(server: &str, token: &str, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(BATON);
+    cmd.args(args)
+        .env("BATON_SERVER", server)
+        .env("BATON_TOKEN", token);
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}

@@ -1,0 +1,160 @@
+//! `baton runners …`, `baton token …`, `baton registration-token create`: the operator's
+//! side of the API (docs/authorization.md says which token may do what).
+
+use super::connect::{ClientArgs, print_json};
+use baton_client::{CreateRegistrationToken, CreateToken, Scope};
+use clap::Subcommand;
+use std::io::Write;
+use std::process::ExitCode;
+use uuid::Uuid;
+
+#[derive(Debug, Subcommand)]
+pub enum RunnersCommand {
+    /// List registered runners: online or not, paused or not, tasks running.
+    List {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Stop a runner leasing new tasks; what it runs carries on.
+    Pause {
+        id: Uuid,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Let a paused runner lease again.
+    Resume {
+        id: Uuid,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Delete a runner: its token stops working and its running tasks are ended as lost
+    /// (and retried if they may) once it is surely gone.
+    Delete {
+        id: Uuid,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create an API token; the secret is printed this once.
+    Create {
+        /// What the token is for, shown in listings.
+        #[arg(long)]
+        name: String,
+        /// admin, submit or read (repeatable).
+        #[arg(long = "scope", required = true, value_parser = parse_scope)]
+        scopes: Vec<Scope>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// List API tokens (never their secrets).
+    List {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Revoke an API token: refused on its next request, on every node.
+    Revoke {
+        id: Uuid,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RegistrationTokenCommand {
+    /// Create a token runners register with; the secret is printed this once.
+    Create {
+        /// Seconds until it expires [default: never].
+        #[arg(long)]
+        expires_in_s: Option<i64>,
+        /// How many runners may register with it [default: any number].
+        #[arg(long)]
+        uses: Option<i32>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+fn parse_scope(s: &str) -> Result<Scope, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|_| format!("{s:?} is not a scope: admin, submit or read"))
+}
+
+pub async fn runners(cmd: RunnersCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        RunnersCommand::List { client } => {
+            let list = client.client()?.runners().await?;
+            let mut out = std::io::stdout().lock();
+            for r in &list.runners {
+                let state = match (r.online, r.paused) {
+                    (true, false) => "online",
+                    (true, true) => "paused",
+                    (false, false) => "offline",
+                    (false, true) => "offline,paused",
+                };
+                writeln!(
+                    out,
+                    "{}  {:<20}  {:<14}  running={}/{}  labels={}",
+                    r.id,
+                    r.name,
+                    state,
+                    r.running,
+                    r.capacity,
+                    r.labels.join(",")
+                )?;
+            }
+        }
+        RunnersCommand::Pause { id, client } => {
+            print_json(&client.client()?.runner_pause(id, true).await?)?;
+        }
+        RunnersCommand::Resume { id, client } => {
+            print_json(&client.client()?.runner_pause(id, false).await?)?;
+        }
+        RunnersCommand::Delete { id, client } => {
+            client.client()?.runner_delete(id).await?;
+            eprintln!("runner {id} deleted");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn tokens(cmd: TokenCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        TokenCommand::Create {
+            name,
+            scopes,
+            client,
+        } => {
+            let made = client
+                .client()?
+                .token_create(&CreateToken { name, scopes })
+                .await?;
+            print_json(&made)?;
+        }
+        TokenCommand::List { client } => print_json(&client.client()?.tokens().await?)?,
+        TokenCommand::Revoke { id, client } => {
+            client.client()?.token_revoke(id).await?;
+            eprintln!("token {id} revoked");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn registration_tokens(cmd: RegistrationTokenCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        RegistrationTokenCommand::Create {
+            expires_in_s,
+            uses,
+            client,
+        } => {
+            let made = client
+                .client()?
+                .registration_token_create(&CreateRegistrationToken { expires_in_s, uses })
+                .await?;
+            print_json(&made)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
