@@ -37,6 +37,17 @@ if ! command -v st >/dev/null 2>&1; then
     echo "test.sh: installing schemathesis"
     python3 -m pip install --quiet schemathesis
 fi
+# The metrics test reads /metrics with Prometheus's own text parser.
+if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
+    echo "test.sh: installing prometheus-client"
+    python3 -m pip install --quiet prometheus-client
+fi
+# The deployment test renders the Helm chart with the Helm engine and validates what it
+# renders against the Kubernetes schemas.
+if ! python3 -c 'import helm_python, kubernetes_validate' >/dev/null 2>&1; then
+    echo "test.sh: installing helm-python-sdk and kubernetes-validate"
+    python3 -m pip install --quiet helm-python-sdk kubernetes-validate
+fi
 
 if ! redis-cli -u "$BATON_TEST_REDIS_URL" ping >/dev/null 2>&1; then
     port=56379

@@ -5,8 +5,8 @@ mod chaos;
 mod cli;
 mod dev;
 mod localcluster;
-mod logging;
 mod settings;
+mod telemetry;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -27,12 +27,11 @@ fn main() -> ExitCode {
     // Pick ring as the TLS provider before any client (sqlx, reqwest) is built.
     baton_client::install_tls_provider();
     let cli = cli::Cli::parse();
-    logging::init(cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(cli::run(cli.command)) {
+    match runtime.block_on(cli::run(cli.command, cli.log_format, cli.traces)) {
         Ok(code) => code,
         // `baton task list | head`: the reader has what it wanted.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,

@@ -290,7 +290,7 @@ impl World {
             owner.submit(&parked_task()).await.unwrap().0.id
         };
         match template {
-            "/healthz" | "/readyz" | "/openapi.json" | "/v1/tasks" | "/v1/runners"
+            "/healthz" | "/readyz" | "/metrics" | "/openapi.json" | "/v1/tasks" | "/v1/runners"
             | "/v1/tokens" | "/v1/nodes"
                 if method == Method::GET =>
             {

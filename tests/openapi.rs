@@ -21,6 +21,7 @@ async fn the_document_lists_every_route() {
     let expected = [
         ("/healthz", "get"),
         ("/readyz", "get"),
+        ("/metrics", "get"),
         ("/openapi.json", "get"),
         ("/v1/tasks", "post"),
         ("/v1/tasks", "get"),
@@ -62,7 +63,7 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_schema() {
     let node = env.node().await;
     let stdout = fuzz(&node.url, API_TOKEN, &[], 120, "schemathesis.txt").await;
     assert!(
-        stdout.contains("Tested: 24"),
+        stdout.contains("Tested: 25"),
         "every operation was tested:\n{stdout}"
     );
 }

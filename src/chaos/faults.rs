@@ -127,7 +127,7 @@ async fn apply(
         }
         Fault::RestartRedis => {
             // Alternate: keep the data (a restart that reloads its snapshot), lose it.
-            let keep = log.redis_restarts % 2 == 0;
+            let keep = log.redis_restarts.is_multiple_of(2);
             cluster.restart_redis(keep).await?;
             log.redis_restarts += 1;
             if !keep {

@@ -6,7 +6,7 @@ mod runner;
 mod serve;
 mod task;
 
-use crate::logging::LogFormat;
+use crate::telemetry::{LogFormat, TraceArgs};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -26,6 +26,8 @@ pub struct Cli {
         default_value_t
     )]
     pub log_format: LogFormat,
+    #[command(flatten)]
+    pub traces: TraceArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -57,11 +59,27 @@ pub enum Command {
     Chaos(crate::chaos::ChaosArgs),
 }
 
-pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    command: Command,
+    log_format: LogFormat,
+    traces: TraceArgs,
+) -> anyhow::Result<ExitCode> {
+    // The node and the runner export traces (they know their identity once their
+    // settings are read); the other commands only log.
     match command {
-        Command::Serve(args) => serve::serve(args).await,
+        Command::Serve(args) => serve::serve(args, log_format, traces).await,
+        Command::Runner(args) => runner::run(args, log_format, traces).await,
+        command => {
+            crate::telemetry::init_logs(log_format);
+            run_other(command).await
+        }
+    }
+}
+
+async fn run_other(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve(_) | Command::Runner(_) => unreachable!("dispatched by `run`"),
         Command::Migrate(args) => serve::migrate(args).await,
-        Command::Runner(args) => runner::run(args).await,
         Command::Task(cmd) => task::run(cmd).await,
         Command::Runners(cmd) => admin::runners(cmd).await,
         Command::Token(cmd) => admin::tokens(cmd).await,

@@ -1,6 +1,7 @@
 //! `baton runner`.
 
 use crate::settings;
+use crate::telemetry::{self, LogFormat, TraceArgs};
 use baton_runner::{Agent, AgentExit, RunnerConfig};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -59,14 +60,29 @@ pub struct RunnerArgs {
     /// Serve the agent's own GET /healthz on this address.
     #[arg(long, env = "BATON_RUNNER_HEALTHZ_LISTEN")]
     healthz_listen: Option<std::net::SocketAddr>,
+    /// Test-only: the version the agent announces instead of its own, to rehearse skew.
+    #[arg(long, env = "BATON_RUNNER_REPORTED_VERSION", hide = true)]
+    reported_version: Option<String>,
 }
 
-pub async fn run(mut args: RunnerArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    mut args: RunnerArgs,
+    log_format: LogFormat,
+    traces: TraceArgs,
+) -> anyhow::Result<ExitCode> {
     // `--labels ""` means no labels, not one empty label.
     for list in [&mut args.labels, &mut args.queues].into_iter().flatten() {
         list.retain(|item| !item.trim().is_empty());
     }
     let config: RunnerConfig = settings::load(args.config.as_deref(), &args)?;
+    let telemetry = telemetry::init(
+        log_format,
+        &traces,
+        telemetry::Service {
+            name: "baton-runner",
+            instance: &config.name,
+        },
+    )?;
     let agent = Agent::new(config)?;
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
@@ -75,8 +91,16 @@ pub async fn run(mut args: RunnerArgs) -> anyhow::Result<ExitCode> {
         tracing::info!("shutdown requested: no new tasks");
         stop.cancel();
     });
-    Ok(match agent.run(shutdown).await? {
+    let exit = agent.run(shutdown).await;
+    telemetry.flush().await;
+    Ok(match exit? {
         AgentExit::Shutdown | AgentExit::Once => ExitCode::SUCCESS,
         AgentExit::Unregistered => ExitCode::from(3),
+        AgentExit::Incompatible => {
+            eprintln!(
+                "baton runner: the server cannot serve this runner version; upgrade the runner"
+            );
+            ExitCode::from(4)
+        }
     })
 }

@@ -1,6 +1,7 @@
 //! `baton serve` and `baton migrate`.
 
 use crate::settings;
+use crate::telemetry::{self, LogFormat, TraceArgs};
 use baton_server::ServeConfig;
 use baton_store::{Store, StoreOptions};
 use serde::Serialize;
@@ -53,6 +54,10 @@ pub struct ServeArgs {
     /// Liveness key TTL in milliseconds [default: 10000].
     #[arg(long, env = "BATON_NODE_TTL_MS")]
     node_ttl_ms: Option<u64>,
+    /// After SIGTERM, how long in-flight requests may take before the node exits anyway
+    /// [default: 25].
+    #[arg(long, env = "BATON_DRAIN_GRACE_S")]
+    drain_grace_s: Option<u64>,
     #[command(flatten)]
     timings: TimingArgs,
     /// Test-only fault injection (`after-pop`: abort between the Redis pop and the
@@ -108,20 +113,37 @@ struct TimingArgs {
     outbox_interval_ms: Option<u64>,
 }
 
-pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let config: ServeConfig = settings::load(args.config.as_deref(), &args)?;
+pub async fn serve(
+    args: ServeArgs,
+    log_format: LogFormat,
+    traces: TraceArgs,
+) -> anyhow::Result<ExitCode> {
+    let mut config: ServeConfig = settings::load(args.config.as_deref(), &args)?;
+    // Fixed here, not in the node, so the traces' resource names the node too.
+    let node_id = config
+        .node_id
+        .get_or_insert_with(baton_server::node::random_node_id)
+        .clone();
+    let telemetry = telemetry::init(
+        log_format,
+        &traces,
+        telemetry::Service {
+            name: "baton-server",
+            instance: &node_id,
+        },
+    )?;
     let node = baton_server::start(config).await?;
     println!(
         "baton node {} listening on http://{}",
         node.node_id, node.addr
     );
-    let stop = node.shutdown_token();
-    tokio::spawn(async move {
-        super::shutdown_signal().await;
-        tracing::info!("shutdown requested");
-        stop.cancel();
-    });
-    node.wait().await?;
+    super::shutdown_signal().await;
+    tracing::info!("shutdown requested: draining");
+    let started = std::time::Instant::now();
+    let drained = node.drain().await;
+    tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "drained");
+    telemetry.flush().await;
+    drained?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,5 +1,8 @@
-//! nginx in front of the nodes: the cluster's one address, as in production. Tuned for
-//! Baton's traffic: long polls that park for up to 50 s, and followed logs that stream.
+//! nginx in front of the nodes: the cluster's one address, as in production. The
+//! configuration is the production one, `deploy/nginx/baton.conf` (tuned for Baton's
+//! traffic: long polls that park for up to 50 s, followed logs that stream, retries only
+//! where they are safe), with this cluster's nodes and address put in, inside a main
+//! context that keeps everything nginx writes under the cluster's folder.
 
 use super::processes::{StopPolicy, Supervised, find_program};
 use super::readiness::{http_ok, probe_client, wait_until};
@@ -12,18 +15,18 @@ use tokio::process::Command;
 
 const READY_WITHIN: Duration = Duration::from_secs(15);
 
+/// The production file: an `upstream` and a `server`, for nginx's `http` context.
+const PRODUCTION: &str = include_str!("../../deploy/nginx/baton.conf");
+
 /// The configuration: everything nginx writes (pid, logs, temp files) stays under `dir`.
 pub fn config(dir: &Path, listen_port: u16, nodes: &[u16], as_root: bool) -> String {
     let dir = dir.display();
     // As root, workers would otherwise drop to `nobody`, which cannot write the temp
     // folders under a root-owned work folder.
     let user = if as_root { "user root;\n" } else { "" };
-    let servers: String = nodes
-        .iter()
-        .map(|port| format!("        server 127.0.0.1:{port} max_fails=3 fail_timeout=5s;\n"))
-        .collect();
+    let site = site(PRODUCTION, &format!("127.0.0.1:{listen_port}"), nodes);
     format!(
-        r#"# Written by `baton dev` at each start; edits are lost.
+        r#"# Written by `baton dev` at each start from deploy/nginx/baton.conf; edits are lost.
 daemon off;
 {user}worker_processes 1;
 pid {dir}/nginx.pid;
@@ -41,35 +44,50 @@ http {{
     uwsgi_temp_path {dir}/uwsgi_temp;
     scgi_temp_path {dir}/scgi_temp;
 
-    upstream baton {{
-{servers}        keepalive 32;
-    }}
-
-    server {{
-        listen 127.0.0.1:{listen_port};
-        client_max_body_size 16m;
-
-        location / {{
-            proxy_pass http://baton;
-            # Keep-alive to the nodes.
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $host;
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            # Lease requests park up to 50 s on a node; leave them room.
-            proxy_read_timeout 90s;
-            proxy_send_timeout 90s;
-            # Followed logs reach the client as they come.
-            proxy_buffering off;
-            # A dead node's requests go to the next one. Without `non_idempotent`, a POST
-            # is retried only when it never reached a node, so no submit runs twice.
-            proxy_next_upstream error timeout http_502 http_503;
-            proxy_next_upstream_tries 3;
-        }}
-    }}
-}}
+{site}}}
 "#
     )
+}
+
+/// `production` with its upstream's `server` lines replaced by one per local node (same
+/// parameters: `max_fails`, `fail_timeout`) and its `listen` line by `listen`.
+fn site(production: &str, listen: &str, nodes: &[u16]) -> String {
+    let (mut in_upstream, mut servers_done, mut listens) = (false, false, 0);
+    let mut out = String::new();
+    for line in production.lines() {
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        if trimmed.starts_with("upstream ") {
+            in_upstream = true;
+        } else if in_upstream && trimmed.starts_with('}') {
+            in_upstream = false;
+        }
+        if in_upstream && trimmed.starts_with("server ") {
+            if !servers_done {
+                // `server ADDRESS PARAMETERS;`: keep the parameters.
+                let params = trimmed["server ".len()..]
+                    .split_once(' ')
+                    .map_or(";", |(_, params)| params);
+                for port in nodes {
+                    out.push_str(&format!("{indent}server 127.0.0.1:{port} {params}\n"));
+                }
+                servers_done = true;
+            }
+            continue;
+        }
+        if trimmed.starts_with("listen ") {
+            listens += 1;
+            out.push_str(&format!("{indent}listen {listen};\n"));
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    assert!(
+        servers_done && listens == 1,
+        "deploy/nginx/baton.conf must have an upstream with `server` lines and one `listen`"
+    );
+    out
 }
 
 pub fn spawn(
@@ -110,4 +128,74 @@ pub async fn wait_ready(nginx: &mut Supervised, lb_url: &str) -> anyhow::Result<
         http_ok(http, url)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_production_file_gets_every_node_and_the_local_address() {
+        let dir = Path::new("/tmp/baton-dev/nginx");
+        let conf = config(dir, 18080, &[18081, 18082, 18083], false);
+        for port in [18081, 18082, 18083] {
+            assert!(
+                conf.contains(&format!(
+                    "server 127.0.0.1:{port} max_fails=3 fail_timeout=5s;"
+                )),
+                "node {port} is in the upstream:\n{conf}"
+            );
+        }
+        assert!(conf.contains("listen 127.0.0.1:18080;"));
+        assert_eq!(conf.matches("listen ").count(), 1);
+        assert!(
+            !conf.contains("192.0.2.") && !conf.contains("listen 80;"),
+            "no example address of the production file is left:\n{conf}"
+        );
+        assert!(conf.contains("pid /tmp/baton-dev/nginx/nginx.pid;"));
+        // The production tuning is there, untouched.
+        for tuning in [
+            "proxy_read_timeout 90s;",
+            "proxy_buffering off;",
+            "keepalive 32;",
+            "location = /v1/runner/lease",
+        ] {
+            assert!(conf.contains(tuning), "{tuning} is kept");
+        }
+    }
+
+    /// nginx itself accepts the rendered file (when nginx is installed: scripts/test.sh
+    /// installs it).
+    #[test]
+    fn nginx_accepts_the_rendered_configuration() {
+        let Some(nginx) = find_program("nginx", &["/usr/sbin/nginx"]) else {
+            eprintln!("nginx not installed: not checked");
+            return;
+        };
+        let dir = std::env::temp_dir().join(format!("baton-nginx-t-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("nginx.conf");
+        // `user root;` needs root; `nginx -t` runs as whoever runs the tests.
+        let as_root = std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
+        std::fs::write(&conf, config(&dir, 18080, &[18081, 18082], as_root)).unwrap();
+        let out = std::process::Command::new(nginx)
+            .arg("-t")
+            .arg("-p")
+            .arg(&dir)
+            .arg("-c")
+            .arg(&conf)
+            .arg("-e")
+            .arg(dir.join("error.log"))
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            out.status.success(),
+            "nginx -t refused the configuration:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+pub mod nginx;
 pub mod procs;
 pub mod services;
 

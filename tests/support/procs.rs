@@ -109,6 +109,26 @@ impl NodeProc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// SIGTERM (a graceful drain), then waits up to `timeout` for the exit: its code,
+    /// or `None` if it is still running then.
+    pub async fn terminate(&mut self, timeout: Duration) -> Option<i32> {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status.code().unwrap_or(-1));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 impl Drop for NodeProc {

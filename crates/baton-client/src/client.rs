@@ -48,6 +48,8 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
+    /// A runner agent's version, sent with each request (`RUNNER_VERSION_HEADER`).
+    agent_version: Option<String>,
 }
 
 /// Makes ring the process's TLS provider unless one is set. reqwest is built without a
@@ -67,7 +69,16 @@ impl Client {
             http,
             base: base_url.trim_end_matches('/').to_string(),
             token,
+            agent_version: None,
         })
+    }
+
+    /// The same client, announcing itself as runner agent `version`.
+    pub fn with_agent_version(&self, version: impl Into<String>) -> Self {
+        Client {
+            agent_version: Some(version.into()),
+            ..self.clone()
+        }
     }
 
     pub fn with_token(&self, token: impl Into<String>) -> Self {
@@ -90,7 +101,13 @@ impl Client {
         if let Some(token) = &self.token {
             req = req.bearer_auth(token);
         }
-        req
+        if let Some(version) = &self.agent_version {
+            req = req.header(RUNNER_VERSION_HEADER, version);
+        }
+        // The caller's span continues on the server (one trace per task).
+        let mut headers = reqwest::header::HeaderMap::new();
+        crate::trace_context::inject_current(&mut headers);
+        req.headers(headers)
     }
 
     async fn send(req: RequestBuilder) -> Result<Response, ClientError> {
@@ -289,6 +306,8 @@ impl Client {
         Self::json(self.request(Method::GET, "/v1/nodes")).await
     }
 
+    /// A report call: its own client span, which the server's request span continues.
+    #[tracing::instrument(name = "runner.start", skip_all, fields(otel.kind = "client", task.id = %task))]
     pub async fn start(&self, task: Uuid, lease_id: Uuid) -> Result<Started, ClientError> {
         Self::json(
             self.request(Method::POST, &format!("/v1/runner/tasks/{task}/start"))
@@ -297,6 +316,8 @@ impl Client {
         .await
     }
 
+    /// A report call: its own client span, which the server's request span continues.
+    #[tracing::instrument(name = "runner.logs", skip_all, fields(otel.kind = "client", task.id = %task))]
     pub async fn log_append(
         &self,
         task: Uuid,
@@ -316,6 +337,8 @@ impl Client {
         .await
     }
 
+    /// A report call: its own client span, which the server's request span continues.
+    #[tracing::instrument(name = "runner.complete", skip_all, fields(otel.kind = "client", task.id = %task))]
     pub async fn complete(&self, task: Uuid, report: &CompleteTask) -> Result<Task, ClientError> {
         Self::json(
             self.request(Method::POST, &format!("/v1/runner/tasks/{task}/complete"))

@@ -3,6 +3,7 @@
 //! types, so the two ends cannot drift apart.
 
 pub mod client;
+pub mod trace_context;
 pub mod wire;
 
 pub use client::{ApiError, Client, ClientError, LogSlice, TaskQuery, install_tls_provider};

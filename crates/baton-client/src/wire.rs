@@ -347,6 +347,10 @@ pub struct ErrorDetail {
     pub status: Option<TaskStatus>,
 }
 
+/// Sent by the runner agent on every runner API request: its version, so a server can
+/// refuse (426) a runner too old for it with a reason, instead of failing obscurely.
+pub const RUNNER_VERSION_HEADER: &str = "x-baton-runner-version";
+
 /// Headers on `GET /v1/tasks/{id}/logs` answers.
 pub mod log_headers {
     /// Offset of the first byte after this answer: the `offset` to ask for next.

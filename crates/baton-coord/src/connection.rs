@@ -9,6 +9,28 @@ use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{
     Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
 };
+use std::time::Instant;
+
+/// Histogram of Redis round trips, by `op`: the command's name (`hget`, `evalsha` for a
+/// script), or `pipeline` / `multi`. Every command goes through [`Conn`], so this is
+/// the one place they are timed.
+pub const COMMAND_DURATION: &str = "baton_redis_command_duration_seconds";
+
+/// The `op` label of a command: its name, lower-cased. Only this crate's own commands
+/// pass here, so the set is small and fixed.
+fn op_of(cmd: &Cmd) -> String {
+    match cmd.args_iter().next() {
+        Some(redis::Arg::Simple(name)) if name.len() <= 24 && name.is_ascii() => {
+            String::from_utf8_lossy(name).to_ascii_lowercase()
+        }
+        _ => "other".to_string(),
+    }
+}
+
+fn timed(op: impl Into<metrics::SharedString>, started: Instant) {
+    metrics::histogram!(COMMAND_DURATION, "op" => op.into())
+        .record(started.elapsed().as_secs_f64());
+}
 
 /// How to reach the Redis master.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,7 +132,9 @@ impl Conn {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            let started = Instant::now();
             let result = self.inner().req_packed_command(cmd).await;
+            timed(op_of(cmd), started);
             self.note(result)
         })
     }
@@ -122,10 +146,17 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
+            let started = Instant::now();
             let result = self
                 .inner()
                 .req_packed_commands(pipeline, offset, count)
                 .await;
+            let op = if pipeline.is_transaction() {
+                "multi"
+            } else {
+                "pipeline"
+            };
+            timed(op, started);
             self.note(result)
         })
     }
@@ -149,5 +180,14 @@ impl Drop for Conn {
                 None => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_command_is_labelled_by_its_name() {
+        assert_eq!(super::op_of(redis::cmd("HGET").arg("k").arg("f")), "hget");
+        assert_eq!(super::op_of(&redis::Cmd::new()), "other");
     }
 }

@@ -9,20 +9,14 @@ pub enum CoordError {
     Internal(String),
 }
 
+/// Counter of Redis failures, by `kind` (`unavailable`, `internal`).
+pub const ERRORS: &str = "baton_redis_errors_total";
+
+/// Every Redis failure becomes a `CoordError` here, so this is where they are counted
+/// (`baton_redis_errors_total{kind}`).
 impl From<redis::RedisError> for CoordError {
     fn from(e: redis::RedisError) -> Self {
-        // A replica, a server still loading, a master without replicas: try again later.
-        if e.is_io_error()
-            || e.is_timeout()
-            || e.is_connection_dropped()
-            || e.is_connection_refusal()
-            || e.is_cluster_error()
-            || crate::connection::server_not_ready(&e)
-        {
-            CoordError::Unavailable(e.to_string())
-        } else {
-            CoordError::Internal(e.to_string())
-        }
+        counted(classify(e))
     }
 }
 
@@ -30,7 +24,35 @@ impl From<deadpool_redis::PoolError> for CoordError {
     fn from(e: deadpool_redis::PoolError) -> Self {
         match e {
             deadpool_redis::PoolError::Backend(e) => e.into(),
-            other => CoordError::Unavailable(other.to_string()),
+            other => counted(CoordError::Unavailable(other.to_string())),
         }
+    }
+}
+
+fn counted(error: CoordError) -> CoordError {
+    count(match &error {
+        CoordError::Unavailable(_) => "unavailable",
+        CoordError::Internal(_) => "internal",
+    });
+    error
+}
+
+/// Counts a Redis failure that is not a `CoordError` (the wake subscriber's).
+pub(crate) fn count(kind: &'static str) {
+    metrics::counter!(ERRORS, "kind" => kind).increment(1);
+}
+
+fn classify(e: redis::RedisError) -> CoordError {
+    // A replica, a server still loading, a master without replicas: try again later.
+    if e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_cluster_error()
+        || crate::connection::server_not_ready(&e)
+    {
+        CoordError::Unavailable(e.to_string())
+    } else {
+        CoordError::Internal(e.to_string())
     }
 }

@@ -17,9 +17,9 @@ mod replay;
 mod wake;
 
 pub use claims::Claim;
-pub use connection::RedisTarget;
+pub use connection::{COMMAND_DURATION as REDIS_COMMAND_DURATION, RedisTarget};
 pub use epoch::Epoch;
-pub use error::CoordError;
+pub use error::{CoordError, ERRORS as REDIS_ERRORS};
 pub use keys::Keys;
 pub use liveness::NodeInfo;
 pub use locks::Lock;

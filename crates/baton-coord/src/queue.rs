@@ -178,6 +178,32 @@ impl Coord {
         Ok(out)
     }
 
+    /// How many tasks wait in each queue, summed over its label sets (one ZCARD per
+    /// queue key, pipelined), by queue name and sorted by it.
+    pub async fn queue_depths(&self) -> Result<Vec<(String, u64)>, CoordError> {
+        let mut conn = self.conn().await?;
+        let keys: Vec<String> = redis::cmd("HKEYS")
+            .arg(self.keys.queues())
+            .query_async(&mut conn)
+            .await?;
+        let mut pipe = redis::pipe();
+        for rel in &keys {
+            pipe.cmd("ZCARD").arg(self.keys.queue(rel));
+        }
+        let sizes: Vec<u64> = if keys.is_empty() {
+            Vec::new()
+        } else {
+            pipe.query_async(&mut conn).await?
+        };
+        let mut depths = std::collections::BTreeMap::<String, u64>::new();
+        for (rel, size) in keys.iter().zip(sizes) {
+            if let Some((queue, _)) = baton_core::queue::parse_queue_key(rel) {
+                *depths.entry(queue).or_default() += size;
+            }
+        }
+        Ok(depths.into_iter().collect())
+    }
+
     /// Pops up to `lease_ids.len()` tasks this runner may take and claims each for `node`
     /// under the given lease ids, atomically (design.md §4.3, first half). What it leased
     /// is recorded under `replay` so a retry of the same request gets it back.

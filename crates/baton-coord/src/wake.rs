@@ -175,6 +175,7 @@ async fn subscribe_loop(
             },
             Err(e) => tracing::warn!(error = %e, "wake subscriber cannot connect"),
         }
+        crate::error::count("unavailable");
         failures = failures.saturating_add(1);
         let delay =
             (Duration::from_millis(50) * 2u32.saturating_pow(failures.min(6))).min(RECONNECT_MAX);

@@ -130,7 +130,8 @@ mod tests {
 
     #[test]
     fn matching_table() {
-        let cases: &[(&[&str], &[&str], &str, &[&str], bool)] = &[
+        type Case<'a> = (&'a [&'a str], &'a [&'a str], &'a str, &'a [&'a str], bool);
+        let cases: &[Case] = &[
             // runner labels, runner queues, task queue, task labels, may take
             (&[], &[], "default", &[], true),
             (&["linux"], &[], "default", &[], true),

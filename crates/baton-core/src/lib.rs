@@ -11,6 +11,7 @@ pub mod reconcile;
 pub mod retry;
 pub mod status;
 pub mod validate;
+pub mod version;
 
 pub use labels::LabelSet;
 pub use status::{TaskStatus, Transition};

@@ -39,6 +39,8 @@ pub enum AgentExit {
     Unregistered,
     /// An ephemeral runner ran its one task and unregistered.
     Once,
+    /// The server cannot serve a runner of this version (the reason is logged).
+    Incompatible,
 }
 
 pub struct Agent {
@@ -48,7 +50,8 @@ pub struct Agent {
 
 impl Agent {
     pub fn new(config: RunnerConfig) -> anyhow::Result<Self> {
-        let client = Client::new(&config.server, None)?;
+        let client =
+            Client::new(&config.server, None)?.with_agent_version(config.announced_version());
         Ok(Agent {
             config: Arc::new(config),
             client,
@@ -72,7 +75,7 @@ impl Agent {
             labels: self.config.labels.clone(),
             queues: self.config.queues.clone(),
             capacity: self.config.capacity as i32,
-            version: env!("CARGO_PKG_VERSION").to_string(),
+            version: self.config.announced_version(),
         };
         let mut failures = 0;
         let registered = loop {
@@ -83,10 +86,14 @@ impl Agent {
                         failures += 1;
                         tracing::warn!(error = %e, "registration failed; retrying");
                         let delay = Backoff::RUNNER.delay(failures, rand::random());
+                        crate::metrics::backoff();
                         tokio::select! {
                             _ = shutdown.cancelled() => anyhow::bail!("stopped before registering"),
                             _ = tokio::time::sleep(delay) => {}
                         }
+                    }
+                    CallError::Stop(Stop::Incompatible(reason)) => {
+                        anyhow::bail!("the server cannot serve this runner version: {reason}")
                     }
                     other => anyhow::bail!("registration refused: {other}"),
                 },
@@ -103,6 +110,10 @@ impl Agent {
     }
 
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<AgentExit> {
+        // Its /metrics is served beside /healthz; without one, recording costs nothing.
+        if self.config.healthz_listen.is_some() {
+            crate::metrics::install();
+        }
         let reg = self.registration(&shutdown).await?;
         let client = self.client.with_token(reg.token.clone());
         let killed = leftovers::kill_all(&self.config.state_dir);
@@ -138,6 +149,7 @@ impl Agent {
                 }
             });
         }
+        crate::metrics::slots_total(capacity);
         let mut took_one = false;
         let mut tasks = JoinSet::new();
         let force_stop = CancellationToken::new();
@@ -153,6 +165,7 @@ impl Agent {
         ));
         // A request that got no answer is sent again as is: the server replays it.
         let mut unanswered: Option<LeaseRequest> = None;
+        let mut incompatible: Option<String> = None;
 
         loop {
             while let Some(done) = tasks.try_join_next() {
@@ -199,6 +212,7 @@ impl Agent {
                 _ = shutdown.cancelled() => break,
                 _ = unregistered.cancelled() => break,
             };
+            crate::metrics::lease_answered(&answer);
             match answer {
                 Ok(answer) => {
                     failures = 0;
@@ -213,6 +227,7 @@ impl Agent {
                             .clone()
                             .try_acquire_owned()
                             .expect("the server hands out at most `max` tasks");
+                        let busy = crate::metrics::BusySlot::take();
                         let control = tracker.insert(task.id, task.lease_id);
                         let (executor, tracker, stop) =
                             (executor.clone(), tracker.clone(), force_stop.clone());
@@ -221,18 +236,24 @@ impl Agent {
                             let result = executor.run(task, stop, control).await;
                             tracker.remove(id, lease);
                             drop(permit);
+                            drop(busy);
                             result
                         });
                     }
                 }
                 Err(e) => match classify(e) {
                     CallError::Stop(Stop::Unregistered) => unregistered.cancel(),
+                    CallError::Stop(Stop::Incompatible(reason)) => {
+                        incompatible = Some(reason);
+                        break;
+                    }
                     other => {
                         if matches!(other, CallError::Transient(_)) {
                             unanswered = Some(request);
                         }
                         failures += 1;
                         let delay = Backoff::RUNNER.delay(failures, rand::random());
+                        crate::metrics::backoff();
                         tracing::warn!(error = %other, retry_in_ms = delay.as_millis() as u64, "lease failed");
                         tokio::select! {
                             _ = shutdown.cancelled() => break,
@@ -243,7 +264,11 @@ impl Agent {
             }
         }
 
-        let exit = if unregistered.is_cancelled() {
+        let exit = if let Some(reason) = &incompatible {
+            tracing::error!(%reason, "the server cannot serve this runner version: stopping");
+            force_stop.cancel();
+            AgentExit::Incompatible
+        } else if unregistered.is_cancelled() {
             tracing::warn!("the server no longer knows this runner: stopping its tasks");
             force_stop.cancel();
             AgentExit::Unregistered
@@ -358,6 +383,7 @@ async fn heartbeats(
         let answer = match tokio::time::timeout(patience, client.heartbeat(&beat)).await {
             Ok(answer) => answer,
             Err(_) => {
+                crate::metrics::report_error("heartbeat");
                 tracing::warn!(
                     silent_s = tracker.silent_for().as_secs(),
                     "heartbeat got no answer in time"
@@ -368,6 +394,9 @@ async fn heartbeats(
                 continue;
             }
         };
+        if answer.is_err() {
+            crate::metrics::report_error("heartbeat");
+        }
         match answer {
             Ok(verdict) => {
                 tracker.contact();

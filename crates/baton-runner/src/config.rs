@@ -42,6 +42,17 @@ pub struct RunnerConfig {
     pub min_free_disk_mb: u64,
     /// Serve `GET /healthz` here (off when unset).
     pub healthz_listen: Option<std::net::SocketAddr>,
+    /// Announce this version instead of the agent's own (skew rehearsals in tests).
+    pub reported_version: Option<String>,
+}
+
+impl RunnerConfig {
+    /// The version the agent announces to the server.
+    pub fn announced_version(&self) -> String {
+        self.reported_version
+            .clone()
+            .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string())
+    }
 }
 
 impl Default for RunnerConfig {
@@ -64,6 +75,7 @@ impl Default for RunnerConfig {
             once: false,
             min_free_disk_mb: 512,
             healthz_listen: None,
+            reported_version: None,
             log_chunk_bytes: 256 << 10,
         }
     }

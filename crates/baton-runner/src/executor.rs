@@ -13,6 +13,7 @@ use crate::logship::{LogSpool, Shipper};
 use crate::process_group::signal_group;
 use crate::retry::{CallError, Retrier, Stop, classify};
 use crate::tracker::TaskControl;
+use baton_client::trace_context;
 use baton_client::{Client, CompleteTask, LeasedTask, Outcome};
 use nix::sys::signal::Signal;
 use std::os::unix::process::ExitStatusExt;
@@ -24,6 +25,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// How long reports are retried while the server is unreachable.
 const REPORT_PATIENCE: Duration = Duration::from_secs(120);
@@ -56,7 +58,7 @@ pub enum RunResult {
 fn stopped(stop: Stop) -> RunResult {
     match stop {
         Stop::Unregistered => RunResult::Unregistered,
-        Stop::LeaseGone | Stop::Refused(_) => RunResult::Abandoned,
+        Stop::LeaseGone | Stop::Refused(_) | Stop::Incompatible(_) => RunResult::Abandoned,
     }
 }
 
@@ -70,6 +72,23 @@ impl Executor {
     /// grace is over): the task is killed and reported failed. `control` carries the
     /// server's cancel and lease-gone verdicts.
     pub async fn run(
+        &self,
+        task: LeasedTask,
+        stop: CancellationToken,
+        control: TaskControl,
+    ) -> RunResult {
+        // The run joins its task's trace under the server's lease span.
+        let span = tracing::info_span!(
+            "task.run",
+            task.id = %task.id,
+            lease.id = %task.lease_id,
+            task.attempt = task.attempt,
+        );
+        trace_context::adopt_parent(&span, task.traceparent.as_deref());
+        self.run_traced(task, stop, control).instrument(span).await
+    }
+
+    async fn run_traced(
         &self,
         task: LeasedTask,
         stop: CancellationToken,
@@ -103,6 +122,7 @@ impl Executor {
         );
         let ending = self
             .execute(&task, &spool, &mut shipper, stop, control, deadline)
+            .instrument(tracing::info_span!("task.execute", task.id = %id))
             .await;
         if !matches!(ending, Ending::Stopped(_)) {
             let deadline = Instant::now() + REPORT_PATIENCE;
@@ -118,7 +138,10 @@ impl Executor {
         loop {
             match self.client.start(task.id, task.lease_id).await {
                 Ok(_) => return Ok(()),
-                Err(e) => retrier.pause(classify(e)).await?,
+                Err(e) => {
+                    crate::metrics::report_error("start");
+                    retrier.pause(classify(e)).await?
+                }
             }
         }
     }
@@ -145,7 +168,10 @@ impl Executor {
             .env("BATON_TASK_ID", task.id.to_string())
             .env("BATON_ATTEMPT", task.attempt.to_string())
             .env("BATON_QUEUE", &task.queue);
-        if let Some(tp) = &task.traceparent {
+        // The process may trace too, under the execution's span.
+        if let Some(tp) = trace_context::traceparent_of(&tracing::Span::current())
+            .or_else(|| task.traceparent.clone())
+        {
             cmd.env("TRACEPARENT", tp);
         }
         // The guard's stdin is our pipe: it closes when this process dies.
@@ -301,6 +327,7 @@ impl Executor {
                     return RunResult::Reported;
                 }
                 Err(e) => {
+                    crate::metrics::report_error("complete");
                     if let Err(e) = retrier.pause(classify(e)).await {
                         tracing::warn!(task.id = %task.id, error = %e, "result not delivered; the server will reconcile the task");
                         return match e {

@@ -1,5 +1,6 @@
 //! The agent's own health: whether it is leasing, and why not. Served on `/healthz`
-//! (when `healthz_listen` is set) for a supervisor or an orchestrator's probe.
+//! (when `healthz_listen` is set) for a supervisor or an orchestrator's probe, beside
+//! the agent's Prometheus metrics on `/metrics`.
 
 use axum::Json;
 use axum::extract::State;
@@ -28,7 +29,18 @@ async fn healthz(State(health): State<SharedHealth>) -> Json<Health> {
     Json(health.lock().expect("health lock").clone())
 }
 
-/// Serves `/healthz` until `stop`.
+/// The agent's metrics in the Prometheus text format.
+async fn metrics() -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        crate::metrics::install().render(),
+    )
+}
+
+/// Serves `/healthz` and `/metrics` until `stop`.
 pub async fn serve(
     addr: SocketAddr,
     health: SharedHealth,
@@ -38,6 +50,7 @@ pub async fn serve(
     tracing::info!(%addr, "runner health endpoint listening");
     let app = axum::Router::new()
         .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
         .with_state(health);
     axum::serve(listener, app)
         .with_graceful_shutdown(stop.cancelled_owned())

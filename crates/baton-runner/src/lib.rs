@@ -9,6 +9,7 @@ pub mod guard;
 mod health;
 mod leftovers;
 mod logship;
+pub mod metrics;
 mod process_group;
 mod registration;
 mod retry;

@@ -125,7 +125,10 @@ impl Shipper {
                     tracing::info!(task.id = %self.task, held, sent = self.acked, "log rewound to the server's offset");
                     self.acked = held;
                 }
-                Err(e) => return Err(classify(e)),
+                Err(e) => {
+                    crate::metrics::report_error("logs");
+                    return Err(classify(e));
+                }
             }
         }
         Ok(())

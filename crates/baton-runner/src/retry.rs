@@ -15,6 +15,8 @@ pub enum Stop {
     Unregistered,
     /// The server refuses the request itself (a 4xx that retrying will not change).
     Refused(String),
+    /// The server cannot serve a runner of this version (426): the agent exits.
+    Incompatible(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +40,7 @@ pub fn server_outage(e: &ClientError) -> bool {
 pub fn classify(e: ClientError) -> CallError {
     match e.status() {
         Some(StatusCode::UNAUTHORIZED) => CallError::Stop(Stop::Unregistered),
+        Some(StatusCode::UPGRADE_REQUIRED) => CallError::Stop(Stop::Incompatible(e.to_string())),
         Some(StatusCode::CONFLICT | StatusCode::NOT_FOUND | StatusCode::FORBIDDEN) => {
             CallError::Stop(Stop::LeaseGone)
         }
@@ -77,6 +80,7 @@ impl Retrier {
         if Instant::now() + delay > self.deadline {
             return Err(error);
         }
+        crate::metrics::backoff();
         tokio::time::sleep(delay).await;
         Ok(())
     }

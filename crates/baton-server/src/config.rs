@@ -44,6 +44,9 @@ pub struct ServeConfig {
     pub redis_pool_size: usize,
     /// Bound on each Redis command and each wait for a Postgres connection.
     pub store_timeout_ms: u64,
+    /// After SIGTERM: how long in-flight requests may take to finish before the node
+    /// exits anyway. Keep it under the orchestrator's termination grace (Kubernetes: 30 s).
+    pub drain_grace_s: u64,
 }
 
 /// Input limits: each one breached is answered with a JSON 413 or 422.
@@ -198,6 +201,7 @@ impl Default for ServeConfig {
             db_max_connections: 16,
             redis_pool_size: 16,
             store_timeout_ms: 2_000,
+            drain_grace_s: 25,
         }
     }
 }
@@ -226,6 +230,10 @@ impl ServeConfig {
 
     pub fn node_ttl(&self) -> Duration {
         Duration::from_millis(self.node_ttl_ms)
+    }
+
+    pub fn drain_grace(&self) -> Duration {
+        Duration::from_secs(self.drain_grace_s)
     }
 
     pub fn store_timeout(&self) -> Duration {

@@ -13,6 +13,7 @@ use crate::api::views::leased_view;
 use crate::auth::Runner;
 use crate::error::ApiError;
 use crate::state::AppState;
+use baton_client::trace_context;
 use baton_client::{LeaseRequest, LeasedTask};
 use baton_coord::{LeaseCaller, Replay, ReplayKey, Wake};
 use baton_core::TaskStatus;
@@ -106,6 +107,11 @@ async fn park_and_lease(
     // leaves its wake-up in this receiver.
     let mut parked = state.wake.park();
     let wakes = &mut parked.wakes;
+    if state.shutdown.is_cancelled() {
+        // Draining: nothing new is claimed by a node about to leave; the runner asks
+        // again and reaches another node.
+        return Ok(Vec::new());
+    }
     loop {
         if runner.paused {
             // A paused runner leases nothing; it parks, so it does not spin, and is woken
@@ -207,8 +213,17 @@ async fn lease_once(
             .await
         {
             Ok(Some(task)) => {
+                crate::metrics::task_leased(&task);
+                // The lease joins the task's trace; the runner's spans hang under it.
+                let span = tracing::info_span!("task.lease", task.id = %task.id, runner.id = %runner.id, lease.id = %p.lease_id, node.id = %node.id);
+                trace_context::adopt_parent(&span, task.traceparent.as_deref());
+                let _entered = span.enter();
                 tracing::info!(task.id = %task.id, runner.id = %runner.id, lease.id = %p.lease_id, "task leased");
-                leased.push(leased_view(task, p.lease_id));
+                let mut view = leased_view(task, p.lease_id);
+                if let Some(tp) = trace_context::traceparent_of(&span) {
+                    view.traceparent = Some(tp);
+                }
+                leased.push(view);
             }
             Ok(None) => {
                 // No longer queued in Postgres: not ours to hand out.

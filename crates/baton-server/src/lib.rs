@@ -10,6 +10,7 @@ mod finalize;
 mod heartbeat;
 pub mod identity;
 mod lease;
+pub mod metrics;
 pub mod node;
 mod queueing;
 pub mod services;

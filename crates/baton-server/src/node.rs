@@ -37,6 +37,8 @@ pub enum NodeError {
     },
     #[error("server failed: {0}")]
     Serve(std::io::Error),
+    #[error("requests still in flight after the {0:?} drain grace; exiting anyway")]
+    DrainTimeout(Duration),
 }
 
 /// A started node.
@@ -45,6 +47,9 @@ pub struct RunningNode {
     pub node_id: String,
     shutdown: CancellationToken,
     served: JoinHandle<Result<(), NodeError>>,
+    coord: Coord,
+    identity: Arc<NodeIdentity>,
+    drain_grace: Duration,
 }
 
 impl RunningNode {
@@ -62,6 +67,27 @@ impl RunningNode {
         self.served
             .await
             .map_err(|e| NodeError::Serve(std::io::Error::other(e)))?
+    }
+
+    /// The SIGTERM path: stop taking connections (a load balancer moves on), answer
+    /// parked leases with no work (runners re-poll elsewhere), let in-flight requests
+    /// finish, stop the services, and leave the cluster so the node's claims are adopted
+    /// at once — all within the drain grace. Past it, the node leaves anyway; whatever it
+    /// had claimed is adopted once it is gone, as after a crash.
+    pub async fn drain(mut self) -> Result<(), NodeError> {
+        self.shutdown.cancel();
+        let grace = self.drain_grace;
+        match tokio::time::timeout(grace, &mut self.served).await {
+            Ok(joined) => joined.map_err(|e| NodeError::Serve(std::io::Error::other(e)))?,
+            Err(_) => {
+                self.served.abort();
+                let id = self.identity.id();
+                if let Err(e) = self.coord.node_leave(&id).await {
+                    tracing::warn!(error = %e, node.id = %id, "could not remove liveness key; it will expire");
+                }
+                Err(NodeError::DrainTimeout(grace))
+            }
+        }
     }
 }
 
@@ -100,11 +126,14 @@ fn check_node_id(id: &str) -> Result<(), NodeError> {
     }
 }
 
+/// A fresh node id: random per start, so a restarted node never mistakes a dead
+/// predecessor's claims for its own.
+pub fn random_node_id() -> String {
+    format!("n-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+}
+
 pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
-    let node_id = match &config.node_id {
-        Some(id) => id.clone(),
-        None => format!("n-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
-    };
+    let node_id = config.node_id.clone().unwrap_or_else(random_node_id);
     check_node_id(&node_id)?;
     if !config.no_migrate {
         Store::database_create_if_missing(&config.database_url).await?;
@@ -186,6 +215,8 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
     let app = api::router(state.clone());
     let stop = shutdown.clone();
     let identity = state.identity.clone();
+    let drain_grace = state.config.drain_grace();
+    let (leave_coord, leave_identity) = (coord.clone(), identity.clone());
     let served = tokio::spawn(async move {
         tracing::info!(node.id = %identity.id(), %addr, "node serving");
         let result = axum::serve(listener, app)
@@ -207,5 +238,8 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         node_id,
         shutdown,
         served,
+        coord: leave_coord,
+        identity: leave_identity,
+        drain_grace,
     })
 }

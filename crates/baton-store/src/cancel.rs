@@ -71,6 +71,9 @@ impl Store {
             done
         };
         tx.commit().await?;
+        if to != was {
+            crate::runs::count_ended(&task);
+        }
         Ok(Cancelled { task, was })
     }
 }

@@ -28,24 +28,38 @@ pub enum StoreError {
     Internal(String),
 }
 
+/// Every sqlx error becomes a `StoreError` here, so this is where Postgres failures are
+/// counted (`baton_postgres_errors_total{kind}`); a missing row or a value Postgres
+/// refused is the caller's news, not a failure of Postgres.
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
-        match &e {
-            sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed
-            | sqlx::Error::Protocol(_) => StoreError::Unavailable(e.to_string()),
-            sqlx::Error::RowNotFound => StoreError::NotFound,
-            sqlx::Error::Database(db) if is_unavailable_code(db.code().as_deref()) => {
-                StoreError::Unavailable(e.to_string())
-            }
-            sqlx::Error::Database(db) if db.code().is_some_and(|c| c.starts_with("22")) => {
-                StoreError::InvalidValue(db.message().to_string())
-            }
-            _ => StoreError::Internal(e.to_string()),
+        let error = classify(e);
+        let kind = match &error {
+            StoreError::Unavailable(_) => "unavailable",
+            StoreError::Internal(_) => "internal",
+            _ => return error,
+        };
+        metrics::counter!(crate::metered::ERRORS, "kind" => kind).increment(1);
+        error
+    }
+}
+
+fn classify(e: sqlx::Error) -> StoreError {
+    match &e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => StoreError::Unavailable(e.to_string()),
+        sqlx::Error::RowNotFound => StoreError::NotFound,
+        sqlx::Error::Database(db) if is_unavailable_code(db.code().as_deref()) => {
+            StoreError::Unavailable(e.to_string())
         }
+        sqlx::Error::Database(db) if db.code().is_some_and(|c| c.starts_with("22")) => {
+            StoreError::InvalidValue(db.message().to_string())
+        }
+        _ => StoreError::Internal(e.to_string()),
     }
 }
 

@@ -5,8 +5,10 @@
 //! says. Methods read entity-then-verb: `task_lease`, `task_complete`, `runner_insert`.
 
 mod cancel;
+mod counts;
 mod error;
 mod logs;
+mod metered;
 mod outbox;
 mod retention;
 mod runners;
@@ -17,12 +19,14 @@ mod tokens;
 pub use cancel::Cancelled;
 pub use error::StoreError;
 pub use logs::{LogAppend, LogChunk};
+pub use metered::{ERRORS as POSTGRES_ERRORS, QUERY_DURATION as POSTGRES_QUERY_DURATION};
 pub use outbox::OutboxRecord;
 pub use runners::{NewRunner, RunnerRecord};
-pub use runs::{Fence, FinishPolicy, RunEnd, WebhookBody};
+pub use runs::{Fence, FinishPolicy, RunEnd, TASKS_COMPLETED, WebhookBody};
 pub use tasks::{NewTask, TaskFilter, TaskRecord};
 pub use tokens::{ApiTokenRecord, RegistrationTokenRecord};
 
+use metered::MeteredPool;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::time::Duration;
@@ -34,7 +38,7 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations"
 
 #[derive(Debug, Clone)]
 pub struct Store {
-    pool: PgPool,
+    pool: MeteredPool,
 }
 
 /// Pool settings; the acquire timeout bounds how long a request waits on a busy or
@@ -73,15 +77,17 @@ impl Store {
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
             .connect_lazy_with(connect);
-        Ok(Store { pool })
+        Ok(Self::from_pool(pool))
     }
 
     pub fn from_pool(pool: PgPool) -> Self {
-        Store { pool }
+        Store {
+            pool: MeteredPool::new(pool),
+        }
     }
 
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.pool.inner()
     }
 
     /// Creates the database `url` names when it does not exist yet, so a first start
@@ -101,7 +107,7 @@ impl Store {
 
     pub async fn migrate(&self) -> Result<(), StoreError> {
         MIGRATOR
-            .run(&self.pool)
+            .run(self.pool.inner())
             .await
             .map_err(|e| StoreError::Internal(format!("migration failed: {e}")))
     }

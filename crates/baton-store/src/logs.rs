@@ -44,7 +44,9 @@ impl Store {
         cap: i64,
     ) -> Result<LogAppend, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let row: Option<(String, Option<Uuid>, Option<Uuid>, i64, i32)> = sqlx::query_as(
+        // status, runner, lease, log size, attempt: what decides whether a chunk is taken.
+        type Holder = (String, Option<Uuid>, Option<Uuid>, i64, i32);
+        let row: Option<Holder> = sqlx::query_as(
             "SELECT status, runner_id, lease_id, log_size, attempt FROM tasks WHERE id = $1 FOR UPDATE",
         )
         .bind(id)

@@ -142,6 +142,7 @@ impl Store {
             outbox_for(&mut tx, &ended, policy.webhook_body, now).await?;
         }
         tx.commit().await?;
+        count_ended(&ended);
         Ok(ended)
     }
 
@@ -236,9 +237,22 @@ impl Store {
             outbox_for(&mut tx, task, webhook_body, now).await?;
         }
         tx.commit().await?;
+        expired.iter().for_each(count_ended);
         Ok(expired)
     }
 }
+
+/// Counts a committed terminal transition (`baton_tasks_completed_total{outcome}`). The
+/// store is the one place that knows a terminal write happened, and happened once: a
+/// repeated report, answered with the task as it stands, writes nothing and counts nothing.
+pub(crate) fn count_ended(task: &TaskRecord) {
+    if task.status.is_terminal() {
+        metrics::counter!(TASKS_COMPLETED, "outcome" => task.status.as_str()).increment(1);
+    }
+}
+
+/// Counter of tasks that reached a terminal status, by `outcome` (the status).
+pub const TASKS_COMPLETED: &str = "baton_tasks_completed_total";
 
 /// The side effects of a terminal transition, in its transaction. The idempotency key
 /// (task and final status) is what the receiver deduplicates on.

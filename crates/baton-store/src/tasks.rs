@@ -94,7 +94,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<(TaskRecord, bool), StoreError> {
         let mut tx = self.pool.begin().await?;
-        let out = insert_one(&mut *tx, task, now).await?;
+        let out = insert_one(&mut tx, task, now).await?;
         tx.commit().await?;
         Ok(out)
     }
@@ -108,7 +108,7 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         let mut out = Vec::with_capacity(tasks.len());
         for task in tasks {
-            out.push(insert_one(&mut *tx, task, now).await?);
+            out.push(insert_one(&mut tx, task, now).await?);
         }
         tx.commit().await?;
         Ok(out)

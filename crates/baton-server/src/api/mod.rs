@@ -1,24 +1,28 @@
 //! The HTTP surface (design.md §6).
 
 mod admin;
+mod http_span;
 mod logs;
+mod metrics;
 mod openapi;
 mod ops;
 mod runner;
+mod runner_version;
 mod tasks;
 pub mod views;
 
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use tower_http::trace::{DefaultMakeSpan, TraceLayer};
-use tracing::Level;
+use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 use utoipa_axum::routes;
 
 /// Every route, each registered together with its OpenAPI description.
 pub fn router(state: AppState) -> Router {
+    // A node serves /metrics, so its process needs a recorder (installed once).
+    crate::metrics::install();
     let limits = state.config.limits.clone();
     // Log chunks are raw bytes with a limit of their own (answered 413 JSON).
     let runner_logs: UtoipaMethodRouter<AppState> = {
@@ -32,6 +36,7 @@ pub fn router(state: AppState) -> Router {
     let (router, document) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(ops::healthz))
         .routes(routes!(ops::readyz))
+        .routes(routes!(metrics::metrics))
         .routes(routes!(openapi::openapi_json))
         .routes(routes!(tasks::submit, tasks::list))
         .routes(routes!(tasks::submit_batch))
@@ -62,6 +67,12 @@ pub fn router(state: AppState) -> Router {
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
-        .layer(TraceLayer::new_for_http().make_span_with(DefaultMakeSpan::new().level(Level::INFO)))
+        .layer(axum::middleware::from_fn(runner_version::gate))
+        .layer(axum::middleware::from_fn(crate::metrics::track_http))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(http_span::make_span)
+                .on_response(http_span::on_response),
+        )
         .with_state(state)
 }

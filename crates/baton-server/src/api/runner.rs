@@ -132,7 +132,10 @@ pub async fn lease(
     // Presence is recorded by the lease itself (with its replay marker, one round trip).
     // A runner with work is woken early when one of its tasks is cancelled.
     let wait = Duration::from_secs(req.wait_s.into());
-    let tasks = lease::lease(&state, &runner, &req, wait).await?;
+    let started = std::time::Instant::now();
+    let tasks = lease::lease(&state, &runner, &req, wait).await;
+    crate::metrics::lease_answered(started, &tasks);
+    let tasks = tasks?;
     let (cancel, gone) = lease_states(&state, &runner, &req.running).await?;
     Ok(Json(LeaseResponse {
         tasks,

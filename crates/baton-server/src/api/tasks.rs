@@ -159,8 +159,15 @@ fn check_notify_url(url: &str, max: usize) -> Result<(), validate::Invalid> {
     Ok(())
 }
 
-/// The caller's W3C trace context, kept with the task so every later span joins its trace.
+/// The trace context kept with the task, so every later span joins its trace: this
+/// request's span when traces are exported (a child of the caller's, if it sent one),
+/// otherwise the caller's own `traceparent`, passed through.
 fn traceparent(headers: &HeaderMap) -> Option<String> {
+    baton_client::trace_context::traceparent_of(&tracing::Span::current())
+        .or_else(|| caller_traceparent(headers))
+}
+
+fn caller_traceparent(headers: &HeaderMap) -> Option<String> {
     let value = headers.get("traceparent")?.to_str().ok()?;
     let parts: Vec<&str> = value.split('-').collect();
     let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
@@ -176,6 +183,7 @@ fn traceparent(headers: &HeaderMap) -> Option<String> {
 /// for its `run_at`. A Redis failure here is logged, not returned — the task is accepted,
 /// and the repair pass queues (or promotes) it.
 async fn enqueue_created(state: &AppState, created: &[&TaskRecord]) {
+    crate::metrics::tasks_submitted(created.len());
     let (queued, scheduled): (Vec<&TaskRecord>, Vec<&TaskRecord>) =
         created.iter().partition(|t| t.status == TaskStatus::Queued);
     let entries: Vec<Enqueue> = queued.iter().map(|t| queue_entry(t)).collect();

@@ -6,6 +6,7 @@
 use super::ServiceError;
 use super::reconciler::Reconciler;
 use crate::state::AppState;
+use baton_client::trace_context;
 use chrono::{DateTime, Utc};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -41,6 +42,18 @@ impl OrphanCleaner {
         .await;
     }
 
+    /// A span in each adopted task's trace, so its story shows the hand-over.
+    async fn trace_adoptions(&self, adopted: &[uuid::Uuid], dead: &str, me: &str) {
+        let Ok(tasks) = self.state.store.tasks_by_ids(adopted).await else {
+            return; // Only the traces miss it; the adoption itself stands.
+        };
+        for task in tasks {
+            let span = tracing::info_span!("task.adopt", task.id = %task.id, node.dead = %dead, node.id = %me);
+            trace_context::adopt_parent(&span, task.traceparent.as_deref());
+            span.in_scope(|| tracing::info!(task.id = %task.id, "claim adopted"));
+        }
+    }
+
     pub async fn run_once(&self, now: DateTime<Utc>) -> Result<CleanerReport, ServiceError> {
         let state = &self.state;
         let mut report = CleanerReport::default();
@@ -64,7 +77,9 @@ impl OrphanCleaner {
             };
             if !adopted.is_empty() {
                 tracing::warn!(node.dead = %owner, node.id = %me, adopted = adopted.len(), "adopted a dead node's claims");
+                self.trace_adoptions(&adopted, &owner, &me).await;
                 report.adopted += adopted.len();
+                crate::metrics::orphans_adopted(adopted.len());
                 report.dead_nodes.push(owner);
             }
         }

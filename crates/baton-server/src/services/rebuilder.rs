@@ -72,6 +72,7 @@ impl Rebuilder {
                     since_ms: now.timestamp_millis(),
                 })
                 .await?;
+            crate::metrics::redis_rebuilt();
         }
         let _ = state.coord.lock_release(&lock).await;
         rebuilt.map(Some)

@@ -10,6 +10,7 @@ use super::ServiceError;
 use crate::finalize;
 use crate::queueing::queue_entry;
 use crate::state::AppState;
+use baton_client::trace_context;
 use baton_coord::{Claim, Popped};
 use baton_core::TaskStatus;
 use baton_core::reconcile::{Decision, Inputs, Reason, RunnerFacts, TaskFacts, decide};
@@ -17,6 +18,7 @@ use baton_store::{Fence, RunEnd, RunnerRecord, TaskRecord};
 use chrono::{DateTime, TimeZone, Utc};
 use std::collections::HashMap;
 use std::time::Duration;
+use tracing::Instrument;
 use uuid::Uuid;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -84,6 +86,7 @@ impl Reconciler {
                 // The task is gone (deleted by retention): nothing to own.
                 state.coord.claim_release(*id, claim.lease_id).await?;
                 report.claims_dropped += 1;
+                crate::metrics::reconciler_action("drop_claim");
                 continue;
             };
             if task.status.is_dispatched() && task.lease_id != Some(claim.lease_id) {
@@ -91,6 +94,7 @@ impl Reconciler {
                 // lease has (or will get, through repair) its own claim.
                 state.coord.claim_release(*id, claim.lease_id).await?;
                 report.claims_dropped += 1;
+                crate::metrics::reconciler_action("drop_claim");
                 continue;
             }
             let inputs = Inputs {
@@ -104,10 +108,19 @@ impl Reconciler {
                 clocks_since,
             };
             let decision = decide(&inputs, &thresholds);
-            if decision != Decision::Keep {
-                tracing::info!(task.id = %id, status = %task.status, ?decision, "reconciling");
+            if decision == Decision::Keep {
+                self.act(task, &claim, decision, &mut report).await?;
+                continue;
             }
-            self.act(task, &claim, decision, &mut report).await?;
+            // An action on a task joins the task's trace, on whichever node owns it now.
+            let span = tracing::info_span!("task.reconcile", task.id = %id, node.id = %self.state.node_id(), decision = ?decision);
+            trace_context::adopt_parent(&span, task.traceparent.as_deref());
+            async {
+                tracing::info!(task.id = %id, status = %task.status, ?decision, "reconciling");
+                self.act(task, &claim, decision, &mut report).await
+            }
+            .instrument(span)
+            .await?;
         }
         Ok(report)
     }
@@ -175,6 +188,7 @@ impl Reconciler {
                 let place = Popped::of(&queue_entry(task), claim.lease_id);
                 if state.coord.claim_requeue(&node, &place).await? {
                     report.requeued += 1;
+                    crate::metrics::reconciler_action("requeue");
                 }
             }
             Decision::Requeue(reason) => {
@@ -193,11 +207,13 @@ impl Reconciler {
                     }
                     tracing::info!(task.id = %task.id, %reason, "requeued");
                     report.requeued += 1;
+                    crate::metrics::reconciler_action("requeue");
                 }
             }
             Decision::EndRun { reason, status, .. } => {
                 if let Some(ended) = self.end(task, claim, status, reason).await? {
                     report.ended += 1;
+                    crate::metrics::reconciler_ended(ended.status);
                     if ended.status == TaskStatus::Scheduled {
                         report.retried += 1;
                     }
@@ -210,6 +226,7 @@ impl Reconciler {
                     .is_some()
                 {
                     report.cancelled += 1;
+                    crate::metrics::reconciler_action("cancel");
                 }
             }
             Decision::DropClaim => {
@@ -223,6 +240,7 @@ impl Reconciler {
                         .await?;
                 }
                 report.claims_dropped += 1;
+                crate::metrics::reconciler_action("drop_claim");
             }
         }
         Ok(())

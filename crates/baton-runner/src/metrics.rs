@@ -1,0 +1,106 @@
+//! The agent's Prometheus metrics, served at `/metrics` beside `/healthz` when
+//! `healthz_listen` is set (docs/metrics.md). Without it no recorder is installed and
+//! recording costs nothing.
+
+use baton_client::{ClientError, LeaseResponse};
+use metrics::{counter, describe_counter, describe_gauge, gauge};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::sync::OnceLock;
+
+pub const SLOTS_BUSY: &str = "baton_runner_slots_busy";
+pub const SLOTS_TOTAL: &str = "baton_runner_slots_total";
+pub const LEASE_REQUESTS: &str = "baton_runner_lease_requests_total";
+pub const BACKOFFS: &str = "baton_runner_backoffs_total";
+pub const REPORT_ERRORS: &str = "baton_runner_report_errors_total";
+
+/// The calls whose failures `baton_runner_report_errors_total` counts.
+const REPORT_CALLS: [&str; 4] = ["start", "logs", "complete", "heartbeat"];
+
+static RECORDER: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process's recorder, once; a second call (or one after another recorder
+/// took the global slot) does not panic. The agent has no histograms, so there is no
+/// upkeep to run between scrapes.
+pub fn install() -> &'static PrometheusHandle {
+    RECORDER.get_or_init(|| {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!("a metrics recorder was already installed: /metrics will be empty");
+        }
+        describe_gauge!(SLOTS_BUSY, "Tasks running now");
+        describe_gauge!(SLOTS_TOTAL, "Tasks the agent runs at once (its capacity)");
+        describe_counter!(
+            LEASE_REQUESTS,
+            "Lease requests, by result: tasks, empty, error"
+        );
+        describe_counter!(BACKOFFS, "Pauses before retrying a failed call");
+        describe_counter!(REPORT_ERRORS, "Failed calls to the server, by call");
+        for result in ["tasks", "empty", "error"] {
+            counter!(LEASE_REQUESTS, "result" => result).increment(0);
+        }
+        for call in REPORT_CALLS {
+            counter!(REPORT_ERRORS, "call" => call).increment(0);
+        }
+        counter!(BACKOFFS).increment(0);
+        gauge!(SLOTS_BUSY).set(0.0);
+        handle
+    })
+}
+
+pub fn slots_total(capacity: usize) {
+    gauge!(SLOTS_TOTAL).set(capacity as f64);
+}
+
+/// One busy slot while it lives: dropped with the task, however the task ends.
+pub struct BusySlot(());
+
+impl BusySlot {
+    pub fn take() -> BusySlot {
+        gauge!(SLOTS_BUSY).increment(1.0);
+        BusySlot(())
+    }
+}
+
+impl Drop for BusySlot {
+    fn drop(&mut self) {
+        gauge!(SLOTS_BUSY).decrement(1.0);
+    }
+}
+
+pub fn lease_answered(answer: &Result<LeaseResponse, ClientError>) {
+    let result = match answer {
+        Ok(answer) if !answer.tasks.is_empty() => "tasks",
+        Ok(_) => "empty",
+        Err(_) => "error",
+    };
+    counter!(LEASE_REQUESTS, "result" => result).increment(1);
+}
+
+pub fn backoff() {
+    counter!(BACKOFFS).increment(1);
+}
+
+/// A call to the server failed (`call`: one of `start`, `logs`, `complete`,
+/// `heartbeat`).
+pub fn report_error(call: &'static str) {
+    counter!(REPORT_ERRORS, "call" => call).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_slot_is_freed_when_dropped_and_a_second_install_is_harmless() {
+        let handle = install();
+        slots_total(3);
+        let busy = BusySlot::take();
+        assert!(handle.render().contains("baton_runner_slots_busy 1"));
+        drop(busy);
+        let text = install().render();
+        assert!(text.contains("baton_runner_slots_busy 0"), "{text}");
+        assert!(text.contains("baton_runner_slots_total 3"), "{text}");
+        assert!(text.contains("baton_runner_report_errors_total{call=\"heartbeat\"} 0"));
+    }
+}

@@ -1,0 +1,33 @@
+//! Version skew on the runner API: a runner announces its version on every request, and
+//! one this server cannot serve is told so plainly (426, with the reason) instead of
+//! failing on a field it does not know. A request without the header is served: agents
+//! older than the header, and hand-written clients, speak the base protocol.
+
+use crate::error::ApiError;
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use baton_client::RUNNER_VERSION_HEADER;
+use baton_core::version::{Version, runner_compatible};
+
+fn server_version() -> Version {
+    Version::parse(env!("CARGO_PKG_VERSION")).expect("the crate version is MAJOR.MINOR.PATCH")
+}
+
+pub async fn gate(request: Request, next: Next) -> Response {
+    if request.uri().path().starts_with("/v1/runner/")
+        && let Some(value) = request.headers().get(RUNNER_VERSION_HEADER)
+    {
+        let announced = String::from_utf8_lossy(value.as_bytes());
+        if let Err(reason) = runner_compatible(server_version(), &announced) {
+            return ApiError::new(
+                StatusCode::UPGRADE_REQUIRED,
+                "runner_version_unsupported",
+                reason,
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}

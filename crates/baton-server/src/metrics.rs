@@ -1,0 +1,386 @@
+//! A node's Prometheus metrics (docs/metrics.md lists them all): the process's recorder,
+//! the families' names and buckets, what the node's own code records, and the gauges
+//! read from Redis and Postgres when `/metrics` is scraped.
+//!
+//! Counters and histograms are recorded where things happen — the store counts terminal
+//! writes and times every Postgres call, the coordination crate times every Redis
+//! command, and both count failures where their errors are made — so the families
+//! recorded outside this crate take their names from there.
+
+use crate::error::ApiError;
+use crate::services::ServiceError;
+use crate::state::AppState;
+use axum::extract::{MatchedPath, Request};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
+use baton_client::LeasedTask;
+use baton_core::TaskStatus;
+use baton_store::TaskRecord;
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::collections::BTreeSet;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+pub const QUEUE_DEPTH: &str = "baton_queue_depth";
+pub const TASKS: &str = "baton_tasks";
+pub const LIVE_NODES: &str = "baton_live_nodes";
+pub const PARKED_LEASES: &str = "baton_parked_leases";
+pub const TASKS_SUBMITTED: &str = "baton_tasks_submitted_total";
+pub const TASKS_LEASED: &str = "baton_tasks_leased_total";
+pub const PICKUP_LATENCY: &str = "baton_pickup_latency_seconds";
+pub const LEASE_WAIT: &str = "baton_lease_wait_seconds";
+pub const RECONCILER_ACTIONS: &str = "baton_reconciler_actions_total";
+pub const ORPHAN_ADOPTIONS: &str = "baton_orphan_adoptions_total";
+pub const REDIS_REBUILDS: &str = "baton_redis_rebuilds_total";
+pub const HTTP_REQUESTS: &str = "baton_http_requests_total";
+pub const HTTP_DURATION: &str = "baton_http_request_duration_seconds";
+
+/// What the reconciler's actions are counted as: one per outcome of `act`.
+pub const RECONCILER_ACTION_KINDS: [&str; 6] = [
+    "requeue",
+    "retry",
+    "fail",
+    "timed_out",
+    "cancel",
+    "drop_claim",
+];
+
+/// Latencies from a millisecond up to ten minutes (a task waiting for a free runner).
+const PICKUP_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    120.0, 300.0, 600.0,
+];
+/// A lease request answers at once with work, or parks up to its `wait_s` (at most 50 s).
+const LEASE_WAIT_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0,
+];
+/// HTTP requests: mostly milliseconds, long polls up to a minute.
+const HTTP_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+/// Redis round trips: a fraction of a millisecond on a healthy LAN, up to the timeout.
+const REDIS_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+/// Postgres statements and transactions: milliseconds, up to the statement timeout.
+const POSTGRES_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+static RECORDER: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process's recorder, once: later calls (more nodes in one test process)
+/// return the same handle, and none panics. If something else installed a global
+/// recorder first, the node still serves `/metrics`, with nothing in it.
+pub fn install() -> &'static PrometheusHandle {
+    RECORDER.get_or_init(|| {
+        let buckets = [
+            (PICKUP_LATENCY, PICKUP_BUCKETS),
+            (LEASE_WAIT, LEASE_WAIT_BUCKETS),
+            (HTTP_DURATION, HTTP_BUCKETS),
+            (baton_coord::REDIS_COMMAND_DURATION, REDIS_BUCKETS),
+            (baton_store::POSTGRES_QUERY_DURATION, POSTGRES_BUCKETS),
+        ];
+        let builder =
+            buckets
+                .into_iter()
+                .fold(PrometheusBuilder::new(), |builder, (name, values)| {
+                    builder
+                        .set_buckets_for_metric(Matcher::Full(name.into()), values)
+                        .expect("bucket lists are not empty")
+                });
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!("a metrics recorder was already installed: /metrics will be empty");
+        }
+        describe();
+        upkeep(handle.clone());
+        handle
+    })
+}
+
+/// Histogram samples wait in the recorder until a scrape or an upkeep folds them into
+/// buckets; without a scraper they would pile up.
+fn upkeep(handle: PrometheusHandle) {
+    let spawned = std::thread::Builder::new()
+        .name("metrics-upkeep".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(Duration::from_secs(5));
+                handle.run_upkeep();
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no metrics upkeep thread: histograms fold at scrapes only");
+    }
+}
+
+/// Help lines, and every label-less or fixed-label series at zero, so a dashboard sees
+/// 0 rather than no data before the first event.
+fn describe() {
+    describe_gauge!(
+        QUEUE_DEPTH,
+        "Tasks waiting in Redis for a runner, by queue (cluster-wide)"
+    );
+    describe_gauge!(TASKS, "Tasks in Postgres, by status (cluster-wide)");
+    describe_gauge!(
+        LIVE_NODES,
+        "Nodes whose liveness key is current (cluster-wide)"
+    );
+    describe_gauge!(PARKED_LEASES, "Lease requests parked on this node now");
+    describe_counter!(TASKS_SUBMITTED, "Tasks accepted by this node");
+    describe_counter!(TASKS_LEASED, "Tasks this node handed to a runner");
+    describe_counter!(
+        baton_store::TASKS_COMPLETED,
+        "Tasks this node moved to a terminal status, by outcome"
+    );
+    describe_histogram!(PICKUP_LATENCY, "From queued to leased, recorded at lease");
+    describe_histogram!(
+        LEASE_WAIT,
+        "How long a lease request took to answer, parking included"
+    );
+    describe_counter!(
+        RECONCILER_ACTIONS,
+        "What this node's reconciler did, by action"
+    );
+    describe_counter!(ORPHAN_ADOPTIONS, "Claims of dead nodes this node took over");
+    describe_counter!(
+        REDIS_REBUILDS,
+        "Times this node rebuilt Redis from Postgres"
+    );
+    describe_counter!(baton_coord::REDIS_ERRORS, "Redis failures, by kind");
+    describe_histogram!(
+        baton_coord::REDIS_COMMAND_DURATION,
+        "Redis round trips, by op"
+    );
+    describe_counter!(baton_store::POSTGRES_ERRORS, "Postgres failures, by kind");
+    describe_histogram!(
+        baton_store::POSTGRES_QUERY_DURATION,
+        "Postgres statements and transactions, by op"
+    );
+    describe_counter!(
+        HTTP_REQUESTS,
+        "HTTP requests answered, by method, route and status"
+    );
+    describe_histogram!(
+        HTTP_DURATION,
+        "Time to answer an HTTP request, by method and route"
+    );
+
+    for name in [
+        TASKS_SUBMITTED,
+        TASKS_LEASED,
+        ORPHAN_ADOPTIONS,
+        REDIS_REBUILDS,
+    ] {
+        counter!(name).increment(0);
+    }
+    for status in TaskStatus::ALL.into_iter().filter(|s| s.is_terminal()) {
+        counter!(baton_store::TASKS_COMPLETED, "outcome" => status.as_str()).increment(0);
+    }
+    for action in RECONCILER_ACTION_KINDS {
+        counter!(RECONCILER_ACTIONS, "action" => action).increment(0);
+    }
+    for kind in ["unavailable", "internal"] {
+        counter!(baton_coord::REDIS_ERRORS, "kind" => kind).increment(0);
+        counter!(baton_store::POSTGRES_ERRORS, "kind" => kind).increment(0);
+    }
+    let _ = histogram!(PICKUP_LATENCY);
+    for result in ["tasks", "empty", "error"] {
+        let _ = histogram!(LEASE_WAIT, "result" => result);
+    }
+    gauge!(PARKED_LEASES).set(0.0);
+}
+
+/// Tasks were accepted (not those an idempotency key found).
+pub fn tasks_submitted(n: usize) {
+    counter!(TASKS_SUBMITTED).increment(n as u64);
+}
+
+/// A task was leased: count it, and how long it waited since it was queued (a
+/// requeued task keeps its place in line, and its `queued_at`).
+pub fn task_leased(task: &TaskRecord) {
+    counter!(TASKS_LEASED).increment(1);
+    if let (Some(queued), Some(leased)) = (task.queued_at, task.leased_at) {
+        let waited = (leased - queued).to_std().unwrap_or_default();
+        histogram!(PICKUP_LATENCY).record(waited.as_secs_f64());
+    }
+}
+
+/// A lease request was answered: how long it took, parking included, by `result`
+/// (`tasks`, `empty`, `error`).
+pub fn lease_answered(started: Instant, answer: &Result<Vec<LeasedTask>, ApiError>) {
+    let result = match answer {
+        Ok(tasks) if !tasks.is_empty() => "tasks",
+        Ok(_) => "empty",
+        Err(_) => "error",
+    };
+    histogram!(LEASE_WAIT, "result" => result).record(started.elapsed().as_secs_f64());
+}
+
+/// The reconciler acted (one of [`RECONCILER_ACTION_KINDS`]).
+pub fn reconciler_action(action: &'static str) {
+    counter!(RECONCILER_ACTIONS, "action" => action).increment(1);
+}
+
+/// The reconciler ended a run: what the run became names the action.
+pub fn reconciler_ended(status: TaskStatus) {
+    reconciler_action(match status {
+        TaskStatus::Scheduled => "retry",
+        TaskStatus::TimedOut => "timed_out",
+        TaskStatus::Cancelled => "cancel",
+        _ => "fail",
+    });
+}
+
+pub fn orphans_adopted(n: usize) {
+    counter!(ORPHAN_ADOPTIONS).increment(n as u64);
+}
+
+pub fn redis_rebuilt() {
+    counter!(REDIS_REBUILDS).increment(1);
+}
+
+/// The HTTP middleware: every request by method, the route it matched (never the raw
+/// path, so the label set stays bounded) and status.
+pub async fn track_http(request: Request, next: Next) -> Response {
+    let method = method_label(request.method());
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    histogram!(HTTP_DURATION, "method" => method, "route" => route.clone())
+        .record(started.elapsed().as_secs_f64());
+    let status = response.status().as_u16().to_string();
+    counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status).increment(1);
+    response
+}
+
+/// Clients choose the method: anything unusual is `other`.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// How long a scrape may wait for Redis and Postgres before it answers with the last
+/// values.
+const REFRESH_LIMIT: Duration = Duration::from_secs(2);
+/// Scrapes closer together than this (several Prometheus servers, several dashboards)
+/// reuse the last counts rather than count the task table again.
+const REFRESH_EVERY: Duration = Duration::from_secs(5);
+
+#[derive(Default)]
+struct Refreshed {
+    at: Option<Instant>,
+    /// Queues reported before: one that is gone is reported empty, not left at its last
+    /// depth.
+    queues: BTreeSet<String>,
+}
+
+static REFRESHED: Mutex<Refreshed> = Mutex::new(Refreshed {
+    at: None,
+    queues: BTreeSet::new(),
+});
+
+/// Brings the scrape-time gauges up to date. The cluster-wide ones (queue depths, tasks
+/// by status, live nodes) come from Redis and Postgres, at most every `REFRESH_EVERY`
+/// and within `REFRESH_LIMIT`; a failure keeps the last values and never fails the
+/// scrape (the error counters tell).
+pub async fn refresh(state: &AppState) {
+    gauge!(PARKED_LEASES).set(state.wake.parked() as f64);
+    {
+        let mut refreshed = REFRESHED.lock().expect("metrics refresh lock");
+        if refreshed.at.is_some_and(|at| at.elapsed() < REFRESH_EVERY) {
+            return;
+        }
+        refreshed.at = Some(Instant::now());
+    }
+    let (redis, postgres) = tokio::join!(
+        tokio::time::timeout(REFRESH_LIMIT, refresh_redis(state)),
+        tokio::time::timeout(REFRESH_LIMIT, refresh_postgres(state)),
+    );
+    for (store, outcome) in [("redis", redis), ("postgres", postgres)] {
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(%store, error = %e, "metrics refresh failed"),
+            Err(_) => tracing::debug!(%store, "metrics refresh timed out"),
+        }
+    }
+}
+
+async fn refresh_redis(state: &AppState) -> Result<(), ServiceError> {
+    let live = state.coord.nodes_live().await?;
+    gauge!(LIVE_NODES).set(live.len() as f64);
+    let depths = state.coord.queue_depths().await?;
+    let now: BTreeSet<String> = depths.iter().map(|(queue, _)| queue.clone()).collect();
+    let gone: Vec<String> = {
+        let mut refreshed = REFRESHED.lock().expect("metrics refresh lock");
+        let gone = refreshed.queues.difference(&now).cloned().collect();
+        refreshed.queues = now;
+        gone
+    };
+    for queue in gone {
+        gauge!(QUEUE_DEPTH, "queue" => queue).set(0.0);
+    }
+    for (queue, depth) in depths {
+        gauge!(QUEUE_DEPTH, "queue" => queue).set(depth as f64);
+    }
+    Ok(())
+}
+
+async fn refresh_postgres(state: &AppState) -> Result<(), ServiceError> {
+    let counts = state.store.tasks_count_by_status(REFRESH_LIMIT).await?;
+    for status in TaskStatus::ALL {
+        let n = counts
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or(0, |(_, n)| *n);
+        gauge!(TASKS, "status" => status.as_str()).set(n as f64);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn installing_twice_keeps_one_recorder_with_every_fixed_series() {
+        let first: *const PrometheusHandle = install();
+        assert!(std::ptr::eq(first, install()));
+        tasks_submitted(2);
+        reconciler_ended(TaskStatus::Scheduled);
+        let text = install().render();
+        for line in [
+            "baton_tasks_submitted_total 2",
+            "baton_tasks_leased_total 0",
+            "baton_reconciler_actions_total{action=\"retry\"} 1",
+            "baton_tasks_completed_total{outcome=\"expired\"} 0",
+            "baton_redis_errors_total{kind=\"unavailable\"} 0",
+            "baton_pickup_latency_seconds_bucket{le=\"0.001\"} 0",
+            "# TYPE baton_lease_wait_seconds histogram",
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn unusual_methods_share_one_label() {
+        assert_eq!(method_label(&Method::POST), "POST");
+        let brew = Method::from_bytes(b"BREW").unwrap();
+        assert_eq!(method_label(&brew), "other");
+    }
+}

@@ -1,0 +1,606 @@
+"""Checks the deployment artefacts: the Helm chart in deploy/helm/baton and the Grafana
+dashboard in deploy/grafana.
+
+The chart is linted and rendered by the Helm engine itself (PyPI `helm-python-sdk`, which
+bundles it: no helm binary, no cluster), for the default values, for
+deploy/helm/values-production.yaml and for a few variants; every rendered object is
+validated against the Kubernetes schemas (PyPI `kubernetes-validate`), and the facts the
+HA design depends on are asserted: replicas, probes, drain timing, hooks, security. Every
+BATON_* variable the chart sets must be one the binary reads (`baton <cmd> --help`).
+
+Run by tests/deploy_chart.rs; by hand: python3 tests/helm/check_chart.py --baton target/debug/baton
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import helm_python as helm
+import kubernetes_validate
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy/helm/baton"
+PRODUCTION = ROOT / "deploy/helm/values-production.yaml"
+DASHBOARD = ROOT / "deploy/grafana/baton-dashboard.json"
+DOCKERFILE = ROOT / "deploy/Dockerfile"
+
+# Validated against this Kubernetes version's schemas, strictly (unknown fields refused).
+KUBERNETES = "1.35"
+# Prometheus Operator kinds: CRDs kubernetes-validate has no schema for. Their shape is
+# checked by hand below instead.
+CRD_KINDS = {"ServiceMonitor", "PodMonitor"}
+# Read by the telemetry code from the environment directly, so absent from `--help`.
+READ_DIRECTLY = {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME"}
+
+# The metric names the nodes and runners export (the dashboard may use no other).
+METRICS = {
+    "baton_queue_depth",
+    "baton_tasks",
+    "baton_tasks_submitted_total",
+    "baton_tasks_leased_total",
+    "baton_tasks_completed_total",
+    "baton_pickup_latency_seconds",
+    "baton_lease_wait_seconds",
+    "baton_parked_leases",
+    "baton_reconciler_actions_total",
+    "baton_orphan_adoptions_total",
+    "baton_redis_rebuilds_total",
+    "baton_redis_errors_total",
+    "baton_redis_command_duration_seconds",
+    "baton_postgres_errors_total",
+    "baton_postgres_query_duration_seconds",
+    "baton_live_nodes",
+    "baton_http_requests_total",
+    "baton_http_request_duration_seconds",
+    "baton_runner_slots_busy",
+    "baton_runner_slots_total",
+    "baton_runner_lease_requests_total",
+    "baton_runner_backoffs_total",
+    "baton_runner_report_errors_total",
+}
+HISTOGRAMS = {m for m in METRICS if m.endswith("_seconds")}
+
+failures: list[str] = []
+passed = 0
+
+
+def check(ok: bool, what: str) -> bool:
+    global passed
+    if ok:
+        passed += 1
+    else:
+        failures.append(what)
+    return ok
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+class Release:
+    """The objects one set of values renders to."""
+
+    def __init__(self, name: str, values: dict):
+        self.name = name
+        self.values = values
+        with helm.Chart.load(CHART) as chart:
+            manifests = chart.render(values, name="baton", namespace="baton", is_install=True)
+            self.merged = chart.merge_values(values)
+        self.notes = ""
+        self.objects: list[dict] = []
+        for path, text in sorted(manifests.items()):
+            if path.endswith("NOTES.txt"):
+                self.notes = text
+                continue
+            for doc in yaml.safe_load_all(text):
+                if doc:
+                    doc["_template"] = path
+                    self.objects.append(doc)
+
+    def all(self, kind: str) -> list[dict]:
+        return [o for o in self.objects if o["kind"] == kind]
+
+    def one(self, kind: str, component: str | None = None) -> dict | None:
+        found = [
+            o
+            for o in self.all(kind)
+            if component is None
+            or o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == component
+        ]
+        check(len(found) <= 1, f"{self.name}: at most one {kind} {component or ''}")
+        return found[0] if found else None
+
+    def config(self, component: str) -> dict:
+        cm = self.one("ConfigMap", component)
+        return (cm or {}).get("data") or {}
+
+
+def pod_templates(release: Release) -> list[tuple[str, dict]]:
+    out = []
+    for o in release.objects:
+        if o["kind"] in ("Deployment", "Job"):
+            out.append((f"{o['kind']} {o['metadata']['name']}", o["spec"]["template"]))
+    return out
+
+
+def env_names(release: Release, template: dict) -> set[str]:
+    """Every variable a pod's containers get: `env` entries and their ConfigMaps' keys."""
+    names = set()
+    configmaps = {cm["metadata"]["name"]: cm.get("data") or {} for cm in release.all("ConfigMap")}
+    for c in template["spec"]["containers"]:
+        names |= {e["name"] for e in c.get("env", [])}
+        for source in c.get("envFrom", []):
+            ref = source.get("configMapRef", {}).get("name")
+            check(ref in configmaps, f"{release.name}: envFrom names a rendered ConfigMap ({ref})")
+            names |= set(configmaps.get(ref, {}))
+    return names
+
+
+# ------------------------------------------------------------------------------- checks
+
+
+def lint(name: str, values: dict | None) -> None:
+    report = helm.lint(CHART, values, strict=True)
+    problems = [m for m in report["messages"] if m["severity"] >= 2] + [
+        {"error": e} for e in report["errors"]
+    ]
+    check(not problems, f"helm lint --strict ({name}): {problems}")
+
+
+def schema_refuses_typos() -> None:
+    with helm.Chart.load(CHART) as chart:
+        chart.validate_schema(helm.values_from_yaml(PRODUCTION.read_text()))
+        for typo in (
+            {"server": {"replica": 3}},
+            {"existingSecrets": "mine"},
+            {"secret": {"apiToken": "x"}},
+            {"runner": {"label": ["linux"]}},
+            {"otlp": {"protocol": "http"}},
+            {"server": {"env": {"NODE_TTL_MS": "1"}}},
+            {"server": {"autoscaling": {"enabled": True, "minReplicas": 1}}},
+        ):
+            try:
+                chart.validate_schema(typo)
+                check(False, f"values.schema.json refuses {typo}")
+            except helm.HelmValuesError:
+                check(True, "")
+
+
+def validate_kubernetes(release: Release) -> None:
+    for o in release.objects:
+        kind = o["kind"]
+        body = {k: v for k, v in o.items() if not k.startswith("_")}
+        if kind in CRD_KINDS:
+            continue
+        try:
+            kubernetes_validate.validate(body, KUBERNETES, strict=True)
+            check(True, "")
+        except kubernetes_validate.ValidationError as e:
+            where = "/".join(str(p) for p in e.path)
+            check(False, f"{release.name}: {kind} {o['metadata']['name']} at {where}: {e.message}")
+        except kubernetes_validate.SchemaNotFoundError as e:
+            check(False, f"{release.name}: no Kubernetes schema: {e.message}")
+
+
+def check_crd_shapes(release: Release) -> None:
+    """ServiceMonitor and PodMonitor: what kubernetes-validate cannot check."""
+    service = release.one("Service")
+    for o in release.objects:
+        if o["kind"] not in CRD_KINDS:
+            continue
+        what = f"{release.name}: {o['kind']} {o['metadata']['name']}"
+        check(o["apiVersion"] == "monitoring.coreos.com/v1", f"{what}: monitoring.coreos.com/v1")
+        spec = o.get("spec", {})
+        selector = spec.get("selector", {}).get("matchLabels", {})
+        endpoints = spec.get("endpoints" if o["kind"] == "ServiceMonitor" else "podMetricsEndpoints", [])
+        check(bool(selector) and len(endpoints) >= 1, f"{what}: a selector and endpoints")
+        for endpoint in endpoints:
+            check(endpoint.get("path") == "/metrics", f"{what}: scrapes /metrics")
+            check(
+                re.fullmatch(r"\d+(ms|s|m|h)", str(endpoint.get("interval", ""))) is not None,
+                f"{what}: a Prometheus duration as interval",
+            )
+        if o["kind"] == "ServiceMonitor":
+            labels = service["metadata"]["labels"]
+            check(
+                all(labels.get(k) == v for k, v in selector.items()),
+                f"{what}: selects the nodes' Service",
+            )
+            ports = {p["name"] for p in service["spec"]["ports"]}
+            check(all(e.get("port") in ports for e in endpoints), f"{what}: a named Service port")
+        else:
+            runner = release.one("Deployment", "runner")
+            pod = runner["spec"]["template"]
+            check(
+                all(pod["metadata"]["labels"].get(k) == v for k, v in selector.items()),
+                f"{what}: selects the runner pods",
+            )
+            ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+            check(all(e.get("port") in ports for e in endpoints), f"{what}: a named pod port")
+
+
+def check_selectors(release: Release) -> None:
+    """Deployments select their own pods; the Service and the PDB select the nodes."""
+    for d in release.all("Deployment"):
+        selector = d["spec"]["selector"]["matchLabels"]
+        labels = d["spec"]["template"]["metadata"]["labels"]
+        check(
+            all(labels.get(k) == v for k, v in selector.items()),
+            f"{release.name}: Deployment {d['metadata']['name']} selects its pods",
+        )
+    server = release.one("Deployment", "server")
+    pod_labels = server["spec"]["template"]["metadata"]["labels"]
+    runner = release.one("Deployment", "runner")
+    runner_labels = runner["spec"]["template"]["metadata"]["labels"] if runner else {}
+    service = release.one("Service")
+    pdb = release.one("PodDisruptionBudget")
+    for what, selector in [
+        ("Service", service["spec"]["selector"]),
+        ("PodDisruptionBudget", pdb["spec"]["selector"]["matchLabels"] if pdb else None),
+    ]:
+        if selector is None:
+            continue
+        check(
+            all(pod_labels.get(k) == v for k, v in selector.items()),
+            f"{release.name}: the {what} selects the nodes",
+        )
+        check(
+            not runner_labels or not all(runner_labels.get(k) == v for k, v in selector.items()),
+            f"{release.name}: the {what} does not select the runners",
+        )
+    check(service["spec"].get("sessionAffinity", "None") == "None", f"{release.name}: no stickiness")
+    check(
+        service["spec"]["ports"][0]["targetPort"] == "http",
+        f"{release.name}: the Service targets the nodes' http port",
+    )
+
+
+def check_server(release: Release, uid: int) -> None:
+    name = release.name
+    server = release.one("Deployment", "server")
+    if not check(server is not None, f"{name}: a server Deployment"):
+        return
+    hpa = release.one("HorizontalPodAutoscaler")
+    replicas = server["spec"].get("replicas")
+    if hpa:
+        check(replicas is None, f"{name}: with an HPA the Deployment leaves replicas to it")
+        check(hpa["spec"]["minReplicas"] >= 2, f"{name}: HPA minReplicas >= 2")
+        check(
+            hpa["spec"]["scaleTargetRef"]["name"] == server["metadata"]["name"],
+            f"{name}: the HPA scales the server Deployment",
+        )
+    else:
+        check(replicas is not None and replicas >= 2, f"{name}: server replicas >= 2 ({replicas})")
+    check(
+        server["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0,
+        f"{name}: a rollout adds a node before it drains one",
+    )
+
+    pod = server["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    check(
+        container["args"][:3] == ["serve", "--listen", "0.0.0.0:8080"],
+        f"{name}: baton serve --listen 0.0.0.0:8080 ({container['args']})",
+    )
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    check(ports.get("http") == 8080, f"{name}: container port 8080 named http")
+    def probe(kind: str) -> tuple:
+        get = container.get(kind, {}).get("httpGet", {})
+        return get.get("path"), get.get("port")
+
+    check(probe("readinessProbe") == ("/readyz", "http"), f"{name}: readiness probe on /readyz")
+    check(probe("livenessProbe") == ("/healthz", "http"), f"{name}: liveness probe on /healthz")
+
+    config = release.config("server")
+    drain = int(config.get("BATON_DRAIN_GRACE_S", "25"))
+    pre_stop = container.get("lifecycle", {}).get("preStop", {})
+    sleep = pre_stop.get("sleep", {}).get("seconds")
+    check(sleep is not None and sleep > 0, f"{name}: a preStop sleep before SIGTERM")
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    check(grace > drain, f"{name}: terminationGracePeriodSeconds {grace} > drain grace {drain}")
+    check(
+        grace >= (sleep or 0) + drain + 1,
+        f"{name}: the preStop sleep ({sleep}) and the drain ({drain}) fit in {grace} s",
+    )
+
+    env = {e["name"]: e for e in container.get("env", [])}
+    check(
+        "BATON_NODE_ID" not in env_names(release, server["spec"]["template"]),
+        f"{name}: node ids stay random per start (a restarted container is a new node)",
+    )
+    migrate = release.one("Job", "migrate")
+    if release.merged["migration"]["enabled"]:
+        check(migrate is not None, f"{name}: a migration Job")
+        check(config.get("BATON_NO_MIGRATE") == "true", f"{name}: nodes start with BATON_NO_MIGRATE=true")
+    else:
+        check(migrate is None, f"{name}: no migration Job when disabled")
+        check("BATON_NO_MIGRATE" not in config, f"{name}: nodes migrate at start when the Job is off")
+    if migrate:
+        hooks = migrate["metadata"].get("annotations", {})
+        check(
+            set(hooks.get("helm.sh/hook", "").split(",")) == {"pre-install", "pre-upgrade"},
+            f"{name}: the migration Job is a pre-install,pre-upgrade hook",
+        )
+        check(migrate["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"], f"{name}: baton migrate")
+
+    sentinels = release.merged["redis"]["sentinel"]["addresses"]
+    if sentinels:
+        check(config.get("BATON_REDIS_SENTINEL") == ",".join(sentinels), f"{name}: BATON_REDIS_SENTINEL")
+        check("BATON_REDIS_SENTINEL_MASTER" in config, f"{name}: BATON_REDIS_SENTINEL_MASTER")
+        check("BATON_REDIS_URL" not in env, f"{name}: no BATON_REDIS_URL with Sentinel")
+    else:
+        check("BATON_REDIS_URL" in env, f"{name}: BATON_REDIS_URL from the Secret")
+        check("BATON_REDIS_SENTINEL" not in config, f"{name}: no Sentinel unless asked")
+
+    otlp = release.merged["otlp"]
+    if otlp["enabled"]:
+        check(config.get("OTEL_EXPORTER_OTLP_ENDPOINT") == otlp["endpoint"], f"{name}: OTLP endpoint")
+        protocol = config.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        check(protocol in ("grpc", "http/protobuf", "http/json"), f"{name}: OTLP protocol")
+        ratio = float(config.get("OTEL_TRACES_SAMPLER_ARG", "-1"))
+        check(0 <= ratio <= 1, f"{name}: OTEL_TRACES_SAMPLER_ARG a ratio")
+        check(bool(config.get("OTEL_SERVICE_NAME")), f"{name}: OTEL_SERVICE_NAME")
+    else:
+        check(not any(k.startswith("OTEL_") for k in config), f"{name}: no OTLP settings when off")
+
+
+def check_security(release: Release, uid: int) -> None:
+    for what, template in pod_templates(release):
+        pod = template["spec"]
+        ctx = pod.get("securityContext", {})
+        where = f"{release.name}: {what}"
+        check(ctx.get("runAsNonRoot") is True, f"{where}: runAsNonRoot")
+        check(ctx.get("runAsUser") == uid, f"{where}: runAsUser {ctx.get('runAsUser')} is the image's uid {uid}")
+        check(ctx.get("seccompProfile", {}).get("type") == "RuntimeDefault", f"{where}: seccomp RuntimeDefault")
+        check(pod.get("automountServiceAccountToken") is False, f"{where}: no API token mounted")
+        for c in pod["containers"]:
+            sc = c.get("securityContext", {})
+            check(sc.get("readOnlyRootFilesystem") is True, f"{where}: read-only root file system")
+            check(sc.get("allowPrivilegeEscalation") is False, f"{where}: no privilege escalation")
+            check(sc.get("capabilities", {}).get("drop") == ["ALL"], f"{where}: drops ALL capabilities")
+
+
+def check_runner(release: Release) -> None:
+    runner = release.one("Deployment", "runner")
+    if not check(runner is not None, f"{release.name}: a runner Deployment"):
+        return
+    pod = runner["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    check(container["args"] == ["runner"], f"{release.name}: baton runner")
+    config = release.config("runner")
+    service = release.one("Service")
+    check(
+        config.get("BATON_SERVER") == f"http://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}",
+        f"{release.name}: runners reach the nodes through the Service ({config.get('BATON_SERVER')})",
+    )
+    empty_dirs = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    for key in ("BATON_RUNNER_STATE_DIR", "BATON_RUNNER_WORK_DIR"):
+        path = config.get(key)
+        check(mounts.get(path) in empty_dirs, f"{release.name}: {key}={path} is a writable emptyDir")
+    check(mounts.get("/tmp") in empty_dirs, f"{release.name}: tasks get a writable /tmp")
+    env = {e["name"]: e for e in container.get("env", [])}
+    check("BATON_REGISTRATION_TOKEN" in env, f"{release.name}: runners get the registration token")
+    check(
+        pod["terminationGracePeriodSeconds"] > int(config["BATON_RUNNER_SHUTDOWN_GRACE_S"]),
+        f"{release.name}: running tasks get their shutdown grace before the pod is killed",
+    )
+    if "BATON_RUNNER_HEALTHZ_LISTEN" in config:
+        port = int(config["BATON_RUNNER_HEALTHZ_LISTEN"].rsplit(":", 1)[1])
+        ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+        check(ports.get("healthz") == port, f"{release.name}: the healthz port is the one listened on")
+        check(
+            container.get("livenessProbe", {}).get("httpGet", {}).get("path") == "/healthz",
+            f"{release.name}: runner liveness on /healthz",
+        )
+
+
+def check_secrets(release: Release) -> None:
+    existing = release.merged["existingSecret"]
+    secrets = release.all("Secret")
+    expected_name = existing or "baton"
+    if existing:
+        check(not secrets, f"{release.name}: no Secret when existingSecret is set")
+    else:
+        check(len(secrets) == 1, f"{release.name}: one Secret")
+    keys = set()
+    for s in secrets:
+        keys |= set(s.get("stringData", {})) | set(s.get("data", {}))
+        for key in ("api-token", "registration-token"):
+            check(len(s.get("stringData", {}).get(key, "")) >= 32, f"{release.name}: a generated {key}")
+    for what, template in pod_templates(release):
+        for c in template["spec"]["containers"]:
+            for e in c.get("env", []):
+                ref = e.get("valueFrom", {}).get("secretKeyRef")
+                if not ref:
+                    continue
+                check(ref["name"] == expected_name, f"{release.name}: {what} {e['name']} from {expected_name}")
+                if secrets:
+                    check(ref["key"] in keys, f"{release.name}: {what} {e['name']}: key {ref['key']} exists")
+    if secrets and release.one("Job", "migrate"):
+        hook = secrets[0]["metadata"].get("annotations", {}).get("helm.sh/hook-weight")
+        job_hook = release.one("Job", "migrate")["metadata"]["annotations"]["helm.sh/hook-weight"]
+        check(
+            hook is not None and int(hook) < int(job_hook),
+            f"{release.name}: the Secret exists before the migration Job runs",
+        )
+
+
+def check_settings_exist(release: Release, known: dict[str, set[str]]) -> None:
+    """Every BATON_*/OTEL_* variable given to a command is one that command reads."""
+    for what, template in pod_templates(release):
+        command = template["spec"]["containers"][0]["args"][0]
+        names = {n for n in env_names(release, template) if n.startswith(("BATON_", "OTEL_"))}
+        unknown = sorted(names - known[command] - READ_DIRECTLY)
+        check(not unknown, f"{release.name}: {what}: `baton {command}` reads no {unknown}")
+
+
+
+def known_settings(baton: str) -> dict[str, set[str]]:
+    known = {}
+    for command in ("serve", "runner", "migrate"):
+        out = subprocess.run([baton, command, "--help"], capture_output=True, text=True, check=True).stdout
+        known[command] = set(re.findall(r"\[env: ([A-Z0-9_]+)", out))
+        check("BATON_LOG_FORMAT" in known[command], f"`baton {command} --help` lists its variables")
+    return known
+
+
+def image_uid() -> int:
+    match = re.search(r"useradd[^\n]*--uid (\d+)", DOCKERFILE.read_text())
+    check(match is not None, "deploy/Dockerfile creates a user with a fixed uid")
+    user = re.search(r"^USER (\d+)", DOCKERFILE.read_text(), re.M)
+    check(user is not None and match is not None and user.group(1) == match.group(1), "the image runs as that uid")
+    return int(match.group(1)) if match else -1
+
+
+def check_dashboard() -> None:
+    dash = json.loads(DASHBOARD.read_text())
+    check(dash.get("schemaVersion", 0) >= 36, "dashboard: a current schemaVersion")
+    variables = {v["name"]: v for v in dash.get("templating", {}).get("list", [])}
+    ds = variables.get("datasource", {})
+    check(
+        ds.get("type") == "datasource" and ds.get("query") == "prometheus",
+        "dashboard: a ${datasource} Prometheus variable",
+    )
+    used = set()
+    panels = [p for p in dash["panels"] if p["type"] != "row"]
+    check(len(panels) >= 10, "dashboard: panels")
+    for panel in panels:
+        check(
+            panel.get("datasource", {}).get("uid") == "${datasource}",
+            f"dashboard: {panel['title']} uses ${{datasource}}",
+        )
+        check(bool(panel.get("targets")), f"dashboard: {panel['title']} has queries")
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            check(expr.count("(") == expr.count(")"), f"dashboard: balanced parentheses in {expr}")
+            for name in re.findall(r"\bbaton_[a-z0-9_]+", expr):
+                base = re.sub(r"_(bucket|sum|count)$", "", name)
+                if base in HISTOGRAMS:
+                    check(name != base, f"dashboard: histogram {base} is read through its series ({expr})")
+                    used.add(base)
+                else:
+                    check(name in METRICS, f"dashboard: {panel['title']} uses unknown metric {name}")
+                    used.add(name)
+            for q in re.findall(r"histogram_quantile\(([^,]+),[^\n]*?rate\((baton_[a-z_]+)", expr):
+                check(q[1].endswith("_bucket"), f"dashboard: histogram_quantile over _bucket rates ({expr})")
+    check(used == METRICS, f"dashboard: every metric shown; missing {sorted(METRICS - used)}")
+    quantiles = json.dumps(dash)
+    check("histogram_quantile(0.5" in quantiles and "histogram_quantile(0.99" in quantiles, "dashboard: p50 and p99")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--baton", default=str(ROOT / "target/debug/baton"), help="the baton binary")
+    args = parser.parse_args()
+
+    production = helm.values_from_yaml(PRODUCTION.read_text())
+    variants = {
+        "defaults": {},
+        "production": production,
+        "no migration Job": {"migration": {"enabled": False}},
+        "existing secret, no runners": {"existingSecret": "mine", "runner": {"enabled": False}},
+        "every option": {
+            "imagePullSecrets": [{"name": "registry"}],
+            "logFormat": "human",
+            "redis": {"prefix": "{ci}:"},
+            "otlp": {
+                "enabled": True,
+                "endpoint": "http://collector:4318",
+                "protocol": "http/protobuf",
+                "samplerRatio": 0.5,
+            },
+            "server": {
+                "env": {"BATON_ACK_TIMEOUT_S": 45, "BATON_RUNNER_LOST_AFTER_S": "300"},
+                "nodeSelector": {"pool": "baton"},
+                "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+                "affinity": {
+                    "nodeAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "weight": 1,
+                                "preference": {
+                                    "matchExpressions": [
+                                        {"key": "pool", "operator": "In", "values": ["baton"]}
+                                    ]
+                                },
+                            }
+                        ]
+                    }
+                },
+                "podAnnotations": {"example.com/team": "ci"},
+                "podLabels": {"team": "ci"},
+                "spreadAcrossNodes": False,
+                "service": {"type": "LoadBalancer", "annotations": {"example.com/lb": "internal"}},
+                "pdb": {"enabled": False},
+            },
+            "runner": {
+                "image": {"repository": "example.com/runner", "tag": "1"},
+                "queues": ["build", "test"],
+                "labels": ["linux"],
+                "healthz": {"enabled": False},
+                "nodeSelector": {"pool": "runners"},
+                "env": {"BATON_RUNNER_WAIT_S": "20"},
+            },
+        },
+    }
+    for name, values in variants.items():
+        lint(name, values)
+    schema_refuses_typos()
+
+    uid = image_uid()
+    known = known_settings(args.baton)
+    releases = {name: Release(name, copy.deepcopy(values)) for name, values in variants.items()}
+    for release in releases.values():
+        checks = [
+            (validate_kubernetes, ()),
+            (check_crd_shapes, ()),
+            (check_selectors, ()),
+            (check_server, (uid,)),
+            (check_security, (uid,)),
+            (check_secrets, ()),
+            (check_settings_exist, (known,)),
+        ]
+        if release.merged["runner"]["enabled"]:
+            checks.append((check_runner, ()))
+        for run, extra in checks:
+            # An object missing a field the check reads is a failure, not the end of the run.
+            try:
+                run(release, *extra)
+            except (KeyError, TypeError, IndexError, ValueError) as e:
+                check(False, f"{release.name}: {run.__name__}: missing or malformed {e!r}")
+        check(bool(release.notes.strip()), f"{release.name}: NOTES.txt renders")
+        if not release.merged["runner"]["enabled"]:
+            check(release.one("Deployment", "runner") is None, f"{release.name}: no runners when disabled")
+
+    defaults, prod = releases["defaults"], releases["production"]
+    for kind in ("HorizontalPodAutoscaler", "ServiceMonitor", "PodMonitor"):
+        check(not defaults.all(kind), f"defaults: no {kind}")
+        check(len(prod.all(kind)) == 1, f"production: a {kind}")
+    check(defaults.one("PodDisruptionBudget") is not None, "defaults: a PodDisruptionBudget")
+    check(prod.one("PodDisruptionBudget") is not None, "production: a PodDisruptionBudget")
+    check(prod.merged["server"]["replicas"] >= 3, "production: 3 nodes")
+    prod_server = prod.one("Deployment", "server")["spec"]["template"]["spec"]
+    check(bool(prod_server["containers"][0].get("resources")), "production: resources set")
+    check(not releases["existing secret, no runners"].all("Secret"), "existingSecret: no Secret rendered")
+
+    check_dashboard()
+
+    kinds = sorted({o["kind"] for r in releases.values() for o in r.objects})
+    print(f"rendered {len(releases)} value sets; kinds: {', '.join(kinds)}")
+    crds = ", ".join(sorted(CRD_KINDS))
+    print(f"validated against Kubernetes {KUBERNETES} (strict); by shape only: {crds} (CRDs)")
+    for failure in failures:
+        print(f"FAIL: {failure}")
+    print(f"{passed} checks passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+//! One trace per task across processes, as Jaeger would receive it: a task submitted on
+//! node A, leased through node B, run by a runner agent and reported through node A
+//! arrives as one trace, with every parent link right, from all three processes — over
+//! the three OTLP transports (A: HTTP/protobuf, B: HTTP/JSON, runner: gRPC) — flushed
+//! when each process shuts down.
+
+#[path = "support/otlp.rs"]
+mod otlp;
+mod support;
+
+use baton_client::{StatusCode, SubmitTask};
+use baton_core::TaskStatus;
+use otlp::{OtlpSink, ReceivedSpan};
+use std::collections::HashMap;
+use std::time::Duration;
+use support::nginx::NginxProc;
+use support::*;
+
+fn host(url: &str) -> &str {
+    url.trim_start_matches("http://")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_is_one_trace_across_two_nodes_and_its_runner() {
+    let env = TestEnv::new("tracing").await;
+    let sink = OtlpSink::start().await;
+    let mut a = env
+        .node_with(&[
+            "--otlp-endpoint",
+            &sink.http_url,
+            "--otlp-protocol",
+            "http/protobuf",
+            "--log-format",
+            "json",
+        ])
+        .await;
+    let mut b = env
+        .node_with(&[
+            "--otlp-endpoint",
+            &sink.http_url,
+            "--otlp-protocol",
+            "http/json",
+        ])
+        .await;
+    // Leases go to B, everything else (start, logs, complete) to A.
+    let lb = NginxProc::start(
+        &env.dir,
+        &format!(
+            "upstream a {{ server {}; }}\n upstream b {{ server {}; }}\n server {{\n listen {{listen}};\n \
+             proxy_http_version 1.1;\n proxy_set_header Connection \"\";\n proxy_read_timeout 90s;\n \
+             location = /v1/runner/lease {{ proxy_pass http://b; }}\n location / {{ proxy_pass http://a; }}\n }}",
+            host(&a.url),
+            host(&b.url)
+        ),
+    )
+    .await;
+    let mut runner = env
+        .runner_with(
+            &lb.url,
+            &["trace"],
+            1,
+            &["--otlp-endpoint", &sink.grpc_url, "--otlp-protocol", "grpc"],
+        )
+        .await;
+
+    let client = user_client(&a.url);
+    let (task, created) = client
+        .submit(&SubmitTask {
+            labels: vec!["trace".into()],
+            script: Some("echo traced output".into()),
+            ..SubmitTask::default()
+        })
+        .await
+        .unwrap();
+    assert!(created);
+    let done = env.wait_terminal(&client, task.id).await;
+    assert_eq!(done.status, TaskStatus::Succeeded);
+    let trace_id = done
+        .traceparent
+        .as_deref()
+        .and_then(|tp| tp.split('-').nth(1))
+        .expect("the task keeps its submit span's trace context")
+        .to_string();
+
+    // Shutting down flushes each process's buffered spans.
+    runner.signal("TERM");
+    assert_eq!(runner.wait_exit(Duration::from_secs(30)).await, Some(0));
+    assert_eq!(a.terminate(Duration::from_secs(30)).await, Some(0));
+    assert_eq!(b.terminate(Duration::from_secs(30)).await, Some(0));
+
+    let wanted = [
+        "POST /v1/tasks",
+        "task.lease",
+        "task.run",
+        "runner.start",
+        "POST /v1/runner/tasks/{id}/start",
+        "task.execute",
+        "runner.logs",
+        "POST /v1/runner/tasks/{id}/logs",
+        "runner.complete",
+        "POST /v1/runner/tasks/{id}/complete",
+    ];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let spans: Vec<ReceivedSpan> = loop {
+        let spans: Vec<ReceivedSpan> = sink
+            .spans()
+            .into_iter()
+            .filter(|s| s.trace_id == trace_id)
+            .collect();
+        let missing: Vec<&str> = wanted
+            .iter()
+            .copied()
+            .filter(|w| !spans.iter().any(|s| s.name == *w))
+            .collect();
+        if missing.is_empty() {
+            break spans;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let all: Vec<String> = sink
+                .spans()
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} {} {} <- {}",
+                        s.service, s.trace_id, s.name, s.parent_span_id
+                    )
+                })
+                .collect();
+            panic!(
+                "missing {missing:?} from trace {trace_id}; received:\n{}",
+                all.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let by_id: HashMap<&str, &ReceivedSpan> =
+        spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
+    let one = |name: &str| -> &ReceivedSpan {
+        let found: Vec<&ReceivedSpan> = spans.iter().filter(|s| s.name == name).collect();
+        assert!(!found.is_empty(), "{name} in the trace");
+        found[0]
+    };
+    let parent_of = |span: &ReceivedSpan| -> &str {
+        by_id
+            .get(span.parent_span_id.as_str())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}'s parent {} is in the trace",
+                    span.name, span.parent_span_id
+                )
+            })
+            .name
+            .as_str()
+    };
+
+    // Who sent what, and how.
+    let submit = one("POST /v1/tasks");
+    assert_eq!(submit.parent_span_id, "", "the submit is the trace's root");
+    assert_eq!(submit.service, "baton-server");
+    assert_eq!(submit.resource["service.instance.id"], a.node_id);
+    assert_eq!(submit.transport, "http/protobuf");
+    let lease = one("task.lease");
+    assert_eq!(
+        lease.resource["service.instance.id"], b.node_id,
+        "leased through B"
+    );
+    assert_eq!(lease.transport, "http/json");
+    assert_eq!(lease.attributes["task.id"], task.id.to_string());
+    let run = one("task.run");
+    assert_eq!(run.service, "baton-runner");
+    assert_eq!(run.transport, "grpc");
+
+    // The parent links: submit → lease (B) → run (runner) → each report call → A's
+    // request span for it.
+    assert_eq!(parent_of(lease), "POST /v1/tasks");
+    assert_eq!(parent_of(run), "task.lease");
+    assert_eq!(parent_of(one("runner.start")), "task.run");
+    assert_eq!(parent_of(one("task.execute")), "task.run");
+    // Output ships while the command runs, and what is left right after it ends.
+    for logs in spans.iter().filter(|s| s.name == "runner.logs") {
+        assert!(
+            ["task.execute", "task.run"].contains(&parent_of(logs)),
+            "{}",
+            parent_of(logs)
+        );
+    }
+    assert_eq!(parent_of(one("runner.complete")), "task.run");
+    for (call, request) in [
+        ("runner.start", "POST /v1/runner/tasks/{id}/start"),
+        ("runner.logs", "POST /v1/runner/tasks/{id}/logs"),
+        ("runner.complete", "POST /v1/runner/tasks/{id}/complete"),
+    ] {
+        let server = one(request);
+        assert_eq!(parent_of(server), call);
+        assert_eq!(
+            server.resource["service.instance.id"], a.node_id,
+            "{request} on A"
+        );
+        assert_eq!(
+            server.attributes["http.route"],
+            request.split(' ').nth(1).unwrap()
+        );
+        assert_eq!(server.attributes["http.response.status_code"], "200");
+        assert_eq!(server.attributes["task.id"], task.id.to_string());
+    }
+    // No span of the trace hangs from a parent that never arrived.
+    for span in &spans {
+        if !span.parent_span_id.is_empty() {
+            parent_of(span);
+        }
+    }
+    // A's JSON log lines lead to the trace: the submit's line carries its ids.
+    let log = std::fs::read_to_string(&a.log).unwrap();
+    let submitted = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|l| l["message"] == "task submitted" && l["fields"]["task.id"] == task.id.to_string())
+        .expect("a JSON log line for the submit");
+    assert_eq!(submitted["trace_id"], trace_id);
+    assert_eq!(submitted["span_id"], submit.span_id);
+    drop(lb);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_an_endpoint_nothing_is_exported_and_the_task_keeps_the_callers_context() {
+    let env = TestEnv::new("tracing-off").await;
+    let node = env.node().await;
+    let caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/tasks", node.url))
+        .bearer_auth(API_TOKEN)
+        .header("traceparent", caller)
+        .json(&serde_json::json!({ "command": ["true"] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let task: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(task["traceparent"], caller, "passed through untouched");
+    let log = std::fs::read_to_string(&node.log).unwrap();
+    assert!(
+        !log.contains("exporting traces"),
+        "no exporter without an endpoint"
+    );
+}
