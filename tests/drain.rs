@@ -50,6 +50,17 @@ fn lb_config(nodes: &[&NodeProc]) -> String {
     out
 }
 
+/// How many lease requests are parked on a node now.
+async fn parked_on(url: &str) -> Option<u64> {
+    let ready: serde_json::Value = reqwest::get(format!("{url}/readyz"))
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    ready["parked_leases"].as_u64()
+}
+
 fn task(i: usize, sleep_s: f32) -> SubmitTask {
     SubmitTask {
         labels: vec!["drain".into()],
@@ -71,6 +82,26 @@ async fn a_draining_node_hands_over_without_failing_a_request() {
     let mut a = env.node_with(&with_grace).await;
     let b = env.node_with(FAST_HA).await;
     let lb = NginxProc::start(&env.dir, &lb_config(&[&a, &b])).await;
+    // A lease parked on A itself, from a runner speaking the protocol directly (parked
+    // before anything else can be, so A's count is this one).
+    let (_, direct) = register_runner(&a.url, &["elsewhere"], 1).await;
+    let parked = tokio::spawn(async move {
+        let started = Instant::now();
+        let answer = direct
+            .lease(&LeaseRequest {
+                request_id: Uuid::new_v4(),
+                max: 1,
+                wait_s: 50,
+                boot_id: Uuid::new_v4(),
+                running: Vec::new(),
+            })
+            .await;
+        (answer, started.elapsed())
+    });
+    a.wait_parked("the direct lease parked on A", |n| n >= 1)
+        .await;
+    // Two agents with a free slot each once four tasks run, so each keeps a lease parked
+    // on one node or the other.
     let runners = [
         env.runner_with(&lb.url, &["drain"], 3, &["--wait-s", "20"])
             .await,
@@ -97,48 +128,32 @@ async fn a_draining_node_hands_over_without_failing_a_request() {
         }
     })
     .await;
-    // Both agents have a free slot, so each keeps a lease parked on one node or the
-    // other; and one more lease parked on A itself, from a runner speaking the protocol
-    // directly.
-    let (_, direct) = register_runner(&a.url, &["elsewhere"], 1).await;
-    let parked = tokio::spawn(async move {
-        let started = Instant::now();
-        let answer = direct
-            .lease(&LeaseRequest {
-                request_id: Uuid::new_v4(),
-                max: 1,
-                wait_s: 30,
-                boot_id: Uuid::new_v4(),
-                running: Vec::new(),
-            })
-            .await;
-        (answer, started.elapsed())
-    });
-    a.wait_parked("the direct lease parked on A", |n| n >= 1)
-        .await;
-    let parked_on_a = reqwest::get(format!("{}/readyz", a.url))
-        .await
-        .unwrap()
-        .json::<serde_json::Value>()
-        .await
-        .unwrap()["parked_leases"]
-        .as_u64()
-        .unwrap();
-    let parked_on_b = reqwest::get(format!("{}/readyz", b.url))
-        .await
-        .unwrap()
-        .json::<serde_json::Value>()
-        .await
-        .unwrap()["parked_leases"]
-        .as_u64()
-        .unwrap();
-    eprintln!("parked before the drain: {parked_on_a} on A, {parked_on_b} on B");
+    // The precondition: both agents parked too (besides the direct lease on A).
+    let (on_a, on_b) = wait_for("both agents parked", Duration::from_secs(20), || async {
+        let (on_a, on_b) = (parked_on(&a.url).await?, parked_on(&b.url).await?);
+        (on_a + on_b >= 3).then_some((on_a, on_b))
+    })
+    .await;
+    eprintln!("parked before the drain: {on_a} on A, {on_b} on B");
 
+    let a_url = a.url.clone();
     let stopping = Instant::now();
     let terminated = tokio::spawn(async move {
         let code = a.terminate(Duration::from_secs(DRAIN_GRACE_S + 5)).await;
         (code, a)
     });
+    // A first says it is leaving (its listener still open): readiness fails.
+    let readyz = wait_for("A's readiness to fail", Duration::from_secs(5), || {
+        let req = reqwest::get(format!("{a_url}/readyz"));
+        async move {
+            req.await
+                .ok()
+                .filter(|r| r.status() == 503)
+                .map(|r| r.status())
+        }
+    })
+    .await;
+    assert_eq!(readyz, 503);
     // New work keeps arriving through nginx while A drains.
     for i in 4..10 {
         let (t, created) = client

@@ -86,8 +86,13 @@ async fn node_and_runner_metrics_parse_and_move_with_the_work() {
             let now = Scrape::of(&node_metrics).await;
             let done = now.value("baton_tasks_completed_total", &[("outcome", "succeeded")])
                 - before.value("baton_tasks_completed_total", &[("outcome", "succeeded")]);
-            let gauged = now.value("baton_tasks", &[("status", "succeeded")]);
-            (done == TASKS && gauged == TASKS).then_some(now)
+            // Nothing left in flight, and the finished ones are not counted by the gauge.
+            let in_flight = ["queued", "leased", "running"]
+                .iter()
+                .map(|s| now.value("baton_tasks", &[("status", s)]))
+                .sum::<f64>();
+            let finished = now.value("baton_tasks", &[("status", "succeeded")]);
+            (done == TASKS && in_flight == 0.0 && finished == 0.0).then_some(now)
         },
     )
     .await;

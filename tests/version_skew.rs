@@ -98,7 +98,7 @@ async fn the_oldest_supported_agent_works_and_a_too_old_one_exits_with_the_reaso
     let mut fresh = env
         .runner_with(&node.url, &["skew"], 1, &["--reported-version", "0.0.9"])
         .await;
-    assert_eq!(fresh.wait_exit(Duration::from_secs(30)).await, Some(1));
+    assert_eq!(fresh.wait_exit(Duration::from_secs(30)).await, Some(4));
     let log = std::fs::read_to_string(&fresh.log).unwrap();
     assert!(log.contains("cannot serve this runner version"), "{log}");
 }

@@ -35,7 +35,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a node: the HTTP API and the node's services.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Apply the database migrations and exit.
     Migrate(serve::MigrateArgs),
     /// Run a runner agent that leases and executes tasks.
@@ -67,7 +67,7 @@ pub async fn run(
     // The node and the runner export traces (they know their identity once their
     // settings are read); the other commands only log.
     match command {
-        Command::Serve(args) => serve::serve(args, log_format, traces).await,
+        Command::Serve(args) => serve::serve(*args, log_format, traces).await,
         Command::Runner(args) => runner::run(args, log_format, traces).await,
         command => {
             crate::telemetry::init_logs(log_format);

@@ -2,7 +2,7 @@
 
 use crate::settings;
 use crate::telemetry::{self, LogFormat, TraceArgs};
-use baton_runner::{Agent, AgentExit, RunnerConfig};
+use baton_runner::{Agent, AgentExit, IncompatibleRunner, RunnerConfig};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -93,14 +93,23 @@ pub async fn run(
     });
     let exit = agent.run(shutdown).await;
     telemetry.flush().await;
-    Ok(match exit? {
+    // Refused for its version, at registration or later: the same exit either way.
+    const INCOMPATIBLE: u8 = 4;
+    let exit = match exit {
+        Err(e) if e.downcast_ref::<IncompatibleRunner>().is_some() => {
+            eprintln!("baton runner: {e}");
+            return Ok(ExitCode::from(INCOMPATIBLE));
+        }
+        other => other?,
+    };
+    Ok(match exit {
         AgentExit::Shutdown | AgentExit::Once => ExitCode::SUCCESS,
         AgentExit::Unregistered => ExitCode::from(3),
         AgentExit::Incompatible => {
             eprintln!(
                 "baton runner: the server cannot serve this runner version; upgrade the runner"
             );
-            ExitCode::from(4)
+            ExitCode::from(INCOMPATIBLE)
         }
     })
 }

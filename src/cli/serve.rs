@@ -58,6 +58,10 @@ pub struct ServeArgs {
     /// [default: 25].
     #[arg(long, env = "BATON_DRAIN_GRACE_S")]
     drain_grace_s: Option<u64>,
+    /// How long a draining node keeps answering, while saying it is leaving, before it
+    /// closes its listener [default: 2000].
+    #[arg(long, env = "BATON_DRAIN_NOTICE_MS")]
+    drain_notice_ms: Option<u64>,
     #[command(flatten)]
     timings: TimingArgs,
     /// Test-only fault injection (`after-pop`: abort between the Redis pop and the
@@ -137,11 +141,15 @@ pub async fn serve(
         "baton node {} listening on http://{}",
         node.node_id, node.addr
     );
-    super::shutdown_signal().await;
-    tracing::info!("shutdown requested: draining");
-    let started = std::time::Instant::now();
-    let drained = node.drain().await;
-    tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "drained");
+    let started = std::sync::OnceLock::new();
+    let signalled = async {
+        super::shutdown_signal().await;
+        let _ = started.set(std::time::Instant::now());
+    };
+    let drained = node.run_until(signalled).await;
+    if let Some(started) = started.get() {
+        tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "drained");
+    }
     telemetry.flush().await;
     drained?;
     Ok(ExitCode::SUCCESS)

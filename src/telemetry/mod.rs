@@ -47,8 +47,9 @@ impl TelemetryGuard {
 impl Drop for TelemetryGuard {
     fn drop(&mut self) {
         if let Some(provider) = self.provider.take() {
-            // Blocking: it waits for the batch exporter's last send.
-            if let Err(e) = provider.shutdown() {
+            // Blocking: it waits for the batch exporter's last send — bounded, so a
+            // collector that is gone cannot hold the exit past the orchestrator's grace.
+            if let Err(e) = provider.shutdown_with_timeout(std::time::Duration::from_secs(3)) {
                 eprintln!("baton: flushing traces: {e}");
             }
         }

@@ -25,7 +25,7 @@ pub enum OtlpProtocol {
 pub struct TraceArgs {
     /// OTLP collector to send traces to, e.g. http://jaeger:4317 (gRPC) or
     /// http://jaeger:4318 (HTTP; `/v1/traces` is appended). Unset: no traces. Falls back
-    /// to OTEL_EXPORTER_OTLP_ENDPOINT, then OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as is).
+    /// to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as is), then OTEL_EXPORTER_OTLP_ENDPOINT.
     #[arg(long, env = "BATON_OTLP_ENDPOINT", global = true)]
     pub otlp_endpoint: Option<String>,
     /// OTLP transport.
@@ -48,23 +48,23 @@ pub struct TraceArgs {
 }
 
 impl TraceArgs {
-    /// The collector URL for the chosen transport, if any is configured.
+    /// The collector URL for the chosen transport, if any is configured: the flag (a
+    /// base URL), else `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used as is, as the OTLP
+    /// spec says), else `OTEL_EXPORTER_OTLP_ENDPOINT` (a base URL).
     fn endpoint(&self) -> Option<String> {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        if let Some(base) = self
-            .otlp_endpoint
-            .clone()
-            .filter(|v| !v.trim().is_empty())
-            .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
+        let flag = self.otlp_endpoint.clone().filter(|v| !v.trim().is_empty());
+        if flag.is_none()
+            && let Some(exact) = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         {
-            return Some(match self.otlp_protocol {
-                OtlpProtocol::Grpc => base,
-                // A base URL, as the OTLP spec defines it for this variable.
-                _ if base.trim_end_matches('/').ends_with("/v1/traces") => base,
-                _ => format!("{}/v1/traces", base.trim_end_matches('/')),
-            });
+            return Some(exact);
         }
-        env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        let base = flag.or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))?;
+        Some(match self.otlp_protocol {
+            OtlpProtocol::Grpc => base,
+            _ if base.trim_end_matches('/').ends_with("/v1/traces") => base,
+            _ => format!("{}/v1/traces", base.trim_end_matches('/')),
+        })
     }
 
     pub fn endpoint_display(&self) -> String {

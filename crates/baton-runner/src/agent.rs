@@ -43,6 +43,11 @@ pub enum AgentExit {
     Incompatible,
 }
 
+/// The server refused this agent's version (426) before it could register.
+#[derive(Debug, thiserror::Error)]
+#[error("the server cannot serve this runner version: {0}")]
+pub struct IncompatibleRunner(pub String);
+
 pub struct Agent {
     config: Arc<RunnerConfig>,
     client: Client,
@@ -93,7 +98,7 @@ impl Agent {
                         }
                     }
                     CallError::Stop(Stop::Incompatible(reason)) => {
-                        anyhow::bail!("the server cannot serve this runner version: {reason}")
+                        return Err(IncompatibleRunner(reason).into());
                     }
                     other => anyhow::bail!("registration refused: {other}"),
                 },
@@ -114,7 +119,22 @@ impl Agent {
         if self.config.healthz_listen.is_some() {
             crate::metrics::install();
         }
+        // Up before registering: a probe must not restart an agent that is only waiting
+        // for a server to come up.
+        let health: SharedHealth = Arc::new(Mutex::new(Health {
+            not_leasing_because: Some("registering".into()),
+            ..Health::default()
+        }));
+        if let Some(addr) = self.config.healthz_listen {
+            let (health, stop) = (health.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                if let Err(e) = health::serve(addr, health, stop).await {
+                    tracing::error!(error = %e, %addr, "cannot serve /healthz");
+                }
+            });
+        }
         let reg = self.registration(&shutdown).await?;
+        health.lock().expect("health lock").runner_id = Some(reg.runner_id);
         let client = self.client.with_token(reg.token.clone());
         let killed = leftovers::kill_all(&self.config.state_dir);
         if killed > 0 {
@@ -137,18 +157,6 @@ impl Agent {
         };
         let slots = Arc::new(Semaphore::new(capacity));
         let tracker = Arc::new(Tracker::default());
-        let health: SharedHealth = Arc::new(Mutex::new(Health {
-            runner_id: Some(reg.runner_id),
-            ..Health::default()
-        }));
-        if let Some(addr) = self.config.healthz_listen {
-            let (health, stop) = (health.clone(), shutdown.clone());
-            tokio::spawn(async move {
-                if let Err(e) = health::serve(addr, health, stop).await {
-                    tracing::error!(error = %e, %addr, "cannot serve /healthz");
-                }
-            });
-        }
         crate::metrics::slots_total(capacity);
         let mut took_one = false;
         let mut tasks = JoinSet::new();

@@ -15,6 +15,6 @@ mod registration;
 mod retry;
 mod tracker;
 
-pub use agent::{Agent, AgentExit};
+pub use agent::{Agent, AgentExit, IncompatibleRunner};
 pub use config::RunnerConfig;
 pub use registration::Registration;

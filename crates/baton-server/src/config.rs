@@ -47,6 +47,10 @@ pub struct ServeConfig {
     /// After SIGTERM: how long in-flight requests may take to finish before the node
     /// exits anyway. Keep it under the orchestrator's termination grace (Kubernetes: 30 s).
     pub drain_grace_s: u64,
+    /// The first part of a drain: the node still answers, but says it is leaving
+    /// (readiness fails, leases are turned away, every answer closes its connection), so
+    /// load balancers stop sending before the listener closes.
+    pub drain_notice_ms: u64,
 }
 
 /// Input limits: each one breached is answered with a JSON 413 or 422.
@@ -202,6 +206,7 @@ impl Default for ServeConfig {
             redis_pool_size: 16,
             store_timeout_ms: 2_000,
             drain_grace_s: 25,
+            drain_notice_ms: 2_000,
         }
     }
 }

@@ -107,10 +107,11 @@ async fn park_and_lease(
     // leaves its wake-up in this receiver.
     let mut parked = state.wake.park();
     let wakes = &mut parked.wakes;
-    if state.shutdown.is_cancelled() {
-        // Draining: nothing new is claimed by a node about to leave; the runner asks
-        // again and reaches another node.
-        return Ok(Vec::new());
+    if state.draining.is_cancelled() {
+        // Nothing new is claimed by a node about to leave. A 503: a load balancer sends
+        // the request to another node (it is idempotent by its request id), a runner
+        // talking to this node directly backs off and asks again.
+        return Err(ApiError::unavailable("node is draining; ask another node"));
     }
     loop {
         if runner.paused {
@@ -134,7 +135,7 @@ async fn park_and_lease(
         loop {
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => return Ok(Vec::new()),
-                _ = state.shutdown.cancelled() => return Ok(Vec::new()),
+                _ = state.draining.cancelled() => return Ok(Vec::new()),
                 wake = wakes.recv() => match wake {
                     Ok(Wake::Queue(key)) if concerns(runner, &key) => break,
                     // A cancel for one of this runner's tasks: answer now, with the news.
@@ -157,7 +158,7 @@ async fn park_paused(
     loop {
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => return Ok(Vec::new()),
-            _ = state.shutdown.cancelled() => return Ok(Vec::new()),
+            _ = state.draining.cancelled() => return Ok(Vec::new()),
             wake = wakes.recv() => match wake {
                 Ok(Wake::Runner(id)) if id == runner.id => return Ok(Vec::new()),
                 Err(RecvError::Closed) => return Ok(Vec::new()),

@@ -324,7 +324,15 @@ pub async fn refresh(state: &AppState) {
 async fn refresh_redis(state: &AppState) -> Result<(), ServiceError> {
     let live = state.coord.nodes_live().await?;
     gauge!(LIVE_NODES).set(live.len() as f64);
-    let depths = state.coord.queue_depths().await?;
+    let mut depths = state.coord.queue_depths().await?;
+    // The default queue is always reported, so the family exists (at 0) on an idle
+    // cluster too: an alert on it never sees "no data".
+    if !depths
+        .iter()
+        .any(|(queue, _)| queue == baton_core::validate::DEFAULT_QUEUE)
+    {
+        depths.push((baton_core::validate::DEFAULT_QUEUE.to_string(), 0));
+    }
     let now: BTreeSet<String> = depths.iter().map(|(queue, _)| queue.clone()).collect();
     let gone: Vec<String> = {
         let mut refreshed = REFRESHED.lock().expect("metrics refresh lock");
@@ -343,7 +351,7 @@ async fn refresh_redis(state: &AppState) -> Result<(), ServiceError> {
 
 async fn refresh_postgres(state: &AppState) -> Result<(), ServiceError> {
     let counts = state.store.tasks_count_by_status(REFRESH_LIMIT).await?;
-    for status in TaskStatus::ALL {
+    for status in TaskStatus::ALL.into_iter().filter(|s| !s.is_terminal()) {
         let n = counts
             .iter()
             .find(|(s, _)| *s == status)

@@ -49,35 +49,32 @@ pub struct RunningNode {
     served: JoinHandle<Result<(), NodeError>>,
     coord: Coord,
     identity: Arc<NodeIdentity>,
+    draining: CancellationToken,
     drain_grace: Duration,
+    drain_notice: Duration,
 }
 
 impl RunningNode {
-    /// Begins a graceful shutdown: parked leases return at once, in-flight requests finish.
-    pub fn shutdown(&self) {
-        self.shutdown.cancel();
-    }
-
-    pub fn shutdown_token(&self) -> CancellationToken {
-        self.shutdown.clone()
-    }
-
-    /// Waits until the node has stopped serving and left the cluster.
-    pub async fn wait(self) -> Result<(), NodeError> {
-        self.served
-            .await
-            .map_err(|e| NodeError::Serve(std::io::Error::other(e)))?
-    }
-
-    /// The SIGTERM path: stop taking connections (a load balancer moves on), answer
-    /// parked leases with no work (runners re-poll elsewhere), let in-flight requests
-    /// finish, stop the services, and leave the cluster so the node's claims are adopted
-    /// at once — all within the drain grace. Past it, the node leaves anyway; whatever it
-    /// had claimed is adopted once it is gone, as after a crash.
+    /// The SIGTERM path. First the notice: readiness fails, parked leases are answered
+    /// with no work and new ones turned away (runners ask another node), and every answer
+    /// closes its connection, so load balancers stop sending here. Then the listener
+    /// closes, requests in flight finish, the services stop, and the node leaves the
+    /// cluster so its claims are adopted at once — all within the drain grace. Past it,
+    /// the node leaves anyway; what it had claimed is adopted once it is gone, as after a
+    /// crash.
     pub async fn drain(mut self) -> Result<(), NodeError> {
+        let deadline = tokio::time::Instant::now() + self.drain_grace;
+        self.draining.cancel();
+        let notice = self.drain_notice.min(self.drain_grace / 2);
+        tokio::select! {
+            _ = tokio::time::sleep(notice) => {}
+            // It stopped on its own meanwhile (a failed server): nothing left to drain.
+            ended = &mut self.served => {
+                return ended.map_err(|e| NodeError::Serve(std::io::Error::other(e)))?;
+            }
+        }
         self.shutdown.cancel();
-        let grace = self.drain_grace;
-        match tokio::time::timeout(grace, &mut self.served).await {
+        match tokio::time::timeout_at(deadline, &mut self.served).await {
             Ok(joined) => joined.map_err(|e| NodeError::Serve(std::io::Error::other(e)))?,
             Err(_) => {
                 self.served.abort();
@@ -85,9 +82,22 @@ impl RunningNode {
                 if let Err(e) = self.coord.node_leave(&id).await {
                     tracing::warn!(error = %e, node.id = %id, "could not remove liveness key; it will expire");
                 }
-                Err(NodeError::DrainTimeout(grace))
+                Err(NodeError::DrainTimeout(self.drain_grace))
             }
         }
+    }
+
+    /// Serves until `signal` resolves, then drains; or returns at once if the node stops
+    /// by itself (its server failed).
+    pub async fn run_until(mut self, signal: impl Future<Output = ()>) -> Result<(), NodeError> {
+        tokio::select! {
+            _ = signal => {}
+            ended = &mut self.served => {
+                return ended.map_err(|e| NodeError::Serve(std::io::Error::other(e)))?;
+            }
+        }
+        tracing::info!(node.id = %self.node_id, "shutdown requested: draining");
+        self.drain().await
     }
 }
 
@@ -167,6 +177,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
     let addr = listener.local_addr().map_err(NodeError::Serve)?;
 
     let shutdown = CancellationToken::new();
+    let draining = CancellationToken::new();
     let wake = WakeBus::spawn(&coord, shutdown.clone());
     let now_ms = Utc::now().timestamp_millis();
     let identity = NodeIdentity::new(
@@ -194,6 +205,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         ))),
         bootstrap_api_token: config.api_token.as_deref().map(hash_token),
         bootstrap_registration_token: config.registration_token.as_deref().map(hash_token),
+        draining: draining.clone(),
         shutdown: shutdown.clone(),
         config: Arc::new(config),
     };
@@ -216,6 +228,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
     let stop = shutdown.clone();
     let identity = state.identity.clone();
     let drain_grace = state.config.drain_grace();
+    let drain_notice = Duration::from_millis(state.config.drain_notice_ms);
     let (leave_coord, leave_identity) = (coord.clone(), identity.clone());
     let served = tokio::spawn(async move {
         tracing::info!(node.id = %identity.id(), %addr, "node serving");
@@ -240,6 +253,8 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         served,
         coord: leave_coord,
         identity: leave_identity,
+        draining,
         drain_grace,
+        drain_notice,
     })
 }

@@ -23,7 +23,10 @@ pub struct AppState {
     pub http: reqwest::Client,
     /// The OpenAPI document, set once the router (which generates it) is built.
     pub openapi: Arc<std::sync::OnceLock<serde_json::Value>>,
-    /// Cancelled when the node begins shutting down: parked requests return at once.
+    /// Cancelled when the node begins to drain (SIGTERM): readiness fails, parked leases
+    /// return empty, new ones are turned away, connections close after their answer.
+    pub draining: CancellationToken,
+    /// Cancelled when the node stops serving: the listener closes, services stop.
     pub shutdown: CancellationToken,
 }
 

@@ -6,9 +6,12 @@ use baton_core::TaskStatus;
 use std::time::Duration;
 
 impl Store {
-    /// How many tasks are in each status (statuses with none are left out). A count walks
-    /// the whole table (its status index), so it is bounded inside Postgres by `limit`:
-    /// a slow count is cancelled there, not left running after the caller gave up.
+    /// How many unfinished tasks are in each status (statuses with none are left out).
+    /// Finished ones are not counted: they pile up for the whole retention, and counting
+    /// them on every scrape would walk most of the table; `baton_tasks_completed_total`
+    /// counts them as they end. The count reads the `(status, id)` index for the few
+    /// active statuses, bounded inside Postgres by `limit`: a slow count is cancelled
+    /// there, not left running after the caller gave up.
     pub async fn tasks_count_by_status(
         &self,
         limit: Duration,
@@ -18,10 +21,18 @@ impl Store {
             .bind(format!("{}ms", limit.as_millis().max(1)))
             .execute(&mut *tx)
             .await?;
-        let rows: Vec<(String, i64)> =
-            sqlx::query_as("SELECT status, count(*) FROM tasks GROUP BY status")
-                .fetch_all(&mut *tx)
-                .await?;
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT status, count(*) FROM tasks WHERE status = ANY($1) GROUP BY status",
+        )
+        .bind(
+            TaskStatus::ALL
+                .iter()
+                .filter(|s| !s.is_terminal())
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .fetch_all(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(rows
             .into_iter()

@@ -156,7 +156,7 @@ fn follow(
                 });
                 tokio::select! {
                     _ = woken => {}
-                    _ = state.shutdown.cancelled() => return None,
+                    _ = state.draining.cancelled() => return None,
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The HTTP surface (design.md §6).
 
 mod admin;
+mod draining;
 mod http_span;
 mod logs;
 mod metrics;
@@ -68,6 +69,10 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(axum::middleware::from_fn(runner_version::gate))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            draining::close_connections,
+        ))
         .layer(axum::middleware::from_fn(crate::metrics::track_http))
         .layer(
             TraceLayer::new_for_http()

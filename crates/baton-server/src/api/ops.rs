@@ -25,8 +25,8 @@ pub async fn healthz() -> Json<Value> {
     responses((status = 200, description = "Ready to serve", body = Object), Errors)
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    if state.shutdown.is_cancelled() {
-        return Err(ApiError::unavailable("node is shutting down"));
+    if state.draining.is_cancelled() {
+        return Err(ApiError::unavailable("node is draining"));
     }
     let (redis, postgres) = tokio::join!(state.coord.ping(), state.store.ping());
     redis.map_err(|e| ApiError::unavailable(format!("redis: {e}")))?;
