@@ -224,8 +224,10 @@ async fn a_runner_short_of_disk_leases_nothing_and_says_why() {
         )
         .await;
     let (t, _) = user.submit(&simple()).await.unwrap();
-    let health: serde_json::Value =
-        wait_for("the agent's /healthz once registered", Duration::from_secs(20), || async {
+    let health: serde_json::Value = wait_for(
+        "the agent's /healthz once registered",
+        Duration::from_secs(20),
+        || async {
             let body: serde_json::Value = reqwest::get(format!("http://{listen}/healthz"))
                 .await
                 .ok()?
@@ -235,8 +237,9 @@ async fn a_runner_short_of_disk_leases_nothing_and_says_why() {
             // Past "registering": the reason it gives once it would lease.
             let reason = body["not_leasing_because"].as_str().unwrap_or_default();
             reason.contains("MiB free").then_some(body)
-        })
-        .await;
+        },
+    )
+    .await;
     assert_eq!(health["leasing"], false);
     assert!(
         health["not_leasing_because"]

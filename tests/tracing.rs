@@ -243,3 +243,91 @@ async fn without_an_endpoint_nothing_is_exported_and_the_task_keeps_the_callers_
         "no exporter without an endpoint"
     );
 }
+
+/// The story of a task whose node died: the adopting node's hand-over and its
+/// reconciler's requeue join the task's trace, under the stored submit context.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_adoption_and_the_reconcile_after_it_join_the_tasks_trace() {
+    let env = TestEnv::new("tracing-adopt").await;
+    let sink = OtlpSink::start().await;
+    let traced: Vec<&str> = FAST_HA
+        .iter()
+        .copied()
+        .chain(["--otlp-endpoint", &sink.http_url])
+        .collect();
+    let mut a = env.node_with(FAST_HA).await;
+    let mut b = env.node_with(&traced).await;
+    let client = user_client(&b.url);
+    let (task, _) = client
+        .submit(&SubmitTask {
+            labels: vec!["adopt".into()],
+            command: Some(vec!["true".into()]),
+            ..SubmitTask::default()
+        })
+        .await
+        .unwrap();
+    // Leased through A by a runner that never starts it; then A dies holding the claim.
+    let (_, runner) = register_runner(&a.url, &["adopt"], 1).await;
+    let leased = runner
+        .lease(&baton_client::LeaseRequest {
+            request_id: uuid::Uuid::new_v4(),
+            max: 1,
+            wait_s: 5,
+            boot_id: uuid::Uuid::new_v4(),
+            running: Vec::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(leased.tasks.len(), 1);
+    a.kill();
+    // B adopts the claim and, the lease never acknowledged, puts the task back.
+    wait_for(
+        "the task back in its queue",
+        Duration::from_secs(30),
+        || {
+            let client = &client;
+            async move {
+                let t = client.task_get(task.id).await.ok()?;
+                (t.status == TaskStatus::Queued).then_some(())
+            }
+        },
+    )
+    .await;
+    assert_eq!(b.terminate(Duration::from_secs(30)).await, Some(0));
+
+    let trace_id = task
+        .traceparent
+        .as_deref()
+        .and_then(|tp| tp.split('-').nth(1))
+        .unwrap()
+        .to_string();
+    let spans = wait_for(
+        "B's adoption and reconcile spans",
+        Duration::from_secs(20),
+        || {
+            let spans: Vec<ReceivedSpan> = sink
+                .spans()
+                .into_iter()
+                .filter(|s| s.trace_id == trace_id)
+                .collect();
+            let found = ["POST /v1/tasks", "task.adopt", "task.reconcile"]
+                .iter()
+                .all(|name| spans.iter().any(|s| s.name == *name));
+            async move { found.then_some(spans) }
+        },
+    )
+    .await;
+    let submit = spans.iter().find(|s| s.name == "POST /v1/tasks").unwrap();
+    for name in ["task.adopt", "task.reconcile"] {
+        let span = spans.iter().find(|s| s.name == name).unwrap();
+        assert_eq!(
+            span.parent_span_id, submit.span_id,
+            "{name} hangs under the submit"
+        );
+        assert_eq!(
+            span.resource["service.instance.id"], b.node_id,
+            "{name} on B"
+        );
+        assert_eq!(span.attributes["task.id"], task.id.to_string());
+    }
+}
