@@ -16,6 +16,35 @@ use std::time::Duration;
 use support::nginx::NginxProc;
 use support::*;
 
+/// The trace id in a task's stored `traceparent`.
+fn trace_of(task: &baton_client::Task) -> String {
+    task.traceparent
+        .as_deref()
+        .and_then(|tp| tp.split('-').nth(1))
+        .expect("the task keeps its submit span's trace context")
+        .to_string()
+}
+
+/// The spans of one trace, once every name in `wanted` has arrived.
+async fn spans_named(sink: &OtlpSink, trace_id: &str, wanted: &[&str]) -> Vec<ReceivedSpan> {
+    wait_for(
+        &format!("{wanted:?} in trace {trace_id}"),
+        Duration::from_secs(20),
+        || {
+            let spans: Vec<ReceivedSpan> = sink
+                .spans()
+                .into_iter()
+                .filter(|s| s.trace_id == trace_id)
+                .collect();
+            let found = wanted
+                .iter()
+                .all(|name| spans.iter().any(|s| s.name == *name));
+            async move { found.then_some(spans) }
+        },
+    )
+    .await
+}
+
 fn host(url: &str) -> &str {
     url.trim_start_matches("http://")
 }
@@ -295,26 +324,10 @@ async fn an_adoption_and_the_reconcile_after_it_join_the_tasks_trace() {
     .await;
     assert_eq!(b.terminate(Duration::from_secs(30)).await, Some(0));
 
-    let trace_id = task
-        .traceparent
-        .as_deref()
-        .and_then(|tp| tp.split('-').nth(1))
-        .unwrap()
-        .to_string();
-    let spans = wait_for(
-        "B's adoption and reconcile spans",
-        Duration::from_secs(20),
-        || {
-            let spans: Vec<ReceivedSpan> = sink
-                .spans()
-                .into_iter()
-                .filter(|s| s.trace_id == trace_id)
-                .collect();
-            let found = ["POST /v1/tasks", "task.adopt", "task.reconcile"]
-                .iter()
-                .all(|name| spans.iter().any(|s| s.name == *name));
-            async move { found.then_some(spans) }
-        },
+    let spans = spans_named(
+        &sink,
+        &trace_of(&task),
+        &["POST /v1/tasks", "task.adopt", "task.reconcile"],
     )
     .await;
     let submit = spans.iter().find(|s| s.name == "POST /v1/tasks").unwrap();
@@ -330,4 +343,45 @@ async fn an_adoption_and_the_reconcile_after_it_join_the_tasks_trace() {
         );
         assert_eq!(span.attributes["task.id"], task.id.to_string());
     }
+}
+
+/// A runner that exports no traces still ties its reports to the task's trace: they
+/// carry the lease's context, so the node's spans for them hang under `task.lease`.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_untraced_runner_s_reports_still_join_the_tasks_trace() {
+    let env = TestEnv::new("tracing-untraced-runner").await;
+    let sink = OtlpSink::start().await;
+    let mut node = env.node_with(&["--otlp-endpoint", &sink.http_url]).await;
+    let mut runner = env.runner(&node.url, &["plain"], 1).await;
+    let client = user_client(&node.url);
+    let task = run_true(&env, &client, "plain").await;
+    runner.signal("TERM");
+    assert_eq!(runner.wait_exit(Duration::from_secs(30)).await, Some(0));
+    assert_eq!(node.terminate(Duration::from_secs(30)).await, Some(0));
+
+    let spans = spans_named(
+        &sink,
+        &trace_of(&task),
+        &[
+            "task.lease",
+            "POST /v1/runner/tasks/{id}/start",
+            "POST /v1/runner/tasks/{id}/complete",
+        ],
+    )
+    .await;
+    let lease = spans.iter().find(|s| s.name == "task.lease").unwrap();
+    for report in [
+        "POST /v1/runner/tasks/{id}/start",
+        "POST /v1/runner/tasks/{id}/complete",
+    ] {
+        let span = spans.iter().find(|s| s.name == report).unwrap();
+        assert_eq!(
+            span.parent_span_id, lease.span_id,
+            "{report} hangs under the lease"
+        );
+    }
+    assert!(
+        spans.iter().all(|s| s.service == "baton-server"),
+        "the runner exported nothing"
+    );
 }

@@ -5,8 +5,7 @@
 
 mod support;
 
-use baton_client::{RUNNER_VERSION_HEADER, SubmitTask};
-use baton_core::TaskStatus;
+use baton_client::RUNNER_VERSION_HEADER;
 use baton_core::version::MIN_RUNNER_VERSION;
 use std::time::Duration;
 use support::*;
@@ -64,18 +63,7 @@ async fn the_oldest_supported_agent_works_and_a_too_old_one_exits_with_the_reaso
     let mut runner = env
         .runner_with(&node.url, &["skew"], 1, &["--reported-version", &oldest])
         .await;
-    let (task, _) = client
-        .submit(&SubmitTask {
-            labels: vec!["skew".into()],
-            command: Some(vec!["true".into()]),
-            ..SubmitTask::default()
-        })
-        .await
-        .unwrap();
-    assert_eq!(
-        env.wait_terminal(&client, task.id).await.status,
-        TaskStatus::Succeeded
-    );
+    run_true(&env, &client, "skew").await;
     runner.signal("TERM");
     assert_eq!(runner.wait_exit(Duration::from_secs(30)).await, Some(0));
 

@@ -242,6 +242,21 @@ pub async fn register_runner_token(base: &str, labels: &[&str], capacity: i32) -
     (reg.runner_id, reg.token)
 }
 
+/// Submits `true` for runners with `label` and waits until it succeeded.
+pub async fn run_true(env: &TestEnv, client: &Client, label: &str) -> baton_client::Task {
+    let (task, _) = client
+        .submit(&baton_client::SubmitTask {
+            labels: vec![label.into()],
+            command: Some(vec!["true".into()]),
+            ..baton_client::SubmitTask::default()
+        })
+        .await
+        .unwrap();
+    let done = env.wait_terminal(client, task.id).await;
+    assert_eq!(done.status.as_str(), "succeeded", "task {}", task.id);
+    done
+}
+
 /// Polls `check` until it yields `Some`, or panics with `what` after `timeout`.
 pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
 where

@@ -50,6 +50,9 @@ pub struct Client {
     token: Option<String>,
     /// A runner agent's version, sent with each request (`RUNNER_VERSION_HEADER`).
     agent_version: Option<String>,
+    /// Sent as `traceparent` when the caller has no trace context of its own (a runner
+    /// that exports no traces still ties its task's reports to the task's trace).
+    trace_fallback: Option<String>,
 }
 
 /// Makes ring the process's TLS provider unless one is set. reqwest is built without a
@@ -70,7 +73,16 @@ impl Client {
             base: base_url.trim_end_matches('/').to_string(),
             token,
             agent_version: None,
+            trace_fallback: None,
         })
+    }
+
+    /// The same client, sending `traceparent` when the calling span has no context.
+    pub fn with_trace_fallback(&self, traceparent: Option<String>) -> Self {
+        Client {
+            trace_fallback: traceparent,
+            ..self.clone()
+        }
     }
 
     /// The same client, announcing itself as runner agent `version`.
@@ -107,6 +119,14 @@ impl Client {
         // The caller's span continues on the server (one trace per task).
         let mut headers = reqwest::header::HeaderMap::new();
         crate::trace_context::inject_current(&mut headers);
+        if !headers.contains_key(crate::trace_context::TRACEPARENT)
+            && let Some(value) = self
+                .trace_fallback
+                .as_deref()
+                .and_then(|tp| reqwest::header::HeaderValue::from_str(tp).ok())
+        {
+            headers.insert(crate::trace_context::TRACEPARENT, value);
+        }
         req.headers(headers)
     }
 

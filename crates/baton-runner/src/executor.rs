@@ -85,7 +85,15 @@ impl Executor {
             task.attempt = task.attempt,
         );
         trace_context::adopt_parent(&span, task.traceparent.as_deref());
-        self.run_traced(task, stop, control).instrument(span).await
+        // Without a tracer of our own, the reports still carry the lease's context.
+        let for_task = Executor {
+            client: self.client.with_trace_fallback(task.traceparent.clone()),
+            config: self.config.clone(),
+        };
+        for_task
+            .run_traced(task, stop, control)
+            .instrument(span)
+            .await
     }
 
     async fn run_traced(
