@@ -72,7 +72,18 @@ fn nix_is_root() -> bool {
 }
 
 impl Drop for NginxProc {
+    /// SIGTERM, so the master takes its workers down with it: a SIGKILLed master leaves
+    /// them running, still listening on the port.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
