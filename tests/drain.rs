@@ -9,45 +9,19 @@ mod support;
 use baton_client::{LeaseRequest, SubmitTask};
 use baton_core::TaskStatus;
 use std::time::{Duration, Instant};
-use support::nginx::NginxProc;
+use support::nginx::{NginxProc, conf};
 use support::*;
 use uuid::Uuid;
 
 const DRAIN_GRACE_S: u64 = 10;
 
-/// The production configuration with this test's nodes and address in it.
+/// The production configuration with this test's nodes in it.
 fn lb_config(nodes: &[&NodeProc]) -> String {
-    let production = include_str!("../deploy/nginx/baton.conf");
-    let servers: String = nodes
+    let ports: Vec<u16> = nodes
         .iter()
-        .map(|n| {
-            format!(
-                "    server {} max_fails=3 fail_timeout=5s;\n",
-                n.url.trim_start_matches("http://")
-            )
-        })
+        .map(|n| n.url.rsplit(':').next().unwrap().parse().unwrap())
         .collect();
-    let mut out = String::new();
-    let mut servers_written = false;
-    for line in production.lines() {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("server 192.0.2.") {
-            if !servers_written {
-                out.push_str(&servers);
-                servers_written = true;
-            }
-        } else if trimmed.starts_with("listen ") {
-            out.push_str("    listen {listen};\n");
-        } else {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    assert!(
-        servers_written,
-        "the production file has an upstream to fill"
-    );
-    out
+    conf::site(conf::PRODUCTION, "{listen}", &ports)
 }
 
 /// How many lease requests are parked on a node now.

@@ -25,24 +25,37 @@ fn trace_of(task: &baton_client::Task) -> String {
         .to_string()
 }
 
-/// The spans of one trace, once every name in `wanted` has arrived.
+/// The spans of one trace, once every name in `wanted` has arrived; on a timeout, what
+/// did arrive, to see which process or link is missing.
 async fn spans_named(sink: &OtlpSink, trace_id: &str, wanted: &[&str]) -> Vec<ReceivedSpan> {
-    wait_for(
-        &format!("{wanted:?} in trace {trace_id}"),
-        Duration::from_secs(20),
-        || {
-            let spans: Vec<ReceivedSpan> = sink
-                .spans()
-                .into_iter()
-                .filter(|s| s.trace_id == trace_id)
-                .collect();
-            let found = wanted
-                .iter()
-                .all(|name| spans.iter().any(|s| s.name == *name));
-            async move { found.then_some(spans) }
-        },
-    )
-    .await
+    let of_trace = || {
+        sink.spans()
+            .into_iter()
+            .filter(|s| s.trace_id == trace_id)
+            .collect::<Vec<_>>()
+    };
+    let arrived = poll_until(Duration::from_secs(20), || {
+        let spans = of_trace();
+        let complete = wanted.iter().all(|w| spans.iter().any(|s| s.name == *w));
+        async move { complete.then_some(spans) }
+    })
+    .await;
+    arrived.unwrap_or_else(|| {
+        let all: Vec<String> = sink
+            .spans()
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {} {} <- {}",
+                    s.service, s.trace_id, s.name, s.parent_span_id
+                )
+            })
+            .collect();
+        panic!(
+            "{wanted:?} not all in trace {trace_id}; received:\n{}",
+            all.join("\n")
+        )
+    })
 }
 
 fn host(url: &str) -> &str {
@@ -104,12 +117,7 @@ async fn a_task_is_one_trace_across_two_nodes_and_its_runner() {
     assert!(created);
     let done = env.wait_terminal(&client, task.id).await;
     assert_eq!(done.status, TaskStatus::Succeeded);
-    let trace_id = done
-        .traceparent
-        .as_deref()
-        .and_then(|tp| tp.split('-').nth(1))
-        .expect("the task keeps its submit span's trace context")
-        .to_string();
+    let trace_id = trace_of(&done);
 
     // Shutting down flushes each process's buffered spans.
     runner.signal("TERM");
@@ -129,39 +137,7 @@ async fn a_task_is_one_trace_across_two_nodes_and_its_runner() {
         "runner.complete",
         "POST /v1/runner/tasks/{id}/complete",
     ];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let spans: Vec<ReceivedSpan> = loop {
-        let spans: Vec<ReceivedSpan> = sink
-            .spans()
-            .into_iter()
-            .filter(|s| s.trace_id == trace_id)
-            .collect();
-        let missing: Vec<&str> = wanted
-            .iter()
-            .copied()
-            .filter(|w| !spans.iter().any(|s| s.name == *w))
-            .collect();
-        if missing.is_empty() {
-            break spans;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            let all: Vec<String> = sink
-                .spans()
-                .iter()
-                .map(|s| {
-                    format!(
-                        "{} {} {} <- {}",
-                        s.service, s.trace_id, s.name, s.parent_span_id
-                    )
-                })
-                .collect();
-            panic!(
-                "missing {missing:?} from trace {trace_id}; received:\n{}",
-                all.join("\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let spans = spans_named(&sink, &trace_id, &wanted).await;
     let by_id: HashMap<&str, &ReceivedSpan> =
         spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
     let one = |name: &str| -> &ReceivedSpan {

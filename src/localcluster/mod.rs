@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod nginx;
+pub mod nginx_conf;
 pub mod nodes;
 pub mod ports;
 pub mod postgres;

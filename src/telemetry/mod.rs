@@ -3,11 +3,12 @@
 //! export. With no endpoint there is no OpenTelemetry layer at all: nothing is exported
 //! and nothing slows down.
 //!
-//! Filters: the log output and the trace export each get their own (shared/deps.md
-//! pitfall 7: a global filter set to `warn` would export no spans at all). Both are
-//! static `Targets` filters: `RUST_LOG` takes `target=level` directives. A per-layer
-//! `EnvFilter` with mixed levels (`info,baton=debug`) was seen to drop events and to
-//! lose spans at random (their close never reached the trace layer).
+//! Filters: with traces exported, one global filter passes what either output wants —
+//! `RUST_LOG`, plus Baton's spans at info (shared/deps.md pitfall 7: `RUST_LOG=warn`
+//! alone would export no spans) — and the log output narrows it to `RUST_LOG`. Both are
+//! static `Targets` filters: `RUST_LOG` takes `target=level` directives. Layers that
+//! disagree under per-layer `EnvFilter`s (`info,baton=debug`) were seen to drop events
+//! and to lose spans at random (their close never reached the trace layer).
 
 mod json_log;
 mod traces;
@@ -67,25 +68,30 @@ fn log_filter() -> Targets {
     }
 }
 
-/// Logs only: the commands that serve nothing (task, runners, dev, chaos...).
-pub fn init_logs(format: LogFormat) {
-    let registry = tracing_subscriber::registry();
-    let _ = match format {
-        LogFormat::Human => registry
-            .with(fmt_layer().with_filter(log_filter()))
-            .try_init(),
-        LogFormat::Json => registry
-            .with(
-                fmt_layer()
-                    .event_format(json_log::JsonWithTrace)
-                    .with_filter(log_filter()),
-            )
-            .try_init(),
-    };
+/// The log output, in `format`, narrowed to what `RUST_LOG` asks for.
+fn log_layer<S>(format: LogFormat) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => layer.with_filter(log_filter()).boxed(),
+        LogFormat::Json => layer
+            .event_format(json_log::JsonWithTrace)
+            .with_filter(log_filter())
+            .boxed(),
+    }
 }
 
-/// What the trace layer sees: everything the log output sees (a trace layer seeing less
-/// than another layer was seen to lose spans), plus Baton's spans at info and above
+/// Logs only: the commands that serve nothing (task, runners, dev, chaos...).
+pub fn init_logs(format: LogFormat) {
+    let _ = tracing_subscriber::registry()
+        .with(log_layer(format))
+        .try_init();
+}
+
+/// The global filter when traces are exported: what the log output sees (a trace layer
+/// seeing less than another layer was seen to lose spans), plus Baton's spans at info
 /// whatever `RUST_LOG` says.
 fn exported_filter(logs: Targets) -> Targets {
     const TRACED: [&str; 5] = [
@@ -96,28 +102,12 @@ fn exported_filter(logs: Targets) -> Targets {
         "tower_http",
     ];
     TRACED.into_iter().fold(logs.clone(), |filter, target| {
-        let level = [LevelFilter::TRACE, LevelFilter::DEBUG]
-            .into_iter()
-            .find(|level| {
-                level
-                    .into_level()
-                    .is_some_and(|l| logs.would_enable(target, &l))
-            })
-            .unwrap_or(LevelFilter::INFO);
-        filter.with_target(target, level)
+        if logs.would_enable(target, &tracing::Level::INFO) {
+            filter
+        } else {
+            filter.with_target(target, LevelFilter::INFO)
+        }
     })
-}
-
-fn fmt_layer<S>() -> tracing_subscriber::fmt::Layer<
-    S,
-    tracing_subscriber::fmt::format::DefaultFields,
-    tracing_subscriber::fmt::format::Format,
-    fn() -> std::io::Stderr,
->
-where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-{
-    tracing_subscriber::fmt::layer().with_writer(std::io::stderr as fn() -> std::io::Stderr)
 }
 
 /// Logs, and traces when `traces` names an endpoint. Call from within the Tokio runtime
@@ -131,27 +121,14 @@ pub fn init(
         init_logs(format);
         return Ok(TelemetryGuard { provider: None });
     };
-    opentelemetry::global::set_text_map_propagator(
-        opentelemetry_sdk::propagation::TraceContextPropagator::new(),
-    );
     let tracer = opentelemetry::trace::TracerProvider::tracer(&provider, "baton");
-    let exported = exported_filter(log_filter());
-    let otel = tracing_opentelemetry::layer().with_tracer(tracer);
     // One global filter (what either output wants), so no span exists that one layer
     // sees and the other does not; the log output narrows it down for itself.
-    let registry = tracing_subscriber::registry().with(exported).with(otel);
-    match format {
-        LogFormat::Human => registry
-            .with(fmt_layer().with_filter(log_filter()))
-            .try_init()?,
-        LogFormat::Json => registry
-            .with(
-                fmt_layer()
-                    .event_format(json_log::JsonWithTrace)
-                    .with_filter(log_filter()),
-            )
-            .try_init()?,
-    }
+    tracing_subscriber::registry()
+        .with(exported_filter(log_filter()))
+        .with(tracing_opentelemetry::layer().with_tracer(tracer))
+        .with(log_layer(format))
+        .try_init()?;
     tracing::info!(endpoint = %traces.endpoint_display(), service.name = service.name, "exporting traces");
     Ok(TelemetryGuard {
         provider: Some(provider),

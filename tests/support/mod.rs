@@ -258,7 +258,19 @@ pub async fn run_true(env: &TestEnv, client: &Client, label: &str) -> baton_clie
 }
 
 /// Polls `check` until it yields `Some`, or panics with `what` after `timeout`.
-pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    poll_until(timeout, check)
+        .await
+        .unwrap_or_else(|| panic!("timed out after {timeout:?} waiting for {what}"))
+}
+
+/// Polls `check` until it yields `Some`, backing off up to 200 ms between looks; `None`
+/// once `timeout` has passed.
+pub async fn poll_until<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -267,10 +279,10 @@ where
     let mut pause = Duration::from_millis(10);
     loop {
         if let Some(v) = check().await {
-            return v;
+            return Some(v);
         }
         if tokio::time::Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for {what}");
+            return None;
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));

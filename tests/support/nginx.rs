@@ -4,6 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+/// The local cluster's configuration builder, shared with `baton dev`.
+#[path = "../../src/localcluster/nginx_conf.rs"]
+pub mod conf;
+
 pub struct NginxProc {
     pub child: Child,
     pub url: String,
@@ -19,24 +23,20 @@ fn nginx_binary() -> &'static str {
 }
 
 impl NginxProc {
-    /// Starts nginx serving `http_block` (the inside of `http {}`, which must contain a
-    /// `server` listening on `{listen}`: replaced by a free loopback port).
-    pub async fn start(dir: &Path, http_block: &str) -> NginxProc {
+    /// Starts nginx serving `site` (an `http`-context configuration whose `server`
+    /// listens on `{listen}`: replaced by a free loopback port), in the same main context
+    /// `baton dev` uses.
+    pub async fn start(dir: &Path, site: &str) -> NginxProc {
         let dir = dir.join(format!(
             "nginx-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..6]
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let port = super::services::free_port();
-        let d = dir.display();
-        // As root, workers would drop to `nobody`, who cannot write under the test dir.
-        let user = if nix_is_root() { "user root;" } else { "" };
-        let conf = format!(
-            "daemon off;\n{user}\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log info;\n\
-             events {{ worker_connections 512; }}\n\
-             http {{\n access_log {d}/access.log;\n client_body_temp_path {d}/cb;\n proxy_temp_path {d}/px;\n\
-             fastcgi_temp_path {d}/fc;\n uwsgi_temp_path {d}/uw;\n scgi_temp_path {d}/sc;\n{}\n}}\n",
-            http_block.replace("{listen}", &format!("127.0.0.1:{port}"))
+        let conf = conf::main_context(
+            &dir,
+            is_root(),
+            &site.replace("{listen}", &format!("127.0.0.1:{port}")),
         );
         let path = dir.join("nginx.conf");
         std::fs::write(&path, conf).unwrap();
@@ -65,26 +65,19 @@ impl NginxProc {
     }
 }
 
-fn nix_is_root() -> bool {
+fn is_root() -> bool {
     std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
         .unwrap_or(false)
 }
 
 impl Drop for NginxProc {
-    /// SIGTERM, so the master takes its workers down with it: a SIGKILLed master leaves
-    /// them running, still listening on the port.
+    /// SIGTERM (nginx's fast shutdown), so the master takes its workers down with it: a
+    /// SIGKILLed master leaves them running, still listening on the port.
     fn drop(&mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }

@@ -113,22 +113,27 @@ impl NodeProc {
     /// SIGTERM (a graceful drain), then waits up to `timeout` for the exit: its code,
     /// or `None` if it is still running then.
     pub async fn terminate(&mut self, timeout: Duration) -> Option<i32> {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(status.success());
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return Some(status.code().unwrap_or(-1));
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        send_signal(&self.child, "TERM");
+        exit_within(&mut self.child, timeout).await
     }
+}
+
+/// Sends `signal` (e.g. `TERM`) to a child process.
+fn send_signal(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+/// The child's exit code once it exits, or `None` if it still runs after `timeout`.
+async fn exit_within(child: &mut Child, timeout: Duration) -> Option<i32> {
+    super::poll_until(timeout, || {
+        let status = child.try_wait().expect("try_wait");
+        async move { status.map(|s| s.code().unwrap_or(-1)) }
+    })
+    .await
 }
 
 impl Drop for NodeProc {
@@ -205,11 +210,7 @@ impl RunnerProc {
 
     /// Sends a signal to the agent (e.g. SIGTERM for a graceful stop).
     pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{signal}"), &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(status.success());
+        send_signal(&self.child, signal);
     }
 
     /// Waits for the agent to exit and returns its exit code.

@@ -10,17 +10,19 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use baton_client::RUNNER_VERSION_HEADER;
 use baton_core::version::{Version, runner_compatible};
+use std::sync::LazyLock;
 
-fn server_version() -> Version {
+/// This server's version, read once: the gate runs on every runner request.
+static SERVER_VERSION: LazyLock<Version> = LazyLock::new(|| {
     Version::parse(env!("CARGO_PKG_VERSION")).expect("the crate version is MAJOR.MINOR.PATCH")
-}
+});
 
 pub async fn gate(request: Request, next: Next) -> Response {
     if request.uri().path().starts_with("/v1/runner/")
         && let Some(value) = request.headers().get(RUNNER_VERSION_HEADER)
     {
         let announced = String::from_utf8_lossy(value.as_bytes());
-        if let Err(reason) = runner_compatible(server_version(), &announced) {
+        if let Err(reason) = runner_compatible(*SERVER_VERSION, &announced) {
             return ApiError::new(
                 StatusCode::UPGRADE_REQUIRED,
                 "runner_version_unsupported",
