@@ -145,18 +145,23 @@ impl Store {
             .collect())
     }
 
-    /// The runs a runner holds under its current boot that started before `before`.
-    pub async fn tasks_running_on(
+    /// What a heartbeat needs, in one query: the tasks it lists (`listed`), and the runs
+    /// the runner holds under its current boot that started before `before` (listed or
+    /// not: the ones it no longer lists are forgotten).
+    pub async fn tasks_for_heartbeat(
         &self,
+        listed: &[Uuid],
         runner: Uuid,
         boot_id: Uuid,
         before: DateTime<Utc>,
     ) -> Result<Vec<TaskRecord>, StoreError> {
         Ok(sqlx::query_as::<_, TaskRecord>(
             "SELECT * FROM tasks
-             WHERE runner_id = $1 AND boot_id = $2 AND status IN ('running', 'cancelling')
-               AND started_at < $3",
+             WHERE id = ANY($1)
+                OR (runner_id = $2 AND boot_id = $3 AND status IN ('running', 'cancelling')
+                    AND started_at < $4)",
         )
+        .bind(listed)
         .bind(runner)
         .bind(boot_id)
         .bind(before)

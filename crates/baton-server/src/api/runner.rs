@@ -20,9 +20,10 @@ use baton_client::{
 };
 use baton_core::validate::{self, Invalid};
 use baton_core::{LabelSet, TaskStatus};
-use baton_store::{Fence, NewRunner, RunEnd};
+use baton_store::{Fence, NewRunner, RunEnd, TaskRecord};
 use chrono::Utc;
 use serde::Deserialize;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -136,7 +137,13 @@ pub async fn lease(
     let tasks = lease::lease(&state, &runner, &req, wait).await;
     crate::metrics::lease_answered(started, &tasks);
     let tasks = tasks?;
-    let (cancel, gone) = lease_states(&state, &runner, &req.running).await?;
+    // One Postgres query, and only when the runner has work.
+    let (cancel, gone) = if req.running.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        let ids: Vec<Uuid> = req.running.iter().map(|r| r.task_id).collect();
+        verdicts(&runner, &req.running, &state.store.tasks_map(&ids).await?)
+    };
     Ok(Json(LeaseResponse {
         tasks,
         cancel,
@@ -160,38 +167,46 @@ pub async fn heartbeat(
         .coord
         .presence_touch(runner.id, req.boot_id, now_ms)
         .await?;
-    // Presence is recorded; if Postgres is out, the verdicts wait for the next beat
-    // rather than turning the beat into an error the runner would fence itself over.
-    let (cancel, gone) = match lease_states(&state, &runner, &req.running).await {
-        Ok(verdicts) => verdicts,
-        Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE => {
+    // One read answers both questions: which listed leases to cancel or drop, and which
+    // runs this boot holds but no longer lists.
+    let ids: Vec<Uuid> = req.running.iter().map(|r| r.task_id).collect();
+    let forgotten_after =
+        chrono::Duration::seconds(state.config.timings.forgotten_run_after_s as i64);
+    let tasks = match state
+        .store
+        .tasks_for_heartbeat(&ids, runner.id, req.boot_id, Utc::now() - forgotten_after)
+        .await
+    {
+        Ok(tasks) => tasks,
+        // Presence is recorded; if Postgres is out, the verdicts wait for the next beat
+        // rather than turning the beat into an error the runner would fence itself over.
+        Err(e) => {
+            let e = ApiError::from(e);
+            if e.status != StatusCode::SERVICE_UNAVAILABLE {
+                return Err(e);
+            }
             tracing::warn!(runner.id = %runner.id, error = %e.message, "heartbeat without verdicts: postgres unavailable");
-            (Vec::new(), Vec::new())
+            return Ok(Json(HeartbeatResponse::default()));
         }
-        Err(e) => return Err(e),
     };
-    end_forgotten_runs(&state, &runner, &req).await;
+    let listed: HashSet<Uuid> = ids.into_iter().collect();
+    let (listed_tasks, forgotten): (Vec<TaskRecord>, Vec<TaskRecord>) =
+        tasks.into_iter().partition(|t| listed.contains(&t.id));
+    end_forgotten_runs(&state, &runner, forgotten).await;
+    let (cancel, gone) = verdicts(&runner, &req.running, &by_id(listed_tasks));
     Ok(Json(HeartbeatResponse { cancel, gone }))
 }
 
-/// Runs this runner holds (same boot) but no longer lists: it gave up on them — it could
-/// not report, or it fenced itself while cut off. Nothing executes them, so they end now
-/// (or retry) instead of waiting for their timeout.
-async fn end_forgotten_runs(state: &AppState, runner: &Runner, beat: &Heartbeat) {
-    // Only runs going longer than a heartbeat can be in flight: one that started while
-    // this beat travelled is not mistaken for forgotten.
-    let forgotten_after =
-        chrono::Duration::seconds(state.config.timings.forgotten_run_after_s as i64);
-    let listed: std::collections::HashSet<Uuid> = beat.running.iter().map(|r| r.task_id).collect();
-    let held = match state
-        .store
-        .tasks_running_on(runner.id, beat.boot_id, Utc::now() - forgotten_after)
-        .await
-    {
-        Ok(held) => held,
-        Err(e) => return tracing::warn!(error = %e, "could not look for forgotten runs"),
-    };
-    for task in held.into_iter().filter(|t| !listed.contains(&t.id)) {
+fn by_id(tasks: Vec<TaskRecord>) -> HashMap<Uuid, TaskRecord> {
+    tasks.into_iter().map(|t| (t.id, t)).collect()
+}
+
+/// Runs this runner holds (same boot, going longer than a heartbeat can be in flight)
+/// but no longer lists: it gave up on them — it could not report, or it fenced itself
+/// while cut off. Nothing executes them, so they end now (or retry) instead of waiting
+/// for their timeout.
+async fn end_forgotten_runs(state: &AppState, runner: &Runner, forgotten: Vec<TaskRecord>) {
+    for task in forgotten {
         let Some(lease_id) = task.lease_id else {
             continue;
         };
@@ -215,18 +230,13 @@ async fn end_forgotten_runs(state: &AppState, runner: &Runner, beat: &Heartbeat)
     }
 }
 
-/// Of the leases a runner says it runs: which to cancel, and which are gone. Costs one
-/// Postgres query, and only when the runner has work.
-async fn lease_states(
-    state: &AppState,
+/// Of the leases a runner says it runs (`tasks` holds their rows): which to cancel, and
+/// which are gone.
+fn verdicts(
     runner: &Runner,
     running: &[RunningLease],
-) -> Result<(Vec<Uuid>, Vec<Uuid>), ApiError> {
-    if running.is_empty() {
-        return Ok((Vec::new(), Vec::new()));
-    }
-    let ids: Vec<Uuid> = running.iter().map(|r| r.task_id).collect();
-    let tasks = state.store.tasks_map(&ids).await?;
+    tasks: &HashMap<Uuid, TaskRecord>,
+) -> (Vec<Uuid>, Vec<Uuid>) {
     let (mut cancel, mut gone) = (Vec::new(), Vec::new());
     for lease in running {
         match tasks.get(&lease.task_id) {
@@ -242,7 +252,7 @@ async fn lease_states(
             _ => gone.push(lease.task_id),
         }
     }
-    Ok((cancel, gone))
+    (cancel, gone)
 }
 
 /// An ephemeral runner leaving after its one task: the same as an operator deleting it.
