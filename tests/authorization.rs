@@ -349,6 +349,16 @@ impl World {
                 template.into(),
                 Body::Json(json!({ "boot_id": Uuid::new_v4(), "running": [] })),
             ),
+            "/v1/runner/exchange" => {
+                let (task, lease) = self.leased_to(holder, false).await;
+                call(
+                    template.into(),
+                    Body::Json(json!({
+                        "request_id": Uuid::new_v4(), "boot_id": Uuid::new_v4(),
+                        "starts": [{ "task_id": task, "lease_id": lease }],
+                    })),
+                )
+            }
             "/v1/runner/unregister" => call(template.into(), Body::None),
             "/v1/runner/tasks/{id}/start" => {
                 let (task, lease) = self.leased_to(holder, false).await;

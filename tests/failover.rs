@@ -169,11 +169,12 @@ async fn a_node_killed_between_the_redis_pop_and_the_postgres_write_loses_nothin
         .await;
     assert!(crashed.is_err(), "the node died mid-lease");
     assert!(faulty.child.wait().is_ok());
-    assert_eq!(
-        user.task_get(t.id).await.unwrap().status,
-        TaskStatus::Queued,
-        "Postgres never saw the lease"
-    );
+    let stored: String = sqlx::query_scalar("SELECT status FROM tasks WHERE id = $1")
+        .bind(t.id)
+        .fetch_one(&mut env.db().await)
+        .await
+        .unwrap();
+    assert_eq!(stored, "queued", "Postgres never saw the lease");
 
     // The dead node's claim is adopted, found never dispatched, and the task queued again.
     let leased = wait_for(

@@ -4,7 +4,7 @@
 
 mod support;
 
-use baton_coord::{Coord, CoordOptions, Enqueue, ReplayKey};
+use baton_coord::{Coord, CoordError, CoordOptions, Enqueue, LeaseAsk, Popped, ReplayKey};
 use baton_core::LabelSet;
 use support::*;
 use uuid::Uuid;
@@ -36,6 +36,33 @@ fn labels(l: &[&str]) -> LabelSet {
 
 const NOW: i64 = 1_800_000_000_000;
 
+/// The lease script popping for a runner of these labels and queues.
+async fn pop(
+    coord: &Coord,
+    node: &str,
+    labels: &LabelSet,
+    queues: &[String],
+    lease_ids: &[Uuid],
+    replay: &ReplayKey,
+    now_ms: i64,
+) -> Result<Vec<Popped>, CoordError> {
+    let leased = coord
+        .lease(&LeaseAsk {
+            node,
+            runner: Uuid::new_v4(),
+            boot_id: Uuid::new_v4(),
+            labels,
+            queues,
+            lease_ids,
+            replay,
+            retry: false,
+            claims_of: &[],
+            now_ms,
+        })
+        .await?;
+    Ok(leased.popped)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_id_is_queued_at_most_once() {
     let env = TestEnv::new("redis-once").await;
@@ -49,17 +76,17 @@ async fn a_task_id_is_queued_at_most_once() {
         .enqueue(&[entry(id, "default", &[], 0, NOW + 5)])
         .await
         .unwrap();
-    let popped = coord
-        .lease_pop(
-            "n1",
-            &labels(&[]),
-            &[],
-            &[Uuid::new_v4(), Uuid::new_v4()],
-            &replay(),
-            NOW,
-        )
-        .await
-        .unwrap();
+    let popped = pop(
+        &coord,
+        "n1",
+        &labels(&[]),
+        &[],
+        &[Uuid::new_v4(), Uuid::new_v4()],
+        &replay(),
+        NOW,
+    )
+    .await
+    .unwrap();
     assert_eq!(popped.len(), 1);
     assert_eq!(popped[0].task_id, id);
 }
@@ -74,10 +101,17 @@ async fn the_lease_script_skips_and_drops_entries_of_claimed_tasks() {
         .enqueue(&[entry(claimed, "default", &[], 5, NOW)])
         .await
         .unwrap();
-    let first = coord
-        .lease_pop("n1", &labels(&[]), &[], &[Uuid::new_v4()], &replay(), NOW)
-        .await
-        .unwrap();
+    let first = pop(
+        &coord,
+        "n1",
+        &labels(&[]),
+        &[],
+        &[Uuid::new_v4()],
+        &replay(),
+        NOW,
+    )
+    .await
+    .unwrap();
     assert_eq!(first[0].task_id, claimed);
     // A stale re-add while the claim is live (e.g. a repair racing a lease).
     coord
@@ -87,17 +121,17 @@ async fn the_lease_script_skips_and_drops_entries_of_claimed_tasks() {
         ])
         .await
         .unwrap();
-    let second = coord
-        .lease_pop(
-            "n2",
-            &labels(&[]),
-            &[],
-            &[Uuid::new_v4(), Uuid::new_v4()],
-            &replay(),
-            NOW,
-        )
-        .await
-        .unwrap();
+    let second = pop(
+        &coord,
+        "n2",
+        &labels(&[]),
+        &[],
+        &[Uuid::new_v4(), Uuid::new_v4()],
+        &replay(),
+        NOW,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         second.iter().map(|p| p.task_id).collect::<Vec<_>>(),
         vec![free]
@@ -139,34 +173,41 @@ async fn the_lease_script_matches_labels_and_queues() {
         popped.into_iter().map(|p| p.task_id).collect::<Vec<_>>()
     };
     let leases = || (0..3).map(|_| Uuid::new_v4()).collect::<Vec<_>>();
-    let linux_builds_only = coord
-        .lease_pop(
-            "n1",
-            &labels(&["linux"]),
-            &["builds".to_string()],
-            &leases(),
-            &replay(),
-            NOW,
-        )
-        .await
-        .unwrap();
+    let linux_builds_only = pop(
+        &coord,
+        "n1",
+        &labels(&["linux"]),
+        &["builds".to_string()],
+        &leases(),
+        &replay(),
+        NOW,
+    )
+    .await
+    .unwrap();
     assert_eq!(ids(linux_builds_only), vec![builds]);
-    let linux = coord
-        .lease_pop("n1", &labels(&["linux"]), &[], &leases(), &replay(), NOW)
-        .await
-        .unwrap();
+    let linux = pop(
+        &coord,
+        "n1",
+        &labels(&["linux"]),
+        &[],
+        &leases(),
+        &replay(),
+        NOW,
+    )
+    .await
+    .unwrap();
     assert_eq!(ids(linux), vec![plain]);
-    let gpu_runner = coord
-        .lease_pop(
-            "n1",
-            &labels(&["linux", "gpu", "x86"]),
-            &[],
-            &leases(),
-            &replay(),
-            NOW,
-        )
-        .await
-        .unwrap();
+    let gpu_runner = pop(
+        &coord,
+        "n1",
+        &labels(&["linux", "gpu", "x86"]),
+        &[],
+        &leases(),
+        &replay(),
+        NOW,
+    )
+    .await
+    .unwrap();
     assert_eq!(ids(gpu_runner), vec![gpu]);
 }
 
@@ -183,10 +224,17 @@ async fn a_failed_postgres_write_puts_the_task_back_exactly_and_drops_the_claim(
         ])
         .await
         .unwrap();
-    let popped = coord
-        .lease_pop("n1", &labels(&[]), &[], &[Uuid::new_v4()], &replay(), NOW)
-        .await
-        .unwrap();
+    let popped = pop(
+        &coord,
+        "n1",
+        &labels(&[]),
+        &[],
+        &[Uuid::new_v4()],
+        &replay(),
+        NOW,
+    )
+    .await
+    .unwrap();
     assert_eq!(popped[0].task_id, early);
 
     // Another node cannot undo n1's lease, nor can n1 undo a different lease.
@@ -200,17 +248,17 @@ async fn a_failed_postgres_write_puts_the_task_back_exactly_and_drops_the_claim(
     assert_eq!(coord.claim_get(early).await.unwrap(), None);
     assert!(coord.claims_of("n1").await.unwrap().is_empty());
     // Back at its old place: ahead of the later task.
-    let again = coord
-        .lease_pop(
-            "n1",
-            &labels(&[]),
-            &[],
-            &[Uuid::new_v4(), Uuid::new_v4()],
-            &replay(),
-            NOW,
-        )
-        .await
-        .unwrap();
+    let again = pop(
+        &coord,
+        "n1",
+        &labels(&[]),
+        &[],
+        &[Uuid::new_v4(), Uuid::new_v4()],
+        &replay(),
+        NOW,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         again.iter().map(|p| p.task_id).collect::<Vec<_>>(),
         vec![early, late]
@@ -226,10 +274,17 @@ async fn a_claim_is_released_only_under_its_own_lease() {
         .enqueue(&[entry(id, "default", &[], 0, NOW)])
         .await
         .unwrap();
-    let popped = coord
-        .lease_pop("n1", &labels(&[]), &[], &[Uuid::new_v4()], &replay(), NOW)
-        .await
-        .unwrap();
+    let popped = pop(
+        &coord,
+        "n1",
+        &labels(&[]),
+        &[],
+        &[Uuid::new_v4()],
+        &replay(),
+        NOW,
+    )
+    .await
+    .unwrap();
     let lease = popped[0].lease_id;
     assert_eq!(coord.claims_of("n1").await.unwrap(), vec![id]);
     let claim = coord.claim_get(id).await.unwrap().unwrap();

@@ -4,7 +4,7 @@
 
 mod support;
 
-use baton_store::{NewTask, Store, StoreOptions};
+use baton_store::{NewTask, StartRun, Store, StoreOptions};
 use chrono::Utc;
 use support::*;
 use uuid::Uuid;
@@ -42,12 +42,16 @@ async fn output_past_the_cap_is_acknowledged_but_not_stored() {
         .await
         .unwrap();
     store
-        .task_lease(id, lease, runner, Uuid::new_v4(), Utc::now())
-        .await
-        .unwrap()
-        .unwrap();
-    store
-        .task_start(id, runner, lease, Utc::now())
+        .task_start(
+            StartRun {
+                task: id,
+                lease_id: lease,
+                runner_id: runner,
+                boot_id: Some(Uuid::new_v4()),
+                leased_at: Utc::now(),
+            },
+            Utc::now(),
+        )
         .await
         .unwrap();
 

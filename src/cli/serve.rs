@@ -62,10 +62,17 @@ pub struct ServeArgs {
     /// closes its listener [default: 2000].
     #[arg(long, env = "BATON_DRAIN_NOTICE_MS")]
     drain_notice_ms: Option<u64>,
+    /// Most items written in one group commit [default: 1024].
+    #[arg(long, env = "BATON_GROUP_COMMIT_MAX_ITEMS")]
+    group_commit_max_items: Option<usize>,
+    /// How long a group commit waits for more work, in microseconds [default: 0].
+    #[arg(long, env = "BATON_GROUP_COMMIT_LINGER_US")]
+    group_commit_linger_us: Option<u64>,
     #[command(flatten)]
     timings: TimingArgs,
     /// Test-only fault injection (`after-pop`: abort between the Redis pop and the
-    /// Postgres write of a lease).
+    /// answer of a lease; `abort-before-commit`, `abort-after-commit`: abort inside a
+    /// group commit).
     #[arg(long, env = "BATON_FAULT", hide = true)]
     fault: Option<String>,
 }
@@ -112,9 +119,13 @@ struct TimingArgs {
     /// How often the janitor deletes expired tasks [default: 60000].
     #[arg(long, env = "BATON_JANITOR_INTERVAL_MS")]
     janitor_interval_ms: Option<u64>,
-    /// How often each node delivers due webhooks [default: 1000].
+    /// While webhooks are due, how often each node delivers them [default: 1000].
     #[arg(long, env = "BATON_OUTBOX_INTERVAL_MS")]
     outbox_interval_ms: Option<u64>,
+    /// How often a node writes the presence of the runners it heard to Redis
+    /// [default: 1000].
+    #[arg(long, env = "BATON_PRESENCE_WRITE_MS")]
+    presence_write_ms: Option<u64>,
 }
 
 pub async fn serve(

@@ -1,5 +1,6 @@
 //! A typed HTTP client for the v1 API, used by the runner agent, the CLI and the tests.
 
+use crate::exchange::{Exchange, ExchangeAnswer};
 use crate::wire::*;
 use bytes::Bytes;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
@@ -304,6 +305,17 @@ impl Client {
             self.request(Method::POST, "/v1/runner/lease")
                 .timeout(REQUEST_TIMEOUT + Duration::from_secs(req.wait_s.into()))
                 .json(req),
+        )
+        .await
+    }
+
+    /// The batched runner exchange: starts, completions, a heartbeat and a lease in one
+    /// round trip; parks up to `ex.wait_s` when it carries no items and there is no work.
+    pub async fn exchange(&self, ex: &Exchange) -> Result<ExchangeAnswer, ClientError> {
+        Self::json(
+            self.request(Method::POST, "/v1/runner/exchange")
+                .timeout(REQUEST_TIMEOUT + Duration::from_secs(ex.wait_s.into()))
+                .json(ex),
         )
         .await
     }

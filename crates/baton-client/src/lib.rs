@@ -3,9 +3,11 @@
 //! types, so the two ends cannot drift apart.
 
 pub mod client;
+pub mod exchange;
 pub mod trace_context;
 pub mod wire;
 
 pub use client::{ApiError, Client, ClientError, LogSlice, TaskQuery, install_tls_provider};
+pub use exchange::*;
 pub use reqwest::StatusCode;
 pub use wire::*;

@@ -1,7 +1,11 @@
-//! Claims: which node owns each dispatched task. Every leased, running or cancelling task
-//! has exactly one; a claim is only ever removed by compare-and-delete on its lease.
+//! Claims: which node owns each dispatched task, and which runner (and boot) holds its
+//! lease. Every leased, running or cancelling task has exactly one; a claim is only ever
+//! removed by compare-and-delete on its lease.
+//!
+//! A task leased but not yet started exists only here: Postgres still calls it `queued`
+//! until the runner's start is recorded under the claim's lease (design.md §4.3).
 
-use crate::queue::{CLAIM_RELEASE, parse_uuid};
+use crate::queue::parse_uuid;
 use crate::{Coord, CoordError};
 use redis::Script;
 use std::sync::LazyLock;
@@ -11,30 +15,49 @@ static TAKE_OVER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/claims_take_over.lua")));
 static CLAIM_IF_ABSENT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/claim_if_absent.lua")));
+pub(crate) static RUNS_END: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/runs_end.lua")));
 
-/// One entry of the `running` hash.
+/// One entry of the `running` hash: `node|lease|claimed_at_ms|runner|boot`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
     pub node: String,
     pub lease_id: Uuid,
     pub claimed_at_ms: i64,
+    /// The runner the lease was handed to, and its boot (absent in claims written by the
+    /// repair pass for rows that had none).
+    pub runner: Option<Uuid>,
+    pub boot: Option<Uuid>,
 }
 
 impl Claim {
-    /// Parses `node|lease|claimed_at_ms`.
+    /// Parses `node|lease|claimed_at_ms[|runner|boot]`.
     pub fn parse(value: &str) -> Result<Claim, CoordError> {
-        let mut parts = value.splitn(3, '|');
-        let (Some(node), Some(lease), Some(at)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(CoordError::Internal(format!("malformed claim {value:?}")));
+        let malformed = || CoordError::Internal(format!("malformed claim {value:?}"));
+        let parts: Vec<&str> = value.split('|').collect();
+        let (node, lease, at, runner, boot) = match parts.as_slice() {
+            [node, lease, at] => (*node, *lease, *at, "", ""),
+            [node, lease, at, runner, boot] => (*node, *lease, *at, *runner, *boot),
+            _ => return Err(malformed()),
         };
+        let optional = |s: &str| (!s.is_empty()).then(|| parse_uuid(s)).transpose();
         Ok(Claim {
             node: node.to_string(),
             lease_id: parse_uuid(lease)?,
-            claimed_at_ms: at
-                .parse()
-                .map_err(|_| CoordError::Internal(format!("malformed claim time {value:?}")))?,
+            claimed_at_ms: at.parse().map_err(|_| malformed())?,
+            runner: optional(runner)?,
+            boot: optional(boot)?,
         })
     }
+}
+
+/// A run whose Redis bookkeeping follows its end in Postgres: its claim goes (if still
+/// under `lease_id`), and a retry waits in the delayed set until `retry_at_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunEnded {
+    pub task: Uuid,
+    pub lease_id: Uuid,
+    pub retry_at_ms: Option<i64>,
 }
 
 impl Coord {
@@ -68,15 +91,44 @@ impl Coord {
     /// Drops the claim on `task` if it is still under `lease_id` (design.md §4.2). Returns
     /// whether a claim was dropped.
     pub async fn claim_release(&self, task: Uuid, lease_id: Uuid) -> Result<bool, CoordError> {
-        let mut conn = self.conn().await?;
-        let done: i32 = CLAIM_RELEASE
-            .key(self.keys.running())
-            .arg(task.to_string())
-            .arg(lease_id.to_string())
+        let ended = RunEnded {
+            task,
+            lease_id,
+            retry_at_ms: None,
+        };
+        Ok(self.runs_ended(&[ended], &[]).await? == 1)
+    }
+
+    /// After Postgres recorded the end of these runs (or refused these leases): their
+    /// claims go, retries wait in the delayed set, and log followers of `logs_done` on
+    /// every node hear that those logs are complete, all in one script. Returns how many
+    /// claims were dropped.
+    pub async fn runs_ended(
+        &self,
+        runs: &[RunEnded],
+        logs_done: &[Uuid],
+    ) -> Result<usize, CoordError> {
+        if runs.is_empty() && logs_done.is_empty() {
+            return Ok(0);
+        }
+        let wake = if logs_done.is_empty() {
+            String::new()
+        } else {
+            crate::Wake::Logs(logs_done.to_vec()).payload()
+        };
+        let mut inv = RUNS_END.prepare_invoke();
+        inv.key(self.keys.running())
+            .key(self.keys.delayed())
             .arg(self.keys.prefix())
-            .invoke_async(&mut conn)
-            .await?;
-        Ok(done == 1)
+            .arg(self.keys.wake())
+            .arg(wake);
+        for run in runs {
+            inv.arg(run.task.to_string())
+                .arg(run.lease_id.to_string())
+                .arg(run.retry_at_ms.map(|ms| ms.to_string()).unwrap_or_default());
+        }
+        let mut conn = self.conn().await?;
+        Ok(inv.invoke_async::<usize>(&mut conn).await?)
     }
 
     /// Claims a dispatched task that has no claim, for `node` (repair and rebuild). False
@@ -86,8 +138,10 @@ impl Coord {
         task: Uuid,
         node: &str,
         lease_id: Uuid,
+        holder: (Option<Uuid>, Option<Uuid>),
         now_ms: i64,
     ) -> Result<bool, CoordError> {
+        let id = |v: Option<Uuid>| v.map(|u| u.to_string()).unwrap_or_default();
         let mut conn = self.conn().await?;
         let done: i32 = CLAIM_IF_ABSENT
             .key(self.keys.running())
@@ -96,6 +150,8 @@ impl Coord {
             .arg(node)
             .arg(lease_id.to_string())
             .arg(now_ms)
+            .arg(id(holder.0))
+            .arg(id(holder.1))
             .invoke_async(&mut conn)
             .await?;
         Ok(done == 1)
@@ -173,17 +229,24 @@ mod tests {
 
     #[test]
     fn claims_parse() {
-        let lease = Uuid::new_v4();
-        let claim = Claim::parse(&format!("node-a|{lease}|1700")).unwrap();
+        let (lease, runner, boot) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let claim = Claim::parse(&format!("node-a|{lease}|1700|{runner}|{boot}")).unwrap();
         assert_eq!(
             claim,
             Claim {
                 node: "node-a".into(),
                 lease_id: lease,
-                claimed_at_ms: 1700
+                claimed_at_ms: 1700,
+                runner: Some(runner),
+                boot: Some(boot),
             }
         );
+        let unknown_holder = Claim::parse(&format!("node-a|{lease}|1700||")).unwrap();
+        assert_eq!((unknown_holder.runner, unknown_holder.boot), (None, None));
+        let older_format = Claim::parse(&format!("node-a|{lease}|1700")).unwrap();
+        assert_eq!(older_format.runner, None);
         assert!(Claim::parse("node-a|not-a-uuid|1").is_err());
         assert!(Claim::parse("node-a").is_err());
+        assert!(Claim::parse(&format!("node-a|{lease}|1|{runner}")).is_err());
     }
 }

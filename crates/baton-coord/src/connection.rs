@@ -4,12 +4,14 @@
 //! rather than returned to the pool — so after a failover the node follows the new
 //! master with no restart.
 
+use crate::CoordError;
+use deadpool::managed;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{
     Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
 };
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Histogram of Redis round trips, by `op`: the command's name (`hget`, `evalsha` for a
 /// script), or `pipeline` / `multi`. Every command goes through [`Conn`], so this is
@@ -62,14 +64,45 @@ impl RedisTarget {
     }
 }
 
+/// deadpool-redis's own managers check a connection with a round trip (`PING`, and
+/// `UNWATCH`) every time it leaves the pool: two commands per checkout, most of Redis's
+/// work per task. Baton's connections are multiplexed and never left mid-transaction
+/// (`MULTI` goes out whole, nothing `WATCH`es), and one that fails is taken out of the
+/// pool by [`Conn`] at once, so a checkout needs no check: this wrapper creates
+/// connections with deadpool-redis's manager and recycles them as they are.
+pub(crate) struct NoRoundTrip<M>(pub(crate) M);
+
+impl<M> managed::Manager for NoRoundTrip<M>
+where
+    M: managed::Manager<Type = MultiplexedConnection, Error = RedisError> + Sync,
+{
+    type Type = MultiplexedConnection;
+    type Error = RedisError;
+
+    async fn create(&self) -> Result<MultiplexedConnection, RedisError> {
+        self.0.create().await
+    }
+
+    async fn recycle(
+        &self,
+        _: &mut MultiplexedConnection,
+        _: &managed::Metrics,
+    ) -> managed::RecycleResult<RedisError> {
+        Ok(())
+    }
+}
+
+type PlainPool = managed::Pool<NoRoundTrip<deadpool_redis::Manager>>;
+type SentinelPool = managed::Pool<NoRoundTrip<deadpool_redis::sentinel::Manager>>;
+
 pub(crate) enum Pool {
-    Plain(deadpool_redis::Pool),
-    Sentinel(deadpool_redis::sentinel::Pool),
+    Plain(PlainPool),
+    Sentinel(SentinelPool),
 }
 
 enum Pooled {
-    Plain(deadpool_redis::Connection),
-    Sentinel(deadpool_redis::sentinel::Connection),
+    Plain(managed::Object<NoRoundTrip<deadpool_redis::Manager>>),
+    Sentinel(managed::Object<NoRoundTrip<deadpool_redis::sentinel::Manager>>),
 }
 
 /// A pooled connection that notices when it has gone bad.
@@ -98,16 +131,74 @@ fn breaks_connection(e: &RedisError) -> bool {
     e.is_io_error() || e.is_connection_dropped() || e.is_timeout() || server_not_ready(e)
 }
 
+/// Pool sizes and timeouts, the same for a plain and a Sentinel pool.
+pub(crate) struct PoolSettings {
+    pub(crate) size: usize,
+    pub(crate) wait: Duration,
+    pub(crate) create: Duration,
+}
+
+impl PoolSettings {
+    fn apply<M: managed::Manager>(
+        &self,
+        builder: managed::PoolBuilder<M>,
+    ) -> Result<managed::Pool<M>, managed::BuildError> {
+        builder
+            .max_size(self.size)
+            .wait_timeout(Some(self.wait))
+            .create_timeout(Some(self.create))
+            .recycle_timeout(Some(self.wait))
+            .runtime(deadpool::Runtime::Tokio1)
+            .build()
+    }
+}
+
 impl Pool {
-    pub(crate) async fn get(&self) -> Result<Conn, deadpool_redis::PoolError> {
+    pub(crate) fn plain(
+        url: &str,
+        config: redis::AsyncConnectionConfig,
+        settings: &PoolSettings,
+    ) -> Result<Pool, CoordError> {
+        let manager = deadpool_redis::Manager::new_with_config(url, config)?;
+        settings
+            .apply(managed::Pool::builder(NoRoundTrip(manager)))
+            .map(Pool::Plain)
+            .map_err(|e| CoordError::Internal(e.to_string()))
+    }
+
+    pub(crate) fn sentinel(
+        sentinels: &[String],
+        master: &str,
+        settings: &PoolSettings,
+    ) -> Result<Pool, CoordError> {
+        let manager = deadpool_redis::sentinel::Manager::new(
+            sentinels.to_vec(),
+            master.to_string(),
+            None,
+            deadpool_redis::sentinel::SentinelServerType::Master,
+        )?;
+        settings
+            .apply(managed::Pool::builder(NoRoundTrip(manager)))
+            .map(Pool::Sentinel)
+            .map_err(|e| CoordError::Internal(e.to_string()))
+    }
+
+    pub(crate) async fn get(&self) -> Result<Conn, CoordError> {
         let pooled = match self {
-            Pool::Plain(pool) => Pooled::Plain(pool.get().await?),
-            Pool::Sentinel(pool) => Pooled::Sentinel(pool.get().await?),
+            Pool::Plain(pool) => Pooled::Plain(pool.get().await.map_err(pool_error)?),
+            Pool::Sentinel(pool) => Pooled::Sentinel(pool.get().await.map_err(pool_error)?),
         };
         Ok(Conn {
             pooled: Some(pooled),
             broken: false,
         })
+    }
+}
+
+fn pool_error(e: managed::PoolError<RedisError>) -> CoordError {
+    match e {
+        managed::PoolError::Backend(e) => e.into(),
+        other => crate::error::unavailable(other.to_string()),
     }
 }
 
@@ -175,8 +266,8 @@ impl Drop for Conn {
             // Taken out of the pool for good: the next one is made afresh, through the
             // sentinels when there are some.
             match self.pooled.take() {
-                Some(Pooled::Plain(c)) => drop(deadpool_redis::Connection::take(c)),
-                Some(Pooled::Sentinel(c)) => drop(deadpool_redis::sentinel::Connection::take(c)),
+                Some(Pooled::Plain(c)) => drop(managed::Object::take(c)),
+                Some(Pooled::Sentinel(c)) => drop(managed::Object::take(c)),
                 None => {}
             }
         }

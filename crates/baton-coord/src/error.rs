@@ -1,5 +1,5 @@
 /// Redis failures, classified for the HA code.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum CoordError {
     /// Redis could not be reached or did not answer in time.
     #[error("redis unavailable: {0}")]
@@ -20,13 +20,9 @@ impl From<redis::RedisError> for CoordError {
     }
 }
 
-impl From<deadpool_redis::PoolError> for CoordError {
-    fn from(e: deadpool_redis::PoolError) -> Self {
-        match e {
-            deadpool_redis::PoolError::Backend(e) => e.into(),
-            other => counted(CoordError::Unavailable(other.to_string())),
-        }
-    }
+/// No connection could be had (the pool timed out waiting or creating one).
+pub(crate) fn unavailable(reason: String) -> CoordError {
+    counted(CoordError::Unavailable(reason))
 }
 
 fn counted(error: CoordError) -> CoordError {

@@ -16,19 +16,18 @@ mod queue;
 mod replay;
 mod wake;
 
-pub use claims::Claim;
+pub use claims::{Claim, RunEnded};
 pub use connection::{COMMAND_DURATION as REDIS_COMMAND_DURATION, RedisTarget};
 pub use epoch::Epoch;
 pub use error::{CoordError, ERRORS as REDIS_ERRORS};
 pub use keys::Keys;
 pub use liveness::NodeInfo;
 pub use locks::Lock;
-pub use queue::{Enqueue, Popped, ReplayKey};
-pub use replay::{LeaseCaller, Replay};
+pub use queue::{Enqueue, LeaseAsk, Leased, Popped};
+pub use replay::ReplayKey;
 pub use wake::{Parked, Wake, WakeBus};
 
-use connection::{Conn, Pool};
-use deadpool_redis::{Manager, Runtime};
+use connection::{Conn, Pool, PoolSettings};
 use redis::AsyncConnectionConfig;
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,41 +69,20 @@ impl Coord {
         prefix: &str,
         options: &CoordOptions,
     ) -> Result<Self, CoordError> {
+        let settings = PoolSettings {
+            size: options.pool_size,
+            wait: options.command_timeout,
+            create: options.connect_timeout,
+        };
         let pool = match &target {
             RedisTarget::Url(url) => {
                 let config = AsyncConnectionConfig::new()
                     .set_response_timeout(Some(options.command_timeout))
                     .set_connection_timeout(Some(options.connect_timeout));
-                let manager = Manager::new_with_config(url.as_str(), config)?;
-                Pool::Plain(
-                    deadpool_redis::Pool::builder(manager)
-                        .max_size(options.pool_size)
-                        .wait_timeout(Some(options.command_timeout))
-                        .create_timeout(Some(options.connect_timeout))
-                        .recycle_timeout(Some(options.command_timeout))
-                        .runtime(Runtime::Tokio1)
-                        .build()
-                        .map_err(|e| CoordError::Internal(e.to_string()))?,
-                )
+                Pool::plain(url, config, &settings)?
             }
             RedisTarget::Sentinel { sentinels, master } => {
-                let config = deadpool_redis::sentinel::Config::from_urls(
-                    sentinels.clone(),
-                    master.clone(),
-                    deadpool_redis::sentinel::SentinelServerType::Master,
-                );
-                Pool::Sentinel(
-                    config
-                        .builder()
-                        .map_err(|e| CoordError::Internal(e.to_string()))?
-                        .max_size(options.pool_size)
-                        .wait_timeout(Some(options.command_timeout))
-                        .create_timeout(Some(options.connect_timeout))
-                        .recycle_timeout(Some(options.command_timeout))
-                        .runtime(Runtime::Tokio1)
-                        .build()
-                        .map_err(|e| CoordError::Internal(e.to_string()))?,
-                )
+                Pool::sentinel(sentinels, master, &settings)?
             }
         };
         Ok(Coord {
@@ -124,7 +102,7 @@ impl Coord {
     }
 
     async fn conn(&self) -> Result<Conn, CoordError> {
-        self.pool.get().await.map_err(CoordError::from)
+        self.pool.get().await
     }
 
     /// Every key matching a glob pattern (SCAN, so Redis is never blocked).

@@ -114,19 +114,21 @@ impl Coord {
             .collect())
     }
 
-    /// Records that a runner was heard from, in Redis only: an idle runner's polls cost
-    /// no Postgres write.
-    pub async fn presence_touch(
-        &self,
-        runner: Uuid,
-        boot_id: Uuid,
-        now_ms: i64,
-    ) -> Result<(), CoordError> {
+    /// Records when runners were heard from, and under which boot, in Redis only (an
+    /// idle runner's polls cost no Postgres write): one command for every runner a node
+    /// heard since its last write.
+    pub async fn presence_write(&self, seen: &[(Uuid, i64, Uuid)]) -> Result<(), CoordError> {
+        if seen.is_empty() {
+            return Ok(());
+        }
+        let fields: Vec<(String, String)> = seen
+            .iter()
+            .map(|(runner, at_ms, boot)| (runner.to_string(), format!("{at_ms}|{boot}")))
+            .collect();
         let mut conn = self.conn().await?;
         redis::cmd("HSET")
             .arg(self.keys.presence())
-            .arg(runner.to_string())
-            .arg(format!("{now_ms}|{boot_id}"))
+            .arg(fields)
             .query_async::<()>(&mut conn)
             .await?;
         Ok(())

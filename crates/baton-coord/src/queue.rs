@@ -1,20 +1,19 @@
-//! Queues and the lease pop. Queues are sorted sets, so a task id is never queued twice.
+//! Queues and the lease. Queues are sorted sets, so a task id is never queued twice.
 
-use crate::{Coord, CoordError};
+use crate::replay::ReplayKey;
+use crate::{Claim, Coord, CoordError};
 use baton_core::LabelSet;
-use baton_core::queue::{queue_key, score};
+use baton_core::queue::{parse_queue_key, queue_key, score};
 use redis::Script;
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use uuid::Uuid;
 
-static LEASE_POP: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/lease_pop.lua")));
+static LEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/lease.lua")));
 static ENQUEUE_UNCLAIMED: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/enqueue_unclaimed.lua")));
 static CLAIM_REQUEUE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/claim_requeue.lua")));
-pub(crate) static CLAIM_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/claim_release.lua")));
 
 /// A task to put in its queue.
 #[derive(Debug, Clone)]
@@ -32,7 +31,7 @@ impl Enqueue {
     }
 
     fn meta(&self) -> String {
-        serde_json::json!({ "queue": self.queue, "labels": self.labels }).to_string()
+        queue_meta(&self.queue, self.labels.as_slice())
     }
 
     fn score(&self) -> f64 {
@@ -40,11 +39,9 @@ impl Enqueue {
     }
 }
 
-/// Where a lease request's result is recorded for replay, and for how long.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplayKey {
-    pub key: String,
-    pub ttl_ms: u64,
+/// The `queues` hash's value for a queue key: what the lease script matches runners on.
+fn queue_meta(queue: &str, labels: &[String]) -> String {
+    serde_json::json!({ "queue": queue, "labels": labels }).to_string()
 }
 
 /// A claimed task and the queue place it came from (or goes back to): what the lease
@@ -70,6 +67,35 @@ impl Popped {
     }
 }
 
+/// What a lease request (or a runner exchange) asks of Redis: see [`Coord::lease`].
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseAsk<'a> {
+    pub node: &'a str,
+    pub runner: Uuid,
+    pub boot_id: Uuid,
+    pub labels: &'a LabelSet,
+    pub queues: &'a [String],
+    /// One fresh lease id per task wanted; none to lease nothing.
+    pub lease_ids: &'a [Uuid],
+    pub replay: &'a ReplayKey,
+    /// A resend of an unanswered request: what its first attempt leased is handed back
+    /// (and nothing new popped). A first attempt skips the lookup.
+    pub retry: bool,
+    /// Tasks whose claims to report (the ones the runner is starting).
+    pub claims_of: &'a [Uuid],
+    pub now_ms: i64,
+}
+
+/// What [`Coord::lease`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leased {
+    /// A retry whose first attempt leased these (task, lease) pairs.
+    pub replayed: Option<Vec<(Uuid, Uuid)>>,
+    /// The claim on each task of `claims_of`, in order.
+    pub claims: Vec<Option<Claim>>,
+    pub popped: Vec<Popped>,
+}
+
 impl Coord {
     /// Submit's add (design.md §4.1): after the Postgres insert committed, add the tasks to
     /// their queues and wake parked leases on every node — one MULTI, so the wake-up never
@@ -78,21 +104,22 @@ impl Coord {
         if tasks.is_empty() {
             return Ok(());
         }
+        // One registration, one ZADD and one wake-up per queue key, however many tasks.
+        let mut by_key: BTreeMap<String, (String, Vec<(f64, String)>)> = BTreeMap::new();
+        for task in tasks {
+            by_key
+                .entry(task.key_rel())
+                .or_insert_with(|| (task.meta(), Vec::new()))
+                .1
+                .push((task.score(), task.task_id.to_string()));
+        }
         let mut pipe = redis::pipe();
         pipe.atomic();
-        let mut woken = std::collections::BTreeSet::new();
-        for task in tasks {
-            let rel = task.key_rel();
-            pipe.hset(self.keys.queues(), &rel, task.meta()).ignore();
-            pipe.zadd(
-                self.keys.queue(&rel),
-                task.task_id.to_string(),
-                task.score(),
-            )
-            .ignore();
-            woken.insert(rel);
+        for (rel, (meta, members)) in &by_key {
+            pipe.hset(self.keys.queues(), rel, meta).ignore();
+            pipe.zadd_multiple(self.keys.queue(rel), members).ignore();
         }
-        for rel in woken {
+        for rel in by_key.keys() {
             pipe.publish(self.keys.wake(), rel).ignore();
         }
         let mut conn = self.conn().await?;
@@ -204,38 +231,51 @@ impl Coord {
         Ok(depths.into_iter().collect())
     }
 
-    /// Pops up to `lease_ids.len()` tasks this runner may take and claims each for `node`
-    /// under the given lease ids, atomically (design.md §4.3, first half). What it leased
-    /// is recorded under `replay` so a retry of the same request gets it back.
-    pub async fn lease_pop(
-        &self,
-        node: &str,
-        runner_labels: &LabelSet,
-        runner_queues: &[String],
-        lease_ids: &[Uuid],
-        replay: &ReplayKey,
-        now_ms: i64,
-    ) -> Result<Vec<Popped>, CoordError> {
-        if lease_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut inv = LEASE_POP.prepare_invoke();
+    /// The Redis half of a lease request or a runner exchange, in one script: a retry's
+    /// replay, the claims on the tasks it is about to start, and up to
+    /// `ask.lease_ids.len()` tasks this runner may take, popped and claimed for the node
+    /// atomically (design.md §4.3, first half). What it leased is recorded under the
+    /// replay key, so a resend of the same request gets it back.
+    pub async fn lease(&self, ask: &LeaseAsk<'_>) -> Result<Leased, CoordError> {
+        let mut inv = LEASE.prepare_invoke();
         inv.key(self.keys.queues())
             .key(self.keys.running())
-            .key(self.keys.owned(node))
-            .key(&replay.key)
+            .key(self.keys.owned(ask.node))
+            .key(&ask.replay.key)
             .arg(self.keys.prefix())
-            .arg(node)
-            .arg(now_ms)
-            .arg(serde_json::to_string(runner_labels.as_slice()).expect("labels serialise"))
-            .arg(serde_json::to_string(runner_queues).expect("queues serialise"))
-            .arg(replay.ttl_ms);
-        for lease in lease_ids {
+            .arg(ask.node)
+            .arg(ask.now_ms)
+            .arg(ask.runner.to_string())
+            .arg(ask.boot_id.to_string())
+            .arg(serde_json::to_string(ask.labels.as_slice()).expect("labels serialise"))
+            .arg(serde_json::to_string(ask.queues).expect("queues serialise"))
+            .arg(ask.replay.ttl_ms)
+            .arg(if ask.retry { "1" } else { "0" })
+            .arg(ask.claims_of.len());
+        for task in ask.claims_of {
+            inv.arg(task.to_string());
+        }
+        for lease in ask.lease_ids {
             inv.arg(lease.to_string());
         }
         let mut conn = self.conn().await?;
         let flat: Vec<String> = inv.invoke_async(&mut conn).await?;
-        flat.chunks(4)
+        let (record, rest) = flat
+            .split_first()
+            .ok_or_else(|| CoordError::Internal("empty lease script reply".into()))?;
+        if rest.len() < ask.claims_of.len() {
+            return Err(CoordError::Internal("short lease script reply".into()));
+        }
+        let (claims, popped) = rest.split_at(ask.claims_of.len());
+        let claims = claims
+            .iter()
+            .map(|c| (!c.is_empty()).then(|| Claim::parse(c)).transpose())
+            .collect::<Result<_, _>>()?;
+        let replayed = (!record.is_empty())
+            .then(|| crate::replay::parse_record(record))
+            .transpose()?;
+        let popped = popped
+            .chunks(4)
             .map(|c| match c {
                 [task, lease, key, score] => Ok(Popped {
                     task_id: parse_uuid(task)?,
@@ -249,7 +289,12 @@ impl Coord {
                     "lease script reply is not in fours".into(),
                 )),
             })
-            .collect()
+            .collect::<Result<_, _>>()?;
+        Ok(Leased {
+            replayed,
+            claims,
+            popped,
+        })
     }
 
     /// Puts a claimed task back in its queue and drops the claim, in one script, only if
@@ -257,17 +302,23 @@ impl Coord {
     /// lease (design.md §4.3), and when the reconciler takes back a task whose runner never
     /// started it. False when the claim is no longer this lease's.
     pub async fn claim_requeue(&self, node: &str, popped: &Popped) -> Result<bool, CoordError> {
+        let (queue, labels) = parse_queue_key(&popped.queue_key).ok_or_else(|| {
+            CoordError::Internal(format!("not a queue key: {:?}", popped.queue_key))
+        })?;
+        let labels: Vec<String> = labels.into();
         let mut conn = self.conn().await?;
         let done: i32 = CLAIM_REQUEUE
             .key(self.keys.running())
             .key(self.keys.owned(node))
             .key(self.keys.queue(&popped.queue_key))
+            .key(self.keys.queues())
             .arg(popped.task_id.to_string())
             .arg(node)
             .arg(popped.lease_id.to_string())
             .arg(popped.score.to_string())
             .arg(self.keys.wake())
             .arg(&popped.queue_key)
+            .arg(queue_meta(&queue, &labels))
             .invoke_async(&mut conn)
             .await?;
         Ok(done == 1)

@@ -25,36 +25,53 @@ pub enum Wake {
     Revoke(Uuid),
     /// New output for this task: log followers read on.
     Log(Uuid),
+    /// These tasks' runs ended: their followers read to the end and stop. (Sent as one
+    /// message for a batch of runs; heard as one `Log` per task.)
+    Logs(Vec<Uuid>),
+    /// Webhooks were written to the outbox: deliverers look now rather than at their
+    /// next idle poll.
+    Outbox,
     /// Anything may have changed (the subscriber reconnected and may have missed
     /// messages): everyone should look again.
     All,
 }
 
 impl Wake {
-    fn payload(&self) -> String {
+    pub(crate) fn payload(&self) -> String {
         match self {
             Wake::Queue(key) => key.to_string(),
             Wake::Runner(id) => format!("runner:{id}"),
             Wake::Revoke(id) => format!("revoke:{id}"),
             Wake::Log(id) => format!("log:{id}"),
+            Wake::Logs(ids) => format!(
+                "log:{}",
+                ids.iter()
+                    .map(Uuid::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            Wake::Outbox => "outbox".into(),
             Wake::All => "all".into(),
         }
     }
 
-    fn parse(payload: &str) -> Wake {
+    /// What a message means to the node's listeners: a batch of log news is heard as one
+    /// `Log` per task.
+    fn parse(payload: &str) -> Vec<Wake> {
         let id = |rest: &str| Uuid::parse_str(rest).ok();
         if let Some(w) = payload.strip_prefix("runner:").and_then(id) {
-            return Wake::Runner(w);
+            return vec![Wake::Runner(w)];
         }
         if let Some(w) = payload.strip_prefix("revoke:").and_then(id) {
-            return Wake::Revoke(w);
+            return vec![Wake::Revoke(w)];
         }
-        if let Some(w) = payload.strip_prefix("log:").and_then(id) {
-            return Wake::Log(w);
+        if let Some(ids) = payload.strip_prefix("log:") {
+            return ids.split(',').filter_map(id).map(Wake::Log).collect();
         }
         match payload {
-            "all" => Wake::All,
-            key => Wake::Queue(key.into()),
+            "all" => vec![Wake::All],
+            "outbox" => vec![Wake::Outbox],
+            key => vec![Wake::Queue(key.into())],
         }
     }
 }
@@ -163,7 +180,9 @@ async fn subscribe_loop(
                             msg = messages.next() => match msg {
                                 Some(msg) => {
                                     let payload: String = msg.get_payload().unwrap_or_default();
-                                    let _ = tx.send(Wake::parse(&payload));
+                                    for wake in Wake::parse(&payload) {
+                                        let _ = tx.send(wake);
+                                    }
                                 }
                                 None => break,
                             },
@@ -198,9 +217,15 @@ mod tests {
             Wake::Runner(id),
             Wake::Revoke(id),
             Wake::Log(id),
+            Wake::Outbox,
             Wake::All,
         ] {
-            assert_eq!(Wake::parse(&wake.payload()), wake);
+            assert_eq!(Wake::parse(&wake.payload()), vec![wake]);
         }
+        let other = Uuid::new_v4();
+        assert_eq!(
+            Wake::parse(&Wake::Logs(vec![id, other]).payload()),
+            vec![Wake::Log(id), Wake::Log(other)]
+        );
     }
 }

@@ -1,5 +1,5 @@
-//! Exponential backoff with jitter, for runner error retries and (later) task retries.
-//! The caller passes the random draw so the rule stays a pure function.
+//! Exponential backoff with jitter, for runner error retries and task retries. The
+//! caller passes the random draw so the rule stays a pure function.
 
 use std::time::Duration;
 
@@ -22,10 +22,34 @@ impl Backoff {
     /// Delay before retry number `failures` (1 for the first retry). `unit` is a random
     /// draw in `[0, 1)`; 0.5 gives the un-jittered delay.
     pub fn delay(&self, failures: u32, unit: f64) -> Duration {
+        Duration::from_secs_f64(self.base(failures).as_secs_f64() * self.jitter_factor(unit))
+    }
+
+    /// The un-jittered delay before retry number `failures`: `initial` doubling up to `max`.
+    pub fn base(&self, failures: u32) -> Duration {
         let exp = failures.saturating_sub(1).min(30);
         let base = (self.initial.as_secs_f64() * 2f64.powi(exp as i32)).min(self.max.as_secs_f64());
-        let factor = 1.0 + self.jitter * (2.0 * unit.clamp(0.0, 1.0) - 1.0);
-        Duration::from_secs_f64(base * factor)
+        Duration::from_secs_f64(base)
+    }
+
+    /// What the jitter multiplies the base by, for a random draw `unit` in `[0, 1)`.
+    pub fn jitter_factor(&self, unit: f64) -> f64 {
+        1.0 + self.jitter * (2.0 * unit.clamp(0.0, 1.0) - 1.0)
+    }
+
+    /// `base(1)`, `base(2)`, ... up to the first that reaches `max`: every later retry
+    /// waits as long as the last entry. For a store that looks the delay up by attempt
+    /// inside a batched statement, so the doubling rule stays here.
+    pub fn schedule(&self) -> Vec<Duration> {
+        let mut out = Vec::new();
+        for failures in 1..=31 {
+            let base = self.base(failures);
+            out.push(base);
+            if base >= self.max {
+                break;
+            }
+        }
+        out
     }
 }
 
@@ -42,6 +66,18 @@ mod tests {
         assert_eq!(b.delay(3, 0.5), Duration::from_secs(2));
         assert_eq!(b.delay(20, 0.5), Duration::from_secs(30));
         assert_eq!(b.delay(u32::MAX, 0.5), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn the_schedule_is_the_base_delays_until_the_cap() {
+        let b = Backoff::RUNNER;
+        let schedule = b.schedule();
+        assert_eq!(schedule.first(), Some(&Duration::from_millis(500)));
+        assert_eq!(schedule.last(), Some(&Duration::from_secs(30)));
+        for (i, base) in schedule.iter().enumerate() {
+            assert_eq!(*base, b.base(i as u32 + 1));
+        }
+        assert_eq!(b.base(schedule.len() as u32 + 5), *schedule.last().unwrap());
     }
 
     proptest! {

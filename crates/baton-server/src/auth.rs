@@ -4,7 +4,10 @@
 //! Two kinds of bearer: API tokens (users, CI) for the user API, runner tokens for the
 //! runner API. Each kind presented to the other API is refused with 403, an unknown token
 //! with 401. Runner tokens are cached in the node so an idle runner's polls cost no
-//! Postgres query (design.md invariant 6).
+//! Postgres query (design.md invariant 6): an entry is dropped on every node when its
+//! runner is deleted, paused or resumed (a revocation through Redis), and every cached
+//! runner is read again in one query per refresh interval, so the cost stays flat
+//! however many runners there are.
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -16,7 +19,6 @@ use baton_store::StoreError;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 pub type TokenHash = [u8; 32];
@@ -110,34 +112,23 @@ enum Bearer {
     Runner(Runner),
 }
 
-/// Runner lookups by token hash, kept for a short while.
-#[derive(Debug)]
+/// Runner lookups by token hash.
+#[derive(Debug, Default)]
 pub struct TokenCache {
-    ttl: Duration,
-    entries: Mutex<HashMap<TokenHash, (Runner, Instant)>>,
+    entries: Mutex<HashMap<TokenHash, Runner>>,
 }
 
 impl TokenCache {
-    pub fn new(ttl: Duration) -> Self {
-        TokenCache {
-            ttl,
-            entries: Mutex::new(HashMap::new()),
-        }
-    }
-
     fn get(&self, hash: &TokenHash) -> Option<Runner> {
         let entries = self.entries.lock().expect("token cache lock");
-        entries
-            .get(hash)
-            .filter(|(_, at)| at.elapsed() < self.ttl)
-            .map(|(runner, _)| runner.clone())
+        entries.get(hash).cloned()
     }
 
     /// Forgets a runner's token, so its next request reads the runner again (deleted,
     /// paused, resumed): every node hears of it through Redis.
     pub fn forget_runner(&self, id: Uuid) {
         let mut entries = self.entries.lock().expect("token cache lock");
-        entries.retain(|_, (runner, _)| runner.id != id);
+        entries.retain(|_, runner| runner.id != id);
     }
 
     /// Forgets everything (the revocation feed was interrupted; some may be missed).
@@ -147,11 +138,67 @@ impl TokenCache {
 
     fn put(&self, hash: TokenHash, runner: Runner) {
         let mut entries = self.entries.lock().expect("token cache lock");
-        if entries.len() > 100_000 {
-            entries.retain(|_, (_, at)| at.elapsed() < self.ttl);
+        if entries.len() >= MAX_CACHED_RUNNERS {
+            // A bound on memory, not a policy: the next lookups read their runner again.
+            entries.clear();
         }
-        entries.insert(hash, (runner, Instant::now()));
+        entries.insert(hash, runner);
     }
+
+    fn runner_ids(&self) -> Vec<Uuid> {
+        let entries = self.entries.lock().expect("token cache lock");
+        let mut ids: Vec<Uuid> = entries.values().map(|r| r.id).collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// Replaces each cached runner with its row as read (`None`: deleted or gone), but
+    /// only where it is still cached: one a revocation dropped meanwhile stays dropped.
+    fn refreshed(&self, rows: &HashMap<Uuid, Option<Runner>>) {
+        let mut entries = self.entries.lock().expect("token cache lock");
+        entries.retain(|_, runner| match rows.get(&runner.id) {
+            Some(Some(fresh)) => {
+                *runner = fresh.clone();
+                true
+            }
+            Some(None) => false,
+            None => true,
+        });
+    }
+}
+
+/// How many runner tokens a node caches at most.
+const MAX_CACHED_RUNNERS: usize = 100_000;
+
+/// Reads every cached runner again, in one query.
+pub async fn refresh_cached(state: &AppState) -> Result<(), StoreError> {
+    let ids = state.tokens.runner_ids();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut rows: HashMap<Uuid, Option<Runner>> = ids.iter().map(|id| (*id, None)).collect();
+    for record in state.store.runners_by_ids(&ids).await? {
+        if record.deleted_at.is_none()
+            && let Ok(runner) = runner_of(record.clone())
+        {
+            rows.insert(record.id, Some(runner));
+        }
+    }
+    state.tokens.refreshed(&rows);
+    Ok(())
+}
+
+fn runner_of(record: baton_store::RunnerRecord) -> Result<Runner, ApiError> {
+    Ok(Runner {
+        id: record.id,
+        labels: LabelSet::new(record.labels).map_err(|e| {
+            ApiError::from(StoreError::Internal(format!("stored runner labels: {e}")))
+        })?,
+        queues: record.queues,
+        capacity: record.capacity,
+        paused: record.paused,
+    })
 }
 
 pub fn parse_scope(s: &str) -> Option<Scope> {
@@ -226,15 +273,7 @@ async fn runner_by_hash(state: &AppState, hash: TokenHash) -> Result<Option<Runn
         Err(StoreError::NotFound) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let runner = Runner {
-        id: record.id,
-        labels: LabelSet::new(record.labels).map_err(|e| {
-            ApiError::from(StoreError::Internal(format!("stored runner labels: {e}")))
-        })?,
-        queues: record.queues,
-        capacity: record.capacity,
-        paused: record.paused,
-    };
+    let runner = runner_of(record)?;
     state.tokens.put(hash, runner.clone());
     Ok(Some(runner))
 }

@@ -38,8 +38,15 @@ pub struct ServeConfig {
     /// Test-only fault injection: `after-pop` makes the node abort between the Redis pop
     /// and the Postgres write of a lease, as a crash there would.
     pub fault: Option<String>,
-    /// How long a runner's token stays cached in the node before Postgres is asked again.
+    /// How often the node reads its cached runners again from Postgres, all in one query
+    /// (a revocation reaches every node at once through Redis; this catches one missed).
     pub token_cache_ttl_ms: u64,
+    /// Most items (inserts, starts, log chunks, run ends, reads) in one group commit.
+    pub group_commit_max_items: usize,
+    /// How long the group commit waits for more work once it has some (0: it writes
+    /// what has gathered at once; batches still grow under load, while the previous one
+    /// is being written).
+    pub group_commit_linger_us: u64,
     pub db_max_connections: u32,
     pub redis_pool_size: usize,
     /// Bound on each Redis command and each wait for a Postgres connection.
@@ -76,6 +83,9 @@ pub struct Limits {
     pub max_wait_s: u32,
     /// Most tasks one lease request may take.
     pub max_lease: u32,
+    /// Most starts and completions in one runner exchange (and most running leases in
+    /// its heartbeat).
+    pub max_exchange_items: usize,
     pub max_attempts: i32,
     pub max_notify_url: usize,
 }
@@ -96,6 +106,7 @@ impl Default for Limits {
             max_queue_timeout_s: 30 * 86_400,
             max_wait_s: 50,
             max_lease: 64,
+            max_exchange_items: 256,
             max_attempts: 100,
             max_notify_url: 2048,
         }
@@ -114,6 +125,11 @@ pub struct Timings {
     pub outbox_interval_ms: u64,
     /// How often runner presence is copied from Redis to Postgres.
     pub presence_flush_ms: u64,
+    /// How often a node writes the presence of the runners it heard to Redis (one
+    /// command for all of them).
+    pub presence_write_ms: u64,
+    /// With no news of new webhooks, how often a node looks in the outbox anyway.
+    pub outbox_idle_poll_ms: u64,
     /// A runner silent this long gets no new tasks and its unstarted ones are requeued.
     /// Keep it above the longest lease `wait_s`.
     pub runner_offline_after_s: u64,
@@ -148,6 +164,8 @@ impl Default for Timings {
             janitor_interval_ms: 60_000,
             outbox_interval_ms: 1_000,
             presence_flush_ms: 5_000,
+            presence_write_ms: 1_000,
+            outbox_idle_poll_ms: 30_000,
             runner_offline_after_s: 90,
             runner_lost_after_s: 180,
             ack_timeout_s: 30,
@@ -202,6 +220,8 @@ impl Default for ServeConfig {
             timings: Timings::default(),
             fault: None,
             token_cache_ttl_ms: 60_000,
+            group_commit_max_items: 1024,
+            group_commit_linger_us: 0,
             db_max_connections: 16,
             redis_pool_size: 16,
             store_timeout_ms: 2_000,

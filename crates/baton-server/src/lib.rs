@@ -4,14 +4,14 @@
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod dispatch;
 mod error;
 mod extract;
-mod finalize;
 mod heartbeat;
 pub mod identity;
-mod lease;
 pub mod metrics;
 pub mod node;
+pub mod presence;
 mod queueing;
 pub mod services;
 pub mod state;

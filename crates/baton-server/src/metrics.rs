@@ -14,7 +14,6 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
-use baton_client::LeasedTask;
 use baton_core::TaskStatus;
 use baton_store::TaskRecord;
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
@@ -200,21 +199,21 @@ pub fn tasks_submitted(n: usize) {
     counter!(TASKS_SUBMITTED).increment(n as u64);
 }
 
-/// A task was leased: count it, and how long it waited since it was queued (a
-/// requeued task keeps its place in line, and its `queued_at`).
-pub fn task_leased(task: &TaskRecord) {
+/// A task was leased at `leased_at`: count it, and how long it waited since it was
+/// queued (a requeued task keeps its place in line, and its `queued_at`).
+pub fn task_leased(task: &TaskRecord, leased_at: chrono::DateTime<chrono::Utc>) {
     counter!(TASKS_LEASED).increment(1);
-    if let (Some(queued), Some(leased)) = (task.queued_at, task.leased_at) {
-        let waited = (leased - queued).to_std().unwrap_or_default();
+    if let Some(queued) = task.queued_at {
+        let waited = (leased_at - queued).to_std().unwrap_or_default();
         histogram!(PICKUP_LATENCY).record(waited.as_secs_f64());
     }
 }
 
-/// A lease request was answered: how long it took, parking included, by `result`
-/// (`tasks`, `empty`, `error`).
-pub fn lease_answered(started: Instant, answer: &Result<Vec<LeasedTask>, ApiError>) {
+/// A lease request was answered with `answer` tasks (or an error): how long it took,
+/// parking included, by `result` (`tasks`, `empty`, `error`).
+pub fn lease_answered(started: Instant, answer: Result<usize, &ApiError>) {
     let result = match answer {
-        Ok(tasks) if !tasks.is_empty() => "tasks",
+        Ok(tasks) if tasks > 0 => "tasks",
         Ok(_) => "empty",
         Err(_) => "error",
     };

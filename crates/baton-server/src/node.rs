@@ -14,7 +14,7 @@ use crate::services::{
 };
 use crate::state::{AppState, StalenessClocks};
 use baton_coord::{Coord, CoordOptions, NodeInfo, WakeBus};
-use baton_store::{Store, StoreOptions};
+use baton_store::{FinishPolicy, GroupCommit, GroupCommitSettings, Store, StoreOptions};
 use chrono::Utc;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -120,6 +120,19 @@ async fn forget_revoked_tokens(state: AppState) {
     }
 }
 
+/// Reads every cached runner again, in one query per `token_cache_ttl_ms`: a revocation
+/// this node missed (its wake-up was lost) holds within that long, and the cost does not
+/// grow with the number of runners.
+async fn refresh_cached_runners(state: AppState) {
+    let interval = Duration::from_millis(state.config.token_cache_ttl_ms.max(1000));
+    crate::services::every(interval, state.shutdown.clone(), || async {
+        if let Err(e) = crate::auth::refresh_cached(&state).await {
+            tracing::debug!(error = %e, "cached runner tokens not refreshed this time");
+        }
+    })
+    .await;
+}
+
 /// Node ids appear inside claim values (`node|lease|at`) and key names.
 fn check_node_id(id: &str) -> Result<(), NodeError> {
     let ok = !id.is_empty()
@@ -192,17 +205,31 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         .connect_timeout(Duration::from_secs(5))
         .build()
         .map_err(|e| NodeError::Config(format!("http client: {e}")))?;
+    let commit = GroupCommit::spawn(
+        store.clone(),
+        GroupCommitSettings {
+            max_items: config.group_commit_max_items.max(1),
+            linger: Duration::from_micros(config.group_commit_linger_us),
+            log_cap: config.limits.max_log_bytes,
+            policy: FinishPolicy {
+                backoff: config.timings.retry_backoff(),
+                jitter_unit: 0.5,
+                webhook_body: crate::api::views::webhook_body,
+            },
+            fault: config.fault.clone(),
+        },
+    );
     let state = AppState {
         identity: Arc::new(identity),
         clocks: Arc::new(StalenessClocks::new(now_ms)),
         http,
         openapi: Arc::default(),
         store,
+        commit,
+        presence: Arc::default(),
         coord: coord.clone(),
         wake,
-        tokens: Arc::new(TokenCache::new(Duration::from_millis(
-            config.token_cache_ttl_ms,
-        ))),
+        tokens: Arc::new(TokenCache::default()),
         bootstrap_api_token: config.api_token.as_deref().map(hash_token),
         bootstrap_registration_token: config.registration_token.as_deref().map(hash_token),
         draining: draining.clone(),
@@ -222,6 +249,13 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         tokio::spawn(OutboxDeliverer::new(state.clone()).run()),
         tokio::spawn(PresenceFlusher::new(state.clone()).run()),
         tokio::spawn(forget_revoked_tokens(state.clone())),
+        tokio::spawn(refresh_cached_runners(state.clone())),
+        {
+            let (presence, coord) = (state.presence.clone(), state.coord.clone());
+            let interval = Duration::from_millis(state.config.timings.presence_write_ms);
+            let stop = state.shutdown.clone();
+            tokio::spawn(async move { presence.run(coord, interval, stop).await })
+        },
     ];
 
     let app = api::router(state.clone());

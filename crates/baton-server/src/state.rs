@@ -3,8 +3,9 @@
 use crate::auth::{TokenCache, TokenHash};
 use crate::config::ServeConfig;
 use crate::identity::NodeIdentity;
+use crate::presence::PresenceBuffer;
 use baton_coord::{Coord, WakeBus};
-use baton_store::Store;
+use baton_store::{GroupCommit, Store};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use tokio_util::sync::CancellationToken;
@@ -14,7 +15,12 @@ pub struct AppState {
     pub config: Arc<ServeConfig>,
     pub identity: Arc<NodeIdentity>,
     pub store: Store,
+    /// Every hot-path write goes through here: one transaction for what concurrent
+    /// requests want written.
+    pub commit: GroupCommit,
     pub coord: Coord,
+    /// Runners heard by this node, written to Redis once per interval.
+    pub presence: Arc<PresenceBuffer>,
     pub wake: WakeBus,
     pub tokens: Arc<TokenCache>,
     pub bootstrap_api_token: Option<TokenHash>,

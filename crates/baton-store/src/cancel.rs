@@ -21,11 +21,15 @@ pub struct Cancelled {
 
 impl Store {
     /// Cancels `id`. `owner` limits it to tasks created by that token (a `submit`-scoped
-    /// caller); another's task is not found. A finished task is a conflict.
+    /// caller); another's task is not found. A finished task is a conflict. `lease` is
+    /// the (runner, lease) of a lease held in Redis only, if there is one: a `queued` task
+    /// cancelled under it records who held it, so that runner's start is told its lease
+    /// was cancelled.
     pub async fn task_cancel(
         &self,
         id: Uuid,
         owner: Option<&str>,
+        lease: Option<(Uuid, Uuid)>,
         webhook_body: WebhookBody,
         now: DateTime<Utc>,
     ) -> Result<Cancelled, StoreError> {
@@ -56,13 +60,17 @@ impl Store {
                 "UPDATE tasks
                  SET status = $2, updated_at = $3,
                      finished_at = CASE WHEN $2 = 'cancelled' THEN $3 ELSE finished_at END,
-                     error = CASE WHEN $2 = 'cancelled' THEN 'cancelled before it ran' ELSE error END
+                     error = CASE WHEN $2 = 'cancelled' THEN 'cancelled before it ran' ELSE error END,
+                     runner_id = CASE WHEN status = 'queued' THEN $4 ELSE runner_id END,
+                     lease_id = CASE WHEN status = 'queued' THEN $5 ELSE lease_id END
                  WHERE id = $1
                  RETURNING *",
             )
             .bind(id)
             .bind(to.as_str())
             .bind(now)
+            .bind(lease.map(|(runner, _)| runner))
+            .bind(lease.map(|(_, lease)| lease))
             .fetch_one(&mut *tx)
             .await?;
             if done.status.is_terminal() {

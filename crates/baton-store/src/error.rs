@@ -1,7 +1,7 @@
 use baton_core::TaskStatus;
 
 /// Store failures, classified for the HA code (conventions.md "Errors").
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// Postgres could not be reached or did not answer in time: retry later, report
     /// not-ready, answer 503.

@@ -7,6 +7,7 @@
 mod cancel;
 mod counts;
 mod error;
+mod group_commit;
 mod logs;
 mod metered;
 mod outbox;
@@ -15,9 +16,11 @@ mod runners;
 mod runs;
 mod tasks;
 mod tokens;
+mod transitions;
 
 pub use cancel::Cancelled;
 pub use error::StoreError;
+pub use group_commit::{BATCH_ITEMS as GROUP_COMMIT_ITEMS, GroupCommit, GroupCommitSettings};
 pub use logs::{LogAppend, LogChunk};
 pub use metered::{ERRORS as POSTGRES_ERRORS, QUERY_DURATION as POSTGRES_QUERY_DURATION};
 pub use outbox::OutboxRecord;
@@ -25,6 +28,7 @@ pub use runners::{NewRunner, RunnerRecord};
 pub use runs::{Fence, FinishPolicy, RunEnd, TASKS_COMPLETED, WebhookBody};
 pub use tasks::{NewTask, TaskFilter, TaskRecord};
 pub use tokens::{ApiTokenRecord, RegistrationTokenRecord};
+pub use transitions::{Apply, Done, FinishRun, LogWrite, StartRun, Started, Work};
 
 use metered::MeteredPool;
 use sqlx::PgPool;

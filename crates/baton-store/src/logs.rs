@@ -7,6 +7,7 @@
 
 use crate::Store;
 use crate::error::StoreError;
+use crate::transitions::{Apply, LogWrite, Work};
 use baton_core::TaskStatus;
 use uuid::Uuid;
 
@@ -33,7 +34,8 @@ pub struct LogChunk {
 impl Store {
     /// Appends a chunk that starts at `offset`. A chunk already held (a resend) is not
     /// stored twice; one that overlaps the end stores only its new tail; one that starts
-    /// past the end is refused with the size held, so the runner rewinds.
+    /// past the end is refused with the size held, so the runner rewinds. (A batch of
+    /// one: the group committer writes many in one statement.)
     pub async fn task_log_append(
         &self,
         id: Uuid,
@@ -43,74 +45,25 @@ impl Store {
         chunk: &[u8],
         cap: i64,
     ) -> Result<LogAppend, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        // status, runner, lease, log size, attempt: what decides whether a chunk is taken.
-        type Holder = (String, Option<Uuid>, Option<Uuid>, i64, i32);
-        let row: Option<Holder> = sqlx::query_as(
-            "SELECT status, runner_id, lease_id, log_size, attempt FROM tasks WHERE id = $1 FOR UPDATE",
-        )
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some((status, owner, current_lease, held, attempt)) = row else {
-            return Err(StoreError::NotFound);
+        let work = Work {
+            logs: vec![LogWrite {
+                task: id,
+                runner_id,
+                lease_id,
+                offset,
+                data: chunk.to_vec(),
+            }],
+            ..Work::default()
         };
-        let status: TaskStatus = status
-            .parse()
-            .map_err(|e| StoreError::Internal(format!("{e}")))?;
-        if owner != Some(runner_id) {
-            return Err(StoreError::NotFound);
-        }
-        if current_lease != Some(lease_id) {
-            return Err(StoreError::Conflict {
-                status,
-                reason: "stale lease: the task was leased again",
-            });
-        }
-        if !matches!(status, TaskStatus::Running | TaskStatus::Cancelling) {
-            return Err(StoreError::Conflict {
-                status,
-                reason: "logs are accepted only while the task runs",
-            });
-        }
-        if offset > held {
-            return Err(StoreError::LogOffsetPastEnd {
-                requested: offset,
-                held,
-            });
-        }
-        let already = usize::try_from(held - offset).unwrap_or(usize::MAX);
-        let fresh = chunk.get(already..).unwrap_or_default();
-        if fresh.is_empty() {
-            return Ok(LogAppend {
-                acked: held,
-                status,
-            });
-        }
-        let room = usize::try_from((cap - held).max(0)).unwrap_or(usize::MAX);
-        let stored = &fresh[..fresh.len().min(room)];
-        if !stored.is_empty() {
-            sqlx::query(
-                r#"INSERT INTO task_logs (task_id, attempt, "offset", data) VALUES ($1, $2, $3, $4)"#,
-            )
-            .bind(id)
-            .bind(attempt)
-            .bind(held)
-                .bind(stored)
-                .execute(&mut *tx)
-                .await?;
-        }
-        let acked = held + fresh.len() as i64;
-        sqlx::query(
-            "UPDATE tasks SET log_size = $2, log_truncated = log_truncated OR $3 WHERE id = $1",
-        )
-        .bind(id)
-        .bind(acked)
-        .bind(stored.len() < fresh.len())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(LogAppend { acked, status })
+        let how = Apply {
+            log_cap: cap,
+            ..Apply::at(chrono::Utc::now())
+        };
+        self.write_now(&work, &how)
+            .await?
+            .logs
+            .pop()
+            .expect("one answer")
     }
 
     /// Up to `max` stored bytes of an attempt's output from `offset`; the latest attempt

@@ -10,9 +10,9 @@
 use crate::Store;
 use crate::error::StoreError;
 use crate::tasks::TaskRecord;
+use crate::transitions::{Apply, FinishRun, Work};
 use baton_core::TaskStatus;
 use baton_core::backoff::Backoff;
-use baton_core::retry::{AfterRun, after_run};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -54,7 +54,8 @@ pub struct Fence {
 /// Builds a completion webhook's body from the task's final row.
 pub type WebhookBody = fn(&TaskRecord) -> Value;
 
-/// What retries cost: the backoff, a random draw for its jitter, and the webhook shape.
+/// What retries cost: the backoff, a random draw for its jitter (for a single report; a
+/// batch carries one per report), and the webhook shape.
 #[derive(Debug, Clone, Copy)]
 pub struct FinishPolicy {
     pub backoff: Backoff,
@@ -66,6 +67,7 @@ impl Store {
     /// Ends a `running` or `cancelling` run: `scheduled` for a retry when attempts remain
     /// (see `baton_core::retry`), otherwise the terminal status, with its outbox rows.
     /// A runner repeating a report that already took effect gets the task as it stands.
+    /// (A batch of one: the group committer writes many in one statement.)
     pub async fn task_finish_run(
         &self,
         id: Uuid,
@@ -74,76 +76,25 @@ impl Store {
         policy: &FinishPolicy,
         now: DateTime<Utc>,
     ) -> Result<TaskRecord, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let task = sqlx::query_as::<_, TaskRecord>("SELECT * FROM tasks WHERE id = $1 FOR UPDATE")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(StoreError::NotFound)?;
-        if fence.runner_id.is_some() && task.runner_id != fence.runner_id {
-            return Err(StoreError::NotFound);
-        }
-        if task.lease_id != Some(fence.lease_id) {
-            return Err(StoreError::Conflict {
-                status: task.status,
-                reason: "stale lease: the task was leased again",
-            });
-        }
-        if !matches!(task.status, TaskStatus::Running | TaskStatus::Cancelling) {
-            // The same report again (its answer was lost): the outcome it recorded, or
-            // the retry a failure led to. A different late result is a conflict.
-            let repeat = fence.runner_id.is_some()
-                && (task.status == end.outcome
-                    || (task.status == TaskStatus::Scheduled && end.outcome == TaskStatus::Failed));
-            if repeat {
-                return Ok(task);
-            }
-            return Err(StoreError::Conflict {
-                status: task.status,
-                reason: "the task is not running",
-            });
-        }
-        let next = after_run(
-            task.status,
-            end.outcome,
-            task.attempt,
-            task.max_attempts,
-            &policy.backoff,
-            policy.jitter_unit,
-        );
-        let (status, run_at, finished_at) = match next {
-            AfterRun::Retry { delay } => (
-                TaskStatus::Scheduled,
-                Some(now + chrono::Duration::from_std(delay).unwrap_or_default()),
-                None,
-            ),
-            AfterRun::Terminal(status) => (status, None, Some(now)),
+        let work = Work {
+            finishes: vec![FinishRun {
+                task: id,
+                fence,
+                end: end.clone(),
+                jitter_unit: policy.jitter_unit,
+            }],
+            ..Work::default()
         };
-        let ended = sqlx::query_as::<_, TaskRecord>(
-            "UPDATE tasks
-             SET status = $2, run_at = COALESCE($3, run_at), finished_at = $4, updated_at = $5,
-                 exit_code = $6, error = $7, outputs = $8,
-                 log_incomplete = ($9::bigint IS NOT NULL AND $9 > log_size)
-             WHERE id = $1
-             RETURNING *",
-        )
-        .bind(id)
-        .bind(status.as_str())
-        .bind(run_at)
-        .bind(finished_at)
-        .bind(now)
-        .bind(end.exit_code)
-        .bind(end.error.as_deref())
-        .bind(end.outputs.clone().map(Json))
-        .bind(end.log_size)
-        .fetch_one(&mut *tx)
-        .await?;
-        if ended.status.is_terminal() {
-            outbox_for(&mut tx, &ended, policy.webhook_body, now).await?;
-        }
-        tx.commit().await?;
-        count_ended(&ended);
-        Ok(ended)
+        let how = Apply {
+            now,
+            log_cap: 0,
+            policy: *policy,
+        };
+        self.write_now(&work, &how)
+            .await?
+            .finishes
+            .pop()
+            .expect("one answer")
     }
 
     /// `leased -> queued` under the given lease: the runner never started it, so it is
@@ -253,6 +204,47 @@ pub(crate) fn count_ended(task: &TaskRecord) {
 
 /// Counter of tasks that reached a terminal status, by `outcome` (the status).
 pub const TASKS_COMPLETED: &str = "baton_tasks_completed_total";
+
+/// The side effects of many terminal transitions, in their transaction: one statement
+/// for the rows of those that notify a webhook.
+pub(crate) async fn outbox_for_all(
+    conn: &mut PgConnection,
+    tasks: &[&TaskRecord],
+    webhook_body: WebhookBody,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let notify: Vec<(&TaskRecord, &str)> = tasks
+        .iter()
+        .filter_map(|t| Some((*t, t.notify_url.as_deref()?)))
+        .collect();
+    if notify.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO outbox (task_id, kind, target, body, idempotency_key, created_at, next_attempt_at)
+         SELECT r.task_id, 'webhook', r.target, r.body, r.key, $5, $5
+         FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[]) AS r(task_id, target, body, key)
+         ON CONFLICT (idempotency_key) DO NOTHING",
+    )
+    .bind(notify.iter().map(|(t, _)| t.id).collect::<Vec<_>>())
+    .bind(notify.iter().map(|(_, url)| *url).collect::<Vec<_>>())
+    .bind(
+        notify
+            .iter()
+            .map(|(t, _)| Json(webhook_body(t)))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        notify
+            .iter()
+            .map(|(t, _)| format!("{}:{}", t.id, t.status))
+            .collect::<Vec<_>>(),
+    )
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
 
 /// The side effects of a terminal transition, in its transaction. The idempotency key
 /// (task and final status) is what the receiver deduplicates on.

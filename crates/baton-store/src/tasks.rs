@@ -2,10 +2,10 @@
 
 use crate::Store;
 use crate::error::StoreError;
+use crate::transitions::{Apply, Done, StartRun, Started, Work};
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::PgConnection;
 use sqlx::types::Json;
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -86,32 +86,36 @@ pub struct TaskFilter {
 
 impl Store {
     /// Inserts a task, `queued` (or `scheduled` when `run_at` is in the future). With an
-    /// idempotency key that already exists, inserts
-    /// nothing and returns the existing task with `created = false`.
+    /// idempotency key that already exists, inserts nothing and returns the existing
+    /// task with `created = false`.
     pub async fn task_insert(
         &self,
         task: &NewTask,
         now: DateTime<Utc>,
     ) -> Result<(TaskRecord, bool), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let out = insert_one(&mut tx, task, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        Ok(self
+            .task_insert_batch(std::slice::from_ref(task), now)
+            .await?
+            .pop()
+            .expect("one answer"))
     }
 
-    /// Inserts every task or none. Existing idempotency keys return their task.
+    /// Inserts every task or none, in one statement. Existing idempotency keys return
+    /// their task.
     pub async fn task_insert_batch(
         &self,
         tasks: &[NewTask],
         now: DateTime<Utc>,
     ) -> Result<Vec<(TaskRecord, bool)>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let mut out = Vec::with_capacity(tasks.len());
-        for task in tasks {
-            out.push(insert_one(&mut tx, task, now).await?);
-        }
-        tx.commit().await?;
-        Ok(out)
+        let work = Work {
+            inserts: tasks.to_vec(),
+            ..Work::default()
+        };
+        self.write_now(&work, &Apply::at(now))
+            .await?
+            .inserts
+            .into_iter()
+            .collect()
     }
 
     pub async fn task_get(&self, id: Uuid) -> Result<TaskRecord, StoreError> {
@@ -145,23 +149,20 @@ impl Store {
             .collect())
     }
 
-    /// What a heartbeat needs, in one query: the tasks it lists (`listed`), and the runs
-    /// the runner holds under its current boot that started before `before` (listed or
-    /// not: the ones it no longer lists are forgotten).
-    pub async fn tasks_for_heartbeat(
+    /// The runs `runner` holds under its boot `boot_id` that started before `before`: a
+    /// heartbeat compares them with the ones it lists (those it no longer lists are
+    /// forgotten).
+    pub async fn runs_of_boot(
         &self,
-        listed: &[Uuid],
         runner: Uuid,
         boot_id: Uuid,
         before: DateTime<Utc>,
     ) -> Result<Vec<TaskRecord>, StoreError> {
         Ok(sqlx::query_as::<_, TaskRecord>(
             "SELECT * FROM tasks
-             WHERE id = ANY($1)
-                OR (runner_id = $2 AND boot_id = $3 AND status IN ('running', 'cancelling')
-                    AND started_at < $4)",
+             WHERE runner_id = $1 AND boot_id = $2 AND status IN ('running', 'cancelling')
+               AND started_at < $3",
         )
-        .bind(listed)
         .bind(runner)
         .bind(boot_id)
         .bind(before)
@@ -210,148 +211,36 @@ impl Store {
         .await?)
     }
 
-    /// `queued -> leased` under a fresh lease. `None` when the task is no longer queued
-    /// (cancelled, or leased by someone else): the caller drops its claim and hands out
-    /// nothing for this id.
-    pub async fn task_lease(
-        &self,
-        id: Uuid,
-        lease_id: Uuid,
-        runner_id: Uuid,
-        boot_id: Uuid,
-        now: DateTime<Utc>,
-    ) -> Result<Option<TaskRecord>, StoreError> {
-        Ok(sqlx::query_as::<_, TaskRecord>(
-            "UPDATE tasks
-             SET status = 'leased', lease_id = $2, runner_id = $3, boot_id = $4,
-                 leased_at = $5, updated_at = $5
-             WHERE id = $1 AND status = 'queued'
-             RETURNING *",
-        )
-        .bind(id)
-        .bind(lease_id)
-        .bind(runner_id)
-        .bind(boot_id)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?)
-    }
-
-    /// `leased -> running`: the runner acknowledged its lease. The attempt count goes up
-    /// and the log starts afresh for this attempt. A repeated start under the same lease
-    /// (its first answer was lost) succeeds again without counting an attempt.
+    /// `queued -> running` under a lease checked against its claim (or `leased ->
+    /// running` for a row leased in Postgres): the runner acknowledged its lease. The
+    /// attempt count goes up and the log starts afresh for this attempt. A repeated start
+    /// under the same lease (its first answer was lost) succeeds again without counting
+    /// an attempt. (A batch of one: the group committer writes many in one statement.)
     pub async fn task_start(
         &self,
-        id: Uuid,
-        runner_id: Uuid,
-        lease_id: Uuid,
+        start: StartRun,
         now: DateTime<Utc>,
-    ) -> Result<TaskRecord, StoreError> {
-        let started = sqlx::query_as::<_, TaskRecord>(
-            "UPDATE tasks
-             SET status = 'running', started_at = $4, updated_at = $4, attempt = attempt + 1,
-                 log_size = 0, log_truncated = false, log_incomplete = false
-             WHERE id = $1 AND runner_id = $2 AND lease_id = $3 AND status = 'leased'
-             RETURNING *",
-        )
-        .bind(id)
-        .bind(runner_id)
-        .bind(lease_id)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?;
-        match started {
-            Some(task) => Ok(task),
-            None => {
-                self.runner_report_refused(id, runner_id, lease_id, |t| {
-                    t.status == TaskStatus::Running
-                })
-                .await
-            }
-        }
-    }
-
-    /// Explains why a runner's compare-and-set changed nothing: another runner's task (or
-    /// none) is not found — its existence is not leaked; a moved status or another lease of
-    /// this runner's is a conflict. `already_done` recognises a retried report whose first
-    /// attempt succeeded, which is answered with the task as it stands.
-    pub(crate) async fn runner_report_refused(
-        &self,
-        id: Uuid,
-        runner_id: Uuid,
-        lease_id: Uuid,
-        already_done: impl Fn(&TaskRecord) -> bool,
-    ) -> Result<TaskRecord, StoreError> {
-        let task = match self.task_get(id).await {
-            Ok(task) if task.runner_id == Some(runner_id) => task,
-            Ok(_) | Err(StoreError::NotFound) => return Err(StoreError::NotFound),
-            Err(e) => return Err(e),
+    ) -> Result<Started, StoreError> {
+        let work = Work {
+            starts: vec![start],
+            ..Work::default()
         };
-        if task.lease_id != Some(lease_id) {
-            return Err(StoreError::Conflict {
-                status: task.status,
-                reason: "stale lease: the task was leased again",
-            });
-        }
-        if already_done(&task) {
-            return Ok(task);
-        }
-        Err(StoreError::Conflict {
-            status: task.status,
-            reason: "the task is not in a state that accepts this report",
-        })
-    }
-}
-
-async fn insert_one(
-    conn: &mut PgConnection,
-    task: &NewTask,
-    now: DateTime<Utc>,
-) -> Result<(TaskRecord, bool), StoreError> {
-    let inserted = sqlx::query_as::<_, TaskRecord>(
-        "INSERT INTO tasks (id, queue, labels, command, script, env, payload, priority,
-                            timeout_s, queue_timeout_s, max_attempts, idempotency_key,
-                            status, created_by, traceparent, created_at, updated_at, queued_at,
-                            run_at, notify_url, secret_env)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-                 CASE WHEN $16::timestamptz > $15 THEN 'scheduled' ELSE 'queued' END,
-                 $13, $14, $15, $15,
-                 CASE WHEN $16::timestamptz > $15 THEN NULL ELSE $15 END,
-                 $16, $17, $18)
-         ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-         RETURNING *",
-    )
-    .bind(task.id)
-    .bind(&task.queue)
-    .bind(&task.labels)
-    .bind(task.command.as_deref())
-    .bind(task.script.as_deref())
-    .bind(Json(&task.env))
-    .bind(task.payload.as_ref().map(Json))
-    .bind(task.priority)
-    .bind(task.timeout_s)
-    .bind(task.queue_timeout_s)
-    .bind(task.max_attempts)
-    .bind(task.idempotency_key.as_deref())
-    .bind(&task.created_by)
-    .bind(task.traceparent.as_deref())
-    .bind(now)
-    .bind(task.run_at)
-    .bind(task.notify_url.as_deref())
-    .bind(Json(&task.secret_env))
-    .fetch_optional(&mut *conn)
-    .await?;
-    if let Some(task) = inserted {
-        return Ok((task, true));
-    }
-    // The key exists: its task was committed before ours (ON CONFLICT waited for it).
-    let existing =
-        sqlx::query_as::<_, TaskRecord>("SELECT * FROM tasks WHERE idempotency_key = $1")
-            .bind(task.idempotency_key.as_deref())
-            .fetch_optional(conn)
+        self.write_now(&work, &Apply::at(now))
             .await?
-            .ok_or_else(|| {
-                StoreError::Internal("idempotency conflict without an existing task".into())
-            })?;
-    Ok((existing, false))
+            .starts
+            .pop()
+            .expect("one answer")
+    }
+
+    /// Applies `work` in a transaction of its own, at once.
+    pub async fn write_now(&self, work: &Work, how: &Apply) -> Result<Done, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let done = crate::transitions::apply(&mut tx, work, how).await?;
+        tx.commit().await?;
+        done.finishes
+            .iter()
+            .flatten()
+            .for_each(crate::runs::count_ended);
+        Ok(done)
+    }
 }

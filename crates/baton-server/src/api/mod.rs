@@ -56,6 +56,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(runner::heartbeat))
         .routes(routes!(runner::unregister))
         .routes(routes!(runner::lease))
+        .routes(routes!(runner::exchange))
         .routes(routes!(runner::start))
         .routes(runner_logs)
         .routes(routes!(runner::complete))

@@ -1,29 +1,30 @@
-//! The runner API: register, lease (also a heartbeat), start, logs, complete. Every report
-//! carries the lease id; the store's compare-and-set on it is the fence that keeps a stale
-//! runner from changing anything (design.md invariant 2).
+//! The runner API: register, the batched exchange, and the single-item endpoints (lease,
+//! heartbeat, start, logs, complete) kept for compatibility and for tools. All of them
+//! are the same path (`dispatch::exchange`). Every report carries the lease id; the
+//! store's compare-and-set on it is the fence that keeps a stale runner from changing
+//! anything (design.md invariant 2).
 
 use super::openapi::Errors;
 use crate::api::views::task_view;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
+use crate::dispatch::exchange::{self, Completion, RunnerCall};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
-use crate::finalize;
-use crate::lease;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use baton_client::ErrorBody;
 use baton_client::{
-    CompleteTask, Heartbeat, HeartbeatResponse, LeaseRequest, LeaseResponse, LogAck,
-    RegisterRunner, RunnerRegistered, RunningLease, StartTask, Started, Task,
+    CompleteTask, CompletionItem, Exchange, ExchangeAnswer, Heartbeat, HeartbeatResponse,
+    ItemAnswer, ItemResult, LeaseRequest, LeaseResponse, LogAck, Outcome, RegisterRunner,
+    RunnerRegistered, StartTask, Started, Task,
 };
 use baton_core::validate::{self, Invalid};
 use baton_core::{LabelSet, TaskStatus};
-use baton_store::{Fence, NewRunner, RunEnd, TaskRecord};
+use baton_store::{LogWrite, NewRunner, RunEnd};
 use chrono::Utc;
 use serde::Deserialize;
-use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -123,32 +124,40 @@ pub async fn lease(
             Invalid::new("max", format!("must be between 1 and {}", limits.max_lease)).into(),
         );
     }
-    if req.wait_s > limits.max_wait_s {
-        return Err(Invalid::new(
-            "wait_s",
-            format!("must be between 0 and {}", limits.max_wait_s),
-        )
-        .into());
-    }
-    // Presence is recorded by the lease itself (with its replay marker, one round trip).
-    // A runner with work is woken early when one of its tasks is cancelled.
-    let wait = Duration::from_secs(req.wait_s.into());
+    check_wait(req.wait_s, limits.max_wait_s)?;
     let started = std::time::Instant::now();
-    let tasks = lease::lease(&state, &runner, &req, wait).await;
-    crate::metrics::lease_answered(started, &tasks);
-    let tasks = tasks?;
-    // One Postgres query, and only when the runner has work.
-    let (cancel, gone) = if req.running.is_empty() {
-        (Vec::new(), Vec::new())
-    } else {
-        let ids: Vec<Uuid> = req.running.iter().map(|r| r.task_id).collect();
-        verdicts(&runner, &req.running, &state.store.tasks_map(&ids).await?)
-    };
+    let answer = exchange::handle(
+        &state,
+        &runner,
+        RunnerCall {
+            request_id: req.request_id,
+            // This endpoint never said whether a request is a resend: every request is
+            // looked up.
+            retry: true,
+            boot_id: Some(req.boot_id),
+            starts: Vec::new(),
+            logs: Vec::new(),
+            completions: Vec::new(),
+            running: (!req.running.is_empty()).then_some(req.running),
+            max: req.max,
+            wait: Duration::from_secs(req.wait_s.into()),
+        },
+    )
+    .await;
+    crate::metrics::lease_answered(started, answer.as_ref().map(|a| a.tasks.len()));
+    let answer = answer?;
     Ok(Json(LeaseResponse {
-        tasks,
-        cancel,
-        gone,
+        tasks: answer.tasks,
+        cancel: answer.verdicts.cancel,
+        gone: answer.verdicts.gone,
     }))
+}
+
+fn check_wait(wait_s: u32, max: u32) -> Result<(), ApiError> {
+    if wait_s > max {
+        return Err(Invalid::new("wait_s", format!("must be between 0 and {max}")).into());
+    }
+    Ok(())
 }
 
 /// A runner's proof of life while it runs tasks, and its way to learn which of them to
@@ -162,97 +171,214 @@ pub async fn heartbeat(
     runner: Runner,
     ApiJson(req): ApiJson<Heartbeat>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
-    let now_ms = Utc::now().timestamp_millis();
-    state
-        .coord
-        .presence_touch(runner.id, req.boot_id, now_ms)
-        .await?;
-    // One read answers both questions: which listed leases to cancel or drop, and which
-    // runs this boot holds but no longer lists.
-    let ids: Vec<Uuid> = req.running.iter().map(|r| r.task_id).collect();
-    let forgotten_after =
-        chrono::Duration::seconds(state.config.timings.forgotten_run_after_s as i64);
-    let tasks = match state
-        .store
-        .tasks_for_heartbeat(&ids, runner.id, req.boot_id, Utc::now() - forgotten_after)
-        .await
+    let answer = exchange::handle(
+        &state,
+        &runner,
+        RunnerCall {
+            request_id: Uuid::new_v4(),
+            retry: false,
+            boot_id: Some(req.boot_id),
+            starts: Vec::new(),
+            logs: Vec::new(),
+            completions: Vec::new(),
+            running: Some(req.running),
+            max: 0,
+            wait: Duration::ZERO,
+        },
+    )
+    .await;
+    match answer {
+        Ok(answer) => Ok(Json(HeartbeatResponse {
+            cancel: answer.verdicts.cancel,
+            gone: answer.verdicts.gone,
+        })),
+        // Presence is recorded; if the stores are out, the verdicts wait for the next
+        // beat rather than turning the beat into an error the runner would fence itself
+        // over.
+        Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE && !state.draining.is_cancelled() => {
+            tracing::warn!(runner.id = %runner.id, error = %e.message, "heartbeat without verdicts: stores unavailable");
+            Ok(Json(HeartbeatResponse::default()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Everything a runner has to say and its request for more work, in one round trip:
+/// each item answered on its own, the whole replayable by its request id.
+#[utoipa::path(post, path = "/v1/runner/exchange", tag = "runner", security(("bearer" = [])),
+    request_body = Exchange,
+    responses((status = 200, description = "Each item's answer, the new tasks, and the heartbeat's verdicts", body = ExchangeAnswer), Errors)
+)]
+pub async fn exchange(
+    State(state): State<AppState>,
+    runner: Runner,
+    ApiJson(req): ApiJson<Exchange>,
+) -> Result<Json<ExchangeAnswer>, ApiError> {
+    let limits = &state.config.limits;
+    if req.max > limits.max_lease {
+        return Err(
+            Invalid::new("max", format!("must be between 0 and {}", limits.max_lease)).into(),
+        );
+    }
+    check_wait(req.wait_s, limits.max_wait_s)?;
+    let items = req.starts.len() + req.completions.len();
+    if items > limits.max_exchange_items {
+        return Err(ApiError::too_large(
+            "exchange_too_large",
+            format!(
+                "{items} items in one exchange, over the limit of {}",
+                limits.max_exchange_items
+            ),
+        ));
+    }
+    if req
+        .running
+        .as_ref()
+        .is_some_and(|r| r.len() > limits.max_exchange_items)
     {
-        Ok(tasks) => tasks,
-        // Presence is recorded; if Postgres is out, the verdicts wait for the next beat
-        // rather than turning the beat into an error the runner would fence itself over.
-        Err(e) => {
-            let e = ApiError::from(e);
-            if e.status != StatusCode::SERVICE_UNAVAILABLE {
-                return Err(e);
+        return Err(ApiError::too_large(
+            "exchange_too_large",
+            format!("over {} running leases", limits.max_exchange_items),
+        ));
+    }
+    // A malformed completion is answered on its own; the others go ahead.
+    let checked: Vec<Result<(Completion, Option<LogWrite>), ApiError>> = req
+        .completions
+        .iter()
+        .map(|c| completion(&state, &runner, c))
+        .collect();
+    let mut logs = Vec::new();
+    let mut completions = Vec::new();
+    for (completion, tail) in checked.iter().flatten() {
+        completions.push(completion.clone());
+        logs.extend(tail.clone());
+    }
+    let started = std::time::Instant::now();
+    let answer = exchange::handle(
+        &state,
+        &runner,
+        RunnerCall {
+            request_id: req.request_id,
+            retry: req.retry,
+            boot_id: Some(req.boot_id),
+            starts: req.starts.iter().map(|s| (s.task_id, s.lease_id)).collect(),
+            logs,
+            completions,
+            running: req.running,
+            max: req.max,
+            wait: Duration::from_secs(req.wait_s.into()),
+        },
+    )
+    .await;
+    if req.max > 0 {
+        crate::metrics::lease_answered(started, answer.as_ref().map(|a| a.tasks.len()));
+    }
+    let answer = answer?;
+    let mut recorded = answer.completions.into_iter();
+    let completions = req
+        .completions
+        .iter()
+        .zip(checked)
+        .map(|(c, check)| match check {
+            Ok(_) => item_answer(c.task_id, recorded.next().expect("one answer each"), |t| {
+                (Some(t.status), None)
+            }),
+            Err(e) => item_answer::<()>(c.task_id, Err(e), |_| (None, None)),
+        })
+        .collect();
+    let starts = req
+        .starts
+        .iter()
+        .zip(answer.starts)
+        .map(|(s, r)| item_answer(s.task_id, r, |st| (Some(st.status), Some(st.attempt))))
+        .collect();
+    Ok(Json(ExchangeAnswer {
+        starts,
+        completions,
+        tasks: answer.tasks,
+        cancel: answer.verdicts.cancel,
+        gone: answer.verdicts.gone,
+    }))
+}
+
+/// A completion as the exchange takes it: checked, with its log tail as a chunk.
+fn completion(
+    state: &AppState,
+    runner: &Runner,
+    c: &CompletionItem,
+) -> Result<(Completion, Option<LogWrite>), ApiError> {
+    let end = run_end(
+        state,
+        c.outcome,
+        c.exit_code,
+        c.error.clone(),
+        c.outputs.clone(),
+        c.log_size,
+    )?;
+    let tail = match &c.log_tail {
+        None => None,
+        Some(tail) => {
+            if tail.offset < 0 {
+                return Err(Invalid::new("log_tail.offset", "must not be negative").into());
             }
-            tracing::warn!(runner.id = %runner.id, error = %e.message, "heartbeat without verdicts: postgres unavailable");
-            return Ok(Json(HeartbeatResponse::default()));
+            let data = tail.bytes().ok_or_else(|| {
+                ApiError::from(Invalid::new("log_tail.data", "must be standard base64"))
+            })?;
+            if data.len() > state.config.limits.max_log_chunk_bytes {
+                return Err(ApiError::too_large(
+                    "log_tail_too_large",
+                    "the log tail is over the log chunk limit",
+                ));
+            }
+            Some(LogWrite {
+                task: c.task_id,
+                runner_id: runner.id,
+                lease_id: c.lease_id,
+                offset: tail.offset,
+                data,
+            })
         }
     };
-    let listed: HashSet<Uuid> = ids.into_iter().collect();
-    let (listed_tasks, forgotten): (Vec<TaskRecord>, Vec<TaskRecord>) =
-        tasks.into_iter().partition(|t| listed.contains(&t.id));
-    end_forgotten_runs(&state, &runner, forgotten).await;
-    let (cancel, gone) = verdicts(&runner, &req.running, &by_id(listed_tasks));
-    Ok(Json(HeartbeatResponse { cancel, gone }))
+    Ok((
+        Completion {
+            task: c.task_id,
+            lease_id: c.lease_id,
+            end,
+        },
+        tail,
+    ))
 }
 
-fn by_id(tasks: Vec<TaskRecord>) -> HashMap<Uuid, TaskRecord> {
-    tasks.into_iter().map(|t| (t.id, t)).collect()
-}
-
-/// Runs this runner holds (same boot, going longer than a heartbeat can be in flight)
-/// but no longer lists: it gave up on them — it could not report, or it fenced itself
-/// while cut off. Nothing executes them, so they end now (or retry) instead of waiting
-/// for their timeout.
-async fn end_forgotten_runs(state: &AppState, runner: &Runner, forgotten: Vec<TaskRecord>) {
-    for task in forgotten {
-        let Some(lease_id) = task.lease_id else {
-            continue;
-        };
-        let Some(lock) = finalize::lock(state, task.id, Duration::ZERO).await else {
-            continue;
-        };
-        let end = RunEnd::by_server(TaskStatus::Failed, "the runner no longer runs it");
-        let fence = Fence {
-            lease_id,
-            runner_id: None,
-        };
-        match finalize::finish_run(state, task.id, fence, &end).await {
-            Ok(ended) => {
-                tracing::warn!(task.id = %task.id, runner.id = %runner.id, status = %ended.status, "run forgotten by its runner ended")
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, task.id = %task.id, "forgotten run already moved on")
+/// One item's answer from its result; `facts` gives the status (and attempt) to show.
+fn item_answer<T>(
+    task_id: Uuid,
+    result: Result<T, ApiError>,
+    facts: impl FnOnce(&T) -> (Option<TaskStatus>, Option<i32>),
+) -> ItemAnswer {
+    match result {
+        Ok(v) => {
+            let (status, attempt) = facts(&v);
+            ItemAnswer {
+                task_id,
+                result: ItemResult::Done,
+                status,
+                attempt,
+                message: None,
             }
         }
-        finalize::unlock(state, Some(lock)).await;
+        Err(e) => ItemAnswer {
+            task_id,
+            result: match e.status {
+                StatusCode::CONFLICT => ItemResult::Stale,
+                StatusCode::NOT_FOUND | StatusCode::FORBIDDEN => ItemResult::Gone,
+                s if s.is_server_error() => ItemResult::Retry,
+                _ => ItemResult::Invalid,
+            },
+            status: e.task_status,
+            attempt: None,
+            message: Some(e.message),
+        },
     }
-}
-
-/// Of the leases a runner says it runs (`tasks` holds their rows): which to cancel, and
-/// which are gone.
-fn verdicts(
-    runner: &Runner,
-    running: &[RunningLease],
-    tasks: &HashMap<Uuid, TaskRecord>,
-) -> (Vec<Uuid>, Vec<Uuid>) {
-    let (mut cancel, mut gone) = (Vec::new(), Vec::new());
-    for lease in running {
-        match tasks.get(&lease.task_id) {
-            Some(t)
-                if t.runner_id == Some(runner.id)
-                    && t.lease_id == Some(lease.lease_id)
-                    && t.status.is_dispatched() =>
-            {
-                if t.status == TaskStatus::Cancelling {
-                    cancel.push(t.id);
-                }
-            }
-            _ => gone.push(lease.task_id),
-        }
-    }
-    (cancel, gone)
 }
 
 /// An ephemeral runner leaving after its one task: the same as an operator deleting it.
@@ -284,15 +410,37 @@ pub async fn start(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(req): ApiJson<StartTask>,
 ) -> Result<Json<Started>, ApiError> {
-    let task = state
-        .store
-        .task_start(id, runner.id, req.lease_id, Utc::now())
-        .await?;
-    tracing::info!(task.id = %id, runner.id = %runner.id, attempt = task.attempt, "task started");
+    let mut answer = exchange::handle(
+        &state,
+        &runner,
+        RunnerCall {
+            starts: vec![(id, req.lease_id)],
+            ..empty_call()
+        },
+    )
+    .await?;
+    let started = answer.starts.pop().expect("one answer")?;
+    tracing::info!(task.id = %id, runner.id = %runner.id, attempt = started.attempt, "task started");
     Ok(Json(Started {
-        status: task.status,
-        attempt: task.attempt,
+        status: started.status,
+        attempt: started.attempt,
     }))
+}
+
+/// A call carrying one report, as the single-item endpoints make it (they say nothing of
+/// the agent's boot, so they are no heartbeat).
+fn empty_call() -> RunnerCall {
+    RunnerCall {
+        request_id: Uuid::new_v4(),
+        retry: false,
+        boot_id: None,
+        starts: Vec::new(),
+        logs: Vec::new(),
+        completions: Vec::new(),
+        running: None,
+        max: 0,
+        wait: Duration::ZERO,
+    }
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -324,21 +472,22 @@ pub async fn logs(
     if q.offset < 0 {
         return Err(Invalid::new("offset", "must not be negative").into());
     }
-    let append = state
-        .store
-        .task_log_append(
-            id,
-            runner.id,
-            q.lease_id,
-            q.offset,
-            &chunk,
-            state.config.limits.max_log_bytes,
-        )
-        .await?;
-    // Followers on any node read on.
-    if let Err(e) = state.coord.publish(&baton_coord::Wake::Log(id)).await {
-        tracing::debug!(error = %e, task.id = %id, "log followers will notice on their own");
-    }
+    let mut answer = exchange::handle(
+        &state,
+        &runner,
+        RunnerCall {
+            logs: vec![LogWrite {
+                task: id,
+                runner_id: runner.id,
+                lease_id: q.lease_id,
+                offset: q.offset,
+                data: chunk.to_vec(),
+            }],
+            ..empty_call()
+        },
+    )
+    .await?;
+    let append = answer.logs.pop().expect("one answer")?;
     Ok(Json(LogAck {
         acked: append.acked,
         cancel: append.status == TaskStatus::Cancelling,
@@ -356,13 +505,48 @@ pub async fn complete(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(req): ApiJson<CompleteTask>,
 ) -> Result<Json<Task>, ApiError> {
-    if req.error.as_ref().is_some_and(|e| e.len() > MAX_ERROR_TEXT) {
+    let end = run_end(
+        &state,
+        req.outcome,
+        req.exit_code,
+        req.error,
+        req.outputs,
+        req.log_size,
+    )?;
+    let mut answer = exchange::handle(
+        &state,
+        &runner,
+        RunnerCall {
+            completions: vec![Completion {
+                task: id,
+                lease_id: req.lease_id,
+                end,
+            }],
+            ..empty_call()
+        },
+    )
+    .await?;
+    let task = answer.completions.pop().expect("one answer")?;
+    tracing::info!(task.id = %id, runner.id = %runner.id, status = %task.status, exit_code = ?task.exit_code, "task finished");
+    Ok(Json(task_view(task)))
+}
+
+/// A runner's report of how a run ended, checked.
+fn run_end(
+    state: &AppState,
+    outcome: Outcome,
+    exit_code: Option<i32>,
+    error: Option<String>,
+    outputs: Option<serde_json::Value>,
+    log_size: Option<i64>,
+) -> Result<RunEnd, ApiError> {
+    if error.as_ref().is_some_and(|e| e.len() > MAX_ERROR_TEXT) {
         return Err(ApiError::too_large(
             "error_too_large",
             format!("error text over {MAX_ERROR_TEXT} bytes"),
         ));
     }
-    if let Some(outputs) = &req.outputs {
+    if let Some(outputs) = &outputs {
         super::tasks::check_json_floats("outputs", outputs)?;
         let size = serde_json::to_vec(outputs)
             .map(|v| v.len())
@@ -374,26 +558,14 @@ pub async fn complete(
             ));
         }
     }
-    if req.log_size.is_some_and(|s| s < 0) {
+    if log_size.is_some_and(|s| s < 0) {
         return Err(Invalid::new("log_size", "must not be negative").into());
     }
-    let end = RunEnd {
-        outcome: req.outcome.status(),
-        exit_code: req.exit_code,
-        error: req.error,
-        outputs: req.outputs,
-        log_size: req.log_size,
-    };
-    // A reconciler finalizing the same run holds the lock briefly; wait for it rather
-    // than race it (the compare-and-set would settle the race either way).
-    let lock = finalize::lock(&state, id, Duration::from_secs(2)).await;
-    let fence = Fence {
-        lease_id: req.lease_id,
-        runner_id: Some(runner.id),
-    };
-    let ended = finalize::finish_run(&state, id, fence, &end).await;
-    finalize::unlock(&state, lock).await;
-    let task = ended?;
-    tracing::info!(task.id = %id, runner.id = %runner.id, status = %task.status, exit_code = ?task.exit_code, "task finished");
-    Ok(Json(task_view(task)))
+    Ok(RunEnd {
+        outcome: outcome.status(),
+        exit_code,
+        error,
+        outputs,
+        log_size,
+    })
 }

@@ -1,14 +1,15 @@
 //! The user API for tasks: submit (one or a batch), read, list, logs.
 //!
-//! Submit follows design.md §4.1: the Postgres insert commits first, then the Redis add
-//! and the wake-up. A crash or Redis error in between leaves a committed `queued` row that
-//! no queue holds, which the repair pass re-adds; the client's 201 is never a lie.
+//! Submitting goes through `dispatch::submit` (design.md §4.1: the Postgres insert
+//! commits first, then the Redis add); this layer checks the input field by field.
 
 use super::openapi::Errors;
 use crate::api::views::task_view;
 use crate::api::views::webhook_body;
 use crate::auth::User;
 use crate::config::Limits;
+use crate::dispatch::lease::as_leased;
+use crate::dispatch::submit;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::queueing::queue_entry;
@@ -19,13 +20,13 @@ use axum::extract::State;
 use axum::http::HeaderValue;
 use axum::http::{HeaderMap, StatusCode};
 use baton_client::{SubmitBatch, SubmitTask, Task, TaskList};
-use baton_coord::Enqueue;
-use baton_coord::Wake;
+use baton_coord::{Claim, Wake};
 use baton_core::validate::{self, DEFAULT_QUEUE};
 use baton_core::{LabelSet, TaskStatus};
 use baton_store::{NewTask, StoreError, TaskFilter, TaskRecord};
 use chrono::Utc;
 use serde::Deserialize;
+use std::collections::HashMap;
 use uuid::Uuid;
 
 /// Turns a submission into a row to insert, or says which field is wrong.
@@ -179,26 +180,6 @@ fn caller_traceparent(headers: &HeaderMap) -> Option<String> {
     well_formed.then(|| value.to_ascii_lowercase())
 }
 
-/// After the commit: queue what was created, or put it in the delayed set when it waits
-/// for its `run_at`. A Redis failure here is logged, not returned — the task is accepted,
-/// and the repair pass queues (or promotes) it.
-async fn enqueue_created(state: &AppState, created: &[&TaskRecord]) {
-    crate::metrics::tasks_submitted(created.len());
-    let (queued, scheduled): (Vec<&TaskRecord>, Vec<&TaskRecord>) =
-        created.iter().partition(|t| t.status == TaskStatus::Queued);
-    let entries: Vec<Enqueue> = queued.iter().map(|t| queue_entry(t)).collect();
-    if let Err(e) = state.coord.enqueue(&entries).await {
-        tracing::warn!(error = %e, tasks = entries.len(), "accepted tasks not yet queued in redis; repair will queue them");
-    }
-    let delayed: Vec<(Uuid, i64)> = scheduled
-        .iter()
-        .filter_map(|t| Some((t.id, t.run_at?.timestamp_millis())))
-        .collect();
-    if let Err(e) = state.coord.delayed_add(&delayed).await {
-        tracing::warn!(error = %e, tasks = delayed.len(), "scheduled tasks not in the delayed set; repair will promote them");
-    }
-}
-
 #[utoipa::path(post, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
     request_body = SubmitTask,
     responses(
@@ -220,9 +201,11 @@ pub async fn submit(
         &user.token_id,
         traceparent(&headers),
     )?;
-    let (record, created) = state.store.task_insert(&task, Utc::now()).await?;
+    let (record, created) = submit::submit(&state, vec![task])
+        .await?
+        .pop()
+        .expect("one answer");
     if created {
-        enqueue_created(&state, &[&record]).await;
         tracing::info!(task.id = %record.id, task.queue = %record.queue, "task submitted");
     }
     let status = if created {
@@ -274,10 +257,8 @@ pub async fn submit_batch(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let rows = state.store.task_insert_batch(&tasks, Utc::now()).await?;
-    let created: Vec<&TaskRecord> = rows.iter().filter(|(_, c)| *c).map(|(t, _)| t).collect();
-    enqueue_created(&state, &created).await;
-    let status = if created.is_empty() {
+    let rows = submit::submit(&state, tasks).await?;
+    let status = if rows.iter().all(|(_, created)| !created) {
         StatusCode::OK
     } else {
         StatusCode::CREATED
@@ -305,6 +286,37 @@ pub(super) async fn visible_task(
     Ok(task)
 }
 
+/// Rows as users see them: a task Postgres calls `queued` whose lease a runner holds (in
+/// Redis only, until its start) is shown `leased` to that runner. Without Redis, as
+/// stored.
+async fn with_leases(state: &AppState, rows: Vec<TaskRecord>) -> Vec<TaskRecord> {
+    let queued: Vec<Uuid> = rows
+        .iter()
+        .filter(|t| t.status == TaskStatus::Queued)
+        .map(|t| t.id)
+        .collect();
+    if queued.is_empty() {
+        return rows;
+    }
+    let claims: HashMap<Uuid, Claim> = match state.coord.claims_get(&queued).await {
+        Ok(claims) => queued
+            .into_iter()
+            .zip(claims)
+            .filter_map(|(id, c)| Some((id, c?)))
+            .collect(),
+        Err(e) => {
+            tracing::debug!(error = %e, "leases not shown: redis unavailable");
+            return rows;
+        }
+    };
+    rows.into_iter()
+        .map(|t| match claims.get(&t.id) {
+            Some(claim) => as_leased(t, claim),
+            None => t,
+        })
+        .collect()
+}
+
 #[utoipa::path(get, path = "/v1/tasks/{id}", tag = "tasks", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Task id")),
     responses((status = 200, description = "The task", body = Task), Errors)
@@ -314,7 +326,12 @@ pub async fn get(
     user: User,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Task>, ApiError> {
-    Ok(Json(task_view(visible_task(&state, &user, id).await?)))
+    let task = visible_task(&state, &user, id).await?;
+    let task = with_leases(&state, vec![task])
+        .await
+        .pop()
+        .expect("one row");
+    Ok(Json(task_view(task)))
 }
 
 /// Cancels a task: at once if it has not started, through its runner if it runs. Redis
@@ -331,15 +348,28 @@ pub async fn cancel(
 ) -> Result<Json<Task>, ApiError> {
     user.require_submit()?;
     let owner = user.task_scope()?;
+    // A lease not started yet is in its claim only (best effort: without Redis, the
+    // runner's start is refused all the same, by the row).
+    let lease = match state.coord.claim_get(id).await {
+        Ok(claim) => claim.and_then(|c| Some((c.runner?, c.lease_id))),
+        Err(_) => None,
+    };
     let cancelled = state
         .store
-        .task_cancel(id, owner, webhook_body, Utc::now())
+        .task_cancel(id, owner, lease, webhook_body, Utc::now())
         .await?;
     let task = &cancelled.task;
     let redis = match cancelled.was {
         TaskStatus::Queued => {
+            // Queued, or leased in Redis only: the entry goes, and a lease's claim with
+            // it (its runner's start is refused).
             let place = (task.id, queue_entry(task).key_rel());
-            state.coord.queue_remove(&[place]).await
+            match (state.coord.queue_remove(&[place]).await, lease) {
+                (Ok(()), Some((_, lease))) => {
+                    state.coord.claim_release(task.id, lease).await.map(|_| ())
+                }
+                (result, _) => result,
+            }
         }
         TaskStatus::Scheduled => state.coord.delayed_remove(&[task.id]).await,
         TaskStatus::Leased => match task.lease_id {
@@ -354,6 +384,9 @@ pub async fn cancel(
     };
     if let Err(e) = redis {
         tracing::warn!(error = %e, task.id = %id, "cancel recorded; redis tidy-up left to repair and heartbeats");
+    }
+    if task.status.is_terminal() && task.notify_url.is_some() {
+        let _ = state.coord.publish(&Wake::Outbox).await;
     }
     tracing::info!(task.id = %id, from = %cancelled.was, to = %task.status, "task cancel");
     Ok(Json(task_view(cancelled.task)))
@@ -413,6 +446,7 @@ pub async fn list(
     let next_cursor = (rows.len() as i64 == limit)
         .then(|| rows.last().map(|t| t.id.to_string()))
         .flatten();
+    let rows = with_leases(&state, rows).await;
     Ok(Json(TaskList {
         tasks: rows.into_iter().map(task_view).collect(),
         next_cursor,

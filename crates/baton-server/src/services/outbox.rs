@@ -2,12 +2,19 @@
 //! state and an `Idempotency-Key` header (task id and final status), retried with backoff
 //! until the receiver answers 2xx. At least once; a receiver that keys on the header
 //! sees each exactly once. A node that dies mid-delivery leaves the row to come due again.
+//!
+//! An idle node does not poll the outbox every second: a run that ends with a webhook
+//! announces it (`Wake::Outbox`), and every node looks then; while rows are due or
+//! failing, it looks every `outbox_interval`; otherwise once per `outbox_idle_poll`, which
+//! catches an announcement that was lost.
 
 use super::ServiceError;
 use crate::state::AppState;
+use baton_coord::Wake;
 use baton_core::backoff::Backoff;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
 
 const BATCH: i64 = 50;
 
@@ -34,14 +41,46 @@ impl OutboxDeliverer {
     }
 
     pub async fn run(self) {
-        let interval = Duration::from_millis(self.state.config.timings.outbox_interval_ms);
+        let timings = &self.state.config.timings;
+        let busy = Duration::from_millis(timings.outbox_interval_ms);
+        let idle = Duration::from_millis(timings.outbox_idle_poll_ms).max(busy);
         let shutdown = self.state.shutdown.clone();
-        super::every(interval, shutdown, || async {
-            if let Err(e) = self.run_once(Utc::now()).await {
-                tracing::warn!(error = %e, "outbox pass failed");
+        let mut wakes = self.state.wake.subscribe();
+        let mut pause = Duration::ZERO;
+        loop {
+            let until = tokio::time::Instant::now() + pause;
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep_until(until) => break,
+                    wake = wakes.recv() => match wake {
+                        Ok(Wake::Outbox | Wake::All) | Err(RecvError::Lagged(_)) => break,
+                        Ok(_) => continue,
+                        Err(RecvError::Closed) => return,
+                    },
+                }
             }
-        })
-        .await;
+            let limit = (busy * 10).max(Duration::from_secs(60));
+            let pass = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                pass = tokio::time::timeout(limit, self.run_once(Utc::now())) => pass,
+            };
+            pause = match pass {
+                Ok(Ok(report)) if report == DeliveryReport::default() => idle,
+                Ok(Ok(_)) => busy,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "outbox pass failed");
+                    busy
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        limit_s = limit.as_secs(),
+                        "an outbox pass took too long and was abandoned"
+                    );
+                    busy
+                }
+            };
+        }
     }
 
     async fn deliver(

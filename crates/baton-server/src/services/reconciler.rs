@@ -5,16 +5,21 @@
 //! Actions follow design.md §4: Postgres first (a compare-and-set fenced by the lease),
 //! then Redis. A requeue puts the task back in its queue and drops the claim in one
 //! script; an ended run goes through the finalizer (outbox, retry, claim release).
+//!
+//! A task leased but not yet started is `queued` in Postgres: its claim is the lease
+//! (it names the runner, its boot and when), and the decision treats it as `leased`
+//! since the claim was made. Taking it back is then Redis alone — the claim swapped for
+//! the queue entry, in one script — since Postgres never recorded the lease.
 
 use super::ServiceError;
-use crate::finalize;
+use crate::dispatch::finish::end_by_server;
 use crate::queueing::queue_entry;
 use crate::state::AppState;
 use baton_client::trace_context;
 use baton_coord::{Claim, Popped};
 use baton_core::TaskStatus;
 use baton_core::reconcile::{Decision, Inputs, Reason, RunnerFacts, TaskFacts, decide};
-use baton_store::{Fence, RunEnd, RunnerRecord, TaskRecord};
+use baton_store::{RunEnd, RunnerRecord, TaskRecord};
 use chrono::{DateTime, TimeZone, Utc};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -73,7 +78,11 @@ impl Reconciler {
         }
         let claims = state.coord.claims_get(&ids).await?;
         let tasks = state.store.tasks_map(&ids).await?;
-        let runners = self.runners_of(tasks.values()).await?;
+        let holders = ids
+            .iter()
+            .zip(&claims)
+            .filter_map(|(id, claim)| holder(tasks.get(id)?, claim.as_ref()?));
+        let runners = self.runners_of(holders).await?;
         let clocks_since = self.clocks_since().await;
         let thresholds = state.config.timings.thresholds();
 
@@ -98,9 +107,8 @@ impl Reconciler {
                 continue;
             }
             let inputs = Inputs {
-                task: facts(task),
-                runner: task
-                    .runner_id
+                task: facts(task, &claim),
+                runner: holder(task, &claim)
                     .map(|r| runners.get(&r).copied().unwrap_or(RunnerFacts::Gone))
                     .unwrap_or(RunnerFacts::Gone),
                 claimed_at: ms(claim.claimed_at_ms),
@@ -138,11 +146,11 @@ impl Reconciler {
 
     /// What is known of each task's runner: presence from Redis, the row from Postgres
     /// (deleted runners, and last-seen flushed there).
-    async fn runners_of<'a>(
+    async fn runners_of(
         &self,
-        tasks: impl Iterator<Item = &'a TaskRecord>,
+        holders: impl Iterator<Item = Uuid>,
     ) -> Result<HashMap<Uuid, RunnerFacts>, ServiceError> {
-        let mut ids: Vec<Uuid> = tasks.filter_map(|t| t.runner_id).collect();
+        let mut ids: Vec<Uuid> = holders.collect();
         ids.sort();
         ids.dedup();
         if ids.is_empty() {
@@ -187,6 +195,15 @@ impl Reconciler {
                 // Postgres never recorded the lease: just undo the pop.
                 let place = Popped::of(&queue_entry(task), claim.lease_id);
                 if state.coord.claim_requeue(&node, &place).await? {
+                    report.requeued += 1;
+                    crate::metrics::reconciler_action("requeue");
+                }
+            }
+            Decision::Requeue(reason) if task.status == TaskStatus::Queued => {
+                // Leased in Redis only: the claim goes back to being a queue entry.
+                let place = Popped::of(&queue_entry(task), claim.lease_id);
+                if state.coord.claim_requeue(&node, &place).await? {
+                    tracing::info!(task.id = %task.id, %reason, "requeued");
                     report.requeued += 1;
                     crate::metrics::reconciler_action("requeue");
                 }
@@ -247,7 +264,7 @@ impl Reconciler {
     }
 
     /// Ends a run the runner will not report, under the finalize lock: if someone else
-    /// (the runner's own late report) is finalizing it, leave it to them this round.
+    /// is finalizing it, leave it to them this round.
     async fn end(
         &self,
         task: &TaskRecord,
@@ -255,34 +272,44 @@ impl Reconciler {
         outcome: TaskStatus,
         reason: Reason,
     ) -> Result<Option<TaskRecord>, ServiceError> {
-        let Some(lock) = finalize::lock(&self.state, task.id, Duration::ZERO).await else {
-            return Ok(None);
-        };
-        let fence = Fence {
-            lease_id: claim.lease_id,
-            runner_id: None,
-        };
-        let ended = finalize::finish_run(
-            &self.state,
-            task.id,
-            fence,
-            &RunEnd::by_server(outcome, reason.as_str()),
-        )
-        .await;
-        finalize::unlock(&self.state, Some(lock)).await;
-        match ended {
-            Ok(task) => {
-                tracing::info!(task.id = %task.id, status = %task.status, %reason, "run ended by the reconciler");
-                Ok(Some(task))
-            }
-            // The runner's report won the race: nothing to do.
-            Err(baton_store::StoreError::Conflict { .. }) => Ok(None),
-            Err(e) => Err(e.into()),
+        let end = RunEnd::by_server(outcome, reason.as_str());
+        let ended = end_by_server(&self.state, task.id, claim.lease_id, end).await?;
+        if let Some(task) = &ended {
+            tracing::info!(task.id = %task.id, status = %task.status, %reason, "run ended by the reconciler");
         }
+        Ok(ended)
     }
 }
 
-fn facts(task: &TaskRecord) -> TaskFacts {
+/// The runner holding a claimed task: the row's, or — for a lease not yet started, which
+/// lives in its claim only — the claim's.
+fn holder(task: &TaskRecord, claim: &Claim) -> Option<Uuid> {
+    match task.status {
+        TaskStatus::Queued => claim.runner,
+        _ => task.runner_id,
+    }
+}
+
+/// The task as the decision sees it. A `queued` task whose claim names a runner is leased
+/// to it in Redis since the claim's time; one whose claim names none was claimed by a
+/// node that died before the lease was answered.
+fn facts(task: &TaskRecord, claim: &Claim) -> TaskFacts {
+    let leased_in_redis = task.status == TaskStatus::Queued && claim.runner.is_some();
+    if leased_in_redis {
+        return TaskFacts {
+            status: TaskStatus::Leased,
+            leased_at: Some(ms(claim.claimed_at_ms)),
+            started_at: None,
+            timeout_s: task.timeout_s.into(),
+            attempt: task.attempt,
+            max_attempts: task.max_attempts,
+            boot_id: claim.boot,
+        };
+    }
+    row_facts(task)
+}
+
+fn row_facts(task: &TaskRecord) -> TaskFacts {
     TaskFacts {
         status: task.status,
         leased_at: task.leased_at,

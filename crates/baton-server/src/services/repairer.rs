@@ -4,7 +4,9 @@
 //! - queued tasks nobody took within their queue timeout expire;
 //! - overdue `scheduled` tasks are promoted (the delayed set may have lost them);
 //! - `queued` rows no Redis queue holds are queued again;
-//! - `leased`, `running` and `cancelling` rows with no claim are claimed by this node;
+//! - `leased`, `running` and `cancelling` rows with no claim are claimed by this node
+//!   (a `queued` row is never claimed here: a lease in flight has its claim, and one
+//!   Redis lost is just work to queue again);
 //! - claims and queue entries whose task has moved on (terminal, deleted, scheduled)
 //!   are dropped.
 //!
@@ -146,6 +148,9 @@ impl Repairer {
                 .map(|t| (t.id, queue_entry(t).key_rel()))
                 .collect();
             self.state.coord.queue_remove(&places).await?;
+            if expired.iter().any(|t| t.notify_url.is_some()) {
+                self.state.coord.publish(&baton_coord::Wake::Outbox).await?;
+            }
             report.expired += expired.len();
             if (expired.len() as i64) < PAGE {
                 return Ok(());
@@ -218,7 +223,13 @@ impl Repairer {
                 if claim.is_none()
                     && let Some(lease) = task.lease_id
                     && coord
-                        .claim_if_absent(task.id, &me, lease, now.timestamp_millis())
+                        .claim_if_absent(
+                            task.id,
+                            &me,
+                            lease,
+                            (task.runner_id, task.boot_id),
+                            now.timestamp_millis(),
+                        )
                         .await?
                 {
                     tracing::info!(task.id = %task.id, status = %task.status, "claimed a dispatched task that had no claim");

@@ -1,0 +1,150 @@
+//! The batched runner exchange, `POST /v1/runner/exchange`: in one round trip a runner
+//! acknowledges the leases it is starting, reports the runs that ended (with the tail of
+//! their output when it is small), sends its heartbeat when one is due, and asks for
+//! more work. Each item is answered on its own — one stale item never fails the others —
+//! and the whole exchange is replayable: resent with the same `request_id` (and
+//! `retry: true`) to any node, it is answered as the first one was.
+
+use crate::wire::{LeasedTask, Outcome, RunningLease};
+use base64::Engine;
+use baton_core::TaskStatus;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Exchange {
+    /// Identifies this exchange across resends.
+    pub request_id: Uuid,
+    /// A resend of an exchange that got no answer: the tasks its first attempt leased
+    /// are handed back instead of new ones. (Starts and completions are idempotent by
+    /// themselves.)
+    #[serde(default)]
+    pub retry: bool,
+    /// Random per agent start: a new one proves the runner restarted.
+    pub boot_id: Uuid,
+    /// Leases the runner acknowledges: it may run each task once its start is `done`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub starts: Vec<StartItem>,
+    /// Runs that ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub completions: Vec<CompletionItem>,
+    /// Every lease the runner holds: a heartbeat, answered with `cancel` and `gone`.
+    /// Sent once per heartbeat period, not with every exchange.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<Vec<RunningLease>>,
+    /// How many more tasks the runner can take (0: none).
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 64)]
+    pub max: u32,
+    /// With no items and nothing to hand out, how long to park waiting for work (an
+    /// exchange that carries items is answered without parking).
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 50)]
+    pub wait_s: u32,
+}
+
+#[derive(utoipa::ToSchema, Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StartItem {
+    pub task_id: Uuid,
+    pub lease_id: Uuid,
+}
+
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CompletionItem {
+    pub task_id: Uuid,
+    pub lease_id: Uuid,
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Value>,
+    /// Bytes of output the run produced; a stored log shorter than this is marked
+    /// incomplete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_size: Option<i64>,
+    /// The output not yet shipped, when it is small: stored with the completion, so a
+    /// short task costs no log request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_tail: Option<LogTail>,
+}
+
+/// Output bytes from `offset`, base64-encoded (output need not be UTF-8).
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LogTail {
+    #[schema(minimum = 0)]
+    pub offset: i64,
+    /// Standard base64, with padding.
+    pub data: String,
+}
+
+impl LogTail {
+    pub fn new(offset: i64, bytes: &[u8]) -> LogTail {
+        LogTail {
+            offset,
+            data: base64::engine::general_purpose::STANDARD.encode(bytes),
+        }
+    }
+
+    /// The bytes, or `None` when `data` is not base64.
+    pub fn bytes(&self) -> Option<Vec<u8>> {
+        base64::engine::general_purpose::STANDARD
+            .decode(&self.data)
+            .ok()
+    }
+}
+
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ExchangeAnswer {
+    /// One answer per start, in order.
+    #[serde(default)]
+    pub starts: Vec<ItemAnswer>,
+    /// One answer per completion, in order.
+    #[serde(default)]
+    pub completions: Vec<ItemAnswer>,
+    /// New tasks (at most `max`), each to be started before it runs.
+    #[serde(default)]
+    pub tasks: Vec<LeasedTask>,
+    /// Of the heartbeat's leases: tasks to stop and report `cancelled`.
+    #[serde(default)]
+    pub cancel: Vec<Uuid>,
+    /// Of the heartbeat's leases: those no longer the runner's, to stop unreported.
+    #[serde(default)]
+    pub gone: Vec<Uuid>,
+}
+
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ItemAnswer {
+    pub task_id: Uuid,
+    pub result: ItemResult,
+    /// The task's status after the item (when `done` or `stale`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<TaskStatus>,
+    /// For a start that is `done`: the attempt this run is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// How one item went.
+#[derive(utoipa::ToSchema, Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemResult {
+    /// Recorded (committed) — or it already was, by an earlier attempt of it.
+    Done,
+    /// The lease is no longer current: stop the task, report nothing more.
+    Stale,
+    /// No such task of this runner's: stop it, report nothing more.
+    Gone,
+    /// The server could not record it now (its stores are unavailable): send it again.
+    Retry,
+    /// The item itself is malformed or over a limit; sending it again will not help.
+    Invalid,
+}

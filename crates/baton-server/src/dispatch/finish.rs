@@ -1,0 +1,123 @@
+//! Ending runs, from a runner's report or a server verdict, in the order design.md §4
+//! requires: Postgres first (the terminal compare-and-set with its outbox rows, or
+//! `scheduled` for a retry, through the group commit), then Redis (claims dropped,
+//! retries to the delayed set, log followers told — one script for the whole batch).
+//!
+//! A runner's own report takes no lock: its compare-and-set on runner and lease is the
+//! fence, and whatever else ends the same run at the same moment simply finds the row
+//! moved on. The server's own finalizers (the reconciler, the end of a forgotten run)
+//! take the finalize lock (`SET NX PX` with an owner) with no patience: two of them
+//! racing on one run — the owner's reconciler and another node's heartbeat, say — do
+//! the work once, and the one that finds the lock held leaves the run to the other this
+//! round. Correctness never depends on the lock.
+
+use crate::api::views::webhook_body;
+use crate::state::AppState;
+use baton_coord::{RunEnded, Wake};
+use baton_core::TaskStatus;
+use baton_store::{Fence, FinishPolicy, FinishRun, RunEnd, StoreError, TaskRecord, Work};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// What a retry costs on this node: its backoff, with a fresh draw for a single report.
+pub fn policy(state: &AppState) -> FinishPolicy {
+    FinishPolicy {
+        backoff: state.config.timings.retry_backoff(),
+        jitter_unit: rand::random(),
+        webhook_body,
+    }
+}
+
+/// A run's end, as the group commit takes it.
+pub fn finish_item(task: Uuid, fence: Fence, end: RunEnd) -> FinishRun {
+    FinishRun {
+        task,
+        fence,
+        end,
+        jitter_unit: rand::random(),
+    }
+}
+
+/// The Redis half of ended runs, after their commit: claims go (compare-and-delete on the
+/// lease), retries wait in the delayed set, log followers of `logs` on every node read
+/// to the end, the outbox deliverers hear of new webhooks. If this fails or the node dies
+/// first, the repair pass drops claims of terminal tasks and promotes overdue scheduled
+/// ones.
+pub async fn after_commit(state: &AppState, ended: &[(&TaskRecord, Uuid)], logs: &[Uuid]) {
+    let runs: Vec<RunEnded> = ended
+        .iter()
+        .map(|(task, lease_id)| RunEnded {
+            task: task.id,
+            lease_id: *lease_id,
+            retry_at_ms: (task.status == TaskStatus::Scheduled)
+                .then(|| task.run_at.map(|at| at.timestamp_millis()))
+                .flatten(),
+        })
+        .collect();
+    if let Err(e) = state.coord.runs_ended(&runs, logs).await {
+        tracing::warn!(error = %e, runs = runs.len(), "claims of ended runs not dropped; repair will");
+    }
+    if ended
+        .iter()
+        .any(|(t, _)| t.status.is_terminal() && t.notify_url.is_some())
+    {
+        let _ = state.coord.publish(&Wake::Outbox).await;
+    }
+}
+
+/// Ends one run under the server's verdict (the reconciler, a forgotten run), under the
+/// finalize lock. `Ok(None)`: another finalizer holds the lock, or the run moved on
+/// (the runner's report won the race).
+pub async fn end_by_server(
+    state: &AppState,
+    task: Uuid,
+    lease_id: Uuid,
+    end: RunEnd,
+) -> Result<Option<TaskRecord>, StoreError> {
+    let Some(lock) = lock(state, task).await else {
+        return Ok(None);
+    };
+    let fence = Fence {
+        lease_id,
+        runner_id: None,
+    };
+    let work = Work {
+        finishes: vec![finish_item(task, fence, end)],
+        ..Work::default()
+    };
+    let ended = state
+        .commit
+        .write(work)
+        .await
+        .map(|mut done| done.finishes.pop().expect("one answer"));
+    let result = match ended {
+        Ok(Ok(row)) => {
+            after_commit(state, &[(&row, lease_id)], &[row.id]).await;
+            Ok(Some(row))
+        }
+        Ok(Err(StoreError::Conflict { .. })) => Ok(None),
+        Ok(Err(e)) | Err(e) => Err(e),
+    };
+    if let Err(e) = state.coord.lock_release(&lock).await {
+        tracing::debug!(error = %e, task.id = %task, "finalize lock left to expire");
+    }
+    result
+}
+
+/// The finalize lock of `task`, if nobody holds it. When Redis cannot be asked, no lock:
+/// the compare-and-set alone decides, and the caller goes ahead.
+async fn lock(state: &AppState, task: Uuid) -> Option<baton_coord::Lock> {
+    let owner = format!("{}:{}", state.node_id(), Uuid::new_v4());
+    let ttl = Duration::from_millis(state.config.timings.finalize_lock_ms);
+    match state
+        .coord
+        .lock_acquire(&format!("fin:{task}"), &owner, ttl)
+        .await
+    {
+        Ok(lock) => lock,
+        Err(e) => {
+            tracing::debug!(error = %e, task.id = %task, "finalize lock unavailable; leaving the run for the next pass");
+            None
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! A runner's heartbeat: of the leases it says it holds, which to cancel and which are
+//! gone; and the runs it holds but no longer lists, which nothing executes any more.
+
+use super::finish::end_by_server;
+use crate::auth::Runner;
+use crate::error::ApiError;
+use crate::state::AppState;
+use baton_client::RunningLease;
+use baton_coord::Claim;
+use baton_core::TaskStatus;
+use baton_store::{RunEnd, TaskRecord, Work};
+use chrono::Utc;
+use std::collections::{HashMap, HashSet};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdicts {
+    /// Tasks the runner must stop and report `cancelled`.
+    pub cancel: Vec<Uuid>,
+    /// Leases that are no longer the runner's: stop, report nothing.
+    pub gone: Vec<Uuid>,
+}
+
+/// The verdicts on `running` from the tasks' rows and their claims (in `running`'s
+/// order). A lease not started yet lives only in its claim; with no claims to look at
+/// (Redis unreachable) such a lease is not called gone.
+pub fn of(
+    runner: &Runner,
+    running: &[RunningLease],
+    rows: &HashMap<Uuid, TaskRecord>,
+    claims: &[Option<Claim>],
+) -> Verdicts {
+    let mut verdicts = Verdicts::default();
+    for (i, lease) in running.iter().enumerate() {
+        let claim = claims.get(i).and_then(Option::as_ref);
+        match rows.get(&lease.task_id) {
+            Some(t)
+                if t.runner_id == Some(runner.id)
+                    && t.lease_id == Some(lease.lease_id)
+                    && t.status.is_dispatched() =>
+            {
+                if t.status == TaskStatus::Cancelling {
+                    verdicts.cancel.push(t.id);
+                }
+            }
+            Some(t)
+                if t.status == TaskStatus::Queued
+                    && claim.is_some_and(|c| {
+                        c.lease_id == lease.lease_id && c.runner.is_none_or(|r| r == runner.id)
+                    }) => {}
+            _ => verdicts.gone.push(lease.task_id),
+        }
+    }
+    verdicts
+}
+
+/// The verdicts as things stand now: the rows (through the group commit) and the claims.
+pub async fn now(
+    state: &AppState,
+    runner: &Runner,
+    running: &[RunningLease],
+) -> Result<Verdicts, ApiError> {
+    if running.is_empty() {
+        return Ok(Verdicts::default());
+    }
+    let ids: Vec<Uuid> = running.iter().map(|r| r.task_id).collect();
+    let claims = state.coord.claims_get(&ids).await?;
+    let rows = state
+        .commit
+        .write(Work {
+            reads: ids,
+            ..Work::default()
+        })
+        .await?
+        .reads
+        .into_iter()
+        .map(|t| (t.id, t))
+        .collect();
+    Ok(of(runner, running, &rows, &claims))
+}
+
+/// Runs this runner holds (same boot, going longer than a heartbeat can be in flight)
+/// but no longer lists: it gave up on them — it could not report, or it fenced itself
+/// while cut off. Nothing executes them, so they end now (or retry) instead of waiting
+/// for their timeout. A failure here waits for the next heartbeat.
+pub async fn end_forgotten_runs(
+    state: &AppState,
+    runner: &Runner,
+    boot_id: Uuid,
+    running: &[RunningLease],
+) {
+    let forgotten_after =
+        chrono::Duration::seconds(state.config.timings.forgotten_run_after_s as i64);
+    let held = match state
+        .store
+        .runs_of_boot(runner.id, boot_id, Utc::now() - forgotten_after)
+        .await
+    {
+        Ok(held) => held,
+        Err(e) => {
+            tracing::debug!(error = %e, runner.id = %runner.id, "forgotten runs not looked for this beat");
+            return;
+        }
+    };
+    let listed: HashSet<Uuid> = running.iter().map(|r| r.task_id).collect();
+    for task in held.into_iter().filter(|t| !listed.contains(&t.id)) {
+        let Some(lease_id) = task.lease_id else {
+            continue;
+        };
+        let end = RunEnd::by_server(TaskStatus::Failed, "the runner no longer runs it");
+        match end_by_server(state, task.id, lease_id, end).await {
+            Ok(Some(ended)) => {
+                tracing::warn!(task.id = %task.id, runner.id = %runner.id, status = %ended.status, "run forgotten by its runner ended")
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, task.id = %task.id, "forgotten run not ended this beat")
+            }
+        }
+    }
+}

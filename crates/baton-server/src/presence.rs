@@ -1,0 +1,81 @@
+//! Runner presence, kept in the node and written to Redis in one command per interval
+//! for every runner it heard, instead of one command per request: an idle runner's poll
+//! costs Redis nothing for its presence (design.md invariant 6). The reconciler reads it
+//! from Redis, at most one interval late; the presence flusher copies it on to Postgres.
+
+use baton_coord::Coord;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// When each runner was last heard by this node, and under which boot, not yet written.
+#[derive(Debug, Default)]
+pub struct PresenceBuffer {
+    heard: Mutex<HashMap<Uuid, (i64, Uuid)>>,
+}
+
+impl PresenceBuffer {
+    /// `runner` (agent process `boot`) was heard at `at_ms`. Presence only moves forward.
+    pub fn record(&self, runner: Uuid, boot: Uuid, at_ms: i64) {
+        let mut heard = self.heard.lock().expect("presence lock");
+        let entry = heard.entry(runner).or_insert((at_ms, boot));
+        if at_ms >= entry.0 {
+            *entry = (at_ms, boot);
+        }
+    }
+
+    fn take(&self) -> Vec<(Uuid, i64, Uuid)> {
+        let mut heard = self.heard.lock().expect("presence lock");
+        heard
+            .drain()
+            .map(|(runner, (at, boot))| (runner, at, boot))
+            .collect()
+    }
+
+    /// Puts back what could not be written, unless newer news came meanwhile.
+    fn restore(&self, seen: Vec<(Uuid, i64, Uuid)>) {
+        for (runner, at, boot) in seen {
+            self.record(runner, boot, at);
+        }
+    }
+
+    /// Writes what was heard every `interval`, until `shutdown` (and once more then).
+    pub async fn run(&self, coord: Coord, interval: Duration, shutdown: CancellationToken) {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let stopping = tokio::select! {
+                _ = shutdown.cancelled() => true,
+                _ = ticker.tick() => false,
+            };
+            let seen = self.take();
+            if let Err(e) = coord.presence_write(&seen).await {
+                tracing::debug!(error = %e, runners = seen.len(), "presence not written; next interval");
+                self.restore(seen);
+            }
+            if stopping {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presence_only_moves_forward() {
+        let buffer = PresenceBuffer::default();
+        let (runner, old_boot, new_boot) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        buffer.record(runner, new_boot, 200);
+        buffer.record(runner, old_boot, 100);
+        assert_eq!(buffer.take(), vec![(runner, 200, new_boot)]);
+        assert!(buffer.take().is_empty());
+        buffer.record(runner, new_boot, 300);
+        buffer.restore(vec![(runner, 250, old_boot)]);
+        assert_eq!(buffer.take(), vec![(runner, 300, new_boot)]);
+    }
+}

@@ -1,0 +1,234 @@
+//! Group commit: concurrent requests' writes share one transaction.
+//!
+//! Each request hands its [`Work`] to the node's committer and waits. The committer
+//! takes what has gathered — whatever arrived while the previous transaction was being
+//! written, up to `max_items`, after waiting at most `linger` for more — merges it, and
+//! writes it with one statement per kind (see `transitions.rs`) and one commit. Only
+//! after the commit is each request answered with its own items' results, so an
+//! answer is never a transition Postgres could still lose, and a node killed with a
+//! batch in flight has acknowledged nothing of it.
+//!
+//! With no load there is nothing to wait for and a request is written at once; under
+//! load the batches grow by themselves, and commits per task fall with them.
+//!
+//! A batch that fails as a whole for a reason of one request's (a value Postgres
+//! refuses) is written again request by request, so one bad request never fails the
+//! others; a batch that fails because Postgres is unavailable answers every request
+//! with that (retryable) error.
+
+use crate::Store;
+use crate::error::StoreError;
+use crate::runs::FinishPolicy;
+use crate::transitions::{Apply, Done, Work, apply};
+use chrono::Utc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Histogram of how many items each group commit wrote.
+pub const BATCH_ITEMS: &str = "baton_group_commit_items";
+
+#[derive(Debug, Clone)]
+pub struct GroupCommitSettings {
+    /// Most items in one transaction.
+    pub max_items: usize,
+    /// How long the committer waits for more once it has something (zero: it writes
+    /// what has gathered at once).
+    pub linger: Duration,
+    pub log_cap: i64,
+    pub policy: FinishPolicy,
+    /// Test-only fault injection: `abort-before-commit` and `abort-after-commit` end the
+    /// process at that point of a group commit, as a crash there would.
+    pub fault: Option<String>,
+}
+
+/// The node's committer. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct GroupCommit {
+    queue: mpsc::Sender<Job>,
+}
+
+struct Job {
+    work: Work,
+    reply: oneshot::Sender<Result<Done, StoreError>>,
+}
+
+/// How many requests may wait for the committer before new ones wait to be queued.
+const QUEUE_DEPTH: usize = 4096;
+
+impl GroupCommit {
+    /// Starts the committer; it ends when every handle is dropped.
+    pub fn spawn(store: Store, settings: GroupCommitSettings) -> GroupCommit {
+        let (queue, jobs) = mpsc::channel(QUEUE_DEPTH);
+        tokio::spawn(commit_loop(store, settings, jobs));
+        GroupCommit { queue }
+    }
+
+    /// Writes `work` in the next group commit; answers once it is committed.
+    pub async fn write(&self, work: Work) -> Result<Done, StoreError> {
+        if work.is_empty() {
+            return Ok(Done::default());
+        }
+        let (reply, answer) = oneshot::channel();
+        self.queue
+            .send(Job { work, reply })
+            .await
+            .map_err(|_| StoreError::Unavailable("the node is shutting down".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Unavailable("the group commit was abandoned".into()))?
+    }
+}
+
+async fn commit_loop(store: Store, settings: GroupCommitSettings, mut jobs: mpsc::Receiver<Job>) {
+    while let Some(first) = jobs.recv().await {
+        let mut items = first.work.len();
+        let mut batch = vec![first];
+        let linger_until = tokio::time::Instant::now() + settings.linger;
+        while items < settings.max_items {
+            let next = match jobs.try_recv() {
+                Ok(job) => Some(job),
+                Err(_) if settings.linger.is_zero() => None,
+                Err(_) => tokio::time::timeout_at(linger_until, jobs.recv())
+                    .await
+                    .ok()
+                    .flatten(),
+            };
+            let Some(job) = next else { break };
+            items += job.work.len();
+            batch.push(job);
+        }
+        metrics::histogram!(BATCH_ITEMS).record(items as f64);
+        commit(&store, &settings, batch).await;
+    }
+}
+
+async fn commit(store: &Store, settings: &GroupCommitSettings, batch: Vec<Job>) {
+    let how = Apply {
+        now: Utc::now(),
+        log_cap: settings.log_cap,
+        policy: settings.policy,
+    };
+    if batch.len() == 1 {
+        let job = batch.into_iter().next().expect("one job");
+        let done = write_one(store, settings, &job.work, &how).await;
+        let _ = job.reply.send(done);
+        return;
+    }
+    let (merged, sizes) = merge(&batch);
+    match write_one(store, settings, &merged, &how).await {
+        Ok(done) => {
+            for (job, done) in batch.into_iter().zip(split(done, &sizes)) {
+                let _ = job.reply.send(Ok(done));
+            }
+        }
+        Err(e @ StoreError::Unavailable(_)) => {
+            for job in batch {
+                let _ = job.reply.send(Err(e.clone()));
+            }
+        }
+        Err(e) => {
+            // Something in one request Postgres refuses: each on its own, so only that one
+            // fails.
+            tracing::debug!(error = %e, requests = batch.len(), "group commit refused; writing its requests one by one");
+            for job in batch {
+                let done = write_one(store, settings, &job.work, &how).await;
+                let _ = job.reply.send(done);
+            }
+        }
+    }
+}
+
+async fn write_one(
+    store: &Store,
+    settings: &GroupCommitSettings,
+    work: &Work,
+    how: &Apply,
+) -> Result<Done, StoreError> {
+    let mut tx = store.pool.begin().await?;
+    let done = apply(&mut tx, work, how).await?;
+    fault(settings, "abort-before-commit");
+    tx.commit().await?;
+    fault(settings, "abort-after-commit");
+    done.finishes
+        .iter()
+        .flatten()
+        .for_each(crate::runs::count_ended);
+    Ok(done)
+}
+
+fn fault(settings: &GroupCommitSettings, at: &str) {
+    if settings.fault.as_deref() == Some(at) {
+        tracing::error!(
+            fault = at,
+            "fault injection: aborting inside a group commit"
+        );
+        std::process::abort();
+    }
+}
+
+/// How many items of each kind one request contributed, and the rows it reads.
+#[derive(Debug, Clone, Default)]
+struct Sizes {
+    inserts: usize,
+    starts: usize,
+    logs: usize,
+    finishes: usize,
+    reads: Vec<uuid::Uuid>,
+}
+
+fn merge(batch: &[Job]) -> (Work, Vec<Sizes>) {
+    let mut merged = Work::default();
+    let mut sizes = Vec::with_capacity(batch.len());
+    for job in batch {
+        let w = &job.work;
+        sizes.push(Sizes {
+            inserts: w.inserts.len(),
+            starts: w.starts.len(),
+            logs: w.logs.len(),
+            finishes: w.finishes.len(),
+            reads: w.reads.clone(),
+        });
+        merged.inserts.extend(w.inserts.iter().cloned());
+        merged.starts.extend(w.starts.iter().cloned());
+        merged.logs.extend(w.logs.iter().cloned());
+        merged.finishes.extend(w.finishes.iter().cloned());
+        merged.reads.extend(w.reads.iter().copied());
+    }
+    merged.reads.sort();
+    merged.reads.dedup();
+    (merged, sizes)
+}
+
+/// Each request's share of a merged batch's answers: its own items' results, and the
+/// rows it asked to read.
+fn split(done: Done, sizes: &[Sizes]) -> Vec<Done> {
+    let Done {
+        inserts,
+        starts,
+        logs,
+        finishes,
+        reads,
+    } = done;
+    let rows: std::collections::HashMap<uuid::Uuid, crate::TaskRecord> =
+        reads.into_iter().map(|t| (t.id, t)).collect();
+    let (mut inserts, mut starts, mut logs, mut finishes) = (
+        inserts.into_iter(),
+        starts.into_iter(),
+        logs.into_iter(),
+        finishes.into_iter(),
+    );
+    sizes
+        .iter()
+        .map(|s| Done {
+            inserts: inserts.by_ref().take(s.inserts).collect(),
+            starts: starts.by_ref().take(s.starts).collect(),
+            logs: logs.by_ref().take(s.logs).collect(),
+            finishes: finishes.by_ref().take(s.finishes).collect(),
+            reads: s
+                .reads
+                .iter()
+                .filter_map(|id| rows.get(id).cloned())
+                .collect(),
+        })
+        .collect()
+}
