@@ -12,17 +12,12 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // The runner's task guard is plumbing, not a command: no runtime, no logging.
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args
-        .get(1)
-        .is_some_and(|a| a == baton_runner::guard::SUBCOMMAND)
+    // The runner's watchdog is plumbing, not a command: no runtime, no logging.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == baton_runner::watchdog::SUBCOMMAND)
     {
-        let argv = args.get(2..).unwrap_or_default();
-        let argv = argv
-            .strip_prefix(&[std::ffi::OsString::from("--")][..])
-            .unwrap_or(argv);
-        std::process::exit(baton_runner::guard::run(argv));
+        std::process::exit(baton_runner::watchdog::run());
     }
     // Pick ring as the TLS provider before any client (sqlx, reqwest) is built.
     baton_client::install_tls_provider();

@@ -1,8 +1,9 @@
 //! One trace per task across processes, as Jaeger would receive it: a task submitted on
-//! node A, leased through node B, run by a runner agent and reported through node A
-//! arrives as one trace, with every parent link right, from all three processes — over
-//! the three OTLP transports (A: HTTP/protobuf, B: HTTP/JSON, runner: gRPC) — flushed
-//! when each process shuts down.
+//! node A, leased and reported through node B (in the runner's batched exchanges, each
+//! item with its own trace context), run by a runner agent arrives as one trace, with
+//! every parent link right, from all three processes — over the three OTLP transports
+//! (A: HTTP/protobuf, B: HTTP/JSON, runner: gRPC) — flushed when each process shuts
+//! down.
 
 #[path = "support/otlp.rs"]
 mod otlp;
@@ -84,13 +85,13 @@ async fn a_task_is_one_trace_across_two_nodes_and_its_runner() {
             "http/json",
         ])
         .await;
-    // Leases go to B, everything else (start, logs, complete) to A.
+    // The runner's requests go to B, everything else to A.
     let lb = NginxProc::start(
         &env.dir,
         &format!(
             "upstream a {{ server {}; }}\n upstream b {{ server {}; }}\n server {{\n listen {{listen}};\n \
              proxy_http_version 1.1;\n proxy_set_header Connection \"\";\n proxy_read_timeout 90s;\n \
-             location = /v1/runner/lease {{ proxy_pass http://b; }}\n location / {{ proxy_pass http://a; }}\n }}",
+             location /v1/runner/ {{ proxy_pass http://b; }}\n location / {{ proxy_pass http://a; }}\n }}",
             host(&a.url),
             host(&b.url)
         ),
@@ -109,7 +110,8 @@ async fn a_task_is_one_trace_across_two_nodes_and_its_runner() {
     let (task, created) = client
         .submit(&SubmitTask {
             labels: vec!["trace".into()],
-            script: Some("echo traced output".into()),
+            // Output while it runs is shipped as it comes; the rest goes with the report.
+            script: Some("echo traced output; sleep 1; echo done".into()),
             ..SubmitTask::default()
         })
         .await
@@ -130,12 +132,12 @@ async fn a_task_is_one_trace_across_two_nodes_and_its_runner() {
         "task.lease",
         "task.run",
         "runner.start",
-        "POST /v1/runner/tasks/{id}/start",
+        "task.start",
         "task.execute",
         "runner.logs",
         "POST /v1/runner/tasks/{id}/logs",
         "runner.complete",
-        "POST /v1/runner/tasks/{id}/complete",
+        "task.complete",
     ];
     let spans = spans_named(&sink, &trace_id, &wanted).await;
     let by_id: HashMap<&str, &ReceivedSpan> =
@@ -175,8 +177,8 @@ async fn a_task_is_one_trace_across_two_nodes_and_its_runner() {
     assert_eq!(run.service, "baton-runner");
     assert_eq!(run.transport, "grpc");
 
-    // The parent links: submit → lease (B) → run (runner) → each report call → A's
-    // request span for it.
+    // The parent links: submit (A) → lease (B) → run (runner) → each report → B's span
+    // for it.
     assert_eq!(parent_of(lease), "POST /v1/tasks");
     assert_eq!(parent_of(run), "task.lease");
     assert_eq!(parent_of(one("runner.start")), "task.run");
@@ -190,24 +192,22 @@ async fn a_task_is_one_trace_across_two_nodes_and_its_runner() {
         );
     }
     assert_eq!(parent_of(one("runner.complete")), "task.run");
-    for (call, request) in [
-        ("runner.start", "POST /v1/runner/tasks/{id}/start"),
+    for (call, on_node) in [
+        ("runner.start", "task.start"),
         ("runner.logs", "POST /v1/runner/tasks/{id}/logs"),
-        ("runner.complete", "POST /v1/runner/tasks/{id}/complete"),
+        ("runner.complete", "task.complete"),
     ] {
-        let server = one(request);
+        let server = one(on_node);
         assert_eq!(parent_of(server), call);
         assert_eq!(
-            server.resource["service.instance.id"], a.node_id,
-            "{request} on A"
+            server.resource["service.instance.id"], b.node_id,
+            "{on_node} on B"
         );
-        assert_eq!(
-            server.attributes["http.route"],
-            request.split(' ').nth(1).unwrap()
-        );
-        assert_eq!(server.attributes["http.response.status_code"], "200");
         assert_eq!(server.attributes["task.id"], task.id.to_string());
     }
+    let logs = one("POST /v1/runner/tasks/{id}/logs");
+    assert_eq!(logs.attributes["http.route"], "/v1/runner/tasks/{id}/logs");
+    assert_eq!(logs.attributes["http.response.status_code"], "200");
     // No span of the trace hangs from a parent that never arrived.
     for span in &spans {
         if !span.parent_span_id.is_empty() {
@@ -338,18 +338,11 @@ async fn an_untraced_runner_s_reports_still_join_the_tasks_trace() {
     let spans = spans_named(
         &sink,
         &trace_of(&task),
-        &[
-            "task.lease",
-            "POST /v1/runner/tasks/{id}/start",
-            "POST /v1/runner/tasks/{id}/complete",
-        ],
+        &["task.lease", "task.start", "task.complete"],
     )
     .await;
     let lease = spans.iter().find(|s| s.name == "task.lease").unwrap();
-    for report in [
-        "POST /v1/runner/tasks/{id}/start",
-        "POST /v1/runner/tasks/{id}/complete",
-    ] {
+    for report in ["task.start", "task.complete"] {
         let span = spans.iter().find(|s| s.name == report).unwrap();
         assert_eq!(
             span.parent_span_id, lease.span_id,

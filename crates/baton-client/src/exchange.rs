@@ -45,11 +45,15 @@ pub struct Exchange {
     pub wait_s: u32,
 }
 
-#[derive(utoipa::ToSchema, Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct StartItem {
     pub task_id: Uuid,
     pub lease_id: Uuid,
+    /// The W3C trace context of the runner's span for this item: the node's span for it
+    /// joins the task's trace there (one request carries many tasks' items).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -72,6 +76,9 @@ pub struct CompletionItem {
     /// short task costs no log request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_tail: Option<LogTail>,
+    /// As for a start: the trace context of the runner's span for this report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// Output bytes from `offset`, base64-encoded (output need not be UTF-8).
@@ -145,6 +152,4 @@ pub enum ItemResult {
     Gone,
     /// The server could not record it now (its stores are unavailable): send it again.
     Retry,
-    /// The item itself is malformed or over a limit; sending it again will not help.
-    Invalid,
 }

@@ -5,25 +5,27 @@
 //! then kills and reports the rest. A 401 means the server no longer knows this runner:
 //! it kills its tasks, forgets its identity and exits.
 //!
-//! While it has work it heartbeats, and every answer tells it which tasks to cancel and
-//! which leases are gone. With no answer for `fence_after_s` it kills its tasks itself.
-//! A lease request that got no answer is retried with the same request id, so the
-//! server replays what it leased instead of stranding it.
+//! All its talk with the server goes through the exchanger (`exchanger.rs`): starts,
+//! completions and heartbeats of every slot, batched into one exchange, and the lease
+//! requests. Every answer tells it which tasks to cancel and which leases are gone; with
+//! no answer for `fence_after_s` it kills its tasks itself. A lease that got no answer
+//! is asked again with the same request id, so the server replays what it leased
+//! instead of stranding it.
 
 use crate::config::RunnerConfig;
+use crate::exchanger::{self, Ended};
 use crate::executor::{Executor, RunResult};
 use crate::health::{self, Health, SharedHealth};
 use crate::leftovers;
 use crate::registration::Registration;
-use crate::retry::{CallError, Stop, classify, server_outage};
+use crate::retry::{CallError, Stop, classify};
 use crate::tracker::Tracker;
-use baton_client::{Client, Heartbeat, HeartbeatResponse, LeaseRequest, RegisterRunner};
+use crate::watchdog::Watchdog;
+use baton_client::{Client, RegisterRunner};
 use baton_core::backoff::Backoff;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// How often a runner short of disk looks again.
-const DISK_RECHECK: Duration = Duration::from_secs(5);
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -145,10 +147,10 @@ impl Agent {
         }
         let boot_id = Uuid::new_v4();
         tracing::info!(runner.id = %reg.runner_id, boot.id = %boot_id, capacity = self.config.capacity, "runner started");
-        let executor = Arc::new(Executor {
-            client: client.clone(),
-            config: self.config.clone(),
-        });
+        let program = std::env::current_exe().unwrap_or_else(|_| "baton".into());
+        let watchdog = Arc::new(Watchdog::spawn(&program).map_err(|e| {
+            anyhow::anyhow!("cannot start the watchdog that stops tasks if this agent dies: {e}")
+        })?);
         // An ephemeral runner takes exactly one task.
         let capacity = if self.config.once {
             1
@@ -158,22 +160,45 @@ impl Agent {
         let slots = Arc::new(Semaphore::new(capacity));
         let tracker = Arc::new(Tracker::default());
         crate::metrics::slots_total(capacity);
-        let mut took_one = false;
+        let took_one = Arc::new(AtomicBool::new(false));
+        let stop_leasing = CancellationToken::new();
+        let hold = {
+            let (config, took_one, health, tracker) = (
+                self.config.clone(),
+                took_one.clone(),
+                health.clone(),
+                tracker.clone(),
+            );
+            Arc::new(move || {
+                let why = if config.once && took_one.load(Ordering::Relaxed) {
+                    Some("an ephemeral runner with its one task".to_string())
+                } else {
+                    low_disk(&config)
+                };
+                set_health(&health, &tracker, why.clone());
+                why
+            }) as Arc<dyn Fn() -> Option<String> + Send + Sync>
+        };
+        let (reports, mut assigned, mut exchanging) = exchanger::spawn(exchanger::Setup {
+            client: client.clone(),
+            config: self.config.clone(),
+            boot_id,
+            tracker: tracker.clone(),
+            slots: slots.clone(),
+            hold,
+            stop_leasing: stop_leasing.clone(),
+        });
+        let executor = Arc::new(Executor {
+            client: client.clone(),
+            config: self.config.clone(),
+            reports,
+            watchdog,
+        });
         let mut tasks = JoinSet::new();
         let force_stop = CancellationToken::new();
         let unregistered = CancellationToken::new();
-        let mut failures = 0u32;
-        let beating = tokio::spawn(heartbeats(
-            client.clone(),
-            boot_id,
-            tracker.clone(),
-            self.config.clone(),
-            unregistered.clone(),
-            force_stop.clone(),
-        ));
-        // A request that got no answer is sent again as is: the server replays it.
-        let mut unanswered: Option<LeaseRequest> = None;
         let mut incompatible: Option<String> = None;
+        let mut exchanger_done = false;
 
         loop {
             while let Some(done) = tasks.try_join_next() {
@@ -181,96 +206,43 @@ impl Agent {
             }
             if shutdown.is_cancelled()
                 || unregistered.is_cancelled()
-                || (self.config.once && took_one)
+                || incompatible.is_some()
+                || (self.config.once && took_one.load(Ordering::Relaxed))
             {
                 break;
             }
-            let low_disk = self.low_disk();
-            self.set_health(&health, &tracker, low_disk.clone());
-            if let Some(reason) = low_disk {
-                tracing::warn!(%reason, "not leasing");
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    _ = unregistered.cancelled() => break,
-                    _ = tokio::time::sleep(DISK_RECHECK) => {}
-                }
-                continue;
-            }
-            let free = slots.available_permits();
-            if free == 0 {
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    _ = unregistered.cancelled() => break,
-                    Some(done) = tasks.join_next() => note_result(done, &unregistered),
-                }
-                continue;
-            }
-            let request = match unanswered.take() {
-                Some(request) if request.max as usize <= free => request,
-                _ => LeaseRequest {
-                    request_id: Uuid::new_v4(),
-                    max: free as u32,
-                    wait_s: self.config.wait_s,
-                    boot_id,
-                    running: tracker.leases(),
-                },
-            };
-            let answer = tokio::select! {
-                answer = client.lease(&request) => answer,
+            tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = unregistered.cancelled() => break,
-            };
-            crate::metrics::lease_answered(&answer);
-            match answer {
-                Ok(answer) => {
-                    failures = 0;
-                    tracker.contact();
-                    tracker.apply(&HeartbeatResponse {
-                        cancel: answer.cancel,
-                        gone: answer.gone,
-                    });
-                    for task in answer.tasks {
-                        took_one = true;
-                        let permit = slots
-                            .clone()
-                            .try_acquire_owned()
-                            .expect("the server hands out at most `max` tasks");
-                        let busy = crate::metrics::BusySlot::take();
-                        let control = tracker.insert(task.id, task.lease_id);
-                        let (executor, tracker, stop) =
-                            (executor.clone(), tracker.clone(), force_stop.clone());
-                        tasks.spawn(async move {
-                            let (id, lease) = (task.id, task.lease_id);
-                            let result = executor.run(task, stop, control).await;
-                            tracker.remove(id, lease);
-                            drop(permit);
-                            drop(busy);
-                            result
-                        });
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => note_result(done, &unregistered),
+                ended = &mut exchanging, if !exchanger_done => {
+                    exchanger_done = true;
+                    match ended {
+                        Ok(Ended::Unregistered) => unregistered.cancel(),
+                        Ok(Ended::Incompatible(reason)) => incompatible = Some(reason),
+                        Ok(Ended::Shutdown) => break,
+                        Err(e) => anyhow::bail!("the exchanger failed: {e}"),
                     }
                 }
-                Err(e) => match classify(e) {
-                    CallError::Stop(Stop::Unregistered) => unregistered.cancel(),
-                    CallError::Stop(Stop::Incompatible(reason)) => {
-                        incompatible = Some(reason);
-                        break;
-                    }
-                    other => {
-                        if matches!(other, CallError::Transient(_)) {
-                            unanswered = Some(request);
-                        }
-                        failures += 1;
-                        let delay = Backoff::RUNNER.delay(failures, rand::random());
-                        crate::metrics::backoff();
-                        tracing::warn!(error = %other, retry_in_ms = delay.as_millis() as u64, "lease failed");
-                        tokio::select! {
-                            _ = shutdown.cancelled() => break,
-                            _ = tokio::time::sleep(delay) => {}
-                        }
-                    }
-                },
+                assignment = assigned.recv() => {
+                    let Some(exchanger::Assigned { task, slot }) = assignment else { continue };
+                    took_one.store(true, Ordering::Relaxed);
+                    let busy = crate::metrics::BusySlot::take();
+                    let control = tracker.insert(task.id, task.lease_id);
+                    let (executor, tracker, stop) =
+                        (executor.clone(), tracker.clone(), force_stop.clone());
+                    tasks.spawn(async move {
+                        let (id, lease) = (task.id, task.lease_id);
+                        let result = executor.run(task, stop, control).await;
+                        tracker.remove(id, lease);
+                        drop(slot);
+                        drop(busy);
+                        result
+                    });
+                }
             }
         }
+        stop_leasing.cancel();
 
         let exit = if let Some(reason) = &incompatible {
             tracing::error!(%reason, "the server cannot serve this runner version: stopping");
@@ -280,7 +252,7 @@ impl Agent {
             tracing::warn!("the server no longer knows this runner: stopping its tasks");
             force_stop.cancel();
             AgentExit::Unregistered
-        } else if self.config.once && took_one && !shutdown.is_cancelled() {
+        } else if self.config.once && took_one.load(Ordering::Relaxed) && !shutdown.is_cancelled() {
             AgentExit::Once
         } else {
             AgentExit::Shutdown
@@ -293,7 +265,11 @@ impl Agent {
             }
         }
         self.drain(&mut tasks, &force_stop, &unregistered).await;
-        beating.abort();
+        // The last reports are out: the exchanger ends once every handle to it is gone.
+        drop(executor);
+        if !exchanger_done {
+            let _ = tokio::time::timeout(Duration::from_secs(5), exchanging).await;
+        }
         if exit == AgentExit::Once {
             if let Err(e) = client.unregister().await {
                 tracing::warn!(error = %e, "could not unregister; an operator can delete the runner");
@@ -305,26 +281,6 @@ impl Agent {
         }
         tracing::info!(?exit, "runner stopped");
         Ok(exit)
-    }
-
-    /// Why the agent should not lease now: too little disk left for a task's work folder
-    /// (as act_runner checks before it takes a job).
-    fn low_disk(&self) -> Option<String> {
-        let free = health::free_disk_mb(&self.config.work_dir)?;
-        (free < self.config.min_free_disk_mb).then(|| {
-            format!(
-                "only {free} MiB free in {}, below {} MiB",
-                self.config.work_dir.display(),
-                self.config.min_free_disk_mb
-            )
-        })
-    }
-
-    fn set_health(&self, health: &SharedHealth, tracker: &Tracker, not_leasing: Option<String>) {
-        let mut h = health.lock().expect("health lock");
-        h.running = tracker.len();
-        h.leasing = not_leasing.is_none();
-        h.not_leasing_because = not_leasing;
     }
 
     /// Lets running tasks finish within the shutdown grace, then stops the rest.
@@ -358,73 +314,24 @@ impl Agent {
     }
 }
 
-/// While the agent has work: a heartbeat every `heartbeat_s`, whose answer carries the
-/// server's cancels and gone leases; and self-fencing when the server has not answered
-/// anything for `fence_after_s`.
-async fn heartbeats(
-    client: Client,
-    boot_id: Uuid,
-    tracker: Arc<Tracker>,
-    config: Arc<RunnerConfig>,
-    unregistered: CancellationToken,
-    stopped: CancellationToken,
-) {
-    let fence_after = Duration::from_secs(config.fence_after_s);
-    let mut ticker = tokio::time::interval(Duration::from_secs(config.heartbeat_s.max(1)));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = stopped.cancelled() => return,
-            _ = ticker.tick() => {}
-        }
-        if tracker.is_empty() {
-            // Idle: the long poll is the heartbeat.
-            tracker.contact();
-            continue;
-        }
-        let beat = Heartbeat {
-            boot_id,
-            running: tracker.leases(),
-        };
-        // Bounded, so a call that hangs cannot delay the self-fencing check below.
-        let patience = Duration::from_secs((config.heartbeat_s * 2).clamp(2, 10));
-        let answer = match tokio::time::timeout(patience, client.heartbeat(&beat)).await {
-            Ok(answer) => answer,
-            Err(_) => {
-                crate::metrics::report_error("heartbeat");
-                tracing::warn!(
-                    silent_s = tracker.silent_for().as_secs(),
-                    "heartbeat got no answer in time"
-                );
-                if tracker.silent_for() > fence_after {
-                    tracker.abandon_all();
-                }
-                continue;
-            }
-        };
-        if answer.is_err() {
-            crate::metrics::report_error("heartbeat");
-        }
-        match answer {
-            Ok(verdict) => {
-                tracker.contact();
-                tracker.apply(&verdict);
-            }
-            Err(e) if server_outage(&e) => {
-                tracker.contact();
-                tracing::warn!(error = %e, "the server's stores are out; our tasks go on");
-            }
-            Err(e) => match classify(e) {
-                CallError::Stop(Stop::Unregistered) => unregistered.cancel(),
-                other => {
-                    tracing::warn!(error = %other, silent_s = tracker.silent_for().as_secs(), "heartbeat failed")
-                }
-            },
-        }
-        if tracker.silent_for() > fence_after {
-            tracker.abandon_all();
-        }
-    }
+/// Why the agent should not lease now: too little disk left for a task's work folder
+/// (as act_runner checks before it takes a job).
+fn low_disk(config: &RunnerConfig) -> Option<String> {
+    let free = health::free_disk_mb(&config.work_dir)?;
+    (free < config.min_free_disk_mb).then(|| {
+        format!(
+            "only {free} MiB free in {}, below {} MiB",
+            config.work_dir.display(),
+            config.min_free_disk_mb
+        )
+    })
+}
+
+fn set_health(health: &SharedHealth, tracker: &Tracker, not_leasing: Option<String>) {
+    let mut h = health.lock().expect("health lock");
+    h.running = tracker.len();
+    h.leasing = not_leasing.is_none();
+    h.not_leasing_because = not_leasing;
 }
 
 fn note_result(done: Result<RunResult, tokio::task::JoinError>, unregistered: &CancellationToken) {

@@ -4,6 +4,13 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Most items the agent puts in one exchange (the server's default limit).
+pub const MAX_EXCHANGE_ITEMS: usize = 256;
+
+/// Output at most this large still unshipped when a run ends travels with its completion
+/// (base64 in the exchange) instead of in log requests of its own.
+pub const LOG_TAIL_MAX: usize = 64 << 10;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunnerConfig {

@@ -6,15 +6,16 @@
 //! after a grace period. Leftovers of a finished task are killed too, so nothing it
 //! started outlives it.
 
-use crate::config::RunnerConfig;
-use crate::guard;
+use crate::config::{LOG_TAIL_MAX, RunnerConfig};
+use crate::exchanger::Reports;
 use crate::leftovers;
 use crate::logship::{LogSpool, Shipper};
 use crate::process_group::signal_group;
-use crate::retry::{CallError, Retrier, Stop, classify};
+use crate::retry::{CallError, Retrier, Stop};
 use crate::tracker::TaskControl;
+use crate::watchdog::{self, Watchdog};
 use baton_client::trace_context;
-use baton_client::{Client, CompleteTask, LeasedTask, Outcome};
+use baton_client::{Client, CompletionItem, LeasedTask, LogTail, Outcome};
 use nix::sys::signal::Signal;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -41,6 +42,9 @@ enum Ending {
     CancelRequested,
     RunnerStopping,
     SpawnFailed(String),
+    /// The command could not be started: the exit code a shell gives for that (127 not
+    /// found, 126 not executable), and why.
+    CannotStart(i32, String),
     /// The server said stop (lease gone, runner unregistered): nothing to report.
     Stopped(Stop),
 }
@@ -65,6 +69,9 @@ fn stopped(stop: Stop) -> RunResult {
 pub struct Executor {
     pub client: Client,
     pub config: Arc<RunnerConfig>,
+    /// Starts and completions go into the agent's batched exchange.
+    pub reports: Reports,
+    pub watchdog: Arc<Watchdog>,
 }
 
 impl Executor {
@@ -89,6 +96,8 @@ impl Executor {
         let for_task = Executor {
             client: self.client.with_trace_fallback(task.traceparent.clone()),
             config: self.config.clone(),
+            reports: self.reports.clone(),
+            watchdog: self.watchdog.clone(),
         };
         for_task
             .run_traced(task, stop, control)
@@ -114,12 +123,18 @@ impl Executor {
                 _ => RunResult::Abandoned,
             };
         }
-        let spool_path = self.config.state_dir.join("logs").join(format!("{id}.log"));
+        // Named by the lease, not the task: a task leased to this runner again must not
+        // meet the leftovers of its previous attempt.
+        let spool_path = self
+            .config
+            .state_dir
+            .join("logs")
+            .join(format!("{}.log", task.lease_id));
         let spool = match LogSpool::create(&spool_path) {
             Ok(spool) => Arc::new(spool),
             Err(e) => {
                 let ending = Ending::SpawnFailed(format!("cannot create the log spool: {e}"));
-                return self.report(&task, ending, 0).await;
+                return self.report(&task, ending, 0, None).await;
             }
         };
         let mut shipper = Shipper::new(
@@ -132,37 +147,62 @@ impl Executor {
             .execute(&task, &spool, &mut shipper, stop, control, deadline)
             .instrument(tracing::info_span!("task.execute", task.id = %id))
             .await;
+        // What is left of the output travels with the completion when it is small;
+        // otherwise it is shipped first.
+        let mut tail = None;
         if !matches!(ending, Ending::Stopped(_)) {
-            let deadline = Instant::now() + REPORT_PATIENCE;
-            if let Err(e) = shipper.drain(&spool, deadline).await {
-                tracing::warn!(task.id = %id, error = %e, "output not fully shipped; the log will be marked incomplete");
+            tail = shipper.tail(&spool, LOG_TAIL_MAX);
+            if tail.is_none() {
+                let deadline = Instant::now() + REPORT_PATIENCE;
+                if let Err(e) = shipper.drain(&spool, deadline).await {
+                    tracing::warn!(task.id = %id, error = %e, "output not fully shipped; the log will be marked incomplete");
+                }
             }
         }
-        self.report(&task, ending, spool.written()).await
+        self.report(&task, ending, spool.written(), tail).await
     }
 
     async fn acknowledge(&self, task: &LeasedTask) -> Result<(), CallError> {
+        let span = tracing::info_span!("runner.start", otel.kind = "client", task.id = %task.id);
+        let traceparent = self.item_context(&span, task);
         let mut retrier = Retrier::new(Instant::now() + REPORT_PATIENCE);
         loop {
-            match self.client.start(task.id, task.lease_id).await {
+            let answer = self
+                .reports
+                .start(task.id, task.lease_id, traceparent.clone())
+                .instrument(span.clone())
+                .await;
+            match answer {
                 Ok(_) => return Ok(()),
                 Err(e) => {
                     crate::metrics::report_error("start");
-                    retrier.pause(classify(e)).await?
+                    retrier.pause(e).await?
                 }
             }
         }
     }
 
-    /// The task's command under a guard (`baton task-guard -- ...`): argv as given, or
-    /// the script through `sh -c`.
+    /// The trace context an item carries: its own client span's, or, for a runner that
+    /// exports no traces, the lease's — so the node's span for it still joins the task's
+    /// trace.
+    fn item_context(&self, span: &tracing::Span, task: &LeasedTask) -> Option<String> {
+        trace_context::traceparent_of(span).or_else(|| task.traceparent.clone())
+    }
+
+    /// The task's command: argv as given, or the script through `sh -c`. One process:
+    /// the watchdog, not a guard per task, kills it if this agent dies.
     fn command(&self, task: &LeasedTask, dir: &Path) -> Command {
-        let guard = std::env::current_exe().unwrap_or_else(|_| "baton".into());
-        let mut cmd = Command::new(guard);
-        cmd.arg(guard::SUBCOMMAND).arg("--");
-        match (&task.command, &task.script) {
-            (Some(argv), _) if !argv.is_empty() => cmd.args(argv),
-            (_, script) => cmd.args(["sh", "-c", script.as_deref().unwrap_or_default()]),
+        let mut cmd = match (&task.command, &task.script) {
+            (Some(argv), _) if !argv.is_empty() => {
+                let mut cmd = Command::new(&argv[0]);
+                cmd.args(&argv[1..]);
+                cmd
+            }
+            (_, script) => {
+                let mut cmd = Command::new("sh");
+                cmd.args(["-c", script.as_deref().unwrap_or_default()]);
+                cmd
+            }
         };
         // The runner's own settings (its registration token among them) stay with it.
         for (key, _) in std::env::vars_os() {
@@ -182,12 +222,13 @@ impl Executor {
         {
             cmd.env("TRACEPARENT", tp);
         }
-        // The guard's stdin is our pipe: it closes when this process dies.
         cmd.current_dir(dir)
-            .stdin(Stdio::piped())
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        // The task registers its group with the watchdog before it execs.
+        watchdog::register_on_exec(&mut cmd, self.watchdog.fd());
         cmd
     }
 
@@ -200,7 +241,7 @@ impl Executor {
         control: TaskControl,
         deadline: Instant,
     ) -> Ending {
-        let dir = self.config.work_dir.join(task.id.to_string());
+        let dir = self.config.work_dir.join(task.lease_id.to_string());
         if let Err(e) = std::fs::create_dir_all(&dir) {
             return Ending::SpawnFailed(format!(
                 "cannot create the work dir {}: {e}",
@@ -210,17 +251,24 @@ impl Executor {
         let mut child = match self.command(task, &dir).spawn() {
             Ok(child) => child,
             Err(e) => {
-                let msg = format!("cannot start the command: {e}");
+                let program = match (&task.command, &task.script) {
+                    (Some(argv), _) if !argv.is_empty() => argv[0].as_str(),
+                    _ => "sh",
+                };
+                let msg = format!("cannot start the command {program}: {e}");
                 let _ = spool.append(format!("baton: {msg}\n").as_bytes());
                 let _ = std::fs::remove_dir_all(&dir);
-                return Ending::SpawnFailed(msg);
+                // As a shell answers: 126 found but not executable, 127 anything else.
+                let code = match e.kind() {
+                    std::io::ErrorKind::PermissionDenied => 126,
+                    _ => 127,
+                };
+                return Ending::CannotStart(code, msg);
             }
         };
         let pgid = child.id().expect("a just-spawned child has a pid");
-        // Held, never written, until the task is over: its end is the guard's signal.
-        let lifeline = child.stdin.take();
         tracing::info!(task.id = %task.id, pid = pgid, "task running");
-        if let Err(e) = leftovers::record(&self.config.state_dir, task.id, pgid) {
+        if let Err(e) = leftovers::record(&self.config.state_dir, task.lease_id, pgid) {
             tracing::warn!(error = %e, "cannot record the task's process group");
         }
         let readers = [
@@ -263,10 +311,10 @@ impl Executor {
         } else if !matches!(ending, Ending::Exited(_)) {
             self.terminate(pgid, &mut child).await;
         }
-        drop(lifeline);
         // Whatever the task left running in its group goes with it.
         signal_group(pgid, Signal::SIGKILL);
-        leftovers::forget(&self.config.state_dir, task.id);
+        self.watchdog.forget(pgid);
+        leftovers::forget(&self.config.state_dir, task.lease_id);
         let drain_by = Instant::now() + PIPE_DRAIN;
         for reader in readers.into_iter().flatten() {
             let _ = tokio::time::timeout_at(drain_by, reader).await;
@@ -289,7 +337,13 @@ impl Executor {
         }
     }
 
-    async fn report(&self, task: &LeasedTask, ending: Ending, log_size: i64) -> RunResult {
+    async fn report(
+        &self,
+        task: &LeasedTask,
+        ending: Ending,
+        log_size: i64,
+        log_tail: Option<LogTail>,
+    ) -> RunResult {
         let (outcome, exit_code, error) = match ending {
             Ending::Exited(status) => match (status.code(), status.signal()) {
                 (Some(0), _) => (Outcome::Succeeded, Some(0), None),
@@ -317,26 +371,36 @@ impl Executor {
                 Some("the runner shut down before the task finished".into()),
             ),
             Ending::SpawnFailed(msg) => (Outcome::Failed, None, Some(msg)),
+            Ending::CannotStart(code, msg) => (Outcome::Failed, Some(code), Some(msg)),
             Ending::Stopped(stop) => return stopped(stop),
         };
-        let report = CompleteTask {
+        let span = tracing::info_span!("runner.complete", otel.kind = "client", task.id = %task.id);
+        let report = CompletionItem {
+            task_id: task.id,
             lease_id: task.lease_id,
             outcome,
             exit_code,
             error,
             outputs: None,
             log_size: Some(log_size),
+            log_tail,
+            traceparent: self.item_context(&span, task),
         };
         let mut retrier = Retrier::new(Instant::now() + REPORT_PATIENCE);
         loop {
-            match self.client.complete(task.id, &report).await {
+            let answer = self
+                .reports
+                .complete(report.clone())
+                .instrument(span.clone())
+                .await;
+            match answer {
                 Ok(done) => {
-                    tracing::info!(task.id = %task.id, status = %done.status, exit_code = ?exit_code, "task reported");
+                    tracing::info!(task.id = %task.id, status = ?done.status, exit_code = ?exit_code, "task reported");
                     return RunResult::Reported;
                 }
                 Err(e) => {
                     crate::metrics::report_error("complete");
-                    if let Err(e) = retrier.pause(classify(e)).await {
+                    if let Err(e) = retrier.pause(e).await {
                         tracing::warn!(task.id = %task.id, error = %e, "result not delivered; the server will reconcile the task");
                         return match e {
                             CallError::Stop(s) => stopped(s),

@@ -4,8 +4,8 @@
 
 mod agent;
 mod config;
+mod exchanger;
 mod executor;
-pub mod guard;
 mod health;
 mod leftovers;
 mod logship;
@@ -14,6 +14,7 @@ mod process_group;
 mod registration;
 mod retry;
 mod tracker;
+pub mod watchdog;
 
 pub use agent::{Agent, AgentExit, IncompatibleRunner};
 pub use config::RunnerConfig;

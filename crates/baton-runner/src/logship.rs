@@ -5,7 +5,7 @@
 //! disk keeps memory flat while the server is unreachable.
 
 use crate::retry::{CallError, Retrier, classify};
-use baton_client::{Client, ClientError, StatusCode};
+use baton_client::{Client, ClientError, LogTail, StatusCode};
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -132,6 +132,17 @@ impl Shipper {
             }
         }
         Ok(())
+    }
+
+    /// What is written but not yet acknowledged, when it is at most `max` bytes: the tail
+    /// to send with the completion. `None` when there is more (ship it first).
+    pub fn tail(&self, spool: &LogSpool, max: usize) -> Option<LogTail> {
+        let left = usize::try_from(spool.written() - self.acked).ok()?;
+        if left > max {
+            return None;
+        }
+        let bytes = spool.read_at(self.acked, left).ok()?;
+        Some(LogTail::new(self.acked, &bytes))
     }
 
     /// Ships until everything written is acknowledged, retrying transient errors until

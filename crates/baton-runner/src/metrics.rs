@@ -2,7 +2,7 @@
 //! `healthz_listen` is set (docs/metrics.md). Without it no recorder is installed and
 //! recording costs nothing.
 
-use baton_client::{ClientError, LeaseResponse};
+use baton_client::{ClientError, ExchangeAnswer};
 use metrics::{counter, describe_counter, describe_gauge, gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
@@ -68,7 +68,8 @@ impl Drop for BusySlot {
     }
 }
 
-pub fn lease_answered(answer: &Result<LeaseResponse, ClientError>) {
+/// An exchange came back; one that asked for work counts as a lease request.
+pub fn exchange_answered(answer: &Result<ExchangeAnswer, ClientError>) {
     let result = match answer {
         Ok(answer) if !answer.tasks.is_empty() => "tasks",
         Ok(_) => "empty",

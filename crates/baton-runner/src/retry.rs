@@ -19,12 +19,13 @@ pub enum Stop {
     Incompatible(String),
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum CallError {
     #[error("{0:?}")]
     Stop(Stop),
+    /// Unreachable, failing, or unable to record it now: try again.
     #[error("server unreachable or failing: {0}")]
-    Transient(ClientError),
+    Transient(String),
     #[error("local failure: {0}")]
     Local(String),
 }
@@ -51,7 +52,7 @@ pub fn classify(e: ClientError) -> CallError {
         {
             CallError::Stop(Stop::Refused(e.to_string()))
         }
-        _ => CallError::Transient(e),
+        _ => CallError::Transient(e.to_string()),
     }
 }
 

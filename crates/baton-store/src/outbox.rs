@@ -42,6 +42,17 @@ impl Store {
         .await?)
     }
 
+    /// When the next undelivered row comes due (`None`: nothing waits).
+    pub async fn outbox_next_due(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        Ok(
+            sqlx::query_scalar(
+                "SELECT min(next_attempt_at) FROM outbox WHERE delivered_at IS NULL",
+            )
+            .fetch_one(&self.pool)
+            .await?,
+        )
+    }
+
     pub async fn outbox_delivered(&self, id: i64, now: DateTime<Utc>) -> Result<(), StoreError> {
         sqlx::query("UPDATE outbox SET delivered_at = $2, last_error = NULL WHERE id = $1")
             .bind(id)

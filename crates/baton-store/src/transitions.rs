@@ -704,10 +704,12 @@ mod tests {
     #[test]
     fn chunks_are_taken_once_and_in_order() {
         let mut h = holder(TaskStatus::Running, 4);
-        let (ok, stored) = accept_chunk(Some(&mut h), &chunk(2, b"cdef"), 100).unwrap();
+        let overlap = chunk(2, b"cdef");
+        let (ok, stored) = accept_chunk(Some(&mut h), &overlap, 100).unwrap();
         assert_eq!(ok.ack.acked, 6, "an overlap stores only its new tail");
         assert_eq!(stored, Some((1, 4, &b"ef"[..])));
-        let (again, stored) = accept_chunk(Some(&mut h), &chunk(0, b"abcdef"), 100).unwrap();
+        let resend = chunk(0, b"abcdef");
+        let (again, stored) = accept_chunk(Some(&mut h), &resend, 100).unwrap();
         assert_eq!(
             (again.ack.acked, stored),
             (6, None),
@@ -720,7 +722,8 @@ mod tests {
                 held: 6
             })
         ));
-        let (capped, stored) = accept_chunk(Some(&mut h), &chunk(6, b"ghij"), 8).unwrap();
+        let past_cap = chunk(6, b"ghij");
+        let (capped, stored) = accept_chunk(Some(&mut h), &past_cap, 8).unwrap();
         assert!(capped.truncated);
         assert_eq!((capped.ack.acked, stored), (10, Some((1, 6, &b"gh"[..]))));
     }

@@ -7,7 +7,7 @@
 use super::openapi::Errors;
 use crate::api::views::task_view;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
-use crate::dispatch::exchange::{self, Completion, RunnerCall};
+use crate::dispatch::exchange::{self, Completion, RunnerCall, Start};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
 use crate::state::AppState;
@@ -241,17 +241,16 @@ pub async fn exchange(
             format!("over {} running leases", limits.max_exchange_items),
         ));
     }
-    // A malformed completion is answered on its own; the others go ahead.
-    let checked: Vec<Result<(Completion, Option<LogWrite>), ApiError>> = req
-        .completions
-        .iter()
-        .map(|c| completion(&state, &runner, c))
-        .collect();
+    // A malformed item is a malformed request: refused whole, nothing changed.
     let mut logs = Vec::new();
     let mut completions = Vec::new();
-    for (completion, tail) in checked.iter().flatten() {
-        completions.push(completion.clone());
-        logs.extend(tail.clone());
+    for (i, c) in req.completions.iter().enumerate() {
+        let (completion, tail) = completion(&state, &runner, c).map_err(|mut e| {
+            e.message = format!("completions[{i}]: {}", e.message);
+            e
+        })?;
+        completions.push(completion);
+        logs.extend(tail);
     }
     let started = std::time::Instant::now();
     let answer = exchange::handle(
@@ -261,7 +260,15 @@ pub async fn exchange(
             request_id: req.request_id,
             retry: req.retry,
             boot_id: Some(req.boot_id),
-            starts: req.starts.iter().map(|s| (s.task_id, s.lease_id)).collect(),
+            starts: req
+                .starts
+                .iter()
+                .map(|s| Start {
+                    task: s.task_id,
+                    lease_id: s.lease_id,
+                    traceparent: s.traceparent.clone(),
+                })
+                .collect(),
             logs,
             completions,
             running: req.running,
@@ -274,17 +281,11 @@ pub async fn exchange(
         crate::metrics::lease_answered(started, answer.as_ref().map(|a| a.tasks.len()));
     }
     let answer = answer?;
-    let mut recorded = answer.completions.into_iter();
     let completions = req
         .completions
         .iter()
-        .zip(checked)
-        .map(|(c, check)| match check {
-            Ok(_) => item_answer(c.task_id, recorded.next().expect("one answer each"), |t| {
-                (Some(t.status), None)
-            }),
-            Err(e) => item_answer::<()>(c.task_id, Err(e), |_| (None, None)),
-        })
+        .zip(answer.completions)
+        .map(|(c, r)| item_answer(c.task_id, r, |t| (Some(t.status), None)))
         .collect();
     let starts = req
         .starts
@@ -344,6 +345,7 @@ fn completion(
             task: c.task_id,
             lease_id: c.lease_id,
             end,
+            traceparent: c.traceparent.clone(),
         },
         tail,
     ))
@@ -371,8 +373,7 @@ fn item_answer<T>(
             result: match e.status {
                 StatusCode::CONFLICT => ItemResult::Stale,
                 StatusCode::NOT_FOUND | StatusCode::FORBIDDEN => ItemResult::Gone,
-                s if s.is_server_error() => ItemResult::Retry,
-                _ => ItemResult::Invalid,
+                _ => ItemResult::Retry,
             },
             status: e.task_status,
             attempt: None,
@@ -414,7 +415,11 @@ pub async fn start(
         &state,
         &runner,
         RunnerCall {
-            starts: vec![(id, req.lease_id)],
+            starts: vec![Start {
+                task: id,
+                lease_id: req.lease_id,
+                traceparent: None,
+            }],
             ..empty_call()
         },
     )
@@ -521,6 +526,7 @@ pub async fn complete(
                 task: id,
                 lease_id: req.lease_id,
                 end,
+                traceparent: None,
             }],
             ..empty_call()
         },

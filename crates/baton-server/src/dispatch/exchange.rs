@@ -31,12 +31,23 @@ use std::collections::HashMap;
 use std::time::Duration;
 use uuid::Uuid;
 
+/// A lease a runner acknowledges.
+#[derive(Debug, Clone)]
+pub struct Start {
+    pub task: Uuid,
+    pub lease_id: Uuid,
+    /// The runner's span for it, which the node's `task.start` span continues.
+    pub traceparent: Option<String>,
+}
+
 /// A run's end as a runner reports it.
 #[derive(Debug, Clone)]
 pub struct Completion {
     pub task: Uuid,
     pub lease_id: Uuid,
     pub end: RunEnd,
+    /// The runner's span for it, which the node's `task.complete` span continues.
+    pub traceparent: Option<String>,
 }
 
 /// Everything one runner request says and asks.
@@ -47,8 +58,7 @@ pub struct RunnerCall {
     pub retry: bool,
     /// The agent process's boot; the single-report endpoints do not say it.
     pub boot_id: Option<Uuid>,
-    /// (task, lease) the runner acknowledges.
-    pub starts: Vec<(Uuid, Uuid)>,
+    pub starts: Vec<Start>,
     pub logs: Vec<LogWrite>,
     pub completions: Vec<Completion>,
     /// A heartbeat: the leases the runner holds.
@@ -220,7 +230,7 @@ async fn pass(
     replay: &ReplayKey,
 ) -> Result<RunnerAnswer, ApiError> {
     let running: &[RunningLease] = call.running.as_deref().unwrap_or_default();
-    let mut claims_of: Vec<Uuid> = call.starts.iter().map(|(task, _)| *task).collect();
+    let mut claims_of: Vec<Uuid> = call.starts.iter().map(|s| s.task).collect();
     claims_of.extend(running.iter().map(|r| r.task_id));
     let pop = lease::pop(
         state,
@@ -247,9 +257,15 @@ async fn pass(
         .starts
         .iter()
         .zip(start_claims)
-        .map(|((task, lease_id), claim)| match &redis_error {
+        .map(|(start, claim)| match &redis_error {
             Some(e) => StartCheck::Refused(e.clone().into()),
-            None => check_start(runner, call.boot_id, *task, *lease_id, claim.as_ref()),
+            None => check_start(
+                runner,
+                call.boot_id,
+                start.task,
+                start.lease_id,
+                claim.as_ref(),
+            ),
         })
         .collect();
     let mut work = Work {
@@ -280,9 +296,26 @@ async fn pass(
         call.starts
             .iter()
             .zip(&checks)
-            .filter_map(|((task, _), check)| matches!(check, StartCheck::AskRow).then_some(*task)),
+            .filter_map(|(s, check)| matches!(check, StartCheck::AskRow).then_some(s.task)),
     );
     work.reads.extend(running.iter().map(|r| r.task_id));
+    // Each item joins its own task's trace, where the runner's span for it is.
+    let spans: Vec<(tracing::Span, Uuid)> = call
+        .starts
+        .iter()
+        .map(|s| {
+            (
+                item_span("task.start", s.task, s.traceparent.as_deref()),
+                s.task,
+            )
+        })
+        .chain(call.completions.iter().map(|c| {
+            (
+                item_span("task.complete", c.task, c.traceparent.as_deref()),
+                c.task,
+            )
+        }))
+        .collect();
 
     let done = match state.commit.write(work).await {
         Ok(done) => done,
@@ -311,7 +344,8 @@ async fn pass(
         .starts
         .iter()
         .zip(checks)
-        .map(|(&(task, lease_id), check)| match check {
+        .map(|(start, check)| (start.task, start.lease_id, check))
+        .map(|(task, lease_id, check)| match check {
             StartCheck::Record(_) => {
                 let answer = recorded.next().expect("one answer per recorded start");
                 if answer.is_err()
@@ -360,6 +394,21 @@ async fn pass(
     }
 
     let (logs, completions) = before_start(state, runner, call, logs, completions).await;
+    let results = starts
+        .iter()
+        .map(|r| r.as_ref().map(|_| ()).map_err(|e| e.code))
+        .chain(
+            completions
+                .iter()
+                .map(|r| r.as_ref().map(|_| ()).map_err(|e| e.code)),
+        );
+    for ((span, task), result) in spans.iter().zip(results) {
+        span.in_scope(|| match result {
+            Ok(()) => tracing::debug!(task.id = %task, "recorded"),
+            Err(code) => tracing::debug!(task.id = %task, code, "refused"),
+        });
+    }
+    drop(spans);
     let verdicts = if call.running.is_some() && redis_error.is_none() {
         verdicts::of(runner, running, &rows, running_claims)
     } else {
@@ -455,6 +504,17 @@ async fn before_start(
         })
         .collect();
     (logs, completions)
+}
+
+/// The span of one item: under the runner's span for it when it sent one, else under the
+/// request's.
+fn item_span(name: &'static str, task: Uuid, traceparent: Option<&str>) -> tracing::Span {
+    let span = match name {
+        "task.start" => tracing::info_span!("task.start", task.id = %task),
+        _ => tracing::info_span!("task.complete", task.id = %task),
+    };
+    baton_client::trace_context::adopt_parent(&span, traceparent);
+    span
 }
 
 /// A start with no claim to check: the row decides. The same start again under the same

@@ -66,7 +66,9 @@ impl OutboxDeliverer {
                 pass = tokio::time::timeout(limit, self.run_once(Utc::now())) => pass,
             };
             pause = match pass {
-                Ok(Ok(report)) if report == DeliveryReport::default() => idle,
+                Ok(Ok(report)) if report == DeliveryReport::default() => {
+                    self.until_next_due(busy, idle).await
+                }
                 Ok(Ok(_)) => busy,
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "outbox pass failed");
@@ -80,6 +82,19 @@ impl OutboxDeliverer {
                     busy
                 }
             };
+        }
+    }
+
+    /// How long to wait after a pass that found nothing due: until the next retry comes
+    /// due, within `busy..=idle`.
+    async fn until_next_due(&self, busy: Duration, idle: Duration) -> Duration {
+        match self.state.store.outbox_next_due().await {
+            Ok(Some(at)) => (at - Utc::now())
+                .to_std()
+                .unwrap_or_default()
+                .clamp(busy, idle),
+            Ok(None) => idle,
+            Err(_) => busy,
         }
     }
 

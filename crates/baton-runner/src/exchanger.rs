@@ -1,0 +1,403 @@
+//! The agent's conversation with the server, batched: every start acknowledgement and
+//! every completion of every slot goes into the next `POST /v1/runner/exchange`, with the
+//! heartbeat when one is due and a request for as many tasks as there are free slots.
+//! One request answers them all; each item gets its own answer.
+//!
+//! Two exchanges may be in flight at once, so a report never waits behind a long poll:
+//!
+//! - the **report** exchange carries the items that have gathered (and the heartbeat),
+//!   never parks, and asks for work only while no poll is out;
+//! - the **poll** carries no items, asks for work for every free slot and parks on the
+//!   server until work arrives.
+//!
+//! Whatever arrives while an exchange is in flight goes into the next one, so the busier
+//! the agent, the more each request carries. An exchange that asked for work and got no
+//! answer is sent again as it was (same request id, `retry`), so the server hands back
+//! what it leased instead of stranding it.
+
+use crate::config::RunnerConfig;
+use crate::retry::{CallError, Stop, classify, server_outage};
+use crate::tracker::Tracker;
+use baton_client::{
+    Client, ClientError, CompletionItem, Exchange, ExchangeAnswer, ItemAnswer, ItemResult,
+    LeasedTask, StartItem,
+};
+use baton_core::backoff::Backoff;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// What an item's answer means to the executor that sent it.
+pub type ItemOutcome = Result<ItemAnswer, CallError>;
+
+enum Item {
+    Start(StartItem, oneshot::Sender<ItemOutcome>),
+    Complete(Box<CompletionItem>, oneshot::Sender<ItemOutcome>),
+}
+
+/// How executors hand their items to the exchanger. Cheap to clone.
+#[derive(Clone)]
+pub struct Reports {
+    items: mpsc::UnboundedSender<Item>,
+}
+
+impl Reports {
+    /// Acknowledges a lease; `done` means the task may run now. `traceparent`: the
+    /// caller's span, which the node's span for the item continues.
+    pub async fn start(
+        &self,
+        task_id: Uuid,
+        lease_id: Uuid,
+        traceparent: Option<String>,
+    ) -> ItemOutcome {
+        let (reply, answer) = oneshot::channel();
+        let item = StartItem {
+            task_id,
+            lease_id,
+            traceparent,
+        };
+        self.send(Item::Start(item, reply))?;
+        answered(answer).await
+    }
+
+    /// Reports how a run ended.
+    pub async fn complete(&self, item: CompletionItem) -> ItemOutcome {
+        let (reply, answer) = oneshot::channel();
+        self.send(Item::Complete(Box::new(item), reply))?;
+        answered(answer).await
+    }
+
+    fn send(&self, item: Item) -> Result<(), CallError> {
+        self.items
+            .send(item)
+            .map_err(|_| CallError::Local("the agent is stopping".into()))
+    }
+}
+
+async fn answered(answer: oneshot::Receiver<ItemOutcome>) -> ItemOutcome {
+    answer
+        .await
+        .map_err(|_| CallError::Local("the agent is stopping".into()))?
+}
+
+/// An item's answer as the executor acts on it: `done` goes ahead; `stale` and `gone`
+/// stop the task; `retry` is a transient failure.
+pub fn outcome(answer: ItemAnswer) -> ItemOutcome {
+    match answer.result {
+        ItemResult::Done => Ok(answer),
+        ItemResult::Stale | ItemResult::Gone => Err(CallError::Stop(Stop::LeaseGone)),
+        ItemResult::Retry => Err(CallError::Transient(
+            answer
+                .message
+                .unwrap_or_else(|| "the server could not record it".into()),
+        )),
+    }
+}
+
+/// A leased task and the slot it holds until its executor is done.
+pub struct Assigned {
+    pub task: LeasedTask,
+    pub slot: OwnedSemaphorePermit,
+}
+
+/// Why the exchanger stopped asking for work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// Asked to stop.
+    Shutdown,
+    /// The server does not know this runner (401).
+    Unregistered,
+    /// The server cannot serve this agent's version (426).
+    Incompatible(String),
+}
+
+/// What the exchanger needs from the agent.
+pub struct Setup {
+    pub client: Client,
+    pub config: Arc<RunnerConfig>,
+    pub boot_id: Uuid,
+    pub tracker: Arc<Tracker>,
+    pub slots: Arc<Semaphore>,
+    /// No new work while this says why not (low disk, an ephemeral runner that has its
+    /// one task).
+    pub hold: Arc<dyn Fn() -> Option<String> + Send + Sync>,
+    /// Cancelled: stop leasing, keep reporting until the agent drops its handles.
+    pub stop_leasing: CancellationToken,
+}
+
+/// Starts the exchanger; leased tasks arrive on the returned receiver.
+pub fn spawn(setup: Setup) -> (Reports, mpsc::Receiver<Assigned>, JoinHandle<Ended>) {
+    let (items, incoming) = mpsc::unbounded_channel();
+    let (assign, assigned) = mpsc::channel(1024);
+    let handle = tokio::spawn(run(setup, incoming, assign));
+    (Reports { items }, assigned, handle)
+}
+
+type Flight = JoinHandle<Flown>;
+
+struct Lanes {
+    poll: Option<Flight>,
+    report: Option<(Flight, Vec<oneshot::Sender<ItemOutcome>>)>,
+    /// A leasing exchange that got no answer, to send again as it was.
+    unanswered: Option<Exchange>,
+    failures: u32,
+    /// No new poll before this (backoff after failures).
+    quiet_until: Instant,
+    /// When the last heartbeat went out; `None`: one is due now.
+    last_beat: Option<Instant>,
+    poll_sent: Instant,
+}
+
+async fn run(
+    setup: Setup,
+    mut incoming: mpsc::UnboundedReceiver<Item>,
+    assign: mpsc::Sender<Assigned>,
+) -> Ended {
+    let heartbeat = Duration::from_secs(setup.config.heartbeat_s.max(1));
+    let fence_after = Duration::from_secs(setup.config.fence_after_s);
+    let mut pending: Vec<Item> = Vec::new();
+    let mut lanes = Lanes {
+        poll: None,
+        report: None,
+        unanswered: None,
+        failures: 0,
+        quiet_until: Instant::now(),
+        last_beat: Some(Instant::now()),
+        poll_sent: Instant::now(),
+    };
+    let mut tick = tokio::time::interval(heartbeat.min(Duration::from_secs(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut reports_open = true;
+    loop {
+        let leasing = !setup.stop_leasing.is_cancelled() && (setup.hold)().is_none();
+        send_report(&setup, &mut lanes, &mut pending, leasing, heartbeat);
+        if leasing {
+            send_poll(&setup, &mut lanes);
+        }
+        if !reports_open && pending.is_empty() && lanes.report.is_none() && !leasing {
+            return Ended::Shutdown;
+        }
+        tokio::select! {
+            item = incoming.recv(), if reports_open => match item {
+                Some(item) => {
+                    pending.push(item);
+                    // Everything already queued goes into the same exchange.
+                    while let Ok(item) = incoming.try_recv() {
+                        pending.push(item);
+                    }
+                }
+                None => reports_open = false,
+            },
+            flown = flight(lanes.poll.as_mut()), if lanes.poll.is_some() => {
+                lanes.poll = None;
+                let early = lanes.poll_sent.elapsed() + Duration::from_secs(1)
+                    < Duration::from_secs(setup.config.wait_s.into());
+                if early && matches!(&flown.1, Ok(a) if a.tasks.is_empty()) {
+                    // A parked poll answered early with nothing: the server has news for
+                    // this runner (a cancel): the heartbeat asks for it now.
+                    lanes.last_beat = None;
+                }
+                if let Some(ended) = landed(&setup, &mut lanes, flown, Vec::new(), &assign).await {
+                    return ended;
+                }
+            }
+            flown = flight(lanes.report.as_mut().map(|(f, _)| f)), if lanes.report.is_some() => {
+                let (_, replies) = lanes.report.take().expect("in flight");
+                if let Some(ended) = landed(&setup, &mut lanes, flown, replies, &assign).await {
+                    return ended;
+                }
+            }
+            _ = setup.slots.clone().acquire_owned(), if leasing && lanes.poll.is_none() && setup.slots.available_permits() == 0 => {
+                // A slot freed: the loop sends a poll for it.
+            }
+            _ = tokio::time::sleep_until(lanes.quiet_until), if lanes.poll.is_none() && Instant::now() < lanes.quiet_until => {
+                // The backoff after a failure is over: the loop polls again.
+            }
+            _ = tick.tick() => {
+                if setup.tracker.is_empty() {
+                    // Idle: the long poll is the heartbeat.
+                    setup.tracker.contact();
+                } else if setup.tracker.silent_for() > fence_after {
+                    setup.tracker.abandon_all();
+                }
+            }
+            _ = setup.stop_leasing.cancelled(), if lanes.poll.is_some() => {
+                // A parked poll is left to the server; what it leases is never started
+                // and goes back after the ack timeout.
+                if let Some(poll) = lanes.poll.take() {
+                    poll.abort();
+                }
+            }
+        }
+    }
+}
+
+type Flown = (Exchange, Result<ExchangeAnswer, ClientError>);
+
+/// The answer of an exchange in flight (only polled while there is one).
+async fn flight(f: Option<&mut Flight>) -> Flown {
+    match f.expect("guarded by is_some").await {
+        Ok(flown) => flown,
+        Err(e) => panic!("an exchange task failed: {e}"),
+    }
+}
+
+fn fly(client: &Client, exchange: Exchange) -> Flight {
+    let client = client.clone();
+    tokio::spawn(async move {
+        let answer = client.exchange(&exchange).await;
+        (exchange, answer)
+    })
+}
+
+/// Sends the items that have gathered (and the heartbeat, when due), if the report lane
+/// is free.
+fn send_report(
+    setup: &Setup,
+    lanes: &mut Lanes,
+    pending: &mut Vec<Item>,
+    leasing: bool,
+    heartbeat: Duration,
+) {
+    let beat_due =
+        !setup.tracker.is_empty() && lanes.last_beat.is_none_or(|at| at.elapsed() >= heartbeat);
+    if lanes.report.is_some() || (pending.is_empty() && !beat_due) {
+        return;
+    }
+    let mut exchange = Exchange {
+        request_id: Uuid::new_v4(),
+        boot_id: setup.boot_id,
+        ..Exchange::default()
+    };
+    // Answers come back starts first, then completions: the replies are kept so.
+    let (mut start_replies, mut completion_replies) = (Vec::new(), Vec::new());
+    let take = pending.len().min(crate::config::MAX_EXCHANGE_ITEMS);
+    for item in pending.drain(..take) {
+        match item {
+            Item::Start(start, reply) => {
+                exchange.starts.push(start);
+                start_replies.push(reply);
+            }
+            Item::Complete(completion, reply) => {
+                exchange.completions.push(*completion);
+                completion_replies.push(reply);
+            }
+        }
+    }
+    if beat_due {
+        exchange.running = Some(setup.tracker.leases());
+        lanes.last_beat = Some(Instant::now());
+    }
+    if leasing && lanes.poll.is_none() && lanes.unanswered.is_none() {
+        exchange.max = setup.slots.available_permits() as u32;
+    }
+    start_replies.extend(completion_replies);
+    lanes.report = Some((fly(&setup.client, exchange), start_replies));
+}
+
+/// Asks for work for every free slot, parking on the server, if the poll lane is free.
+fn send_poll(setup: &Setup, lanes: &mut Lanes) {
+    if lanes.poll.is_some() || Instant::now() < lanes.quiet_until {
+        return;
+    }
+    // A report exchange that is asking for work already counts for the free slots.
+    if lanes.report.is_some() {
+        return;
+    }
+    let exchange = match lanes.unanswered.take() {
+        Some(resend) => resend,
+        None => {
+            let free = setup.slots.available_permits() as u32;
+            if free == 0 {
+                return;
+            }
+            Exchange {
+                request_id: Uuid::new_v4(),
+                boot_id: setup.boot_id,
+                max: free,
+                wait_s: setup.config.wait_s,
+                ..Exchange::default()
+            }
+        }
+    };
+    lanes.poll_sent = Instant::now();
+    lanes.poll = Some(fly(&setup.client, exchange));
+}
+
+/// An exchange came back: answer its items, hand out its tasks, apply its verdicts.
+async fn landed(
+    setup: &Setup,
+    lanes: &mut Lanes,
+    (sent, answer): Flown,
+    replies: Vec<oneshot::Sender<ItemOutcome>>,
+    assign: &mpsc::Sender<Assigned>,
+) -> Option<Ended> {
+    crate::metrics::exchange_answered(&answer);
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(e) => return failed(setup, lanes, sent, replies, e),
+    };
+    lanes.failures = 0;
+    setup.tracker.contact();
+    setup.tracker.apply(&baton_client::HeartbeatResponse {
+        cancel: answer.cancel,
+        gone: answer.gone,
+    });
+    let outcomes = answer.starts.into_iter().chain(answer.completions);
+    for (reply, item) in replies.into_iter().zip(outcomes) {
+        let _ = reply.send(outcome(item));
+    }
+    for task in answer.tasks {
+        let slot = setup
+            .slots
+            .clone()
+            .try_acquire_owned()
+            .expect("the server hands out at most `max` tasks");
+        if assign.send(Assigned { task, slot }).await.is_err() {
+            return Some(Ended::Shutdown);
+        }
+    }
+    None
+}
+
+fn failed(
+    setup: &Setup,
+    lanes: &mut Lanes,
+    sent: Exchange,
+    replies: Vec<oneshot::Sender<ItemOutcome>>,
+    e: ClientError,
+) -> Option<Ended> {
+    if server_outage(&e) {
+        // The server's stores are out, not the server: it will not hold it against us.
+        setup.tracker.contact();
+    }
+    let error = classify(e);
+    let ended = match &error {
+        CallError::Stop(Stop::Unregistered) => Some(Ended::Unregistered),
+        CallError::Stop(Stop::Incompatible(reason)) => Some(Ended::Incompatible(reason.clone())),
+        _ => None,
+    };
+    if matches!(error, CallError::Transient(_)) && sent.max > 0 {
+        // What it may have leased is replayed to the same request, resent as it was.
+        lanes.unanswered = Some(Exchange {
+            retry: true,
+            starts: Vec::new(),
+            completions: Vec::new(),
+            running: None,
+            ..sent
+        });
+    }
+    lanes.failures += 1;
+    let delay = Backoff::RUNNER.delay(lanes.failures, rand::random());
+    lanes.quiet_until = Instant::now() + delay;
+    crate::metrics::backoff();
+    tracing::warn!(error = %error, retry_in_ms = delay.as_millis() as u64, "exchange failed");
+    for reply in replies {
+        let _ = reply.send(Err(error.clone()));
+    }
+    ended
+}
