@@ -12,12 +12,12 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // The runner's watchdog is plumbing, not a command: no runtime, no logging.
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == baton_runner::watchdog::SUBCOMMAND)
+    // `baton runner` is a small supervisor with the agent as its child (see
+    // baton_runner::supervisor): the supervisor needs no runtime and no logging.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "runner")
+        && !baton_runner::supervisor::is_agent()
     {
-        std::process::exit(baton_runner::watchdog::run());
+        std::process::exit(baton_runner::supervisor::supervise());
     }
     // Pick ring as the TLS provider before any client (sqlx, reqwest) is built.
     baton_client::install_tls_provider();

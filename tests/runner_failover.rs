@@ -67,7 +67,7 @@ async fn a_killed_runner_restarts_clean_and_a_vanished_one_is_declared_lost() {
     restarted.child.wait().unwrap();
     vanished.child.kill().unwrap();
     vanished.child.wait().unwrap();
-    // Each task's guard sees its agent gone and kills the task's whole group.
+    // The agent hears its supervisor is gone and kills every task's group.
     for pid in pids {
         wait_for(
             &format!("task process {pid} to die with its runner"),
@@ -95,6 +95,67 @@ async fn a_killed_runner_restarts_clean_and_a_vanished_one_is_declared_lost() {
     let lost_done = env.wait_terminal(&user, lost.id).await;
     assert_eq!(lost_done.status, TaskStatus::Failed);
     assert_eq!(lost_done.error.as_deref(), Some("runner lost"));
+}
+
+/// The agent process under `runner`'s supervisor.
+fn agent_of(runner: &RunnerProc) -> u32 {
+    let supervisor = runner.child.id().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| Some(s[s.rfind(')')? + 2..].split_whitespace().nth(1)? == supervisor))
+                .unwrap_or(false)
+        })
+        .expect("the runner's agent")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_agent_takes_its_tasks_with_it_even_those_that_left_their_group() {
+    let env = TestEnv::new("runner-agent-kill").await;
+    let node = env.node_with(FAST_HA).await;
+    let user = user_client(&node.url);
+    let mut runner = env.runner(&node.url, &["k"], 1).await;
+    // The task starts a process in a session (and group) of its own, then waits.
+    let (t, _) = user
+        .submit(&task(
+            "setsid sleep 300 & echo $!; echo $$; exec sleep 300",
+            "k",
+            1,
+        ))
+        .await
+        .unwrap();
+    let pids: Vec<u32> = wait_for("the task's pids", Duration::from_secs(20), || async {
+        let log = read_log(&user, t.id).await;
+        let pids: Vec<u32> = String::from_utf8_lossy(&log)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        (pids.len() == 2).then_some(pids)
+    })
+    .await;
+    let agent = agent_of(&runner);
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-KILL", &agent.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    for pid in pids {
+        wait_for(
+            &format!("{pid} to die with the agent"),
+            Duration::from_secs(10),
+            || async { (!alive(pid)).then_some(()) },
+        )
+        .await;
+    }
+    // The supervisor leaves with its agent, and says how it went.
+    let code = runner.wait_exit(Duration::from_secs(10)).await;
+    assert_eq!(code, Some(128 + 9), "killed by SIGKILL");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -91,7 +91,19 @@ pub async fn run(
         tracing::info!("shutdown requested: no new tasks");
         stop.cancel();
     });
-    let exit = agent.run(shutdown).await;
+    let orphaned = CancellationToken::new();
+    let gone = orphaned.clone();
+    let mut parent_died = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(
+        baton_runner::supervisor::ORPHANED as i32,
+    ))?;
+    tokio::spawn(async move {
+        parent_died.recv().await;
+        gone.cancel();
+    });
+    if !baton_runner::supervisor::watch_supervisor() {
+        anyhow::bail!("the runner's supervisor is gone before the agent started");
+    }
+    let exit = agent.run(shutdown, orphaned).await;
     telemetry.flush().await;
     // Refused for its version, at registration or later: the same exit either way.
     const INCOMPATIBLE: u8 = 4;

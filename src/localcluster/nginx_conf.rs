@@ -29,7 +29,7 @@ pid {dir}/nginx.pid;
 error_log {dir}/error.log notice;
 
 events {{
-    worker_connections 1024;
+    worker_connections 4096;
 }}
 
 http {{

@@ -36,6 +36,10 @@ impl RedisProc {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     async fn spawn(&mut self) {
         std::fs::create_dir_all(&self.dir).unwrap();
         let child = Command::new("redis-server")
@@ -119,10 +123,23 @@ fn pg_bin(name: &str) -> PathBuf {
 pub struct PostgresProc {
     pub port: u16,
     data: PathBuf,
+    /// Server settings beyond the port and socket.
+    settings: Vec<String>,
 }
 
 impl PostgresProc {
+    /// A cluster for tests: `fsync` off, since nothing a test asserts survives a power cut.
     pub async fn start() -> PostgresProc {
+        Self::start_with(&["-c", "fsync=off"]).await
+    }
+
+    /// A cluster as production runs it (`fsync` and synchronous commit on), with these
+    /// settings (`-c name=value` pairs) besides: for benchmarks.
+    pub async fn start_durable(settings: &[&str]) -> PostgresProc {
+        Self::start_with(settings).await
+    }
+
+    async fn start_with(settings: &[&str]) -> PostgresProc {
         // Postgres must own its data folder and be able to reach it: use /tmp.
         let data =
             std::env::temp_dir().join(format!("baton-test-pg-{}", uuid::Uuid::new_v4().simple()));
@@ -140,9 +157,21 @@ impl PostgresProc {
         let pg = PostgresProc {
             port: free_port(),
             data,
+            settings: settings.iter().map(|s| s.to_string()).collect(),
         };
         pg.up();
         pg
+    }
+
+    /// The postmaster's pid (its children are the backends).
+    pub fn postmaster_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.data.join("postmaster.pid"))
+            .ok()?
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     pub fn admin_url(&self) -> String {
@@ -152,9 +181,10 @@ impl PostgresProc {
     /// Starts the server and waits until it accepts connections.
     pub fn up(&self) {
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 {}",
             self.port,
-            self.data.display()
+            self.data.display(),
+            self.settings.join(" ")
         );
         let status = as_postgres(&pg_bin("pg_ctl"))
             .arg("-D")

@@ -7,7 +7,7 @@
 use crate::{Coord, CoordError};
 use futures::StreamExt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -95,6 +95,10 @@ impl Coord {
 pub struct WakeBus {
     tx: broadcast::Sender<Wake>,
     parked: Arc<AtomicUsize>,
+    /// Counts the news of queued work this node has heard (and every reconnection,
+    /// after which anything may have been queued): a lease that found nothing can tell
+    /// whether anything came since.
+    queue_news: Arc<AtomicU64>,
 }
 
 /// A parked lease request's receiver; counted while it lives.
@@ -121,14 +125,27 @@ impl WakeBus {
         let bus = WakeBus {
             tx,
             parked: Arc::new(AtomicUsize::new(0)),
+            queue_news: Arc::new(AtomicU64::new(0)),
         };
         tokio::spawn(subscribe_loop(
             coord.target.clone(),
             coord.keys.wake(),
-            bus.tx.clone(),
+            bus.clone(),
             shutdown,
         ));
         bus
+    }
+
+    /// How much news of queued work this node has heard so far (see `queue_news`).
+    pub fn queue_news(&self) -> u64 {
+        self.queue_news.load(Ordering::Acquire)
+    }
+
+    fn hear(&self, wake: Wake) {
+        if matches!(wake, Wake::Queue(_) | Wake::All) {
+            self.queue_news.fetch_add(1, Ordering::AcqRel);
+        }
+        let _ = self.tx.send(wake);
     }
 
     /// A receiver for the node's own listeners (token revocations, log followers).
@@ -154,7 +171,7 @@ impl WakeBus {
 async fn subscribe_loop(
     target: crate::RedisTarget,
     channel: String,
-    tx: broadcast::Sender<Wake>,
+    bus: WakeBus,
     shutdown: CancellationToken,
 ) {
     let mut failures: u32 = 0;
@@ -172,7 +189,7 @@ async fn subscribe_loop(
                     tracing::debug!(channel, "wake subscriber connected");
                     // Whatever was published while we were not listening is not lost
                     // work (it sits in Redis); parked requests just need to look again.
-                    let _ = tx.send(Wake::All);
+                    bus.hear(Wake::All);
                     let mut messages = pubsub.on_message();
                     loop {
                         tokio::select! {
@@ -181,7 +198,7 @@ async fn subscribe_loop(
                                 Some(msg) => {
                                     let payload: String = msg.get_payload().unwrap_or_default();
                                     for wake in Wake::parse(&payload) {
-                                        let _ = tx.send(wake);
+                                        bus.hear(wake);
                                     }
                                 }
                                 None => break,

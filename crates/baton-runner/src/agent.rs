@@ -20,7 +20,6 @@ use crate::leftovers;
 use crate::registration::Registration;
 use crate::retry::{CallError, Stop, classify};
 use crate::tracker::Tracker;
-use crate::watchdog::Watchdog;
 use baton_client::{Client, RegisterRunner};
 use baton_core::backoff::Backoff;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -116,7 +115,14 @@ impl Agent {
         Ok(reg)
     }
 
-    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<AgentExit> {
+    /// Runs until `shutdown` (a graceful stop: running tasks get the shutdown grace) or
+    /// `orphaned` (the runner's supervisor died: every task is killed at once, since
+    /// nothing would be left to stop them if this agent died next).
+    pub async fn run(
+        self,
+        shutdown: CancellationToken,
+        orphaned: CancellationToken,
+    ) -> anyhow::Result<AgentExit> {
         // Its /metrics is served beside /healthz; without one, recording costs nothing.
         if self.config.healthz_listen.is_some() {
             crate::metrics::install();
@@ -147,10 +153,6 @@ impl Agent {
         }
         let boot_id = Uuid::new_v4();
         tracing::info!(runner.id = %reg.runner_id, boot.id = %boot_id, capacity = self.config.capacity, "runner started");
-        let program = std::env::current_exe().unwrap_or_else(|_| "baton".into());
-        let watchdog = Arc::new(Watchdog::spawn(&program).map_err(|e| {
-            anyhow::anyhow!("cannot start the watchdog that stops tasks if this agent dies: {e}")
-        })?);
         // An ephemeral runner takes exactly one task.
         let capacity = if self.config.once {
             1
@@ -192,7 +194,6 @@ impl Agent {
             client: client.clone(),
             config: self.config.clone(),
             reports,
-            watchdog,
         });
         let mut tasks = JoinSet::new();
         let force_stop = CancellationToken::new();
@@ -214,6 +215,13 @@ impl Agent {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = unregistered.cancelled() => break,
+                _ = orphaned.cancelled() => {
+                    // As if this agent had crashed too: killed, not reported; the server
+                    // finds the runner restarted or lost.
+                    tracing::error!("the runner's supervisor is gone: killing every task");
+                    tracker.abandon_all();
+                    break;
+                }
                 Some(done) = tasks.join_next(), if !tasks.is_empty() => note_result(done, &unregistered),
                 ended = &mut exchanging, if !exchanger_done => {
                     exchanger_done = true;

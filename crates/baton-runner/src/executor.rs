@@ -13,7 +13,6 @@ use crate::logship::{LogSpool, Shipper};
 use crate::process_group::signal_group;
 use crate::retry::{CallError, Retrier, Stop};
 use crate::tracker::TaskControl;
-use crate::watchdog::{self, Watchdog};
 use baton_client::trace_context;
 use baton_client::{Client, CompletionItem, LeasedTask, LogTail, Outcome};
 use nix::sys::signal::Signal;
@@ -71,7 +70,6 @@ pub struct Executor {
     pub config: Arc<RunnerConfig>,
     /// Starts and completions go into the agent's batched exchange.
     pub reports: Reports,
-    pub watchdog: Arc<Watchdog>,
 }
 
 impl Executor {
@@ -97,7 +95,6 @@ impl Executor {
             client: self.client.with_trace_fallback(task.traceparent.clone()),
             config: self.config.clone(),
             reports: self.reports.clone(),
-            watchdog: self.watchdog.clone(),
         };
         for_task
             .run_traced(task, stop, control)
@@ -152,7 +149,7 @@ impl Executor {
         let mut tail = None;
         if !matches!(ending, Ending::Stopped(_)) {
             tail = shipper.tail(&spool, LOG_TAIL_MAX);
-            if tail.is_none() {
+            if tail.is_none() && shipper.behind(&spool) {
                 let deadline = Instant::now() + REPORT_PATIENCE;
                 if let Err(e) = shipper.drain(&spool, deadline).await {
                     tracing::warn!(task.id = %id, error = %e, "output not fully shipped; the log will be marked incomplete");
@@ -190,7 +187,7 @@ impl Executor {
     }
 
     /// The task's command: argv as given, or the script through `sh -c`. One process:
-    /// the watchdog, not a guard per task, kills it if this agent dies.
+    /// the runner's supervisor, not a guard per task, kills it if this agent dies.
     fn command(&self, task: &LeasedTask, dir: &Path) -> Command {
         let mut cmd = match (&task.command, &task.script) {
             (Some(argv), _) if !argv.is_empty() => {
@@ -227,8 +224,6 @@ impl Executor {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
-        // The task registers its group with the watchdog before it execs.
-        watchdog::register_on_exec(&mut cmd, self.watchdog.fd());
         cmd
     }
 
@@ -313,7 +308,6 @@ impl Executor {
         }
         // Whatever the task left running in its group goes with it.
         signal_group(pgid, Signal::SIGKILL);
-        self.watchdog.forget(pgid);
         leftovers::forget(&self.config.state_dir, task.lease_id);
         let drain_by = Instant::now() + PIPE_DRAIN;
         for reader in readers.into_iter().flatten() {

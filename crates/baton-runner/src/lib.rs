@@ -13,8 +13,8 @@ pub mod metrics;
 mod process_group;
 mod registration;
 mod retry;
+pub mod supervisor;
 mod tracker;
-pub mod watchdog;
 
 pub use agent::{Agent, AgentExit, IncompatibleRunner};
 pub use config::RunnerConfig;

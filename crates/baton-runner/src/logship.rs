@@ -135,14 +135,23 @@ impl Shipper {
     }
 
     /// What is written but not yet acknowledged, when it is at most `max` bytes: the tail
-    /// to send with the completion. `None` when there is more (ship it first).
+    /// to send with the completion. `None` when there is nothing, or more (ship it
+    /// first).
     pub fn tail(&self, spool: &LogSpool, max: usize) -> Option<LogTail> {
         let left = usize::try_from(spool.written() - self.acked).ok()?;
         if left > max {
             return None;
         }
+        if left == 0 {
+            return None;
+        }
         let bytes = spool.read_at(self.acked, left).ok()?;
         Some(LogTail::new(self.acked, &bytes))
+    }
+
+    /// Whether written output is not yet acknowledged.
+    pub fn behind(&self, spool: &LogSpool) -> bool {
+        self.acked < spool.written()
     }
 
     /// Ships until everything written is acknowledged, retrying transient errors until

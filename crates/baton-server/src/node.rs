@@ -227,6 +227,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         store,
         commit,
         presence: Arc::default(),
+        known_empty: Arc::default(),
         coord: coord.clone(),
         wake,
         tokens: Arc::new(TokenCache::default()),

@@ -2,6 +2,7 @@
 
 use crate::auth::{TokenCache, TokenHash};
 use crate::config::ServeConfig;
+use crate::dispatch::lease::KnownEmpty;
 use crate::identity::NodeIdentity;
 use crate::presence::PresenceBuffer;
 use baton_coord::{Coord, WakeBus};
@@ -21,6 +22,8 @@ pub struct AppState {
     pub coord: Coord,
     /// Runners heard by this node, written to Redis once per interval.
     pub presence: Arc<PresenceBuffer>,
+    /// Label sets the lease script last found nothing for (idle polls skip Redis).
+    pub known_empty: Arc<KnownEmpty>,
     pub wake: WakeBus,
     pub tokens: Arc<TokenCache>,
     pub bootstrap_api_token: Option<TokenHash>,

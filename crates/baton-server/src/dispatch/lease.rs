@@ -53,6 +53,15 @@ pub async fn pop(state: &AppState, runner: &Runner, ask: Pop<'_>) -> Result<Popp
             replayed: Vec::new(),
         });
     }
+    let just_looking = ask.claims_of.is_empty() && !ask.retry;
+    let news = state.wake.queue_news();
+    if just_looking && state.known_empty.holds(runner, news) {
+        return Ok(Popping {
+            claims: Vec::new(),
+            popped: Vec::new(),
+            replayed: Vec::new(),
+        });
+    }
     let node = state.node_id();
     let lease_ids: Vec<Uuid> = (0..ask.max).map(|_| Uuid::new_v4()).collect();
     let leased = state
@@ -70,6 +79,9 @@ pub async fn pop(state: &AppState, runner: &Runner, ask: Pop<'_>) -> Result<Popp
             now_ms: Utc::now().timestamp_millis(),
         })
         .await?;
+    if just_looking && leased.popped.is_empty() {
+        state.known_empty.found_nothing(runner, news);
+    }
     if !leased.popped.is_empty() && state.config.fault.as_deref() == Some("after-pop") {
         tracing::error!(node.id = %node, "fault injection: aborting between the Redis pop and the answer");
         std::process::abort();
@@ -206,4 +218,46 @@ pub fn as_leased(mut task: TaskRecord, claim: &Claim) -> TaskRecord {
         task.leased_at = Utc.timestamp_millis_opt(claim.claimed_at_ms).single();
     }
     task
+}
+
+/// What the lease script last found nothing for: a runner's labels and queues, with the
+/// news of queued work this node had heard before it looked. Until more news arrives,
+/// a runner of the same labels and queues is told "nothing" without asking Redis — an
+/// idle runner's poll then costs Redis nothing, however many runners poll. Every add to
+/// a queue publishes its wake-up after the entry exists, so news the look could not see
+/// is news the node hears after it; and a parked request wakes on that news itself.
+/// An entry is trusted for `KNOWN_EMPTY_FOR` at most, in case news was missed.
+#[derive(Debug, Default)]
+pub struct KnownEmpty {
+    looks: std::sync::Mutex<HashMap<String, (u64, std::time::Instant)>>,
+}
+
+const KNOWN_EMPTY_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+const KNOWN_EMPTY_MAX: usize = 10_000;
+
+impl KnownEmpty {
+    fn key(runner: &Runner) -> String {
+        format!(
+            "{}|{}",
+            runner.labels.as_slice().join(","),
+            runner.queues.join(",")
+        )
+    }
+
+    /// Whether a look for `runner` would find nothing, as of `news`.
+    fn holds(&self, runner: &Runner, news: u64) -> bool {
+        let looks = self.looks.lock().expect("known-empty lock");
+        looks
+            .get(&Self::key(runner))
+            .is_some_and(|(at, when)| *at == news && when.elapsed() < KNOWN_EMPTY_FOR)
+    }
+
+    /// A look that began when the node had heard `news` found nothing for `runner`.
+    fn found_nothing(&self, runner: &Runner, news: u64) {
+        let mut looks = self.looks.lock().expect("known-empty lock");
+        if looks.len() >= KNOWN_EMPTY_MAX {
+            looks.clear();
+        }
+        looks.insert(Self::key(runner), (news, std::time::Instant::now()));
+    }
 }

@@ -1,0 +1,76 @@
+//! A runner that speaks the protocol and runs nothing: each exchange acknowledges the
+//! tasks the previous one leased, completes the ones it started before, and asks for as
+//! many more as it will have free slots — the runner side of a drain, with no process
+//! spawned, so what is measured is the scheduler. Runs as a process of its own
+//! (`throughput --protocol-runner URL TOKEN SLOTS`), as a real runner would.
+
+use baton_client::{Client, CompletionItem, Exchange, ItemResult, Outcome, StartItem};
+use std::time::Duration;
+use uuid::Uuid;
+
+pub async fn run(url: &str, token: &str, slots: u32) {
+    let client = Client::new(url, Some(token.to_string())).unwrap();
+    let boot_id = Uuid::new_v4();
+    let mut leased: Vec<StartItem> = Vec::new();
+    let mut started: Vec<CompletionItem> = Vec::new();
+    let mut resend: Option<Exchange> = None;
+    loop {
+        let exchange = match resend.take() {
+            Some(again) => again,
+            None => {
+                let starts: Vec<StartItem> = std::mem::take(&mut leased);
+                let completions: Vec<CompletionItem> = std::mem::take(&mut started);
+                let idle = starts.is_empty() && completions.is_empty();
+                Exchange {
+                    request_id: Uuid::new_v4(),
+                    boot_id,
+                    max: slots - starts.len() as u32,
+                    wait_s: if idle { 5 } else { 0 },
+                    starts,
+                    completions,
+                    ..Exchange::default()
+                }
+            }
+        };
+        match client.exchange(&exchange).await {
+            Ok(answer) => {
+                for (item, result) in exchange.starts.iter().zip(&answer.starts) {
+                    if result.result == ItemResult::Done {
+                        started.push(done(item.task_id, item.lease_id));
+                    }
+                }
+                leased = answer
+                    .tasks
+                    .iter()
+                    .map(|t| StartItem {
+                        task_id: t.id,
+                        lease_id: t.lease_id,
+                        traceparent: None,
+                    })
+                    .collect();
+            }
+            Err(e) => {
+                eprintln!("protocol runner: exchange failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                resend = Some(Exchange {
+                    retry: true,
+                    ..exchange
+                });
+            }
+        }
+    }
+}
+
+fn done(task_id: Uuid, lease_id: Uuid) -> CompletionItem {
+    CompletionItem {
+        task_id,
+        lease_id,
+        outcome: Outcome::Succeeded,
+        exit_code: Some(0),
+        error: None,
+        outputs: None,
+        log_size: Some(0),
+        log_tail: None,
+        traceparent: None,
+    }
+}

@@ -1,0 +1,220 @@
+//! The store's batched run end decides retries in SQL, looking the delay up in
+//! `Backoff`'s schedule; here it is held to `baton_core::retry::after_run`, case by
+//! case, against a real Postgres, and a batch is shown to fence each row on its own.
+
+mod support;
+
+use baton_core::TaskStatus;
+use baton_core::backoff::Backoff;
+use baton_core::retry::{AfterRun, after_run};
+use baton_store::{Fence, FinishPolicy, NewTask, RunEnd, Store, StoreOptions, Work};
+use chrono::Utc;
+use std::time::Duration;
+use support::*;
+use uuid::Uuid;
+
+const BACKOFF: Backoff = Backoff {
+    initial: Duration::from_secs(2),
+    max: Duration::from_secs(20),
+    jitter: 0.2,
+};
+
+fn policy(jitter_unit: f64) -> FinishPolicy {
+    FinishPolicy {
+        backoff: BACKOFF,
+        jitter_unit,
+        webhook_body: |_| serde_json::Value::Null,
+    }
+}
+
+fn new_task(max_attempts: i32) -> NewTask {
+    NewTask {
+        id: Uuid::now_v7(),
+        queue: "default".into(),
+        labels: vec![],
+        command: Some(vec!["true".into()]),
+        script: None,
+        env: Default::default(),
+        secret_env: Default::default(),
+        payload: None,
+        priority: 0,
+        timeout_s: 60,
+        queue_timeout_s: 60,
+        max_attempts,
+        run_at: None,
+        idempotency_key: None,
+        notify_url: None,
+        created_by: "test".into(),
+        traceparent: None,
+    }
+}
+
+/// A task in `status` at `attempt` of `max_attempts`, held by `runner` under `lease`.
+async fn running_task(
+    store: &Store,
+    env: &TestEnv,
+    status: TaskStatus,
+    attempt: i32,
+    max_attempts: i32,
+    runner: Uuid,
+    lease: Uuid,
+) -> Uuid {
+    let (task, _) = store
+        .task_insert(&new_task(max_attempts), Utc::now())
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE tasks SET status = $2, attempt = $3, runner_id = $4, lease_id = $5,
+                          started_at = now() WHERE id = $1",
+    )
+    .bind(task.id)
+    .bind(status.as_str())
+    .bind(attempt)
+    .bind(runner)
+    .bind(lease)
+    .execute(&mut env.db().await)
+    .await
+    .unwrap();
+    task.id
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_batched_run_end_retries_exactly_as_after_run_says() {
+    let env = TestEnv::new("store-after-run").await;
+    let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
+    store.migrate().await.unwrap();
+    let (runner, lease) = (Uuid::new_v4(), Uuid::new_v4());
+    let outcomes = [
+        TaskStatus::Succeeded,
+        TaskStatus::Failed,
+        TaskStatus::Cancelled,
+        TaskStatus::TimedOut,
+    ];
+    let mut cases = 0;
+    for from in [TaskStatus::Running, TaskStatus::Cancelling] {
+        for outcome in outcomes {
+            for max_attempts in 1..=3 {
+                for attempt in 1..=max_attempts {
+                    let unit = 0.1 + 0.1 * f64::from(attempt);
+                    let id = running_task(&store, &env, from, attempt, max_attempts, runner, lease)
+                        .await;
+                    // Postgres keeps microseconds.
+                    let now =
+                        chrono::DateTime::from_timestamp_micros(Utc::now().timestamp_micros())
+                            .unwrap();
+                    let ended = store
+                        .task_finish_run(
+                            id,
+                            Fence {
+                                lease_id: lease,
+                                runner_id: None,
+                            },
+                            &RunEnd::by_server(outcome, "test"),
+                            &policy(unit),
+                            now,
+                        )
+                        .await
+                        .unwrap();
+                    let case = format!("{from} -> {outcome} at attempt {attempt}/{max_attempts}");
+                    match after_run(from, outcome, attempt, max_attempts, &BACKOFF, unit) {
+                        AfterRun::Retry { delay } => {
+                            assert_eq!(ended.status, TaskStatus::Scheduled, "{case}");
+                            let waits = (ended.run_at.unwrap() - now).to_std().unwrap();
+                            let off = waits.as_secs_f64() - delay.as_secs_f64();
+                            assert!(off.abs() < 0.001, "{case}: waits {waits:?}, not {delay:?}");
+                            assert_eq!(ended.finished_at, None, "{case}");
+                        }
+                        AfterRun::Terminal(status) => {
+                            assert_eq!(ended.status, status, "{case}");
+                            assert_eq!(ended.finished_at, Some(now), "{case}");
+                        }
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 2 * 4 * 6);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_fences_each_row_by_its_own_lease_and_runner() {
+    let env = TestEnv::new("store-batch-fence").await;
+    let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
+    store.migrate().await.unwrap();
+    let (runner, lease) = (Uuid::new_v4(), Uuid::new_v4());
+    let ok = running_task(&store, &env, TaskStatus::Running, 1, 1, runner, lease).await;
+    let stale = running_task(&store, &env, TaskStatus::Running, 1, 1, runner, lease).await;
+    let other = running_task(
+        &store,
+        &env,
+        TaskStatus::Running,
+        1,
+        1,
+        Uuid::new_v4(),
+        lease,
+    )
+    .await;
+    let end = RunEnd::by_server(TaskStatus::Succeeded, "done");
+    let finish = |task, lease_id| baton_store::FinishRun {
+        task,
+        fence: Fence {
+            lease_id,
+            runner_id: Some(runner),
+        },
+        end: end.clone(),
+        jitter_unit: 0.5,
+    };
+    let done = store
+        .write_now(
+            &Work {
+                finishes: vec![
+                    finish(ok, lease),
+                    finish(stale, Uuid::new_v4()),
+                    finish(other, lease),
+                    finish(Uuid::now_v7(), lease),
+                    // The same report twice in one batch: the second is a repeat.
+                    finish(ok, lease),
+                ],
+                ..Work::default()
+            },
+            &baton_store::Apply {
+                policy: policy(0.5),
+                ..baton_store::Apply::at(Utc::now())
+            },
+        )
+        .await
+        .unwrap();
+    let got: Vec<String> = done
+        .finishes
+        .iter()
+        .map(|r| match r {
+            Ok(t) => t.status.to_string(),
+            Err(baton_store::StoreError::Conflict { .. }) => "conflict".into(),
+            Err(baton_store::StoreError::NotFound) => "not found".into(),
+            Err(e) => format!("{e}"),
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "succeeded",
+            "conflict",
+            "not found",
+            "not found",
+            "succeeded"
+        ]
+    );
+    let status = |id: Uuid| {
+        let env = &env;
+        async move {
+            sqlx::query_scalar::<_, String>("SELECT status FROM tasks WHERE id = $1")
+                .bind(id)
+                .fetch_one(&mut env.db().await)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(status(stale).await, "running");
+    assert_eq!(status(other).await, "running");
+}
