@@ -96,7 +96,7 @@ async fn schemathesis_on_the_runner_protocol_with_a_runner_token() {
     )
     .await;
     assert!(
-        stdout.contains("Tested: 6"),
+        stdout.contains("Tested: 7"),
         "every runner operation was tested:\n{stdout}"
     );
     assert!(
@@ -131,7 +131,10 @@ async fn fuzz(base: &str, token: &str, extra: &[&str], seconds: u32, report: &st
                 "positive_data_acceptance",
             ])
             .args(["--max-examples", "30", "--max-time", &max_time])
-            .args(["--workers", "2", "--request-timeout", "60", "--seed", "1"])
+            // One worker: CPython 3.11's `ast` keeps its recursion depth in shared state,
+            // and Hypothesis parsing sources on two threads at once fails now and then with
+            // "AST constructor recursion depth mismatch" (python/cpython#106905).
+            .args(["--workers", "1", "--request-timeout", "60", "--seed", "1"])
             .current_dir(cwd)
             .env("SCHEMATHESIS_HOOKS", "hooks")
             .env("PYTHONPATH", &hooks)

@@ -8,6 +8,7 @@ use baton_client::{
     Client, CompleteTask, LeaseRequest, LeaseResponse, Outcome, StatusCode, SubmitTask,
 };
 use baton_core::TaskStatus;
+use std::time::Duration;
 use support::*;
 use uuid::Uuid;
 
@@ -285,20 +286,34 @@ async fn a_popped_task_postgres_no_longer_calls_queued_is_not_handed_out() {
         .unwrap();
 
     assert!(lease(&runner, 1).await.tasks.is_empty());
-    let mut redis = env.redis().await;
-    let claim: Option<String> = redis::cmd("HGET")
-        .arg(format!("{}running", env.redis_prefix))
-        .arg(t.id.to_string())
-        .query_async(&mut redis)
-        .await
-        .unwrap();
-    assert_eq!(claim, None, "the node dropped its own claim");
-    let owned: i64 = redis::cmd("SCARD")
-        .arg(format!("{}owned:{}", env.redis_prefix, node.node_id))
-        .query_async(&mut redis)
-        .await
-        .unwrap();
-    assert_eq!(owned, 0);
+    let redis = env.redis().await;
+    // Redis follows Postgres right after the answer.
+    wait_for(
+        "the node to drop its own claim",
+        Duration::from_secs(5),
+        || {
+            let mut redis = redis.clone();
+            let (running, owned) = (
+                format!("{}running", env.redis_prefix),
+                format!("{}owned:{}", env.redis_prefix, node.node_id),
+            );
+            async move {
+                let claim: Option<String> = redis::cmd("HGET")
+                    .arg(running)
+                    .arg(t.id.to_string())
+                    .query_async(&mut redis)
+                    .await
+                    .ok()?;
+                let count: i64 = redis::cmd("SCARD")
+                    .arg(owned)
+                    .query_async(&mut redis)
+                    .await
+                    .ok()?;
+                (claim.is_none() && count == 0).then_some(())
+            }
+        },
+    )
+    .await;
     assert_eq!(
         user.task_get(t.id).await.unwrap().status,
         TaskStatus::Cancelled

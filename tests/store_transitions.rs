@@ -1,6 +1,7 @@
 //! The store's batched run end decides retries in SQL, looking the delay up in
 //! `Backoff`'s schedule; here it is held to `baton_core::retry::after_run`, case by
-//! case, against a real Postgres, and a batch is shown to fence each row on its own.
+//! case, against a real Postgres, and a batch is shown to fence each row on its own. A
+//! start is fenced too: a lease whose run already ended never starts the task again.
 
 mod support;
 
@@ -23,7 +24,6 @@ fn policy(jitter_unit: f64) -> FinishPolicy {
     FinishPolicy {
         backoff: BACKOFF,
         jitter_unit,
-        webhook_body: |_| serde_json::Value::Null,
     }
 }
 
@@ -217,4 +217,74 @@ async fn a_batch_fences_each_row_by_its_own_lease_and_runner() {
     };
     assert_eq!(status(stale).await, "running");
     assert_eq!(status(other).await, "running");
+}
+
+/// A node frozen between its claim check and its start write, while the runner's resent
+/// start went through another node, ran and failed: the task is queued again for its
+/// retry when the frozen write lands. The lease already ran once; it must not start the
+/// retry, which another runner is about to lease.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_whose_run_ended_never_starts_the_task_again() {
+    let env = TestEnv::new("store-start-fence").await;
+    let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
+    store.migrate().await.unwrap();
+    let (task, _) = store.task_insert(&new_task(2), Utc::now()).await.unwrap();
+    let runner = Uuid::new_v4();
+    let start = |lease_id| Work {
+        starts: vec![baton_store::StartRun {
+            task: task.id,
+            lease_id,
+            runner_id: runner,
+            boot_id: None,
+            leased_at: Utc::now(),
+        }],
+        ..Work::default()
+    };
+    let first = Uuid::new_v4();
+    let started = store
+        .write_now(&start(first), &baton_store::Apply::at(Utc::now()))
+        .await
+        .unwrap();
+    assert_eq!(started.starts[0].as_ref().unwrap().attempt, 1);
+    let failed = RunEnd {
+        outcome: TaskStatus::Failed,
+        exit_code: Some(1),
+        error: None,
+        outputs: None,
+        log_size: Some(0),
+    };
+    let fence = Fence {
+        lease_id: first,
+        runner_id: Some(runner),
+    };
+    let ended = store
+        .task_finish_run(task.id, fence, &failed, &policy(0.5), Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(ended.status, TaskStatus::Scheduled);
+    let due = ended.run_at.unwrap() + chrono::Duration::seconds(1);
+    let promoted = store.tasks_promote(&[task.id], due).await.unwrap();
+    assert_eq!(promoted[0].status, TaskStatus::Queued);
+
+    let late = store
+        .write_now(&start(first), &baton_store::Apply::at(due))
+        .await
+        .unwrap();
+    // Refused; whether as stale or as not this runner's, the runner abandons it.
+    assert!(
+        matches!(
+            late.starts[0],
+            Err(baton_store::StoreError::Conflict { .. } | baton_store::StoreError::NotFound)
+        ),
+        "the first lease started the retry: {:?}",
+        late.starts[0]
+    );
+    let row = store.task_get(task.id).await.unwrap();
+    assert_eq!((row.status, row.attempt), (TaskStatus::Queued, 1));
+
+    let retry = store
+        .write_now(&start(Uuid::new_v4()), &baton_store::Apply::at(due))
+        .await
+        .unwrap();
+    assert_eq!(retry.starts[0].as_ref().unwrap().attempt, 2);
 }

@@ -21,8 +21,9 @@ pub struct Sources {
 pub struct Snapshot {
     pub commits: i64,
     pub statements: i64,
-    /// Calls of each statement (`pg_stat_statements`), by its text.
-    pub by_statement: BTreeMap<String, i64>,
+    /// Calls, and total planning and execution milliseconds, of each statement
+    /// (`pg_stat_statements`), by its text.
+    pub by_statement: BTreeMap<String, (i64, f64, f64)>,
     pub redis_commands: u64,
     pub http_requests: usize,
     /// CPU clock ticks by process group.
@@ -34,7 +35,7 @@ pub struct Snapshot {
 pub struct Usage {
     pub commits: i64,
     pub statements: i64,
-    pub by_statement: BTreeMap<String, i64>,
+    pub by_statement: BTreeMap<String, (i64, f64, f64)>,
     pub redis_commands: u64,
     pub http_requests: usize,
     pub cpu_ms: BTreeMap<String, f64>,
@@ -47,16 +48,19 @@ impl Usage {
 
     /// The statements called most, per task: where Postgres's work goes.
     pub fn top_statements(&self, tasks: usize, n: usize) -> String {
-        let mut top: Vec<(&String, &i64)> =
-            self.by_statement.iter().filter(|(_, c)| **c > 0).collect();
-        top.sort_by(|a, b| b.1.cmp(a.1));
+        let mut top: Vec<(&String, &(i64, f64, f64))> =
+            self.by_statement.iter().filter(|(_, c)| c.0 > 0).collect();
+        top.sort_by(|a, b| b.1.0.cmp(&a.1.0));
         top.iter()
             .take(n)
-            .map(|(q, c)| {
+            .map(|(q, (calls, plan, exec))| {
                 let q: String = q.split_whitespace().collect::<Vec<_>>().join(" ");
+                let per = *calls as f64;
                 format!(
-                    "    {:.3}/task  {:.100}",
-                    **c as f64 / tasks.max(1) as f64,
+                    "    {:.3}/task  plan {:.3} ms exec {:.3} ms  {:.90}",
+                    per / tasks.max(1) as f64,
+                    plan / per,
+                    exec / per,
                     q
                 )
             })
@@ -104,16 +108,19 @@ impl Sources {
         .fetch_one(&mut db)
         .await
         .unwrap();
-        let by_statement: BTreeMap<String, i64> = sqlx::query_as::<_, (String, i64)>(
-            "SELECT query, sum(calls)::int8 FROM pg_stat_statements
-             WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) GROUP BY query",
-        )
-        .bind(&self.database)
-        .fetch_all(&mut db)
-        .await
-        .unwrap()
-        .into_iter()
-        .collect();
+        let by_statement: BTreeMap<String, (i64, f64, f64)> =
+            sqlx::query_as::<_, (String, i64, f64, f64)>(
+                "SELECT query, sum(calls)::int8, sum(total_plan_time), sum(total_exec_time)
+                 FROM pg_stat_statements
+                 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) GROUP BY query",
+            )
+            .bind(&self.database)
+            .fetch_all(&mut db)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(q, c, p, e)| (q, (c, p, e)))
+            .collect();
         let mut cpu_ticks = BTreeMap::new();
         for (name, pids) in &self.processes {
             let ticks = pids.iter().map(|&pid| process_ticks(pid, true)).sum();
@@ -150,11 +157,9 @@ pub fn usage(before: &Snapshot, after: &Snapshot) -> Usage {
         by_statement: after
             .by_statement
             .iter()
-            .map(|(q, c)| {
-                (
-                    q.clone(),
-                    c - before.by_statement.get(q).copied().unwrap_or(0),
-                )
+            .map(|(q, (c, p, e))| {
+                let (c0, p0, e0) = before.by_statement.get(q).copied().unwrap_or_default();
+                (q.clone(), (c - c0, p - p0, e - e0))
             })
             .collect(),
         redis_commands: after.redis_commands.saturating_sub(before.redis_commands),

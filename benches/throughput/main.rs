@@ -121,6 +121,8 @@ fn runs(phase: &str) -> bool {
 }
 
 async fn bench() {
+    // The cluster logs as production does.
+    support::procs::log_as("info");
     let scale = scale();
     let stack = Stack::start().await;
     let mut processes: Vec<(String, Vec<u32>)> = vec![
@@ -343,7 +345,9 @@ async fn protocol_drain(
     with_runners.push(("runners".into(), runners.iter().map(|r| r.id()).collect()));
     let src = sources(&with_runners);
     let before = src.snapshot().await;
+    let histograms = node_histograms(stack).await;
     let rate = drained(stack, &queue, scale.drain).await;
+    let means = timings(&histograms, &node_histograms(stack).await);
     stack.settle().await;
     let after = src.snapshot().await;
     for r in &mut runners {
@@ -361,7 +365,9 @@ async fn protocol_drain(
     );
     println!("  submit {}", submit.usage.per_task(submit.tasks));
     println!("  drain  {}", drain.usage.per_task(drain.tasks));
+    println!("{means}");
     println!("{}", drain.usage.top_statements(drain.tasks, 8));
+
     (submit, drain)
 }
 
@@ -413,6 +419,73 @@ async fn agent_drain(
     println!("  agents {}", agent.usage.per_task(agent.tasks));
     println!("{}", agent.usage.top_statements(agent.tasks, 8));
     (agent, floor)
+}
+
+/// The nodes' own histograms, summed over the nodes: (sum, count) by series.
+async fn node_histograms(stack: &Stack) -> Vec<(String, f64, f64)> {
+    let mut out: Vec<(String, f64, f64)> = Vec::new();
+    for node in &stack.nodes {
+        let text = reqwest::get(format!("{}/metrics", node.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        for (family, label, what) in [
+            (
+                "baton_http_request_duration_seconds",
+                "/v1/runner/exchange",
+                "exchange request",
+            ),
+            (
+                "baton_postgres_query_duration_seconds",
+                "op=\"statement\"",
+                "group commit statement",
+            ),
+            (
+                "baton_redis_command_duration_seconds",
+                "op=\"evalsha\"",
+                "Redis script",
+            ),
+            ("baton_group_commit_items", "", "items per group commit"),
+        ] {
+            let find = |suffix: &str| {
+                text.lines()
+                    .filter(|l| l.starts_with(&format!("{family}_{suffix}")) && l.contains(label))
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .sum::<f64>()
+            };
+            match out.iter_mut().find(|(w, _, _)| w == what) {
+                Some(entry) => {
+                    entry.1 += find("sum");
+                    entry.2 += find("count");
+                }
+                None => out.push((what.to_string(), find("sum"), find("count"))),
+            }
+        }
+    }
+    out
+}
+
+/// Where the nodes' time went between two reads of their histograms: the exchange as
+/// nginx sees it, and the Postgres and Redis round trips in it.
+fn timings(before: &[(String, f64, f64)], after: &[(String, f64, f64)]) -> String {
+    let parts: Vec<String> = after
+        .iter()
+        .zip(before)
+        .filter_map(|((what, sum, count), (_, sum0, count0))| {
+            let n = count - count0;
+            (n > 0.0).then(|| {
+                let mean = (sum - sum0) / n;
+                if what.starts_with("items") {
+                    format!("{what} {mean:.1}")
+                } else {
+                    format!("{what} {:.2} ms", mean * 1000.0)
+                }
+            })
+        })
+        .collect();
+    format!("  means: {}", parts.join("; "))
 }
 
 /// How fast this machine spawns `true`, 32 at once, with nothing else: the floor a

@@ -24,6 +24,8 @@ impl Stack {
             "-c",
             "shared_preload_libraries=pg_stat_statements",
             "-c",
+            "pg_stat_statements.track_planning=on",
+            "-c",
             "max_connections=300",
         ])
         .await;

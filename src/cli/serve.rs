@@ -62,6 +62,9 @@ pub struct ServeArgs {
     /// closes its listener [default: 2000].
     #[arg(long, env = "BATON_DRAIN_NOTICE_MS")]
     drain_notice_ms: Option<u64>,
+    /// Group commits written at once [default: 2].
+    #[arg(long, env = "BATON_GROUP_COMMIT_WRITERS")]
+    group_commit_writers: Option<usize>,
     /// Most items written in one group commit [default: 1024].
     #[arg(long, env = "BATON_GROUP_COMMIT_MAX_ITEMS")]
     group_commit_max_items: Option<usize>,

@@ -9,6 +9,23 @@ use std::time::Duration;
 
 pub const BATON: &str = env!("CARGO_BIN_EXE_baton");
 
+static LOG_FILTER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// What the processes log: everything of Baton's, for a test's post-mortem, unless
+/// [`log_as`] said otherwise.
+fn log_filter() -> String {
+    LOG_FILTER
+        .get()
+        .cloned()
+        .unwrap_or_else(|| "info,baton=debug".into())
+}
+
+/// Processes started from now on log with this filter (the benchmark runs them as
+/// production does, at `info`).
+pub fn log_as(filter: &str) {
+    let _ = LOG_FILTER.set(filter.to_string());
+}
+
 fn log_file(env: &TestEnv, name: &str) -> (PathBuf, std::fs::File) {
     let path = env.dir.join(format!("{name}.log"));
     let file = std::fs::OpenOptions::new()
@@ -39,7 +56,7 @@ impl NodeProc {
             .env("BATON_REDIS_PREFIX", &env.redis_prefix)
             .env("BATON_API_TOKEN", API_TOKEN)
             .env("BATON_REGISTRATION_TOKEN", REGISTRATION_TOKEN)
-            .env("RUST_LOG", "info,baton=debug")
+            .env("RUST_LOG", log_filter())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -195,7 +212,7 @@ impl RunnerProc {
             })
             .args(extra_args)
             .env("BATON_REGISTRATION_TOKEN", REGISTRATION_TOKEN)
-            .env("RUST_LOG", "info,baton=debug")
+            .env("RUST_LOG", log_filter())
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)

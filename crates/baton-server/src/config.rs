@@ -41,6 +41,8 @@ pub struct ServeConfig {
     /// How often the node reads its cached runners again from Postgres, all in one query
     /// (a revocation reaches every node at once through Redis; this catches one missed).
     pub token_cache_ttl_ms: u64,
+    /// Group commits written at once, each on a connection of its own.
+    pub group_commit_writers: usize,
     /// Most items (inserts, starts, log chunks, run ends, reads) in one group commit.
     pub group_commit_max_items: usize,
     /// How long the group commit waits for more work once it has some (0: it writes
@@ -220,6 +222,7 @@ impl Default for ServeConfig {
             timings: Timings::default(),
             fault: None,
             token_cache_ttl_ms: 60_000,
+            group_commit_writers: 2,
             group_commit_max_items: 1024,
             group_commit_linger_us: 0,
             db_max_connections: 16,

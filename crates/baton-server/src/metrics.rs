@@ -64,6 +64,10 @@ const REDIS_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 ];
 /// Postgres statements and transactions: milliseconds, up to the statement timeout.
+/// Items per group commit: powers of two up to the default most.
+const GROUP_COMMIT_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];
 const POSTGRES_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
@@ -81,6 +85,7 @@ pub fn install() -> &'static PrometheusHandle {
             (HTTP_DURATION, HTTP_BUCKETS),
             (baton_coord::REDIS_COMMAND_DURATION, REDIS_BUCKETS),
             (baton_store::POSTGRES_QUERY_DURATION, POSTGRES_BUCKETS),
+            (baton_store::GROUP_COMMIT_ITEMS, GROUP_COMMIT_BUCKETS),
         ];
         let builder =
             buckets
@@ -160,6 +165,10 @@ fn describe() {
         baton_store::POSTGRES_QUERY_DURATION,
         "Postgres statements and transactions, by op"
     );
+    describe_histogram!(
+        baton_store::GROUP_COMMIT_ITEMS,
+        "Items (inserts, starts, log chunks, run ends, reads) written in one group commit"
+    );
     describe_counter!(
         HTTP_REQUESTS,
         "HTTP requests answered, by method, route and status"
@@ -188,6 +197,7 @@ fn describe() {
         counter!(baton_store::POSTGRES_ERRORS, "kind" => kind).increment(0);
     }
     let _ = histogram!(PICKUP_LATENCY);
+    let _ = histogram!(baton_store::GROUP_COMMIT_ITEMS);
     for result in ["tasks", "empty", "error"] {
         let _ = histogram!(LEASE_WAIT, "result" => result);
     }

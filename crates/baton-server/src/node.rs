@@ -205,16 +205,26 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         .connect_timeout(Duration::from_secs(5))
         .build()
         .map_err(|e| NodeError::Config(format!("http client: {e}")))?;
+    // The group commit's own few connections, whose statements are planned once.
+    let committing = Store::connect_lazy(
+        &config.database_url,
+        &StoreOptions {
+            max_connections: 4,
+            acquire_timeout: config.store_timeout(),
+            generic_plans: true,
+            ..StoreOptions::default()
+        },
+    )?;
     let commit = GroupCommit::spawn(
-        store.clone(),
+        committing,
         GroupCommitSettings {
+            writers: config.group_commit_writers,
             max_items: config.group_commit_max_items.max(1),
             linger: Duration::from_micros(config.group_commit_linger_us),
             log_cap: config.limits.max_log_bytes,
             policy: FinishPolicy {
                 backoff: config.timings.retry_backoff(),
                 jitter_unit: 0.5,
-                webhook_body: crate::api::views::webhook_body,
             },
             fault: config.fault.clone(),
         },

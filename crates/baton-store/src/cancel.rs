@@ -5,7 +5,7 @@
 
 use crate::Store;
 use crate::error::StoreError;
-use crate::runs::{WebhookBody, outbox_for};
+use crate::runs::outbox_for_all;
 use crate::tasks::TaskRecord;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
@@ -30,7 +30,6 @@ impl Store {
         id: Uuid,
         owner: Option<&str>,
         lease: Option<(Uuid, Uuid)>,
-        webhook_body: WebhookBody,
         now: DateTime<Utc>,
     ) -> Result<Cancelled, StoreError> {
         let mut tx = self.pool.begin().await?;
@@ -73,14 +72,12 @@ impl Store {
             .bind(lease.map(|(_, lease)| lease))
             .fetch_one(&mut *tx)
             .await?;
-            if done.status.is_terminal() {
-                outbox_for(&mut tx, &done, webhook_body, now).await?;
-            }
+            outbox_for_all(&mut tx, &[&done], now).await?;
             done
         };
         tx.commit().await?;
         if to != was {
-            crate::runs::count_ended(&task);
+            crate::runs::count_ended(task.status);
         }
         Ok(Cancelled { task, was })
     }

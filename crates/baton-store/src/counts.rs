@@ -21,16 +21,10 @@ impl Store {
             .bind(format!("{}ms", limit.as_millis().max(1)))
             .execute(&mut *tx)
             .await?;
-        let rows: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT status, count(*) FROM tasks WHERE status = ANY($1) GROUP BY status",
-        )
-        .bind(
-            TaskStatus::ALL
-                .iter()
-                .filter(|s| !s.is_terminal())
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>(),
-        )
+        let rows: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT status, count(*) FROM tasks WHERE {} GROUP BY status",
+            *crate::UNFINISHED
+        )))
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;

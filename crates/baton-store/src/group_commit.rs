@@ -1,9 +1,12 @@
 //! Group commit: concurrent requests' writes share one transaction.
 //!
-//! Each request hands its [`Work`] to the node's committer and waits. The committer
-//! takes what has gathered — whatever arrived while the previous transaction was being
-//! written, up to `max_items`, after waiting at most `linger` for more — merges it, and
-//! writes it with one statement per kind (see `transitions.rs`) and one commit. Only
+//! Each request hands its [`Work`] to the node's committer and waits. A writer of the
+//! committer takes what has gathered — whatever arrived while the previous batches were
+//! being written, up to `max_items`, after waiting at most `linger` for more — merges
+//! it, and writes it in one statement or one transaction (see `transitions/`). A few
+//! writers work at once, each on its own connection, so one request's independent parts
+//! (a runner's run ends, and its starts once Redis has checked them) are written side
+//! by side. Only
 //! after the commit is each request answered with its own items' results, so an
 //! answer is never a transition Postgres could still lose, and a node killed with a
 //! batch in flight has acknowledged nothing of it.
@@ -19,16 +22,19 @@
 use crate::Store;
 use crate::error::StoreError;
 use crate::runs::FinishPolicy;
-use crate::transitions::{Apply, Done, Work, apply};
+use crate::transitions::{Apply, Done, Work, apply, fits_one_statement, write_one_statement};
 use chrono::Utc;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Mutex, mpsc, oneshot};
 
 /// Histogram of how many items each group commit wrote.
 pub const BATCH_ITEMS: &str = "baton_group_commit_items";
 
 #[derive(Debug, Clone)]
 pub struct GroupCommitSettings {
+    /// Batches written at once, each on its own connection.
+    pub writers: usize,
     /// Most items in one transaction.
     pub max_items: usize,
     /// How long the committer waits for more once it has something (zero: it writes
@@ -59,7 +65,10 @@ impl GroupCommit {
     /// Starts the committer; it ends when every handle is dropped.
     pub fn spawn(store: Store, settings: GroupCommitSettings) -> GroupCommit {
         let (queue, jobs) = mpsc::channel(QUEUE_DEPTH);
-        tokio::spawn(commit_loop(store, settings, jobs));
+        let jobs = Arc::new(Mutex::new(jobs));
+        for _ in 0..settings.writers.max(1) {
+            tokio::spawn(commit_loop(store.clone(), settings.clone(), jobs.clone()));
+        }
         GroupCommit { queue }
     }
 
@@ -79,8 +88,33 @@ impl GroupCommit {
     }
 }
 
-async fn commit_loop(store: Store, settings: GroupCommitSettings, mut jobs: mpsc::Receiver<Job>) {
-    while let Some(first) = jobs.recv().await {
+/// One writer: it takes the queue, gathers a batch, lets the queue go to the next writer
+/// and writes the batch — so while one batch is being written the next gathers.
+async fn commit_loop(
+    store: Store,
+    settings: GroupCommitSettings,
+    jobs: Arc<Mutex<mpsc::Receiver<Job>>>,
+) {
+    loop {
+        let batch = {
+            let mut jobs = jobs.lock().await;
+            match gather(&mut jobs, &settings).await {
+                Some(batch) => batch,
+                None => return,
+            }
+        };
+        commit(&store, &settings, batch).await;
+    }
+}
+
+/// The next batch: the first job to come, and whatever else is there (up to
+/// `max_items`, after at most `linger`). `None` once every handle is gone.
+async fn gather(
+    jobs: &mut mpsc::Receiver<Job>,
+    settings: &GroupCommitSettings,
+) -> Option<Vec<Job>> {
+    {
+        let first = jobs.recv().await?;
         let mut items = first.work.len();
         let mut batch = vec![first];
         let linger_until = tokio::time::Instant::now() + settings.linger;
@@ -98,7 +132,7 @@ async fn commit_loop(store: Store, settings: GroupCommitSettings, mut jobs: mpsc
             batch.push(job);
         }
         metrics::histogram!(BATCH_ITEMS).record(items as f64);
-        commit(&store, &settings, batch).await;
+        Some(batch)
     }
 }
 
@@ -144,15 +178,20 @@ async fn write_one(
     work: &Work,
     how: &Apply,
 ) -> Result<Done, StoreError> {
-    let mut tx = store.pool.begin().await?;
-    let done = apply(&mut tx, work, how).await?;
-    fault(settings, "abort-before-commit");
-    tx.commit().await?;
+    let done = if fits_one_statement(work) {
+        write_one_statement(&store.pool, work, how, || {
+            fault(settings, "abort-before-commit")
+        })
+        .await?
+    } else {
+        let mut tx = store.pool.begin().await?;
+        let done = apply(&mut tx, work, how).await?;
+        fault(settings, "abort-before-commit");
+        tx.commit().await?;
+        done
+    };
     fault(settings, "abort-after-commit");
-    done.finishes
-        .iter()
-        .flatten()
-        .for_each(crate::runs::count_ended);
+    done.ended.iter().for_each(|s| crate::runs::count_ended(*s));
     Ok(done)
 }
 
@@ -208,6 +247,8 @@ fn split(done: Done, sizes: &[Sizes]) -> Vec<Done> {
         logs,
         finishes,
         reads,
+        // Counted already, for the batch as a whole.
+        ended: _,
     } = done;
     let rows: std::collections::HashMap<uuid::Uuid, crate::TaskRecord> =
         reads.into_iter().map(|t| (t.id, t)).collect();
@@ -229,6 +270,7 @@ fn split(done: Done, sizes: &[Sizes]) -> Vec<Done> {
                 .iter()
                 .filter_map(|id| rows.get(id).cloned())
                 .collect(),
+            ended: Vec::new(),
         })
         .collect()
 }

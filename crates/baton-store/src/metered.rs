@@ -1,10 +1,11 @@
 //! The one way to Postgres, timed: every statement the store runs on its pool goes
-//! through `&MeteredPool` (an sqlx executor), and every transaction through
+//! through `&MeteredPool` (an sqlx executor), every transaction through
 //! [`MeteredPool::begin`], timed from `BEGIN` to `COMMIT` (its statements run on the
-//! transaction's own connection). Timing here, rather than in each store method, keeps
-//! one place that cannot be forgotten by the next method. The `op` label says which of
-//! the two (`query`, `transaction`); both include the wait for a pooled connection,
-//! since that is what a caller waits for. Errors are counted where every sqlx error
+//! transaction's own connection), and a connection held for a few statements that
+//! commit by themselves through [`MeteredPool::acquire`]. Timing here, rather than in
+//! each store method, keeps one place that cannot be forgotten by the next method. The
+//! `op` label says which (`query`, `transaction`, `statement`); each includes the wait
+//! for a pooled connection, since that is what a caller waits for. Errors are counted where every sqlx error
 //! becomes a [`StoreError`](crate::StoreError) (error.rs).
 
 use futures::StreamExt;
@@ -55,6 +56,16 @@ impl MeteredPool {
         &self.0
     }
 
+    /// A connection of the pool for statements that commit by themselves, timed until it
+    /// is given back (`op` = `statement`).
+    pub(crate) async fn acquire(&self) -> Result<MeteredConn, sqlx::Error> {
+        let timer = Timer::start("statement");
+        Ok(MeteredConn {
+            conn: self.0.acquire().await?,
+            _timer: timer,
+        })
+    }
+
     pub(crate) async fn begin(&self) -> Result<MeteredTx, sqlx::Error> {
         let timer = Timer::start("transaction");
         Ok(MeteredTx {
@@ -74,6 +85,25 @@ pub(crate) struct MeteredTx {
 impl MeteredTx {
     pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
         self.tx.commit().await
+    }
+}
+
+/// A pooled connection, timed until dropped.
+pub(crate) struct MeteredConn {
+    conn: sqlx::pool::PoolConnection<Postgres>,
+    _timer: Timer,
+}
+
+impl Deref for MeteredConn {
+    type Target = PgConnection;
+    fn deref(&self) -> &PgConnection {
+        &self.conn
+    }
+}
+
+impl DerefMut for MeteredConn {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        &mut self.conn
     }
 }
 

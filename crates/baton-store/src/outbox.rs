@@ -15,7 +15,8 @@ pub struct OutboxRecord {
     pub task_id: Uuid,
     pub kind: String,
     pub target: String,
-    pub body: Json<Value>,
+    /// Written by earlier releases; built from the task's final row when absent.
+    pub body: Option<Json<Value>>,
     pub idempotency_key: String,
     pub attempts: i32,
 }

@@ -16,7 +16,6 @@ use baton_core::backoff::Backoff;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
-use sqlx::types::Json;
 use uuid::Uuid;
 
 /// How a run ended, as its runner reported it or as the server decided.
@@ -51,16 +50,12 @@ pub struct Fence {
     pub runner_id: Option<Uuid>,
 }
 
-/// Builds a completion webhook's body from the task's final row.
-pub type WebhookBody = fn(&TaskRecord) -> Value;
-
-/// What retries cost: the backoff, a random draw for its jitter (for a single report; a
-/// batch carries one per report), and the webhook shape.
+/// What retries cost: the backoff, and a random draw for its jitter (for a single
+/// report; a batch carries one per report).
 #[derive(Debug, Clone, Copy)]
 pub struct FinishPolicy {
     pub backoff: Backoff,
     pub jitter_unit: f64,
-    pub webhook_body: WebhookBody,
 }
 
 impl Store {
@@ -99,6 +94,8 @@ impl Store {
 
     /// `leased -> queued` under the given lease: the runner never started it, so it is
     /// safe to hand out again. It keeps its place in line (its original `queued_at`).
+    /// Here and in the promotions the row keeps its `lease_id`: the lease that held it
+    /// last may not start it again (`transitions/sql.rs` `start`).
     pub async fn task_requeue(
         &self,
         id: Uuid,
@@ -107,7 +104,7 @@ impl Store {
     ) -> Result<Option<TaskRecord>, StoreError> {
         Ok(sqlx::query_as::<_, TaskRecord>(
             "UPDATE tasks
-             SET status = 'queued', lease_id = NULL, runner_id = NULL, boot_id = NULL,
+             SET status = 'queued', runner_id = NULL, boot_id = NULL,
                  leased_at = NULL, updated_at = $3
              WHERE id = $1 AND status = 'leased' AND lease_id = $2
              RETURNING *",
@@ -128,7 +125,7 @@ impl Store {
     ) -> Result<Vec<TaskRecord>, StoreError> {
         Ok(sqlx::query_as::<_, TaskRecord>(
             "UPDATE tasks SET status = 'queued', queued_at = $2, updated_at = $2,
-                              lease_id = NULL, runner_id = NULL, boot_id = NULL
+                              runner_id = NULL, boot_id = NULL
              WHERE id = ANY($1) AND status = 'scheduled' AND run_at <= $2
              RETURNING *",
         )
@@ -148,7 +145,7 @@ impl Store {
     ) -> Result<Vec<TaskRecord>, StoreError> {
         Ok(sqlx::query_as::<_, TaskRecord>(
             "UPDATE tasks SET status = 'queued', queued_at = $2, updated_at = $2,
-                              lease_id = NULL, runner_id = NULL, boot_id = NULL
+                              runner_id = NULL, boot_id = NULL
              WHERE id IN (SELECT id FROM tasks
                           WHERE status = 'scheduled' AND run_at <= $1
                           ORDER BY run_at LIMIT $3 FOR UPDATE SKIP LOCKED)
@@ -167,7 +164,6 @@ impl Store {
         &self,
         now: DateTime<Utc>,
         limit: i64,
-        webhook_body: WebhookBody,
     ) -> Result<Vec<TaskRecord>, StoreError> {
         let mut tx = self.pool.begin().await?;
         let expired = sqlx::query_as::<_, TaskRecord>(
@@ -184,11 +180,9 @@ impl Store {
         .bind(limit)
         .fetch_all(&mut *tx)
         .await?;
-        for task in &expired {
-            outbox_for(&mut tx, task, webhook_body, now).await?;
-        }
+        outbox_for_all(&mut tx, &expired.iter().collect::<Vec<_>>(), now).await?;
         tx.commit().await?;
-        expired.iter().for_each(count_ended);
+        expired.iter().for_each(|t| count_ended(t.status));
         Ok(expired)
     }
 }
@@ -196,34 +190,36 @@ impl Store {
 /// Counts a committed terminal transition (`baton_tasks_completed_total{outcome}`). The
 /// store is the one place that knows a terminal write happened, and happened once: a
 /// repeated report, answered with the task as it stands, writes nothing and counts nothing.
-pub(crate) fn count_ended(task: &TaskRecord) {
-    if task.status.is_terminal() {
-        metrics::counter!(TASKS_COMPLETED, "outcome" => task.status.as_str()).increment(1);
+pub(crate) fn count_ended(status: TaskStatus) {
+    if status.is_terminal() {
+        metrics::counter!(TASKS_COMPLETED, "outcome" => status.as_str()).increment(1);
     }
 }
 
 /// Counter of tasks that reached a terminal status, by `outcome` (the status).
 pub const TASKS_COMPLETED: &str = "baton_tasks_completed_total";
 
-/// The side effects of many terminal transitions, in their transaction: one statement
-/// for the rows of those that notify a webhook.
+/// The side effects of terminal transitions, in their transaction: one statement for the
+/// rows of those that notify a webhook. The idempotency key (task and final status) is
+/// what the receiver deduplicates on; the body is built from the final row when it is
+/// delivered.
 pub(crate) async fn outbox_for_all(
     conn: &mut PgConnection,
     tasks: &[&TaskRecord],
-    webhook_body: WebhookBody,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     let notify: Vec<(&TaskRecord, &str)> = tasks
         .iter()
+        .filter(|t| t.status.is_terminal())
         .filter_map(|t| Some((*t, t.notify_url.as_deref()?)))
         .collect();
     if notify.is_empty() {
         return Ok(());
     }
     sqlx::query(
-        "INSERT INTO outbox (task_id, kind, target, body, idempotency_key, created_at, next_attempt_at)
-         SELECT r.task_id, 'webhook', r.target, r.body, r.key, $5, $5
-         FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[]) AS r(task_id, target, body, key)
+        "INSERT INTO outbox (task_id, kind, target, idempotency_key, created_at, next_attempt_at)
+         SELECT r.task_id, 'webhook', r.target, r.task_id || ':' || r.status, $4, $4
+         FROM unnest($1::uuid[], $2::text[], $3::text[]) AS r(task_id, target, status)
          ON CONFLICT (idempotency_key) DO NOTHING",
     )
     .bind(notify.iter().map(|(t, _)| t.id).collect::<Vec<_>>())
@@ -231,41 +227,9 @@ pub(crate) async fn outbox_for_all(
     .bind(
         notify
             .iter()
-            .map(|(t, _)| Json(webhook_body(t)))
+            .map(|(t, _)| t.status.as_str())
             .collect::<Vec<_>>(),
     )
-    .bind(
-        notify
-            .iter()
-            .map(|(t, _)| format!("{}:{}", t.id, t.status))
-            .collect::<Vec<_>>(),
-    )
-    .bind(now)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
-/// The side effects of a terminal transition, in its transaction. The idempotency key
-/// (task and final status) is what the receiver deduplicates on.
-pub(crate) async fn outbox_for(
-    conn: &mut PgConnection,
-    task: &TaskRecord,
-    webhook_body: WebhookBody,
-    now: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    let Some(url) = &task.notify_url else {
-        return Ok(());
-    };
-    sqlx::query(
-        "INSERT INTO outbox (task_id, kind, target, body, idempotency_key, created_at, next_attempt_at)
-         VALUES ($1, 'webhook', $2, $3, $4, $5, $5)
-         ON CONFLICT (idempotency_key) DO NOTHING",
-    )
-    .bind(task.id)
-    .bind(url)
-    .bind(Json(webhook_body(task)))
-    .bind(format!("{}:{}", task.id, task.status))
     .bind(now)
     .execute(conn)
     .await?;

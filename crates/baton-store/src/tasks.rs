@@ -170,8 +170,8 @@ impl Store {
         .await?)
     }
 
-    /// Tasks in one of `statuses`, oldest id first after `after`: the repair pass walks
-    /// the table with this, a page at a time.
+    /// Tasks in one of `statuses` (unfinished ones), oldest id first after `after`: the
+    /// repair pass walks the table with this, a page at a time.
     pub async fn tasks_page(
         &self,
         statuses: &[TaskStatus],
@@ -179,11 +179,13 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<TaskRecord>, StoreError> {
         let statuses: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
-        Ok(sqlx::query_as::<_, TaskRecord>(
+        // Unfinished statuses only, said so the partial index serves the walk.
+        Ok(sqlx::query_as::<_, TaskRecord>(sqlx::AssertSqlSafe(format!(
             "SELECT * FROM tasks
-             WHERE status = ANY($1) AND ($2::uuid IS NULL OR id > $2)
+             WHERE {} AND status = ANY($1) AND ($2::uuid IS NULL OR id > $2)
              ORDER BY id LIMIT $3",
-        )
+            *crate::UNFINISHED
+        )))
         .bind(&statuses)
         .bind(after)
         .bind(limit)
@@ -234,13 +236,15 @@ impl Store {
 
     /// Applies `work` in a transaction of its own, at once.
     pub async fn write_now(&self, work: &Work, how: &Apply) -> Result<Done, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let done = crate::transitions::apply(&mut tx, work, how).await?;
-        tx.commit().await?;
-        done.finishes
-            .iter()
-            .flatten()
-            .for_each(crate::runs::count_ended);
+        let done = if crate::transitions::fits_one_statement(work) {
+            crate::transitions::write_one_statement(&self.pool, work, how, || {}).await?
+        } else {
+            let mut tx = self.pool.begin().await?;
+            let done = crate::transitions::apply(&mut tx, work, how).await?;
+            tx.commit().await?;
+            done
+        };
+        done.ended.iter().for_each(|s| crate::runs::count_ended(*s));
         Ok(done)
     }
 }

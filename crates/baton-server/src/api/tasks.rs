@@ -5,7 +5,6 @@
 
 use super::openapi::Errors;
 use crate::api::views::task_view;
-use crate::api::views::webhook_body;
 use crate::auth::User;
 use crate::config::Limits;
 use crate::dispatch::lease::as_leased;
@@ -356,7 +355,7 @@ pub async fn cancel(
     };
     let cancelled = state
         .store
-        .task_cancel(id, owner, lease, webhook_body, Utc::now())
+        .task_cancel(id, owner, lease, Utc::now())
         .await?;
     let task = &cancelled.task;
     let redis = match cancelled.was {

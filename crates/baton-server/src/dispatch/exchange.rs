@@ -15,7 +15,7 @@
 //! pass runs in a task of its own, so it completes even if the runner hangs up: what it
 //! leased is recorded for the runner's resend.
 
-use super::finish::{after_commit, finish_item};
+use super::finish::{AfterCommit, finish_item};
 use super::lease::{self, Pop};
 use super::verdicts::{self, Verdicts};
 use crate::auth::Runner;
@@ -232,6 +232,19 @@ async fn pass(
     let running: &[RunningLease] = call.running.as_deref().unwrap_or_default();
     let mut claims_of: Vec<Uuid> = call.starts.iter().map(|s| s.task).collect();
     claims_of.extend(running.iter().map(|r| r.task_id));
+    // Run ends need nothing of Redis: they are written while Redis is asked about the
+    // starts and the lease — unless a task is both started and ended here, which must
+    // happen in that order.
+    let ends = ends_of(runner, call);
+    let ends_apart = !ends.is_empty()
+        && call
+            .starts
+            .iter()
+            .all(|s| !call.completions.iter().any(|c| c.task == s.task));
+    let early = ends_apart.then(|| {
+        let (commit, ends) = (state.commit.clone(), ends.clone());
+        tokio::spawn(async move { commit.write(ends).await })
+    });
     let pop = lease::pop(
         state,
         runner,
@@ -276,19 +289,7 @@ async fn pass(
                 _ => None,
             })
             .collect(),
-        logs: call.logs.clone(),
-        finishes: call
-            .completions
-            .iter()
-            .map(|c| {
-                let fence = Fence {
-                    lease_id: c.lease_id,
-                    runner_id: Some(runner.id),
-                };
-                finish_item(c.task, fence, c.end.clone())
-            })
-            .collect(),
-        ..Work::default()
+        ..if ends_apart { Work::default() } else { ends }
     };
     work.reads.extend(popped.iter().map(|p| p.task_id));
     work.reads.extend(replayed.iter().map(|(task, _)| *task));
@@ -317,7 +318,16 @@ async fn pass(
         }))
         .collect();
 
-    let done = match state.commit.write(work).await {
+    let written = state.commit.write(work).await;
+    let ended = match early {
+        Some(early) => Some(
+            early
+                .await
+                .unwrap_or_else(|e| Err(StoreError::Unavailable(format!("aborted: {e}")))),
+        ),
+        None => None,
+    };
+    let done = match written {
         Ok(done) => done,
         Err(e) if !call.has_items() => {
             requeue(state, &popped).await;
@@ -325,13 +335,19 @@ async fn pass(
         }
         Err(e) => {
             requeue(state, &popped).await;
-            return Ok(failed(call, checks, e));
+            return Ok(failed(call, checks, e, ended));
         }
+    };
+    let (logs, finishes) = match ended {
+        Some(Ok(ended)) => (ended.logs, ended.finishes),
+        Some(Err(e)) => (
+            call.logs.iter().map(|_| Err(e.clone())).collect(),
+            call.completions.iter().map(|_| Err(e.clone())).collect(),
+        ),
+        None => (done.logs, done.finishes),
     };
     let Done {
         starts: recorded,
-        logs,
-        finishes,
         reads,
         ..
     } = done;
@@ -381,7 +397,7 @@ async fn pass(
     log_news.extend(ended.iter().map(|(row, _)| row.id));
     log_news.sort();
     log_news.dedup();
-    after_commit(state, &ended, &log_news).await;
+    AfterCommit::of(&ended, &log_news).spawn(state);
     for popped in lease::unread(&popped, &rows) {
         // Its row is gone (deleted): nothing to hand out, and nothing to keep a claim for.
         if let Err(e) = state
@@ -402,11 +418,8 @@ async fn pass(
                 .iter()
                 .map(|r| r.as_ref().map(|_| ()).map_err(|e| e.code)),
         );
-    for ((span, task), result) in spans.iter().zip(results) {
-        span.in_scope(|| match result {
-            Ok(()) => tracing::debug!(task.id = %task, "recorded"),
-            Err(code) => tracing::debug!(task.id = %task, code, "refused"),
-        });
+    for ((span, _), result) in spans.iter().zip(results) {
+        span.record("result", result.err().unwrap_or("done"));
     }
     drop(spans);
     let verdicts = if call.running.is_some() && redis_error.is_none() {
@@ -510,8 +523,10 @@ async fn before_start(
 /// request's.
 fn item_span(name: &'static str, task: Uuid, traceparent: Option<&str>) -> tracing::Span {
     let span = match name {
-        "task.start" => tracing::info_span!("task.start", task.id = %task),
-        _ => tracing::info_span!("task.complete", task.id = %task),
+        "task.start" => {
+            tracing::info_span!("task.start", task.id = %task, result = tracing::field::Empty)
+        }
+        _ => tracing::info_span!("task.complete", task.id = %task, result = tracing::field::Empty),
     };
     baton_client::trace_context::adopt_parent(&span, traceparent);
     span
@@ -554,8 +569,57 @@ async fn requeue(state: &AppState, popped: &[Popped]) {
     }
 }
 
-/// Postgres could not take the pass: every item is answered with the (retryable) error.
-fn failed(call: &RunnerCall, checks: Vec<StartCheck>, error: StoreError) -> RunnerAnswer {
+/// The log chunks and run ends of `call`, as the store writes them.
+fn ends_of(runner: &Runner, call: &RunnerCall) -> Work {
+    Work {
+        logs: call.logs.clone(),
+        finishes: call
+            .completions
+            .iter()
+            .map(|c| {
+                let fence = Fence {
+                    lease_id: c.lease_id,
+                    runner_id: Some(runner.id),
+                };
+                finish_item(c.task, fence, c.end.clone())
+            })
+            .collect(),
+        ..Work::default()
+    }
+}
+
+/// Postgres could not take the pass: every item is answered with the (retryable) error
+/// — but run ends written on their own (`ended`) keep their own answers.
+fn failed(
+    call: &RunnerCall,
+    checks: Vec<StartCheck>,
+    error: StoreError,
+    ended: Option<Result<Done, StoreError>>,
+) -> RunnerAnswer {
+    let (logs, completions) = match ended {
+        Some(Ok(ended)) => (
+            ended
+                .logs
+                .into_iter()
+                .map(|r| r.map_err(ApiError::from))
+                .collect(),
+            ended
+                .finishes
+                .into_iter()
+                .map(|r| r.map_err(ApiError::from))
+                .collect(),
+        ),
+        _ => {
+            let error = ApiError::from(error.clone());
+            (
+                call.logs.iter().map(|_| Err(error.clone())).collect(),
+                call.completions
+                    .iter()
+                    .map(|_| Err(error.clone()))
+                    .collect(),
+            )
+        }
+    };
     let error = ApiError::from(error);
     RunnerAnswer {
         starts: checks
@@ -565,12 +629,8 @@ fn failed(call: &RunnerCall, checks: Vec<StartCheck>, error: StoreError) -> Runn
                 _ => Err(error.clone()),
             })
             .collect(),
-        logs: call.logs.iter().map(|_| Err(error.clone())).collect(),
-        completions: call
-            .completions
-            .iter()
-            .map(|_| Err(error.clone()))
-            .collect(),
+        logs,
+        completions,
         tasks: Vec::new(),
         verdicts: Verdicts::default(),
     }

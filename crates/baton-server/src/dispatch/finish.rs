@@ -11,7 +11,6 @@
 //! the work once, and the one that finds the lock held leaves the run to the other this
 //! round. Correctness never depends on the lock.
 
-use crate::api::views::webhook_body;
 use crate::state::AppState;
 use baton_coord::{RunEnded, Wake};
 use baton_core::TaskStatus;
@@ -24,7 +23,6 @@ pub fn policy(state: &AppState) -> FinishPolicy {
     FinishPolicy {
         backoff: state.config.timings.retry_backoff(),
         jitter_unit: rand::random(),
-        webhook_body,
     }
 }
 
@@ -40,28 +38,52 @@ pub fn finish_item(task: Uuid, fence: Fence, end: RunEnd) -> FinishRun {
 
 /// The Redis half of ended runs, after their commit: claims go (compare-and-delete on the
 /// lease), retries wait in the delayed set, log followers of `logs` on every node read
-/// to the end, the outbox deliverers hear of new webhooks. If this fails or the node dies
-/// first, the repair pass drops claims of terminal tasks and promotes overdue scheduled
-/// ones.
-pub async fn after_commit(state: &AppState, ended: &[(&TaskRecord, Uuid)], logs: &[Uuid]) {
-    let runs: Vec<RunEnded> = ended
-        .iter()
-        .map(|(task, lease_id)| RunEnded {
-            task: task.id,
-            lease_id: *lease_id,
-            retry_at_ms: (task.status == TaskStatus::Scheduled)
-                .then(|| task.run_at.map(|at| at.timestamp_millis()))
-                .flatten(),
-        })
-        .collect();
-    if let Err(e) = state.coord.runs_ended(&runs, logs).await {
-        tracing::warn!(error = %e, runs = runs.len(), "claims of ended runs not dropped; repair will");
+/// to the end, the outbox deliverers hear of new webhooks. Nothing waits for it to be
+/// correct — if it fails or the node dies first, the repair pass drops claims of
+/// terminal tasks and promotes overdue scheduled ones — so a runner's answer need not
+/// wait for it either ([`AfterCommit::spawn`]).
+pub struct AfterCommit {
+    runs: Vec<RunEnded>,
+    logs: Vec<Uuid>,
+    webhooks: bool,
+}
+
+impl AfterCommit {
+    pub fn of(ended: &[(&TaskRecord, Uuid)], logs: &[Uuid]) -> AfterCommit {
+        AfterCommit {
+            runs: ended
+                .iter()
+                .map(|(task, lease_id)| RunEnded {
+                    task: task.id,
+                    lease_id: *lease_id,
+                    retry_at_ms: (task.status == TaskStatus::Scheduled)
+                        .then(|| task.run_at.map(|at| at.timestamp_millis()))
+                        .flatten(),
+                })
+                .collect(),
+            logs: logs.to_vec(),
+            webhooks: ended
+                .iter()
+                .any(|(t, _)| t.status.is_terminal() && t.notify_url.is_some()),
+        }
     }
-    if ended
-        .iter()
-        .any(|(t, _)| t.status.is_terminal() && t.notify_url.is_some())
-    {
-        let _ = state.coord.publish(&Wake::Outbox).await;
+
+    pub async fn apply(self, state: &AppState) {
+        if let Err(e) = state.coord.runs_ended(&self.runs, &self.logs).await {
+            tracing::warn!(error = %e, runs = self.runs.len(), "claims of ended runs not dropped; repair will");
+        }
+        if self.webhooks {
+            let _ = state.coord.publish(&Wake::Outbox).await;
+        }
+    }
+
+    /// Applies it in the background: the caller answers now.
+    pub fn spawn(self, state: &AppState) {
+        if self.runs.is_empty() && self.logs.is_empty() {
+            return;
+        }
+        let state = state.clone();
+        tokio::spawn(async move { self.apply(&state).await });
     }
 }
 
@@ -92,7 +114,9 @@ pub async fn end_by_server(
         .map(|mut done| done.finishes.pop().expect("one answer"));
     let result = match ended {
         Ok(Ok(row)) => {
-            after_commit(state, &[(&row, lease_id)], &[row.id]).await;
+            AfterCommit::of(&[(&row, lease_id)], &[row.id])
+                .apply(state)
+                .await;
             Ok(Some(row))
         }
         Ok(Err(StoreError::Conflict { .. })) => Ok(None),

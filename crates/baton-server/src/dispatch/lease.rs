@@ -135,7 +135,7 @@ pub async fn views(
         let span = tracing::info_span!("task.lease", task.id = %row.id, runner.id = %runner.id, lease.id = %p.lease_id, node.id = %node);
         trace_context::adopt_parent(&span, row.traceparent.as_deref());
         let _entered = span.enter();
-        tracing::info!(task.id = %row.id, runner.id = %runner.id, lease.id = %p.lease_id, "task leased");
+        tracing::debug!(task.id = %row.id, runner.id = %runner.id, lease.id = %p.lease_id, "task leased");
         let mut view = leased_view(row.clone(), p.lease_id);
         if let Some(tp) = trace_context::traceparent_of(&span) {
             view.traceparent = Some(tp);

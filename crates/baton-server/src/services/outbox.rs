@@ -85,6 +85,21 @@ impl OutboxDeliverer {
         }
     }
 
+    /// The body of a webhook whose row holds none: built from the task's final row, which
+    /// no longer changes.
+    async fn body_of(&self, row: &baton_store::OutboxRecord) -> Result<serde_json::Value, String> {
+        match self.state.store.task_get(row.task_id).await {
+            Ok(task) => Ok(crate::api::views::webhook_body(&task)),
+            // Deleted meanwhile (by hand: the janitor waits for the delivery): the id and
+            // the final status are all that is left to say.
+            Err(baton_store::StoreError::NotFound) => Ok(serde_json::json!({
+                "event": "task.finished",
+                "task": { "id": row.task_id },
+            })),
+            Err(e) => Err(format!("cannot read the task: {e}")),
+        }
+    }
+
     /// How long to wait after a pass that found nothing due: until the next retry comes
     /// due, within `busy..=idle`.
     async fn until_next_due(&self, busy: Duration, idle: Duration) -> Duration {
@@ -103,13 +118,17 @@ impl OutboxDeliverer {
         row: &baton_store::OutboxRecord,
         timeout: Duration,
     ) -> Result<(), String> {
+        let body = match &row.body {
+            Some(body) => body.0.clone(),
+            None => self.body_of(row).await?,
+        };
         let sent = self
             .state
             .http
             .post(&row.target)
             .timeout(timeout)
             .header("Idempotency-Key", &row.idempotency_key)
-            .json(&row.body.0)
+            .json(&body)
             .send()
             .await;
         match sent {

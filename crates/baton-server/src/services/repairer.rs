@@ -14,7 +14,6 @@
 //! rebuild after Redis lost its data (see `rebuilder`).
 
 use super::ServiceError;
-use crate::api::views::webhook_body;
 use crate::queueing::queue_entry;
 use crate::state::AppState;
 use baton_coord::Enqueue;
@@ -138,11 +137,7 @@ impl Repairer {
         report: &mut RepairReport,
     ) -> Result<(), ServiceError> {
         loop {
-            let expired = self
-                .state
-                .store
-                .tasks_expire_due(now, PAGE, webhook_body)
-                .await?;
+            let expired = self.state.store.tasks_expire_due(now, PAGE).await?;
             let places: Vec<(Uuid, String)> = expired
                 .iter()
                 .map(|t| (t.id, queue_entry(t).key_rel()))

@@ -1,0 +1,538 @@
+//! The hot path's writes, a batch at a time: inserts, starts, log appends, run ends (with
+//! their outbox rows) and the reads that go with them, every row a compare-and-set that
+//! says whether it changed. The group committer (`group_commit.rs`) gathers concurrent
+//! requests' work into one [`Work`]; the store's single-item methods are a batch of one.
+//!
+//! A batch with no log chunks, in which no task appears twice — the common case — is
+//! written as **one statement** (`one_statement.rs`): one round trip to Postgres and one
+//! commit, however many kinds it holds. Any other batch takes the general path
+//! (`by_kind.rs`): a transaction with one statement per kind. Both are built from the
+//! same SQL (`sql.rs`).
+//!
+//! Rows the compare-and-set did not change are read once more, together, to tell the
+//! caller why (a repeat of a report that already took effect, a stale lease, another
+//! runner's task). A batch never fails for one item's sake: each item gets its own
+//! answer.
+
+mod by_kind;
+mod one_statement;
+mod sql;
+
+use crate::error::StoreError;
+use crate::logs::LogAppend;
+use crate::runs::{Fence, FinishPolicy, RunEnd};
+use crate::tasks::{NewTask, TaskRecord};
+use baton_core::TaskStatus;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::PgConnection;
+use sqlx::postgres::PgArguments;
+use sqlx::query::QueryAs;
+use sqlx::types::Json;
+use std::collections::{HashMap, HashSet};
+use uuid::Uuid;
+
+pub(crate) use one_statement::{eligible as fits_one_statement, write as write_one_statement};
+
+/// A runner's start acknowledgement, its lease already checked against the task's claim
+/// in Redis (design.md §4.3): `queued -> running` under that lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartRun {
+    pub task: Uuid,
+    pub lease_id: Uuid,
+    pub runner_id: Uuid,
+    /// The agent process the lease went to (unknown for a claim of the previous format).
+    pub boot_id: Option<Uuid>,
+    /// When the lease was made (the claim's time).
+    pub leased_at: DateTime<Utc>,
+}
+
+/// What a start did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Started {
+    pub status: TaskStatus,
+    pub attempt: i32,
+}
+
+/// A chunk of a running task's output, starting at `offset`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogWrite {
+    pub task: Uuid,
+    pub runner_id: Uuid,
+    pub lease_id: Uuid,
+    pub offset: i64,
+    pub data: Vec<u8>,
+}
+
+/// The end of a run to record, fenced by its lease.
+#[derive(Debug, Clone)]
+pub struct FinishRun {
+    pub task: Uuid,
+    pub fence: Fence,
+    pub end: RunEnd,
+    /// A random draw in `[0, 1)` for the retry's jitter.
+    pub jitter_unit: f64,
+}
+
+/// Everything one request (or several, merged) wants written, applied in this order in
+/// one transaction: inserts, starts, log appends, run ends, then the reads.
+#[derive(Debug, Clone, Default)]
+pub struct Work {
+    pub inserts: Vec<NewTask>,
+    pub starts: Vec<StartRun>,
+    pub logs: Vec<LogWrite>,
+    pub finishes: Vec<FinishRun>,
+    /// Rows to read after the writes (tasks just leased, a heartbeat's verdicts).
+    pub reads: Vec<Uuid>,
+}
+
+impl Work {
+    pub fn len(&self) -> usize {
+        self.inserts.len()
+            + self.starts.len()
+            + self.logs.len()
+            + self.finishes.len()
+            + self.reads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Each item's answer, in the order of [`Work`].
+#[derive(Debug, Clone, Default)]
+pub struct Done {
+    /// The row, and whether it was created (false: its idempotency key existed).
+    pub inserts: Vec<Result<(TaskRecord, bool), StoreError>>,
+    pub starts: Vec<Result<Started, StoreError>>,
+    pub logs: Vec<Result<LogAppend, StoreError>>,
+    pub finishes: Vec<Result<TaskRecord, StoreError>>,
+    /// The rows of `reads` that exist.
+    pub reads: Vec<TaskRecord>,
+    /// The terminal statuses this work wrote (not those a repeated report found), to
+    /// count once committed.
+    pub(crate) ended: Vec<TaskStatus>,
+}
+
+/// What the writes need besides the items: one clock for the batch, the log cap and the
+/// retry policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Apply {
+    pub now: DateTime<Utc>,
+    pub log_cap: i64,
+    pub policy: FinishPolicy,
+}
+
+impl Apply {
+    /// For work with no log appends or run ends (inserts, starts, reads).
+    pub fn at(now: DateTime<Utc>) -> Apply {
+        Apply {
+            now,
+            log_cap: 0,
+            policy: FinishPolicy {
+                backoff: baton_core::retry::TASK_RETRY,
+                jitter_unit: 0.5,
+            },
+        }
+    }
+}
+
+/// Applies `work` on `conn` by the general path (inside the caller's transaction).
+pub(crate) async fn apply(
+    conn: &mut PgConnection,
+    work: &Work,
+    how: &Apply,
+) -> Result<Done, StoreError> {
+    // In this order: a start, then its log, then its end, then what is read.
+    let inserts = by_kind::insert(conn, &work.inserts, how.now).await?;
+    let starts = by_kind::start(conn, &work.starts, how.now).await?;
+    let logs = by_kind::log_append(conn, &work.logs, how.log_cap).await?;
+    let finishes = by_kind::finish(conn, &work.finishes, how).await?;
+    Ok(Done {
+        inserts,
+        starts,
+        logs,
+        ended: finishes.ended,
+        finishes: finishes.answers,
+        reads: by_kind::read(conn, &work.reads).await?,
+    })
+}
+
+/// Each insert's answer from the rows `created` (by id): the others repeated an
+/// idempotency key, and their tasks were committed before ours (the insert waited for
+/// them), or earlier in this very batch.
+async fn with_repeated_keys(
+    conn: &mut PgConnection,
+    tasks: &[NewTask],
+    created: HashMap<Uuid, TaskRecord>,
+) -> Result<Vec<Result<(TaskRecord, bool), StoreError>>, StoreError> {
+    let repeated: Vec<&str> = tasks
+        .iter()
+        .filter(|t| !created.contains_key(&t.id))
+        .filter_map(|t| t.idempotency_key.as_deref())
+        .collect();
+    let existing: HashMap<String, TaskRecord> = if repeated.is_empty() {
+        HashMap::new()
+    } else {
+        sqlx::query_as::<_, TaskRecord>("SELECT * FROM tasks WHERE idempotency_key = ANY($1)")
+            .bind(&repeated)
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .filter_map(|t| Some((t.idempotency_key.clone()?, t)))
+            .collect()
+    };
+    Ok(tasks
+        .iter()
+        .map(|t| match created.get(&t.id) {
+            Some(row) => Ok((row.clone(), true)),
+            None => t
+                .idempotency_key
+                .as_ref()
+                .and_then(|k| existing.get(k))
+                .map(|row| (row.clone(), false))
+                .ok_or_else(|| {
+                    StoreError::Internal("idempotency conflict without an existing task".into())
+                }),
+        })
+        .collect())
+}
+
+/// The binds of `sql::finish` for `batch`, in order.
+fn bind_finishes<'q, O>(
+    query: QueryAs<'q, sqlx::Postgres, O, PgArguments>,
+    batch: &[&FinishRun],
+    how: &Apply,
+) -> QueryAs<'q, sqlx::Postgres, O, PgArguments> {
+    let backoff = &how.policy.backoff;
+    // The delay of a retry is looked up by attempt (the doubling stays in `Backoff`) and
+    // scaled by each report's own jitter.
+    let schedule: Vec<f64> = backoff.schedule().iter().map(|d| d.as_secs_f64()).collect();
+    query
+        .bind(batch.iter().map(|f| f.task).collect::<Vec<_>>())
+        .bind(batch.iter().map(|f| f.fence.lease_id).collect::<Vec<_>>())
+        .bind(batch.iter().map(|f| f.fence.runner_id).collect::<Vec<_>>())
+        .bind(
+            batch
+                .iter()
+                .map(|f| f.end.outcome.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(batch.iter().map(|f| f.end.exit_code).collect::<Vec<_>>())
+        .bind(
+            batch
+                .iter()
+                .map(|f| f.end.error.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            batch
+                .iter()
+                .map(|f| f.end.outputs.clone().map(Json))
+                .collect::<Vec<_>>(),
+        )
+        .bind(batch.iter().map(|f| f.end.log_size).collect::<Vec<_>>())
+        .bind(
+            batch
+                .iter()
+                .map(|f| backoff.jitter_factor(f.jitter_unit))
+                .collect::<Vec<_>>(),
+        )
+        .bind(how.now)
+        .bind(schedule)
+}
+
+/// Why a start changed nothing (`holder`: the row as it stands).
+fn start_refused(holder: Option<&Holder>, s: &StartRun) -> Result<Started, StoreError> {
+    refusal(holder, s.runner_id, s.lease_id, |h| {
+        // The same start again (its answer was lost): it took effect.
+        h.status == TaskStatus::Running
+    })
+    .map(|h| Started {
+        status: h.status,
+        attempt: h.attempt,
+    })
+}
+
+/// Positions of `items` split into rounds in which each task appears once: one
+/// statement may change a row only once.
+fn rounds<T>(items: &[T], task: impl Fn(&T) -> Uuid) -> Vec<Vec<usize>> {
+    let mut rounds: Vec<Vec<usize>> = Vec::new();
+    let mut seen: Vec<HashSet<Uuid>> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let id = task(item);
+        match seen.iter().position(|s| !s.contains(&id)) {
+            Some(r) => {
+                seen[r].insert(id);
+                rounds[r].push(i);
+            }
+            None => {
+                seen.push(HashSet::from([id]));
+                rounds.push(vec![i]);
+            }
+        }
+    }
+    rounds
+}
+
+/// Puts each round's answers back in item order.
+fn in_order<R>(len: usize, answered: Vec<(usize, R)>) -> Vec<R> {
+    let mut slots: Vec<Option<R>> = (0..len).map(|_| None).collect();
+    for (i, r) in answered {
+        slots[i] = Some(r);
+    }
+    slots
+        .into_iter()
+        .map(|r| r.expect("every item answered"))
+        .collect()
+}
+
+/// One task as `jsonb_to_recordset` reads it.
+fn insert_row(t: &NewTask) -> Value {
+    serde_json::json!({
+        "id": t.id,
+        "queue": t.queue,
+        "labels": t.labels,
+        "command": t.command,
+        "script": t.script,
+        "env": t.env,
+        "payload": t.payload,
+        "priority": t.priority,
+        "timeout_s": t.timeout_s,
+        "queue_timeout_s": t.queue_timeout_s,
+        "max_attempts": t.max_attempts,
+        "idempotency_key": t.idempotency_key,
+        "created_by": t.created_by,
+        "traceparent": t.traceparent,
+        "run_at": t.run_at,
+        "notify_url": t.notify_url,
+        "secret_env": t.secret_env,
+    })
+}
+
+/// Who holds a task now, for telling a refused report why.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct Holder {
+    id: Uuid,
+    #[sqlx(try_from = "String")]
+    status: TaskStatus,
+    runner_id: Option<Uuid>,
+    lease_id: Option<Uuid>,
+    attempt: i32,
+    log_size: i64,
+}
+
+impl Holder {
+    fn of(task: &TaskRecord) -> Holder {
+        Holder {
+            id: task.id,
+            status: task.status,
+            runner_id: task.runner_id,
+            lease_id: task.lease_id,
+            attempt: task.attempt,
+            log_size: task.log_size,
+        }
+    }
+}
+
+/// Why a runner's compare-and-set changed nothing: another runner's task (or none) is not
+/// found — its existence is not leaked; a moved status or another lease of this runner's
+/// is a conflict. `already_done` recognises a retried report whose first attempt took
+/// effect, which is answered with the task as it stands.
+fn refusal<'h>(
+    holder: Option<&'h Holder>,
+    runner_id: Uuid,
+    lease_id: Uuid,
+    already_done: impl Fn(&Holder) -> bool,
+) -> Result<&'h Holder, StoreError> {
+    let holder = holder
+        .filter(|h| h.runner_id == Some(runner_id))
+        .ok_or(StoreError::NotFound)?;
+    if holder.lease_id != Some(lease_id) {
+        return Err(StoreError::Conflict {
+            status: holder.status,
+            reason: "stale lease: the task was leased again",
+        });
+    }
+    if already_done(holder) {
+        return Ok(holder);
+    }
+    Err(StoreError::Conflict {
+        status: holder.status,
+        reason: "the task is not in a state that accepts this report",
+    })
+}
+
+/// What one chunk does to its task's log.
+struct Accepted {
+    ack: LogAppend,
+    truncated: bool,
+}
+
+/// Decides one chunk against the log held so far (and moves `holder.log_size` on): a
+/// chunk already held (a resend) is not stored twice; one that overlaps the end stores
+/// only its new tail; one that starts past the end is refused with the size held, so the
+/// runner rewinds; past the cap it is acknowledged but not kept.
+#[allow(clippy::type_complexity)]
+fn accept_chunk<'w>(
+    holder: Option<&mut Holder>,
+    w: &'w LogWrite,
+    cap: i64,
+) -> Result<(Accepted, Option<(i32, i64, &'w [u8])>), StoreError> {
+    let holder = holder
+        .filter(|h| h.runner_id == Some(w.runner_id))
+        .ok_or(StoreError::NotFound)?;
+    if holder.lease_id != Some(w.lease_id) {
+        return Err(StoreError::Conflict {
+            status: holder.status,
+            reason: "stale lease: the task was leased again",
+        });
+    }
+    if !matches!(holder.status, TaskStatus::Running | TaskStatus::Cancelling) {
+        return Err(StoreError::Conflict {
+            status: holder.status,
+            reason: "logs are accepted only while the task runs",
+        });
+    }
+    let held = holder.log_size;
+    if w.offset > held {
+        return Err(StoreError::LogOffsetPastEnd {
+            requested: w.offset,
+            held,
+        });
+    }
+    let already = usize::try_from(held - w.offset).unwrap_or(usize::MAX);
+    let fresh = w.data.get(already..).unwrap_or_default();
+    let room = usize::try_from((cap - held).max(0)).unwrap_or(usize::MAX);
+    let stored = &fresh[..fresh.len().min(room)];
+    holder.log_size = held + fresh.len() as i64;
+    let ack = LogAppend {
+        acked: holder.log_size,
+        status: holder.status,
+    };
+    let chunk = (!stored.is_empty()).then_some((holder.attempt, held, stored));
+    Ok((
+        Accepted {
+            ack,
+            truncated: stored.len() < fresh.len(),
+        },
+        chunk,
+    ))
+}
+
+/// Why a run end changed nothing. A runner's own report is fenced by runner and lease;
+/// the same report again (its answer was lost) is answered with the task as it stands:
+/// the outcome it recorded, or the retry a failure led to.
+fn finish_refused(task: Option<&TaskRecord>, f: &FinishRun) -> Result<TaskRecord, StoreError> {
+    let task = task.ok_or(StoreError::NotFound)?;
+    if f.fence.runner_id.is_some() && task.runner_id != f.fence.runner_id {
+        return Err(StoreError::NotFound);
+    }
+    if task.lease_id != Some(f.fence.lease_id) {
+        return Err(StoreError::Conflict {
+            status: task.status,
+            reason: "stale lease: the task was leased again",
+        });
+    }
+    let repeat = f.fence.runner_id.is_some()
+        && (task.status == f.end.outcome
+            || (task.status == TaskStatus::Scheduled && f.end.outcome == TaskStatus::Failed));
+    if repeat {
+        return Ok(task.clone());
+    }
+    Err(StoreError::Conflict {
+        status: task.status,
+        reason: "the task is not running",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_hold_each_task_once() {
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let items = [a, b, a, a, b];
+        assert_eq!(
+            rounds(&items, |&i| i),
+            vec![vec![0, 1], vec![2, 4], vec![3]]
+        );
+        assert_eq!(
+            in_order(3, vec![(2, 'c'), (0, 'a'), (1, 'b')]),
+            vec!['a', 'b', 'c']
+        );
+    }
+
+    fn holder(status: TaskStatus, size: i64) -> Holder {
+        Holder {
+            id: Uuid::nil(),
+            status,
+            runner_id: Some(Uuid::from_u128(1)),
+            lease_id: Some(Uuid::from_u128(2)),
+            attempt: 1,
+            log_size: size,
+        }
+    }
+
+    fn chunk(offset: i64, data: &[u8]) -> LogWrite {
+        LogWrite {
+            task: Uuid::nil(),
+            runner_id: Uuid::from_u128(1),
+            lease_id: Uuid::from_u128(2),
+            offset,
+            data: data.to_vec(),
+        }
+    }
+
+    #[test]
+    fn chunks_are_taken_once_and_in_order() {
+        let mut h = holder(TaskStatus::Running, 4);
+        let overlap = chunk(2, b"cdef");
+        let (ok, stored) = accept_chunk(Some(&mut h), &overlap, 100).unwrap();
+        assert_eq!(ok.ack.acked, 6, "an overlap stores only its new tail");
+        assert_eq!(stored, Some((1, 4, &b"ef"[..])));
+        let resend = chunk(0, b"abcdef");
+        let (again, stored) = accept_chunk(Some(&mut h), &resend, 100).unwrap();
+        assert_eq!(
+            (again.ack.acked, stored),
+            (6, None),
+            "a resend stores nothing"
+        );
+        assert!(matches!(
+            accept_chunk(Some(&mut h), &chunk(9, b"x"), 100),
+            Err(StoreError::LogOffsetPastEnd {
+                requested: 9,
+                held: 6
+            })
+        ));
+        let past_cap = chunk(6, b"ghij");
+        let (capped, stored) = accept_chunk(Some(&mut h), &past_cap, 8).unwrap();
+        assert!(capped.truncated);
+        assert_eq!((capped.ack.acked, stored), (10, Some((1, 6, &b"gh"[..]))));
+    }
+
+    #[test]
+    fn chunks_of_a_stale_lease_or_another_runner_are_refused() {
+        let mut h = holder(TaskStatus::Running, 0);
+        let mut stale = chunk(0, b"x");
+        stale.lease_id = Uuid::from_u128(9);
+        assert!(matches!(
+            accept_chunk(Some(&mut h), &stale, 100),
+            Err(StoreError::Conflict { .. })
+        ));
+        let mut other = chunk(0, b"x");
+        other.runner_id = Uuid::from_u128(9);
+        assert!(matches!(
+            accept_chunk(Some(&mut h), &other, 100),
+            Err(StoreError::NotFound)
+        ));
+        let mut done = holder(TaskStatus::Succeeded, 0);
+        assert!(matches!(
+            accept_chunk(Some(&mut done), &chunk(0, b"x"), 100),
+            Err(StoreError::Conflict { .. })
+        ));
+        assert_eq!(h.log_size, 0, "nothing refused moves the log on");
+    }
+}

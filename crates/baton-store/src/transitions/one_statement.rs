@@ -1,0 +1,168 @@
+//! The common batch — no log chunks, no task twice — as one statement: the starts, the
+//! run ends with their outbox rows, the inserts and the reads are each a
+//! data-modifying (or reading) `WITH` part of it, so the whole batch is one round trip
+//! to Postgres and one commit (the statement's own), atomic as a transaction would be.
+//! The parts see the same snapshot: a read of a task started or ended in the same batch
+//! sees it as it was before — which is why a task may appear only once.
+
+use super::sql;
+use super::{
+    Apply, Done, Holder, Started, Work, bind_finishes, finish_refused, insert_row, start_refused,
+    with_repeated_keys,
+};
+use crate::error::StoreError;
+use crate::metered::MeteredPool;
+use crate::tasks::TaskRecord;
+use baton_core::TaskStatus;
+use serde_json::Value;
+use sqlx::types::Json;
+use std::collections::{HashMap, HashSet};
+use uuid::Uuid;
+
+/// Whether `work` can be written as one statement.
+pub(crate) fn eligible(work: &Work) -> bool {
+    if !work.logs.is_empty() {
+        return false;
+    }
+    let mut seen = HashSet::new();
+    work.starts
+        .iter()
+        .map(|s| s.task)
+        .chain(work.finishes.iter().map(|f| f.task))
+        .all(|id| seen.insert(id))
+}
+
+/// The statement for the kinds `work` holds: only those parts, so Postgres plans no more
+/// than it runs; each set of parts is its own prepared statement. Parameters, in order:
+/// starts (6), run ends (11), inserts (2), reads (1), of the parts present.
+fn statement(work: &Work) -> String {
+    let (mut parts, mut selects, mut next) = (Vec::new(), Vec::new(), 1);
+    if !work.starts.is_empty() {
+        parts.push(format!("s AS ({} RETURNING t.*)", sql::start(next)));
+        selects.push("SELECT 's' AS kind, s.* FROM s");
+        next += 6;
+    }
+    if !work.finishes.is_empty() {
+        parts.push(format!("f AS ({} RETURNING t.*)", sql::finish(next)));
+        parts.push(format!("w AS ({})", sql::outbox_of("f", next + 9)));
+        selects.push("SELECT 'f' AS kind, f.* FROM f");
+        next += 11;
+    }
+    if !work.inserts.is_empty() {
+        parts.push(format!("i AS ({})", sql::insert(next, next + 1)));
+        selects.push("SELECT 'i' AS kind, i.* FROM i");
+        next += 2;
+    }
+    if !work.reads.is_empty() {
+        parts.push(format!(
+            "r AS (SELECT * FROM tasks WHERE id = ANY(${next}))"
+        ));
+        selects.push("SELECT 'r' AS kind, r.* FROM r");
+    }
+    format!("WITH {} {}", parts.join(", "), selects.join(" UNION ALL "))
+}
+
+/// A row the statement returned, and which part returned it.
+#[derive(sqlx::FromRow)]
+struct Returned {
+    kind: String,
+    #[sqlx(flatten)]
+    task: TaskRecord,
+}
+
+/// Writes `work` (which must be [`eligible`]) in one statement.
+pub(crate) async fn write(
+    pool: &MeteredPool,
+    work: &Work,
+    how: &Apply,
+    before_commit: impl FnOnce(),
+) -> Result<Done, StoreError> {
+    let mut conn = pool.acquire().await?;
+    let starts = &work.starts;
+    let finishes: Vec<_> = work.finishes.iter().collect();
+    let mut query = sqlx::query_as::<_, Returned>(sqlx::AssertSqlSafe(statement(work)));
+    if !starts.is_empty() {
+        query = query
+            .bind(starts.iter().map(|s| s.task).collect::<Vec<_>>())
+            .bind(starts.iter().map(|s| s.lease_id).collect::<Vec<_>>())
+            .bind(starts.iter().map(|s| s.runner_id).collect::<Vec<_>>())
+            .bind(starts.iter().map(|s| s.boot_id).collect::<Vec<_>>())
+            .bind(starts.iter().map(|s| s.leased_at).collect::<Vec<_>>())
+            .bind(how.now);
+    }
+    if !finishes.is_empty() {
+        query = bind_finishes(query, &finishes, how);
+    }
+    if !work.inserts.is_empty() {
+        let inserts: Vec<Value> = work.inserts.iter().map(insert_row).collect();
+        query = query.bind(Json(inserts)).bind(how.now);
+    }
+    if !work.reads.is_empty() {
+        query = query.bind(&work.reads);
+    }
+    before_commit();
+    let returned = query.fetch_all(&mut *conn).await?;
+
+    let (mut started, mut ended, mut created, mut read) =
+        (HashMap::new(), HashMap::new(), HashMap::new(), Vec::new());
+    for Returned { kind, task } in returned {
+        match kind.as_str() {
+            "s" => {
+                started.insert(task.id, task.attempt);
+            }
+            "f" => {
+                ended.insert(task.id, task);
+            }
+            "i" => {
+                created.insert(task.id, task);
+            }
+            _ => read.push(task),
+        }
+    }
+    // The refused are read again, to tell each why.
+    let refused: Vec<Uuid> = starts
+        .iter()
+        .map(|s| s.task)
+        .filter(|id| !started.contains_key(id))
+        .chain(
+            finishes
+                .iter()
+                .map(|f| f.task)
+                .filter(|id| !ended.contains_key(id)),
+        )
+        .collect();
+    let as_they_stand: HashMap<Uuid, TaskRecord> = super::by_kind::read(&mut conn, &refused)
+        .await?
+        .into_iter()
+        .map(|t| (t.id, t))
+        .collect();
+    let inserts = with_repeated_keys(&mut conn, &work.inserts, created).await?;
+    let written: Vec<TaskStatus> = ended
+        .values()
+        .map(|t| t.status)
+        .filter(|s| s.is_terminal())
+        .collect();
+    Ok(Done {
+        inserts,
+        starts: starts
+            .iter()
+            .map(|s| match started.get(&s.task) {
+                Some(&attempt) => Ok(Started {
+                    status: TaskStatus::Running,
+                    attempt,
+                }),
+                None => start_refused(as_they_stand.get(&s.task).map(Holder::of).as_ref(), s),
+            })
+            .collect(),
+        logs: Vec::new(),
+        finishes: finishes
+            .iter()
+            .map(|f| match ended.get(&f.task) {
+                Some(row) => Ok(row.clone()),
+                None => finish_refused(as_they_stand.get(&f.task), f),
+            })
+            .collect(),
+        reads: read,
+        ended: written,
+    })
+}
