@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 /// Where the counts come from.
 pub struct Sources {
-    pub database_url: String,
+    /// Where the counters are read: another database of the same cluster, so reading
+    /// them adds nothing to what they count.
+    pub admin_url: String,
     pub database: String,
     pub redis_url: String,
     pub access_log: PathBuf,
@@ -91,9 +93,7 @@ impl Usage {
 
 impl Sources {
     pub async fn snapshot(&self) -> Snapshot {
-        let mut db = sqlx::PgConnection::connect(&self.database_url)
-            .await
-            .unwrap();
+        let mut db = sqlx::PgConnection::connect(&self.admin_url).await.unwrap();
         let commits: i64 =
             sqlx::query_scalar("SELECT xact_commit FROM pg_stat_database WHERE datname = $1")
                 .bind(&self.database)

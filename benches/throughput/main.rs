@@ -139,7 +139,7 @@ async fn bench() {
         }),
     ];
     let sources = |processes: &[(String, Vec<u32>)]| Sources {
-        database_url: stack.env.database_url.clone(),
+        admin_url: stack.pg.admin_url(),
         database: stack.env.database.clone(),
         redis_url: stack.redis.url(),
         access_log: stack.lb.dir.join("access.log"),
@@ -448,6 +448,16 @@ async fn node_histograms(stack: &Stack) -> Vec<(String, f64, f64)> {
                 "Redis script",
             ),
             ("baton_group_commit_items", "", "items per group commit"),
+            (
+                "baton_http_request_duration_seconds",
+                "route=\"/v1/tasks\"",
+                "submit request",
+            ),
+            (
+                "baton_redis_command_duration_seconds",
+                "op=\"multi\"",
+                "Redis transaction",
+            ),
         ] {
             let find = |suffix: &str| {
                 text.lines()
@@ -528,7 +538,10 @@ async fn pickup(stack: &Stack, scale: &Scale) -> [f64; 3] {
     let runner = Client::new(&stack.pinned[0], Some(token)).unwrap();
     let submitter = user_client(&stack.pinned[1]);
     let boot = Uuid::new_v4();
+    let histograms = node_histograms(stack).await;
     let mut samples = Vec::with_capacity(scale.pickups);
+    // Where the time goes: until the submit is answered (its commit), and the rest.
+    let mut submit_answered = Vec::with_capacity(scale.pickups);
     for _ in 0..scale.pickups {
         let parked = {
             let runner = runner.clone();
@@ -548,6 +561,7 @@ async fn pickup(stack: &Stack, scale: &Scale) -> [f64; 3] {
             })
             .await
             .unwrap();
+        submit_answered.push(sent.elapsed());
         let got = parked.await.unwrap().unwrap();
         samples.push(sent.elapsed());
         let leased = got.tasks.first().expect("the parked runner got the task");
@@ -560,10 +574,15 @@ async fn pickup(stack: &Stack, scale: &Scale) -> [f64; 3] {
         ms(percentile(&samples, 0.99)),
         ms(*samples.last().unwrap()),
     );
+    submit_answered.sort();
     println!(
-        "pickup: p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms (n={})",
-        samples.len()
+        "pickup: p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms (n={}); the submit alone \
+         answered at p50 {:.2} ms, p99 {:.2} ms",
+        samples.len(),
+        ms(percentile(&submit_answered, 0.5)),
+        ms(percentile(&submit_answered, 0.99)),
     );
+    println!("{}", timings(&histograms, &node_histograms(stack).await));
     [p50, p99, max]
 }
 
@@ -621,16 +640,28 @@ async fn idle(
                 .map(|_| register_runner_token(&stack.lb.url, &[], 1)),
         )
         .await;
-        tokens.extend(made.into_iter().map(|(_, t)| t));
+        tokens.extend(made.into_iter().map(|(_, t)| (t, Uuid::new_v4())));
+    }
+    // Steady state: runners parked for long have been heard by every node, so each
+    // node's token cache knows them. One poll that does not park, on each node directly.
+    for chunk in tokens.chunks(50) {
+        let warmups = chunk.iter().flat_map(|(token, boot)| {
+            stack.nodes.iter().map(move |node| {
+                let client = Client::new(&node.url, Some(token.clone())).unwrap();
+                async move { client.exchange(&poll(*boot, 0)).await }
+            })
+        });
+        for answer in futures::future::join_all(warmups).await {
+            answer.expect("a warm-up poll");
+        }
     }
     let polls = Arc::new(AtomicU64::new(0));
     let pollers: Vec<_> = tokens
         .into_iter()
-        .map(|token| {
+        .map(|(token, boot)| {
             let (url, polls) = (stack.lb.url.clone(), polls.clone());
             tokio::spawn(async move {
                 let client = Client::new(&url, Some(token)).unwrap();
-                let boot = Uuid::new_v4();
                 loop {
                     if client.exchange(&poll(boot, 30)).await.is_ok() {
                         polls.fetch_add(1, Ordering::Relaxed);
@@ -666,7 +697,7 @@ async fn idle(
         "idle statements over {secs:.0} s:\n{}",
         cost.top_statements(1, 10)
     );
-    format!(
+    let line = format!(
         "idle, {n} parked runners (wait_s 30) for {secs:.0} s: {:.2} Postgres statements/s \
          ({:.2} commits/s) in all   [target <= 1]; {:.2} Redis commands per poll ({answered} polls)   \
          [target <= 2]; resident memory per node {} MiB   [target <= 150]",
@@ -674,7 +705,9 @@ async fn idle(
         cost.commits as f64 / secs,
         cost.redis_commands as f64 / answered.max(1) as f64,
         rss.join(", ")
-    )
+    );
+    println!("{line}");
+    line
 }
 
 /// `rows` tasks finished a day ago, older than everything else, as a busy cluster's table

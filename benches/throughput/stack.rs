@@ -6,6 +6,7 @@
 use crate::support::nginx::{NginxProc, conf};
 use crate::support::services::{PostgresProc, RedisProc, free_port};
 use crate::support::{NodeProc, TestEnv};
+use sqlx::Connection;
 use std::time::Duration;
 
 pub struct Stack {
@@ -36,8 +37,11 @@ impl Stack {
         std::fs::create_dir_all(&dir).unwrap();
         let redis = RedisProc::start(&dir).await;
         let env = TestEnv::with_servers("bench-throughput", &pg.admin_url(), &redis.url()).await;
+        // In the admin database, where the counters are read from (the views are
+        // cluster-wide).
+        let mut admin = sqlx::PgConnection::connect(&pg.admin_url()).await.unwrap();
         sqlx::query("CREATE EXTENSION pg_stat_statements")
-            .execute(&mut env.db().await)
+            .execute(&mut admin)
             .await
             .unwrap();
         let mut nodes = Vec::new();

@@ -129,6 +129,9 @@ struct TimingArgs {
     /// [default: 1000].
     #[arg(long, env = "BATON_PRESENCE_WRITE_MS")]
     presence_write_ms: Option<u64>,
+    /// How often runner presence is copied from Redis to Postgres [default: 15000].
+    #[arg(long, env = "BATON_PRESENCE_FLUSH_MS")]
+    presence_flush_ms: Option<u64>,
 }
 
 pub async fn serve(

@@ -23,7 +23,8 @@ pub use procs::{NodeProc, RunnerProc};
 pub const API_TOKEN: &str = "test-admin-token";
 
 /// Short thresholds, so failovers happen in seconds: a 1.5 s node TTL, services every
-/// few hundred milliseconds, runners offline after 4 s and lost after 6 s.
+/// few hundred milliseconds (presence to Postgres every second), runners offline after
+/// 4 s and lost after 6 s.
 pub const FAST_HA: &[&str] = &[
     "--node-ttl-ms",
     "1500",
@@ -47,6 +48,8 @@ pub const FAST_HA: &[&str] = &[
     "1",
     "--retry-initial-ms",
     "200",
+    "--presence-flush-ms",
+    "1000",
 ];
 pub const REGISTRATION_TOKEN: &str = "test-registration-token";
 

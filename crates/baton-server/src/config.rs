@@ -165,7 +165,7 @@ impl Default for Timings {
             repair_interval_ms: 30_000,
             janitor_interval_ms: 60_000,
             outbox_interval_ms: 1_000,
-            presence_flush_ms: 5_000,
+            presence_flush_ms: 15_000,
             presence_write_ms: 1_000,
             outbox_idle_poll_ms: 30_000,
             runner_offline_after_s: 90,

@@ -3,11 +3,16 @@
 //!
 //! A refresh that finds the key gone, or comes more than `node_ttl` after the last good
 //! one (the process was paused, or Redis was unreachable), means others may have declared
-//! this node dead and adopted its claims: it takes a new id and starts over. Each beat
-//! also checks Postgres, so the staleness clocks restart after either outage.
+//! this node dead and adopted its claims: it takes a new id and starts over.
+//!
+//! The staleness clocks restart after an outage of either store. Redis is asked every
+//! beat anyway; Postgres only when there is cause — this node's own work found it
+//! unavailable since the last beat, or an outage is on and the beat looks for its end —
+//! so an idle cluster costs Postgres nothing here.
 
 use crate::state::AppState;
 use chrono::Utc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,11 +24,22 @@ pub struct HeartbeatReport {
 
 pub struct Heartbeat {
     state: AppState,
+    /// `baton_store::unavailable_seen()` at the last beat.
+    postgres_failures: AtomicU64,
 }
 
 impl Heartbeat {
     pub fn new(state: AppState) -> Self {
-        Heartbeat { state }
+        Heartbeat {
+            state,
+            postgres_failures: AtomicU64::new(baton_store::unavailable_seen()),
+        }
+    }
+
+    /// Whether Postgres failed this node's work since the last beat.
+    fn postgres_failed_since(&self) -> bool {
+        let now = baton_store::unavailable_seen();
+        self.postgres_failures.swap(now, Ordering::Relaxed) != now
     }
 
     pub fn interval(&self) -> Duration {
@@ -47,7 +63,15 @@ impl Heartbeat {
             .coord
             .node_beat(&info, self.state.config.node_ttl())
             .await;
-        let postgres = self.state.store.ping().await;
+        let postgres_failed = self.postgres_failed_since();
+        if postgres_failed {
+            self.state.clocks.outage();
+        }
+        let postgres = if postgres_failed || self.state.clocks.in_outage() {
+            self.state.store.ping().await
+        } else {
+            Ok(())
+        };
         let refreshed = match beat {
             Ok(existed) => {
                 if had_beaten && !rotated && !existed {

@@ -1,4 +1,5 @@
 use baton_core::TaskStatus;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Store failures, classified for the HA code (conventions.md "Errors").
 #[derive(Debug, Clone, thiserror::Error)]
@@ -28,6 +29,15 @@ pub enum StoreError {
     Internal(String),
 }
 
+/// How many times this process found Postgres unavailable, for whoever must notice an
+/// outage without asking Postgres itself (the node's heartbeat).
+static UNAVAILABLE_SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// The count of Postgres failures of the `Unavailable` kind so far, in this process.
+pub fn unavailable_seen() -> u64 {
+    UNAVAILABLE_SEEN.load(Ordering::Relaxed)
+}
+
 /// Every sqlx error becomes a `StoreError` here, so this is where Postgres failures are
 /// counted (`baton_postgres_errors_total{kind}`); a missing row or a value Postgres
 /// refused is the caller's news, not a failure of Postgres.
@@ -35,7 +45,10 @@ impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
         let error = classify(e);
         let kind = match &error {
-            StoreError::Unavailable(_) => "unavailable",
+            StoreError::Unavailable(_) => {
+                UNAVAILABLE_SEEN.fetch_add(1, Ordering::Relaxed);
+                "unavailable"
+            }
             StoreError::Internal(_) => "internal",
             _ => return error,
         };

@@ -19,7 +19,7 @@ mod tokens;
 mod transitions;
 
 pub use cancel::Cancelled;
-pub use error::StoreError;
+pub use error::{StoreError, unavailable_seen};
 pub use group_commit::{BATCH_ITEMS as GROUP_COMMIT_ITEMS, GroupCommit, GroupCommitSettings};
 pub use logs::{LogAppend, LogChunk};
 pub use metered::{ERRORS as POSTGRES_ERRORS, QUERY_DURATION as POSTGRES_QUERY_DURATION};

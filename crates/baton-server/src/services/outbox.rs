@@ -47,17 +47,30 @@ impl OutboxDeliverer {
         let shutdown = self.state.shutdown.clone();
         let mut wakes = self.state.wake.subscribe();
         let mut pause = Duration::ZERO;
+        // The pause is the idle backstop, not the wait for a row known to come due: when
+        // it ends with no news, one cheap look says whether a pass is worth running.
+        let mut backstop = false;
         loop {
             let until = tokio::time::Instant::now() + pause;
-            loop {
+            let news = loop {
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep_until(until) => break,
+                    _ = tokio::time::sleep_until(until) => break false,
                     wake = wakes.recv() => match wake {
-                        Ok(Wake::Outbox | Wake::All) | Err(RecvError::Lagged(_)) => break,
+                        Ok(Wake::Outbox | Wake::All) | Err(RecvError::Lagged(_)) => break true,
                         Ok(_) => continue,
                         Err(RecvError::Closed) => return,
                     },
+                }
+            };
+            if backstop && !news {
+                match self.next_due().await {
+                    Ok(Some(wait)) if wait.is_zero() => {}
+                    Ok(wait) => {
+                        (pause, backstop) = paced(wait, busy, idle);
+                        continue;
+                    }
+                    Err(_) => {}
                 }
             }
             let limit = (busy * 10).max(Duration::from_secs(60));
@@ -65,21 +78,24 @@ impl OutboxDeliverer {
                 _ = shutdown.cancelled() => return,
                 pass = tokio::time::timeout(limit, self.run_once(Utc::now())) => pass,
             };
-            pause = match pass {
+            (pause, backstop) = match pass {
                 Ok(Ok(report)) if report == DeliveryReport::default() => {
-                    self.until_next_due(busy, idle).await
+                    match self.next_due().await {
+                        Ok(wait) => paced(wait, busy, idle),
+                        Err(_) => (busy, false),
+                    }
                 }
-                Ok(Ok(_)) => busy,
+                Ok(Ok(_)) => (busy, false),
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "outbox pass failed");
-                    busy
+                    (busy, false)
                 }
                 Err(_) => {
                     tracing::warn!(
                         limit_s = limit.as_secs(),
                         "an outbox pass took too long and was abandoned"
                     );
-                    busy
+                    (busy, false)
                 }
             };
         }
@@ -100,17 +116,15 @@ impl OutboxDeliverer {
         }
     }
 
-    /// How long to wait after a pass that found nothing due: until the next retry comes
-    /// due, within `busy..=idle`.
-    async fn until_next_due(&self, busy: Duration, idle: Duration) -> Duration {
-        match self.state.store.outbox_next_due().await {
-            Ok(Some(at)) => (at - Utc::now())
-                .to_std()
-                .unwrap_or_default()
-                .clamp(busy, idle),
-            Ok(None) => idle,
-            Err(_) => busy,
-        }
+    /// How long until the next undelivered row comes due (zero: it is due); `None`: no
+    /// row waits.
+    async fn next_due(&self) -> Result<Option<Duration>, baton_store::StoreError> {
+        Ok(self
+            .state
+            .store
+            .outbox_next_due()
+            .await?
+            .map(|at| (at - Utc::now()).to_std().unwrap_or_default()))
     }
 
     async fn deliver(
@@ -166,5 +180,13 @@ impl OutboxDeliverer {
             }
         }
         Ok(report)
+    }
+}
+/// The pause until a row comes due (`wait`), within `busy..=idle`, and whether that
+/// pause is only the idle backstop.
+fn paced(wait: Option<Duration>, busy: Duration, idle: Duration) -> (Duration, bool) {
+    match wait {
+        Some(wait) if wait < idle => (wait.max(busy), false),
+        _ => (idle, true),
     }
 }

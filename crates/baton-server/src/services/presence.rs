@@ -39,7 +39,9 @@ impl PresenceFlusher {
         let owner = format!("{}:{}", state.node_id(), Uuid::new_v4());
         let Some(lock) = state
             .coord
-            .lock_acquire("presence", &owner, self.interval())
+            // Lapses a little before this node's next tick: the node that took it keeps
+            // the turn while it lives.
+            .lock_acquire("presence", &owner, self.interval().mul_f64(0.9))
             .await?
         else {
             return Ok(0);

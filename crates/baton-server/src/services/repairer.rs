@@ -78,7 +78,7 @@ impl Repairer {
         .await;
     }
 
-    /// One periodic pass, if no other node is running one.
+    /// One periodic pass, if no other node ran one this interval.
     pub async fn run_locked(&self, now: DateTime<Utc>) -> Result<RepairReport, ServiceError> {
         let state = &self.state;
         if !state.identity.is_live(now.timestamp_millis()) {
@@ -88,7 +88,11 @@ impl Repairer {
             });
         }
         let owner = format!("{}:{}", state.node_id(), Uuid::new_v4());
-        let ttl = Duration::from_millis(state.config.timings.repair_interval_ms);
+        // The lock outlives the pass: one pass per interval for the whole cluster, not
+        // one per node. It lapses a little before this node's next tick, so the node
+        // that took it keeps the turn while it lives.
+        let interval = Duration::from_millis(state.config.timings.repair_interval_ms);
+        let ttl = interval.mul_f64(0.9);
         let Some(lock) = state.coord.lock_acquire("repair", &owner, ttl).await? else {
             return Ok(RepairReport {
                 skipped: true,
@@ -103,7 +107,10 @@ impl Repairer {
                 },
             )
             .await;
-        let _ = state.coord.lock_release(&lock).await;
+        if result.is_err() {
+            // Another node may try sooner than the next interval.
+            let _ = state.coord.lock_release(&lock).await;
+        }
         result
     }
 
