@@ -21,11 +21,18 @@ pg_bin() {
     dirname "$(command -v initdb)"
 }
 
-# The tests also run `baton dev --smoke`, which needs nginx, redis-server and initdb.
+# The tests also run `baton dev --smoke`, which needs nginx, redis-server and initdb; the
+# drill steps clocks with libfaketime.
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v psql >/dev/null 2>&1 && { command -v initdb >/dev/null 2>&1 || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; } || missing+=(postgresql)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || missing+=(faketime)
+# The store-failover tests run Postgres under pg_auto_failover, for the installed version.
+if ! command -v pg_autoctl >/dev/null 2>&1; then
+    pg_major=$(ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -n 1)
+    missing+=("postgresql-${pg_major:-15}-auto-failover")
+fi
 if [ ${#missing[@]} -gt 0 ]; then
     echo "test.sh: installing ${missing[*]}"
     as_root apt-get update

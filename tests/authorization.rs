@@ -117,6 +117,7 @@ struct World {
     admin_token: String,
     submit: String,
     read: String,
+    submit_read: String,
     /// A second submit-only token: its tasks are "another token's" to every caller.
     other_submitter: Client,
 }
@@ -144,18 +145,19 @@ enum Whose {
 impl World {
     async fn new(base: &str) -> World {
         let admin = user_client(base);
-        let mint = |scope: Scope| {
+        let mint_with = |scopes: Vec<Scope>| {
             let admin = admin.clone();
             async move {
                 admin
                     .token_create(&CreateToken {
                         name: "authz".into(),
-                        scopes: vec![scope],
+                        scopes,
                     })
                     .await
                     .unwrap()
             }
         };
+        let mint = |scope: Scope| mint_with(vec![scope]);
         let revoked = mint(Scope::Admin).await;
         admin.token_revoke(revoked.view.id).await.unwrap();
         let registration = admin
@@ -173,6 +175,7 @@ impl World {
             admin_token: mint(Scope::Admin).await.token,
             submit: mint(Scope::Submit).await.token,
             read: mint(Scope::Read).await.token,
+            submit_read: mint_with(vec![Scope::Submit, Scope::Read]).await.token,
             other_submitter: Client::new(base, Some(other)).unwrap(),
             admin,
         }
@@ -222,6 +225,16 @@ impl World {
                     status,
                 )
             }
+            "own/403" => {
+                let (status, _) = self.attempt(operation, column, Whose::Callers).await;
+                expect(status.is_success(), "allowed on its own task", status)?;
+                let (status, _) = self.attempt(operation, column, Whose::Anothers).await;
+                expect(
+                    status == StatusCode::FORBIDDEN,
+                    "403 on another's task",
+                    status,
+                )
+            }
             code => {
                 let want: u16 = code.parse().map_err(|_| format!("bad cell {code:?}"))?;
                 let (status, _) = self.attempt(operation, column, Whose::Anothers).await;
@@ -242,6 +255,7 @@ impl World {
             "admin" => Some(self.admin_token.clone()),
             "submit" => Some(self.submit.clone()),
             "read" => Some(self.read.clone()),
+            "submit+read" => Some(self.submit_read.clone()),
             "runner" => Some(holder.token.clone()),
             "other runner" => Some(self.register().await.token),
             other => panic!("unknown column {other:?}"),
@@ -290,8 +304,15 @@ impl World {
             owner.submit(&parked_task()).await.unwrap().0.id
         };
         match template {
-            "/healthz" | "/readyz" | "/metrics" | "/openapi.json" | "/v1/tasks" | "/v1/runners"
-            | "/v1/tokens" | "/v1/nodes"
+            "/healthz"
+            | "/readyz"
+            | "/metrics"
+            | "/openapi.json"
+            | "/v1/tasks"
+            | "/v1/runners"
+            | "/v1/tokens"
+            | "/v1/nodes"
+            | "/v1/webhooks/secret"
                 if method == Method::GET =>
             {
                 call(template.to_string(), Body::None)

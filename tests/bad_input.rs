@@ -483,3 +483,44 @@ async fn each_bad_request_gets_its_4xx_and_writes_nothing() {
         .unwrap();
     assert_eq!(runners, 1, "no bad registration wrote a runner");
 }
+
+/// A body the server refuses before reading it all (too large, or sent with no token) is
+/// still answered with its JSON error: the node reads the rest away instead of closing a
+/// socket with unread bytes, which would reset the connection under the client's feet.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_body_is_answered_even_while_the_client_is_still_sending_it() {
+    let env = TestEnv::new("bad-input-unread").await;
+    let node = env.node().await;
+    let http = reqwest::Client::new();
+    let over_the_limit = vec![b' '; 9 << 20];
+    let unauthenticated = serde_json::to_vec(&json!({
+        "command": ["true"],
+        "env": {"PAD": "x".repeat(4 << 20)},
+    }))
+    .unwrap();
+    for round in 0..12 {
+        let too_large = http
+            .post(format!("{}/v1/tasks", node.url))
+            .bearer_auth(API_TOKEN)
+            .header("content-type", "application/json")
+            .body(over_the_limit.clone())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: the 413 was lost: {e:?}"));
+        assert_eq!(too_large.status(), 413, "round {round}");
+        let body: Value = too_large.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "body_too_large", "round {round}");
+
+        let no_token = http
+            .post(format!("{}/v1/tasks", node.url))
+            .header("content-type", "application/json")
+            .body(unauthenticated.clone())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: the 401 was lost: {e:?}"));
+        assert_eq!(no_token.status(), 401, "round {round}");
+        let body: Value = no_token.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "unauthorized", "round {round}");
+    }
+    assert_eq!(env.count_tasks().await, 0, "no refused body wrote a task");
+}

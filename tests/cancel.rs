@@ -176,6 +176,50 @@ async fn a_result_that_arrives_while_cancelling_stands_as_reported() {
     let node = env.node_with(FAST_HA).await;
     let user = user_client(&node.url);
     let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let (task, lease) = started_then_cancelled(&user, &runner).await;
+    let beat = runner
+        .heartbeat(&baton_client::Heartbeat {
+            boot_id: BOOT,
+            running: vec![baton_client::RunningLease {
+                task_id: task,
+                lease_id: lease,
+            }],
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        beat.cancel,
+        vec![task],
+        "the heartbeat answer carries the cancel"
+    );
+    let ack = runner.log_append(task, lease, 0, "x".into()).await.unwrap();
+    assert!(ack.cancel, "so does a log answer");
+    let done = runner
+        .complete(
+            task,
+            &CompleteTask {
+                lease_id: lease,
+                outcome: Outcome::Failed,
+                exit_code: Some(1),
+                error: None,
+                outputs: None,
+                log_size: Some(1),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        done.status,
+        TaskStatus::Failed,
+        "the work did finish, and a cancelled task never retries"
+    );
+}
+
+/// A leased and started task of `runner` (boot `BOOT`), then cancelled: `cancelling`.
+async fn started_then_cancelled(
+    user: &baton_client::Client,
+    runner: &baton_client::Client,
+) -> (Uuid, Uuid) {
     let (t, _) = user
         .submit(&SubmitTask {
             max_attempts: Some(3),
@@ -200,43 +244,67 @@ async fn a_result_that_arrives_while_cancelling_stands_as_reported() {
         user.task_cancel(t.id).await.unwrap().status,
         TaskStatus::Cancelling
     );
-    let beat = runner
-        .heartbeat(&baton_client::Heartbeat {
-            boot_id: BOOT,
-            running: vec![baton_client::RunningLease {
-                task_id: t.id,
-                lease_id: lease.lease_id,
-            }],
-        })
+    (t.id, lease.lease_id)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_resent_after_a_cancel_took_effect_and_the_cancel_still_ends_it() {
+    let env = TestEnv::new("cancel-start-resent").await;
+    let node = env.node_with(FAST_HA).await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let (task, lease) = started_then_cancelled(&user, &runner).await;
+
+    // The start's answer was lost; the runner sends it again.
+    let again = runner
+        .start(task, lease)
         .await
-        .unwrap();
-    assert_eq!(
-        beat.cancel,
-        vec![t.id],
-        "the heartbeat answer carries the cancel"
-    );
-    let ack = runner
-        .log_append(t.id, lease.lease_id, 0, "x".into())
-        .await
-        .unwrap();
-    assert!(ack.cancel, "so does a log answer");
+        .expect("the start took effect");
+    assert_eq!(again.status, TaskStatus::Cancelling);
     let done = runner
         .complete(
-            t.id,
+            task,
             &CompleteTask {
-                lease_id: lease.lease_id,
-                outcome: Outcome::Failed,
-                exit_code: Some(1),
+                lease_id: lease,
+                outcome: Outcome::Cancelled,
+                exit_code: None,
                 error: None,
                 outputs: None,
-                log_size: Some(1),
+                log_size: Some(0),
             },
         )
         .await
         .unwrap();
-    assert_eq!(
-        done.status,
-        TaskStatus::Failed,
-        "the work did finish, and a cancelled task never retries"
-    );
+    assert_eq!(done.status, TaskStatus::Cancelled);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelling_run_its_runner_forgot_ends_cancelled_not_failed() {
+    let env = TestEnv::new("cancel-forgotten").await;
+    let mut args = FAST_HA.to_vec();
+    args.extend(["--forgotten-run-after-s", "1"]);
+    let node = env.node_with(&args).await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let (task, _) = started_then_cancelled(&user, &runner).await;
+
+    // The runner's heartbeats no longer list the run: it forgot it (restarted its
+    // process table, say). The server ends it — as the cancel the user asked for.
+    let ended = wait_for(
+        "the forgotten run to be ended",
+        Duration::from_secs(20),
+        || async {
+            runner
+                .heartbeat(&baton_client::Heartbeat {
+                    boot_id: BOOT,
+                    running: vec![],
+                })
+                .await
+                .ok()?;
+            let now = user.task_get(task).await.ok()?;
+            now.status.is_terminal().then_some(now)
+        },
+    )
+    .await;
+    assert_eq!(ended.status, TaskStatus::Cancelled, "{:?}", ended.error);
 }

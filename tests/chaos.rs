@@ -1,5 +1,8 @@
 //! The failover drill, for two minutes: nodes, runners and Redis killed at random under
-//! load, at least ten node kills and two Redis restarts, and not one invariant violated.
+//! load, at least ten node kills and two Redis restarts, a runner killed and a node paused,
+//! every kind of link fault at least once (a runner cut off, a node cut from Redis, from Postgres, a one-way link, a
+//! slow link, a Postgres outage longer than `runner_lost_after`), a node's and a
+//! runner's wall clock stepped, and not one invariant violated.
 //! The report is kept in `target/chaos-report.txt` (scripts/test.sh prints it).
 
 use std::process::Command;
@@ -47,4 +50,18 @@ fn two_minutes_of_chaos_break_no_invariant() {
     assert!(stdout.contains("violations   0"), "{stdout}");
     assert!(count(&stdout, "node kills") >= 10, "{stdout}");
     assert!(count(&stdout, "redis restarts") >= 2, "{stdout}");
+    assert!(count(&stdout, "link faults") >= 6, "{stdout}");
+    for kind in [
+        "killed runner",
+        "paused node",
+        "from every node for",
+        "from Redis only",
+        "from Postgres only",
+        "one way only",
+        "slowed by",
+        "cut every node from Postgres",
+        "wall clock to",
+    ] {
+        assert!(stdout.contains(kind), "no {kind:?} fault in:\n{stdout}");
+    }
 }

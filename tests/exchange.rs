@@ -1,5 +1,6 @@
 //! The batched runner exchange against real nodes, Redis and Postgres: each item is
-//! answered on its own, a resend is answered as the first attempt was on any node, a
+//! answered on its own, a resend is answered as the first attempt was on any node (also
+//! when the lease recorded the starts, `start_leased`), a
 //! node killed inside a group commit acknowledges nothing it did not commit and loses
 //! nothing it acknowledged, and a Postgres outage answers every item "retry".
 
@@ -169,19 +170,51 @@ async fn a_batch_of_valid_stale_and_unknown_items_answers_each_and_changes_only_
     assert_eq!(stored(&env, a.id).await, ("succeeded".into(), 1));
 }
 
+/// `sent` again, as a runner resends an exchange whose answer it lost.
+async fn resend(to: &Client, sent: &Exchange) -> ExchangeAnswer {
+    to.exchange(&Exchange {
+        retry: true,
+        ..sent.clone()
+    })
+    .await
+    .unwrap()
+}
+
+/// Two nodes, a user client and one runner with a client on each node.
+struct TwoNodes {
+    env: TestEnv,
+    _nodes: [NodeProc; 2],
+    user: Client,
+    on_a: Client,
+    on_b: Client,
+}
+
+impl TwoNodes {
+    async fn start(name: &str) -> TwoNodes {
+        let env = TestEnv::new(name).await;
+        let node_a = env.node().await;
+        let node_b = env.node().await;
+        let user = user_client(&node_a.url);
+        let (_, token) = register_runner_token(&node_a.url, &[], 4).await;
+        let on_a = Client::new(&node_a.url, Some(token.clone())).unwrap();
+        let on_b = Client::new(&node_b.url, Some(token)).unwrap();
+        TwoNodes {
+            env,
+            _nodes: [node_a, node_b],
+            user,
+            on_a,
+            on_b,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_resent_exchange_is_answered_as_the_first_on_another_node() {
-    let env = TestEnv::new("exchange-replay").await;
-    let node_a = env.node().await;
-    let node_b = env.node().await;
-    let user = user_client(&node_a.url);
-    let (_, token) = register_runner_token(&node_a.url, &[], 4).await;
-    let on_a = Client::new(&node_a.url, Some(token.clone())).unwrap();
-    let on_b = Client::new(&node_b.url, Some(token)).unwrap();
-    let (first, _) = user.submit(&task()).await.unwrap();
-    let first_lease = lease(&on_a, 1).await[0].1;
+    let two = TwoNodes::start("exchange-replay").await;
+    let (first, _) = two.user.submit(&task()).await.unwrap();
+    let first_lease = lease(&two.on_a, 1).await[0].1;
     for _ in 0..2 {
-        user.submit(&task()).await.unwrap();
+        two.user.submit(&task()).await.unwrap();
     }
 
     // One exchange: a start, a completion, and a lease of two more.
@@ -190,17 +223,11 @@ async fn a_resent_exchange_is_answered_as_the_first_on_another_node() {
         max: 2,
         ..exchange()
     };
-    let answered = on_a.exchange(&sent).await.unwrap();
+    let answered = two.on_a.exchange(&sent).await.unwrap();
     assert_eq!(results(&answered).0, vec![ItemResult::Done]);
     assert_eq!(answered.tasks.len(), 2);
     // Its answer was lost; the runner sends it again, to node B.
-    let replayed = on_b
-        .exchange(&Exchange {
-            retry: true,
-            ..sent.clone()
-        })
-        .await
-        .unwrap();
+    let replayed = resend(&two.on_b, &sent).await;
     assert_eq!(
         replayed.starts, answered.starts,
         "the start answered as before"
@@ -210,12 +237,92 @@ async fn a_resent_exchange_is_answered_as_the_first_on_another_node() {
         "the same tasks under the same leases"
     );
     assert_eq!(
-        stored(&env, first.id).await,
+        stored(&two.env, first.id).await,
         ("running".into(), 1),
         "started once"
     );
     // Nothing was handed out twice, nor stranded.
-    assert!(lease(&on_a, 4).await.is_empty());
+    assert!(lease(&two.on_a, 4).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replay_record_outlives_the_longest_park_and_the_runner_s_longest_backoff() {
+    let env = TestEnv::new("exchange-replay-ttl").await;
+    let node = env.node_with(FAST_HA).await;
+    let user = user_client(&node.url);
+    let (runner_id, token) = register_runner_token(&node.url, &[], 4).await;
+    let runner = Client::new(&node.url, Some(token)).unwrap();
+    user.submit(&task()).await.unwrap();
+    let sent = Exchange {
+        max: 1,
+        start_leased: true,
+        ..exchange()
+    };
+    assert_eq!(runner.exchange(&sent).await.unwrap().tasks.len(), 1);
+
+    // A runner whose answer was lost resends after up to its longest backoff (30 s); the
+    // first attempt may have parked for the longest wait (50 s) before answering. The
+    // record must still be there, or the tasks it started are lost to the resend.
+    let mut redis = env.redis().await;
+    let ttl_ms: i64 = redis::cmd("PTTL")
+        .arg(format!(
+            "{}req:{runner_id}:{}",
+            env.redis_prefix, sent.request_id
+        ))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(ttl_ms > 80_000, "the replay record lives {ttl_ms} ms");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exchange_that_asks_start_leased_gets_its_tasks_running_and_a_resend_the_same() {
+    let two = TwoNodes::start("exchange-start-leased").await;
+    for _ in 0..3 {
+        two.user.submit(&task()).await.unwrap();
+    }
+    let sent = Exchange {
+        max: 3,
+        start_leased: true,
+        ..exchange()
+    };
+    let answered = two.on_a.exchange(&sent).await.unwrap();
+    assert_eq!(answered.tasks.len(), 3);
+    for task in &answered.tasks {
+        assert!(task.started, "{} arrived started", task.id);
+        assert_eq!(task.attempt, 1);
+        assert_eq!(stored(&two.env, task.id).await, ("running".into(), 1));
+        let lease: Option<Uuid> = sqlx::query_scalar("SELECT lease_id FROM tasks WHERE id = $1")
+            .bind(task.id)
+            .fetch_one(&mut two.env.db().await)
+            .await
+            .unwrap();
+        assert_eq!(
+            lease,
+            Some(task.lease_id),
+            "started under the lease it came with"
+        );
+    }
+    // Its answer was lost; the resend, on node B, gets the same tasks, started once.
+    let replayed = resend(&two.on_b, &sent).await;
+    assert_eq!(replayed.tasks, answered.tasks);
+    for task in &answered.tasks {
+        assert_eq!(stored(&two.env, task.id).await, ("running".into(), 1));
+    }
+    // They run with no start item: the completion is all that is left to send.
+    let first = &answered.tasks[0];
+    let completed = two
+        .on_b
+        .exchange(&Exchange {
+            completions: vec![done(first.id, first.lease_id)],
+            ..exchange()
+        })
+        .await
+        .unwrap();
+    assert_eq!(results(&completed).1, vec![ItemResult::Done]);
+    assert_eq!(stored(&two.env, first.id).await, ("succeeded".into(), 1));
+    // Nothing was handed out twice.
+    assert!(lease(&two.on_a, 4).await.is_empty());
 }
 
 /// A node that dies at `fault` inside its group commit, with `n` runners' starts in it.
@@ -343,4 +450,232 @@ async fn a_postgres_outage_answers_every_item_retry_and_changes_nothing() {
     assert_eq!(answer.completions[0].status, Some(TaskStatus::Succeeded));
     assert_eq!(stored(&env, running.id).await, ("succeeded".into(), 1));
     assert_eq!(stored(&env, waiting.id).await, ("running".into(), 1));
+}
+
+/// A start checked against its claim and then held up in Postgres past its ack timeout
+/// (here a transaction holds the row): the reconciler must not hand the task out again
+/// while that start can still land. Before the requeue was fenced in Postgres, the task
+/// went back to its queue, the held-up start then committed, and a second runner leased
+/// the same task while the first ran it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_held_up_past_its_ack_timeout_is_not_handed_out_again() {
+    let env = TestEnv::new("exchange-held-start").await;
+    let node = env.node_with(FAST_HA).await;
+    let user = user_client(&node.url);
+    let (_, first) = register_runner(&node.url, &[], 1).await;
+    let (_, second) = register_runner(&node.url, &[], 1).await;
+    let (submitted, _) = user.submit(&task()).await.unwrap();
+    let (id, lease_id) = lease(&first, 1).await[0];
+    assert_eq!(id, submitted.id);
+
+    let mut holder = env.db().await;
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE")
+        .bind(id)
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let held_start = tokio::spawn(async move {
+        first
+            .exchange(&Exchange {
+                starts: vec![start(id, lease_id)],
+                ..exchange()
+            })
+            .await
+    });
+    // Past the grace the reconciler acts: it either put the task back in Redis (the
+    // defect) or its fence waits behind the held row with the start.
+    let mut redis = env.redis().await;
+    let running_key = format!("{}running", env.redis_prefix);
+    wait_for(
+        "the reconciler to act on the held-up lease",
+        Duration::from_secs(20),
+        || {
+            let (mut redis, running_key) = (redis.clone(), running_key.clone());
+            let env = &env;
+            async move {
+                let claimed: bool = redis::cmd("HEXISTS")
+                    .arg(&running_key)
+                    .arg(id.to_string())
+                    .query_async(&mut redis)
+                    .await
+                    .ok()?;
+                let waiting: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM pg_stat_activity
+                     WHERE wait_event_type = 'Lock' AND query ILIKE '%UPDATE tasks%'",
+                )
+                .fetch_one(&mut env.db().await)
+                .await
+                .ok()?;
+                (!claimed || waiting >= 2).then_some(())
+            }
+        },
+    )
+    .await;
+    sqlx::query("COMMIT").execute(&mut holder).await.unwrap();
+    let answer = held_start.await.unwrap().unwrap();
+    assert_eq!(results(&answer).0, vec![ItemResult::Done], "{answer:?}");
+
+    assert_eq!(stored(&env, id).await, ("running".into(), 1));
+    let queued: Option<f64> = redis::cmd("ZSCORE")
+        .arg(format!("{}q:default:-", env.redis_prefix))
+        .arg(id.to_string())
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(queued, None, "a started task is not in its queue");
+    assert!(
+        lease(&second, 1).await.is_empty(),
+        "nobody else is handed a task that runs"
+    );
+}
+
+/// A heartbeat's list is only as new as the answers its runner had: a run the list could
+/// not know of yet (it started after the newest answer the runner had seen) is not taken
+/// for forgotten, however late the list arrives. (The forgotten-run age is 0 here, so
+/// only the list's own time separates the two.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_heartbeat_list_older_than_a_run_does_not_end_it() {
+    let env = TestEnv::new("exchange-list-age").await;
+    let node = env.node_with(&["--forgotten-run-after-s", "0"]).await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let before_the_run = runner.exchange(&exchange()).await.unwrap().answered_at;
+    assert!(
+        before_the_run.is_some(),
+        "every answer carries the server's time"
+    );
+    let (submitted, _) = user.submit(&task()).await.unwrap();
+    let leased = runner
+        .exchange(&Exchange {
+            max: 1,
+            start_leased: true,
+            ..exchange()
+        })
+        .await
+        .unwrap();
+    assert_eq!(leased.tasks.len(), 1);
+    assert_eq!(stored(&env, submitted.id).await.0, "running");
+
+    let heartbeat = |as_of| Exchange {
+        running: Some(Vec::new()),
+        running_as_of: as_of,
+        ..exchange()
+    };
+    let late = runner.exchange(&heartbeat(before_the_run)).await.unwrap();
+    assert_eq!(
+        stored(&env, submitted.id).await.0,
+        "running",
+        "a list made before the run started does not end it"
+    );
+    runner.exchange(&heartbeat(late.answered_at)).await.unwrap();
+    assert_ne!(
+        stored(&env, submitted.id).await.0,
+        "running",
+        "a list made after the run started, without it: the runner forgot it"
+    );
+}
+
+/// A heartbeat sent with the completion of one of the runs it lists: that run is over,
+/// not gone — the runner is told `done` for it and no verdict — while the other run it
+/// lists is still its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_completed_in_the_exchange_that_lists_it_is_not_called_gone() {
+    let env = TestEnv::new("exchange-complete-and-list").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 2).await;
+    for _ in 0..2 {
+        user.submit(&task()).await.unwrap();
+    }
+    let leased = runner
+        .exchange(&Exchange {
+            max: 2,
+            start_leased: true,
+            ..exchange()
+        })
+        .await
+        .unwrap()
+        .tasks;
+    assert_eq!(leased.len(), 2);
+    let (ending, going_on) = (&leased[0], &leased[1]);
+    let held = |t: &baton_client::LeasedTask| baton_client::RunningLease {
+        task_id: t.id,
+        lease_id: t.lease_id,
+    };
+    let answer = runner
+        .exchange(&Exchange {
+            completions: vec![done(ending.id, ending.lease_id)],
+            running: Some(vec![held(ending), held(going_on)]),
+            ..exchange()
+        })
+        .await
+        .unwrap();
+    assert_eq!(results(&answer).1, vec![ItemResult::Done]);
+    assert!(
+        answer.gone.is_empty() && answer.cancel.is_empty(),
+        "no verdict on either run: {answer:?}"
+    );
+    assert_eq!(stored(&env, ending.id).await.0, "succeeded");
+    assert_eq!(stored(&env, going_on.id).await.0, "running");
+}
+
+/// nginx resends an exchange whose node died after its lease script ran as it was sent:
+/// without the runner's `retry` mark. The node it lands on still answers it as the first
+/// attempt was — the tasks it started under their leases — rather than leasing afresh
+/// and leaving those running in Postgres with nobody to run them.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exchange_resent_unmarked_by_the_load_balancer_is_answered_as_the_first() {
+    let two = TwoNodes::start("exchange-resent-unmarked").await;
+    for _ in 0..4 {
+        two.user.submit(&task()).await.unwrap();
+    }
+    let sent = Exchange {
+        max: 2,
+        start_leased: true,
+        ..exchange()
+    };
+    let answered = two.on_a.exchange(&sent).await.unwrap();
+    assert_eq!(answered.tasks.len(), 2);
+    let again = two.on_b.exchange(&sent).await.unwrap();
+    assert_eq!(
+        again.tasks, answered.tasks,
+        "the same tasks, the same leases"
+    );
+    for task in &answered.tasks {
+        assert_eq!(stored(&two.env, task.id).await, ("running".into(), 1));
+    }
+    // The other two are still there for the next exchange.
+    assert_eq!(lease(&two.on_b, 4).await.len(), 2);
+}
+
+/// The lease's start committed, but the node never heard so (the connection was lost with
+/// the commit's answer): the node must not put the task back in its queue — it is running
+/// under its lease — and the runner's resend, on another node, gets it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_whose_commit_answer_was_lost_is_not_queued_again() {
+    let env = TestEnv::new("exchange-ambiguous-commit").await;
+    let unsure = env.node_with(&["--fault", "fail-after-commit"]).await;
+    let sound = env.node().await;
+    let user = user_client(&sound.url);
+    let (_, token) = register_runner_token(&sound.url, &[], 2).await;
+    let on_unsure = Client::new(&unsure.url, Some(token.clone())).unwrap();
+    let on_sound = Client::new(&sound.url, Some(token)).unwrap();
+    let (task, _) = user.submit(&task()).await.unwrap();
+    let sent = Exchange {
+        max: 1,
+        start_leased: true,
+        ..exchange()
+    };
+    let refused = on_unsure.exchange(&sent).await;
+    assert!(refused.is_err(), "the node could not say: {refused:?}");
+    assert_eq!(stored(&env, task.id).await, ("running".into(), 1));
+    assert!(
+        lease(&on_sound, 2).await.is_empty(),
+        "a started task is not handed out again"
+    );
+    let replayed = resend(&on_sound, &sent).await;
+    assert_eq!(replayed.tasks.len(), 1);
+    assert_eq!(replayed.tasks[0].id, task.id);
+    assert!(replayed.tasks[0].started);
 }

@@ -63,6 +63,14 @@ async fn pop(
     Ok(leased.popped)
 }
 
+/// What a runner of any labels leases on `node` with `wanted` leases.
+async fn pop_any(coord: &Coord, node: &str, wanted: usize) -> Vec<Popped> {
+    let leases: Vec<Uuid> = (0..wanted).map(|_| Uuid::new_v4()).collect();
+    pop(coord, node, &labels(&[]), &[], &leases, &replay(), NOW)
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_id_is_queued_at_most_once() {
     let env = TestEnv::new("redis-once").await;
@@ -297,4 +305,156 @@ async fn a_claim_is_released_only_under_its_own_lease() {
     assert_eq!(coord.claim_get(id).await.unwrap(), None);
     assert!(coord.claims_of("n1").await.unwrap().is_empty());
     assert!(!coord.claim_release(id, lease).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_generation_marker_is_written_only_while_the_rebuild_still_holds_its_lock() {
+    let env = TestEnv::new("epoch-holding").await;
+    let coord = coord(&env).await;
+    let epoch = baton_coord::Epoch {
+        id: Uuid::new_v4(),
+        since_ms: 1,
+    };
+    let lock = coord
+        .lock_acquire("rebuild", "node-a:1", std::time::Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("free");
+    // Redis loses its data mid-rebuild (FLUSHALL, a restart without persistence): the
+    // lock goes with it, and so must the marker — what was rebuilt is gone too.
+    let mut redis = env.redis().await;
+    let lock_key = format!("{}lock:rebuild", env.redis_prefix);
+    let _: () = redis::cmd("DEL")
+        .arg(&lock_key)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(!coord.epoch_set_holding(&lock, epoch).await.unwrap());
+    assert_eq!(
+        coord.epoch_get().await.unwrap(),
+        None,
+        "the next pass rebuilds"
+    );
+
+    let lock = coord
+        .lock_acquire("rebuild", "node-a:2", std::time::Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("free again");
+    assert!(coord.epoch_set_holding(&lock, epoch).await.unwrap());
+    assert_eq!(coord.epoch_get().await.unwrap(), Some(epoch));
+}
+
+/// The repair read a leased row, then the task was requeued (claim dropped, entry added)
+/// before the repair's claim landed: the claim must not be planted, or the next lease drops
+/// the entry as stale and the task is stranded, queued with neither entry nor lease.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_repair_does_not_claim_a_task_its_queue_holds() {
+    let env = TestEnv::new("redis-claim-absent").await;
+    let coord = coord(&env).await;
+    let id = Uuid::now_v7();
+    let queued = entry(id, "default", &[], 0, NOW);
+    coord.enqueue(std::slice::from_ref(&queued)).await.unwrap();
+    let read_lease = Uuid::new_v4();
+    assert!(
+        !coord
+            .claim_if_absent(id, &queued.key_rel(), "n1", read_lease, (None, None), NOW)
+            .await
+            .unwrap(),
+        "a queued task is not claimed"
+    );
+    let popped = pop_any(&coord, "n2", 1).await;
+    assert_eq!(
+        popped.iter().map(|p| p.task_id).collect::<Vec<_>>(),
+        vec![id],
+        "the next lease takes it"
+    );
+
+    // Neither queued nor claimed (Redis lost it): the repair claims it.
+    let lost = Uuid::now_v7();
+    assert!(
+        coord
+            .claim_if_absent(lost, &queued.key_rel(), "n1", read_lease, (None, None), NOW)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        coord.claim_get(lost).await.unwrap().unwrap().lease_id,
+        read_lease
+    );
+}
+
+/// Two nodes flush their presence buffers at their own pace: a stamp older than the one
+/// Redis holds, written late, leaves the newer one in place.
+#[tokio::test(flavor = "multi_thread")]
+async fn presence_written_late_never_moves_a_runner_back() {
+    let env = TestEnv::new("redis-presence").await;
+    let coord = coord(&env).await;
+    let (runner, other) = (Uuid::new_v4(), Uuid::new_v4());
+    let (old_boot, new_boot) = (Uuid::now_v7(), Uuid::now_v7());
+    coord
+        .presence_write(&[(runner, NOW + 200, new_boot)])
+        .await
+        .unwrap();
+    coord
+        .presence_write(&[(runner, NOW + 100, old_boot), (other, NOW, old_boot)])
+        .await
+        .unwrap();
+    assert_eq!(
+        coord.presence_get(&[runner, other]).await.unwrap(),
+        vec![Some((NOW + 200, new_boot)), Some((NOW, old_boot))]
+    );
+    coord
+        .presence_write(&[(runner, NOW + 300, new_boot)])
+        .await
+        .unwrap();
+    assert_eq!(
+        coord.presence_get(&[runner]).await.unwrap(),
+        vec![Some((NOW + 300, new_boot))]
+    );
+}
+
+/// The lease script drops a queue it empties from the `queues` hash; putting a task back
+/// must register the queue again, or the task sits where no lease looks until it expires.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_put_back_in_a_queue_its_lease_emptied_is_found_again() {
+    let env = TestEnv::new("redis-requeue-registers").await;
+    let coord = coord(&env).await;
+    let id = Uuid::now_v7();
+    coord
+        .enqueue(&[entry(id, "lonely", &[], 0, NOW)])
+        .await
+        .unwrap();
+    // Asking for more than the queue holds: the script sees it emptied.
+    let lease = || pop_any(&coord, "n1", 2);
+    let popped = lease().await;
+    assert_eq!(popped.len(), 1);
+    let redis = env.redis().await;
+    let queues = format!("{}queues", env.redis_prefix);
+    let registered = |mut redis: redis::aio::MultiplexedConnection| {
+        let queues = queues.clone();
+        async move {
+            let hit: bool = redis::cmd("HEXISTS")
+                .arg(queues)
+                .arg("q:lonely:-")
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+            hit
+        }
+    };
+    assert!(
+        !registered(redis.clone()).await,
+        "the emptied queue left the hash"
+    );
+    assert!(coord.claim_requeue("n1", &popped[0]).await.unwrap());
+    assert!(
+        registered(redis.clone()).await,
+        "putting it back registers it"
+    );
+    let again = lease().await;
+    assert_eq!(
+        again.iter().map(|p| p.task_id).collect::<Vec<_>>(),
+        vec![id]
+    );
 }

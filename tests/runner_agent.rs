@@ -133,7 +133,7 @@ async fn a_runner_the_server_does_not_know_exits_and_forgets_its_identity() {
         .arg("--state-dir")
         .arg(&state_dir)
         .arg("--work-dir")
-        .arg(state_dir.join("work"))
+        .arg(procs::work_dir_of(&state_dir))
         .env_remove("BATON_REGISTRATION_TOKEN")
         .output();
     let out = tokio::time::timeout(Duration::from_secs(30), out)
@@ -147,6 +147,43 @@ async fn a_runner_the_server_does_not_know_exits_and_forgets_its_identity() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!state_dir.join("runner.json").exists());
+}
+
+/// The runner's settings are changed to point it at another server (a typo, or someone
+/// who wants its token): the agent refuses to send its token there, and says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_told_to_talk_to_another_server_than_it_registered_with_refuses() {
+    let env = TestEnv::new("agent-other-server").await;
+    let node = env.node().await;
+    let elsewhere = env.node().await;
+    let state_dir = env.dir.join("moved-runner");
+    let mut first = RunnerProc::start_in(&env, &node.url, &[], 1, &[], &state_dir).await;
+    wait_for(
+        "the runner to register",
+        Duration::from_secs(30),
+        || async { state_dir.join("runner.json").exists().then_some(()) },
+    )
+    .await;
+    first.signal("TERM");
+    first.wait_exit(Duration::from_secs(30)).await;
+    let out = tokio::process::Command::new(procs::BATON)
+        .args(["runner", "--server", &elsewhere.url])
+        .arg("--state-dir")
+        .arg(&state_dir)
+        .arg("--work-dir")
+        .arg(procs::work_dir_of(&state_dir))
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), out)
+        .await
+        .expect("the runner exits by itself")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("--allow-server-change"), "{stderr}");
+    assert!(
+        state_dir.join("runner.json").exists(),
+        "its identity is kept"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -2,8 +2,12 @@
 //! server. A killed runner's tasks die with it (each runs under a guard that holds a pipe
 //! from the agent); a restart proves the runner lost its tasks (a new boot id); a runner
 //! gone for good is declared lost; a runner that cannot reach the server kills its own
-//! tasks before they are given away.
+//! tasks before they are given away, also when the node it reaches has lost Redis.
 
+// The drill's fault proxy; this test cuts one link and needs none of its other modes.
+#[allow(dead_code)]
+#[path = "../src/chaos/proxy.rs"]
+mod proxy;
 mod support;
 
 use baton_client::SubmitTask;
@@ -192,4 +196,225 @@ async fn a_runner_cut_off_from_the_server_kills_its_tasks_before_they_are_given_
     let done = env.wait_terminal(&user, t.id).await;
     assert_eq!(done.status, TaskStatus::Failed);
     assert_eq!(done.error.as_deref(), Some("runner lost"));
+}
+
+/// `FAST_HA` with the runner lost threshold raised to `lost_after_s`.
+fn fast_ha_lost_after(lost_after_s: &'static str) -> Vec<&'static str> {
+    let mut args = FAST_HA.to_vec();
+    let at = args
+        .iter()
+        .position(|a| *a == "--runner-lost-after-s")
+        .expect("FAST_HA sets it");
+    args[at + 1] = lost_after_s;
+    args
+}
+
+/// Each run's ticks, by attempt, from a file its task appends `<attempt> <ns>` to.
+fn ticks_by_attempt(runs: &std::path::Path) -> std::collections::BTreeMap<u32, Vec<u128>> {
+    let mut by_attempt = std::collections::BTreeMap::<u32, Vec<u128>>::new();
+    for line in std::fs::read_to_string(runs).unwrap_or_default().lines() {
+        let mut fields = line.split_whitespace();
+        if let (Some(Ok(attempt)), Some(Ok(at))) =
+            (fields.next().map(str::parse), fields.next().map(str::parse))
+        {
+            by_attempt.entry(attempt).or_default().push(at);
+        }
+    }
+    by_attempt
+}
+
+/// A runner whose only node lost Redis (the link cut, the node itself up and answering
+/// from Postgres) must stop its task before the node that adopts the claim declares the
+/// runner lost and the retry starts elsewhere. Before nodes said whether they could
+/// vouch for a runner's presence, their answers counted as contact: the cut-off runner
+/// kept its task running beside the retry.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_stuck_to_a_node_that_lost_redis_stops_before_its_task_runs_elsewhere() {
+    let env = TestEnv::new("runner-node-lost-redis").await;
+    let link = proxy::FaultProxy::in_front_of(&env.redis_url)
+        .await
+        .unwrap();
+    let through_proxy = format!("redis://127.0.0.1:{}", link.port());
+    let timings = fast_ha_lost_after("12");
+    let mut cut_args = timings.clone();
+    cut_args.extend(["--redis-url", through_proxy.as_str()]);
+    let stuck_node = env.node_with(&cut_args).await;
+    let other_node = env.node_with(&timings).await;
+    let _stuck = env
+        .runner_with(
+            &stuck_node.url,
+            &["sticky"],
+            1,
+            &[
+                "--heartbeat-s",
+                "1",
+                "--fence-after-s",
+                "5",
+                "--wait-s",
+                "2",
+            ],
+        )
+        .await;
+    let user = user_client(&other_node.url);
+    let runs = file_tasks_may_write(&env.dir.join("runs.log"));
+    let script = format!(
+        "while true; do echo \"$BATON_ATTEMPT $(date +%s%N)\" >> {}; sleep 0.1; done",
+        runs.display()
+    );
+    let (submitted, _) = user.submit(&task(&script, "sticky", 2)).await.unwrap();
+    wait_for("the first run to tick", Duration::from_secs(20), || async {
+        ticks_by_attempt(&runs).contains_key(&1).then_some(())
+    })
+    .await;
+
+    link.set(proxy::Link::Cut);
+    // It parks 2 s at a time: a task handed out at the end of a park is judged against
+    // the presence stamped when the park began, so a park must stay well below the lost
+    // threshold (12 s here).
+    let _replacement = env
+        .runner_with(
+            &other_node.url,
+            &["sticky"],
+            1,
+            &["--heartbeat-s", "1", "--wait-s", "2"],
+        )
+        .await;
+    wait_for(
+        "the retry to run for a second on the other node's runner",
+        Duration::from_secs(60),
+        || async { (ticks_by_attempt(&runs).get(&2)?.len() >= 10).then_some(()) },
+    )
+    .await;
+    let ticks = ticks_by_attempt(&runs);
+    let first_ended = ticks[&1].iter().max().unwrap();
+    let retry_started = ticks[&2].iter().min().unwrap();
+    assert!(
+        first_ended < retry_started,
+        "the first run ({} ticks) still ran {} ms into the retry",
+        ticks[&1].len(),
+        (first_ended - retry_started) / 1_000_000
+    );
+    let task = user.task_get(submitted.id).await.unwrap();
+    assert_eq!(task.attempt, 2, "{task:?}");
+}
+
+/// A runner's link is cut while its poll is parked; the node hands it a task, and the
+/// answer waits in the network until the cut heals — long after the node called the runner
+/// lost and ended the task. The runner must not start a task from an answer that came
+/// back after its fence. Before, it ran the task the server had already ended.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_in_an_answer_that_came_back_after_the_fence_is_not_started() {
+    let env = TestEnv::new("runner-late-answer").await;
+    let node = env.node_with(FAST_HA).await;
+    let link = proxy::FaultProxy::in_front_of(&node.url).await.unwrap();
+    let _runner = env
+        .runner_with(
+            &format!("http://127.0.0.1:{}", link.port()),
+            &["late"],
+            1,
+            &[
+                "--heartbeat-s",
+                "1",
+                "--fence-after-s",
+                "3",
+                "--wait-s",
+                "20",
+            ],
+        )
+        .await;
+    node.wait_parked("the runner to park", |n| n >= 1).await;
+    link.set(proxy::Link::Cut);
+    let user = user_client(&node.url);
+    let runs = file_tasks_may_write(&env.dir.join("runs.log"));
+    let script = format!("echo ran >> {}", runs.display());
+    let (submitted, _) = user.submit(&task(&script, "late", 1)).await.unwrap();
+    // Leased to the parked runner, its answer held in the cut link; then the runner's
+    // silence outlasts runner_lost_after and the task ends.
+    let ended = env.wait_terminal(&user, submitted.id).await;
+    assert_eq!(ended.status, TaskStatus::Failed, "{ended:?}");
+    assert_eq!(ended.attempt, 1, "it was leased and started: {ended:?}");
+
+    link.set(proxy::Link::Open);
+    // The answer arrives now. Give the runner the time to act on it, watching its log for
+    // the refusal, and the run file for the run it must not make.
+    let refused = wait_for(
+        "the runner to take the late answer",
+        Duration::from_secs(30),
+        || async {
+            let log = std::fs::read_to_string(&_runner.log).ok()?;
+            if std::fs::metadata(&runs).is_ok_and(|m| m.len() > 0) {
+                return Some(false);
+            }
+            log.contains("its tasks are not started").then_some(true)
+        },
+    )
+    .await;
+    assert!(
+        refused,
+        "the runner ran a task the server had already ended"
+    );
+}
+
+/// A task finished while no node could be reached, and the agent stopped before one came
+/// back: its result was kept on disk, and the agent's next start hands it over before
+/// anything else — the task succeeds, rather than ending as a run its restarted runner
+/// lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_no_node_heard_is_delivered_by_the_agents_next_start() {
+    let env = TestEnv::new("runner-kept-result").await;
+    let mut first_node = env.node().await;
+    let user = user_client(&first_node.url);
+    let mut agent = env
+        .runner_with(&first_node.url, &["kept"], 1, &["--shutdown-grace-s", "1"])
+        .await;
+    let (task, _) = user
+        .submit(&SubmitTask {
+            labels: vec!["kept".into()],
+            script: Some("sleep 1; echo done".into()),
+            ..SubmitTask::default()
+        })
+        .await
+        .unwrap();
+    wait_for("the task to run", Duration::from_secs(30), || async {
+        let t = user.task_get(task.id).await.ok()?;
+        (t.status == TaskStatus::Running).then_some(())
+    })
+    .await;
+    // The only node dies; the task ends with nobody to tell.
+    first_node.kill();
+    let results = agent.state_dir.join("results");
+    wait_for(
+        "the result kept on disk",
+        Duration::from_secs(30),
+        || async {
+            let kept = std::fs::read_dir(&results).ok()?.flatten().count();
+            (kept > 0).then_some(())
+        },
+    )
+    .await;
+    agent.signal("TERM");
+    assert_eq!(agent.wait_exit(Duration::from_secs(30)).await, Some(0));
+    assert_eq!(
+        std::fs::read_dir(&results).unwrap().flatten().count(),
+        1,
+        "still kept after the agent stopped"
+    );
+
+    let second_node = env.node().await;
+    let _agent = RunnerProc::start_in(
+        &env,
+        &second_node.url,
+        &["kept"],
+        1,
+        &["--allow-server-change"],
+        &agent.state_dir,
+    )
+    .await;
+    let user = user_client(&second_node.url);
+    let done = env.wait_terminal(&user, task.id).await;
+    assert_eq!(done.status, TaskStatus::Succeeded, "{done:?}");
+    wait_for("the kept result to go", Duration::from_secs(10), || async {
+        (std::fs::read_dir(&results).ok()?.flatten().count() == 0).then_some(())
+    })
+    .await;
 }

@@ -401,3 +401,48 @@ async fn secret_env_reaches_the_process_and_is_never_shown() {
         );
     }
 }
+
+/// A deleted runner's presence leaves Redis once its runs can no longer need it
+/// (`runner_lost_after`), so the hash every reconcile pass reads does not grow with every
+/// runner that ever was; a live runner's stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_runner_s_presence_is_pruned_and_a_live_one_s_kept() {
+    let env = TestEnv::new("presence-prune").await;
+    let mut args = FAST_HA.to_vec();
+    args.extend(["--janitor-interval-ms", "300"]);
+    let node = env.node_with(&args).await;
+    let user = user_client(&node.url);
+    let (deleted, deleted_client) = register_runner(&node.url, &[], 1).await;
+    let (kept, kept_client) = register_runner(&node.url, &[], 1).await;
+    let mut redis = env.redis().await;
+    for client in [&deleted_client, &kept_client] {
+        client.lease(&lease_req()).await.unwrap();
+    }
+    wait_for("both presences in Redis", Duration::from_secs(10), || {
+        let mut redis = redis.clone();
+        let env = &env;
+        async move {
+            let (a, b) = (
+                last_seen_ms(&mut redis, env, deleted).await,
+                last_seen_ms(&mut redis, env, kept).await,
+            );
+            (a > 0 && b > 0).then_some(())
+        }
+    })
+    .await;
+    user.runner_delete(deleted).await.unwrap();
+    wait_for(
+        "the deleted runner's presence to be pruned",
+        Duration::from_secs(30),
+        || {
+            let mut redis = redis.clone();
+            let env = &env;
+            async move { (last_seen_ms(&mut redis, env, deleted).await == 0).then_some(()) }
+        },
+    )
+    .await;
+    assert!(
+        last_seen_ms(&mut redis, &env, kept).await > 0,
+        "a live runner's presence stays"
+    );
+}

@@ -15,7 +15,7 @@ async fn output_past_the_cap_is_acknowledged_but_not_stored() {
     let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
     store.migrate().await.unwrap();
     let id = Uuid::now_v7();
-    let (runner, lease) = (Uuid::new_v4(), Uuid::new_v4());
+    let (runner, lease) = (registered_runner(&store).await, Uuid::new_v4());
     store
         .task_insert(
             &NewTask {

@@ -7,7 +7,7 @@ mod support;
 
 use baton_core::TaskStatus;
 use baton_core::backoff::Backoff;
-use baton_core::retry::{AfterRun, after_run};
+use baton_core::retry::{AfterRun, EndedBy, after_run};
 use baton_store::{Fence, FinishPolicy, NewTask, RunEnd, Store, StoreOptions, Work};
 use chrono::Utc;
 use std::time::Duration;
@@ -91,50 +91,58 @@ async fn the_batched_run_end_retries_exactly_as_after_run_says() {
         TaskStatus::TimedOut,
     ];
     let mut cases = 0;
-    for from in [TaskStatus::Running, TaskStatus::Cancelling] {
-        for outcome in outcomes {
-            for max_attempts in 1..=3 {
-                for attempt in 1..=max_attempts {
-                    let unit = 0.1 + 0.1 * f64::from(attempt);
-                    let id = running_task(&store, &env, from, attempt, max_attempts, runner, lease)
-                        .await;
-                    // Postgres keeps microseconds.
-                    let now =
-                        chrono::DateTime::from_timestamp_micros(Utc::now().timestamp_micros())
+    for (by, reporter) in [(EndedBy::Runner, Some(runner)), (EndedBy::Server, None)] {
+        for from in [TaskStatus::Running, TaskStatus::Cancelling] {
+            for outcome in outcomes {
+                for max_attempts in 1..=3 {
+                    for attempt in 1..=max_attempts {
+                        let unit = 0.1 + 0.1 * f64::from(attempt);
+                        let id =
+                            running_task(&store, &env, from, attempt, max_attempts, runner, lease)
+                                .await;
+                        // Postgres keeps microseconds.
+                        let now =
+                            chrono::DateTime::from_timestamp_micros(Utc::now().timestamp_micros())
+                                .unwrap();
+                        let ended = store
+                            .task_finish_run(
+                                id,
+                                Fence {
+                                    lease_id: lease,
+                                    runner_id: reporter,
+                                },
+                                &RunEnd::by_server(outcome, "test"),
+                                &policy(unit),
+                                now,
+                            )
+                            .await
                             .unwrap();
-                    let ended = store
-                        .task_finish_run(
-                            id,
-                            Fence {
-                                lease_id: lease,
-                                runner_id: None,
-                            },
-                            &RunEnd::by_server(outcome, "test"),
-                            &policy(unit),
-                            now,
-                        )
-                        .await
-                        .unwrap();
-                    let case = format!("{from} -> {outcome} at attempt {attempt}/{max_attempts}");
-                    match after_run(from, outcome, attempt, max_attempts, &BACKOFF, unit) {
-                        AfterRun::Retry { delay } => {
-                            assert_eq!(ended.status, TaskStatus::Scheduled, "{case}");
-                            let waits = (ended.run_at.unwrap() - now).to_std().unwrap();
-                            let off = waits.as_secs_f64() - delay.as_secs_f64();
-                            assert!(off.abs() < 0.001, "{case}: waits {waits:?}, not {delay:?}");
-                            assert_eq!(ended.finished_at, None, "{case}");
+                        let case = format!(
+                            "{from} -> {outcome} by {by:?} at attempt {attempt}/{max_attempts}"
+                        );
+                        match after_run(from, outcome, by, attempt, max_attempts, &BACKOFF, unit) {
+                            AfterRun::Retry { delay } => {
+                                assert_eq!(ended.status, TaskStatus::Scheduled, "{case}");
+                                let waits = (ended.run_at.unwrap() - now).to_std().unwrap();
+                                let off = waits.as_secs_f64() - delay.as_secs_f64();
+                                assert!(
+                                    off.abs() < 0.001,
+                                    "{case}: waits {waits:?}, not {delay:?}"
+                                );
+                                assert_eq!(ended.finished_at, None, "{case}");
+                            }
+                            AfterRun::Terminal(status) => {
+                                assert_eq!(ended.status, status, "{case}");
+                                assert_eq!(ended.finished_at, Some(now), "{case}");
+                            }
                         }
-                        AfterRun::Terminal(status) => {
-                            assert_eq!(ended.status, status, "{case}");
-                            assert_eq!(ended.finished_at, Some(now), "{case}");
-                        }
+                        cases += 1;
                     }
-                    cases += 1;
                 }
             }
         }
     }
-    assert_eq!(cases, 2 * 4 * 6);
+    assert_eq!(cases, 2 * 2 * 4 * 6);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -229,7 +237,7 @@ async fn a_lease_whose_run_ended_never_starts_the_task_again() {
     let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
     store.migrate().await.unwrap();
     let (task, _) = store.task_insert(&new_task(2), Utc::now()).await.unwrap();
-    let runner = Uuid::new_v4();
+    let runner = registered_runner(&store).await;
     let start = |lease_id| Work {
         starts: vec![baton_store::StartRun {
             task: task.id,
@@ -265,20 +273,32 @@ async fn a_lease_whose_run_ended_never_starts_the_task_again() {
     let due = ended.run_at.unwrap() + chrono::Duration::seconds(1);
     let promoted = store.tasks_promote(&[task.id], due).await.unwrap();
     assert_eq!(promoted[0].status, TaskStatus::Queued);
-
-    let late = store
-        .write_now(&start(first), &baton_store::Apply::at(due))
-        .await
-        .unwrap();
-    // Refused; whether as stale or as not this runner's, the runner abandons it.
-    assert!(
-        matches!(
-            late.starts[0],
-            Err(baton_store::StoreError::Conflict { .. } | baton_store::StoreError::NotFound)
-        ),
-        "the first lease started the retry: {:?}",
-        late.starts[0]
+    // Redis handed the retry to a lease that never started, and the requeue voided it:
+    // that lease is refused too, and the last run's stays refused.
+    let voided = Uuid::new_v4();
+    assert_eq!(
+        store
+            .tasks_void_leases(&[(task.id, voided)], due)
+            .await
+            .unwrap(),
+        vec![task.id]
     );
+
+    for (lease, what) in [(first, "the first lease"), (voided, "a voided lease")] {
+        let late = store
+            .write_now(&start(lease), &baton_store::Apply::at(due))
+            .await
+            .unwrap();
+        // Refused; whether as stale or as not this runner's, the runner abandons it.
+        assert!(
+            matches!(
+                late.starts[0],
+                Err(baton_store::StoreError::Conflict { .. } | baton_store::StoreError::NotFound)
+            ),
+            "{what} started the retry: {:?}",
+            late.starts[0]
+        );
+    }
     let row = store.task_get(task.id).await.unwrap();
     assert_eq!((row.status, row.attempt), (TaskStatus::Queued, 1));
 

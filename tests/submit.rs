@@ -59,6 +59,49 @@ async fn the_same_idempotency_key_twice_gives_one_task() {
     assert_eq!(leased.tasks.len(), 2);
 }
 
+/// A token of the caller's own, with `scopes`.
+async fn token_with(
+    admin: &baton_client::Client,
+    name: &str,
+    scopes: &[baton_client::Scope],
+) -> baton_client::Client {
+    let created = admin
+        .token_create(&baton_client::CreateToken {
+            name: name.into(),
+            scopes: scopes.to_vec(),
+        })
+        .await
+        .unwrap();
+    baton_client::Client::new(admin.base_url(), Some(created.token)).unwrap()
+}
+
+/// An attacker with a `submit` token claims a key its victim will use: the victim's
+/// submit still makes its own task and runs, and neither sees the other's task.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idempotency_key_is_the_submitters_own() {
+    let env = TestEnv::new("submit-idem-owner").await;
+    let node = env.node().await;
+    let admin = user_client(&node.url);
+    let attacker = token_with(&admin, "attacker", &[baton_client::Scope::Submit]).await;
+    let victim = token_with(&admin, "victim", &[baton_client::Scope::Submit]).await;
+
+    let (claimed, created) = attacker.submit(&keyed("nightly-build")).await.unwrap();
+    assert!(created);
+    let (own, created) = victim.submit(&keyed("nightly-build")).await.unwrap();
+    assert!(created, "the victim's submit made a task of its own");
+    assert_ne!(own.id, claimed.id);
+    assert_eq!(own.idempotency_key.as_deref(), Some("nightly-build"));
+    assert!(
+        victim.task_get(claimed.id).await.is_err(),
+        "the other's task stays hidden"
+    );
+    // Each token's repeat still finds its own.
+    let (again, created) = victim.submit(&keyed("nightly-build")).await.unwrap();
+    assert!(!created);
+    assert_eq!(again.id, own.id);
+    assert_eq!(env.count_tasks().await, 2);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_batch_is_all_or_nothing() {
     let env = TestEnv::new("submit-batch").await;

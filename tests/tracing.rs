@@ -131,7 +131,6 @@ async fn a_task_is_one_trace_across_two_nodes_and_its_runner() {
         "POST /v1/tasks",
         "task.lease",
         "task.run",
-        "runner.start",
         "task.start",
         "task.execute",
         "runner.logs",
@@ -177,11 +176,13 @@ async fn a_task_is_one_trace_across_two_nodes_and_its_runner() {
     assert_eq!(run.service, "baton-runner");
     assert_eq!(run.transport, "grpc");
 
-    // The parent links: submit (A) → lease (B) → run (runner) → each report → B's span
-    // for it.
+    // The parent links: submit (A) → lease (B) → start (B) and run (runner) → each
+    // report → B's span for it.
     assert_eq!(parent_of(lease), "POST /v1/tasks");
     assert_eq!(parent_of(run), "task.lease");
-    assert_eq!(parent_of(one("runner.start")), "task.run");
+    // The agent asks for its tasks started: B records the start with the lease.
+    assert_eq!(parent_of(one("task.start")), "task.lease");
+    assert_eq!(one("task.start").resource["service.instance.id"], b.node_id);
     assert_eq!(parent_of(one("task.execute")), "task.run");
     // Output ships while the command runs, and what is left right after it ends.
     for logs in spans.iter().filter(|s| s.name == "runner.logs") {
@@ -193,7 +194,6 @@ async fn a_task_is_one_trace_across_two_nodes_and_its_runner() {
     }
     assert_eq!(parent_of(one("runner.complete")), "task.run");
     for (call, on_node) in [
-        ("runner.start", "task.start"),
         ("runner.logs", "POST /v1/runner/tasks/{id}/logs"),
         ("runner.complete", "task.complete"),
     ] {

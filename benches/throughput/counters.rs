@@ -52,7 +52,7 @@ impl Usage {
     pub fn top_statements(&self, tasks: usize, n: usize) -> String {
         let mut top: Vec<(&String, &(i64, f64, f64))> =
             self.by_statement.iter().filter(|(_, c)| c.0 > 0).collect();
-        top.sort_by(|a, b| b.1.0.cmp(&a.1.0));
+        top.sort_by_key(|(_, c)| std::cmp::Reverse(c.0));
         top.iter()
             .take(n)
             .map(|(q, (calls, plan, exec))| {
@@ -175,7 +175,7 @@ pub fn usage(before: &Snapshot, after: &Snapshot) -> Usage {
     }
 }
 
-fn clock_ticks_per_second() -> f64 {
+pub fn clock_ticks_per_second() -> f64 {
     std::process::Command::new("getconf")
         .arg("CLK_TCK")
         .output()

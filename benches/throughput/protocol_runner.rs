@@ -1,8 +1,12 @@
-//! A runner that speaks the protocol and runs nothing: each exchange acknowledges the
-//! tasks the previous one leased, completes the ones it started before, and asks for as
-//! many more as it will have free slots — the runner side of a drain, with no process
-//! spawned, so what is measured is the scheduler. Runs as a process of its own
+//! A runner that speaks the protocol and runs nothing: each exchange completes the tasks
+//! the previous one leased (started, `start_leased`, as the agent asks) and asks for as
+//! many more as it has slots — the runner side of a drain, with no process spawned, so
+//! what is measured is the scheduler. Runs as a process of its own
 //! (`throughput --protocol-runner URL TOKEN SLOTS`), as a real runner would.
+//!
+//! With `BATON_BENCH_START_ITEMS=1` it acknowledges each lease with a start item
+//! instead, one exchange later, and completes it the exchange after: the protocol
+//! without `start_leased`, for comparison.
 
 use baton_client::{Client, CompletionItem, Exchange, ItemResult, Outcome, StartItem};
 use std::time::Duration;
@@ -25,6 +29,7 @@ pub async fn run(url: &str, token: &str, slots: u32) {
 }
 
 async fn lane(client: Client, boot_id: Uuid, slots: u32) {
+    let start_items = std::env::var_os("BATON_BENCH_START_ITEMS").is_some();
     let mut leased: Vec<StartItem> = Vec::new();
     let mut started: Vec<CompletionItem> = Vec::new();
     let mut resend: Option<Exchange> = None;
@@ -42,6 +47,7 @@ async fn lane(client: Client, boot_id: Uuid, slots: u32) {
                     wait_s: if idle { 5 } else { 0 },
                     starts,
                     completions,
+                    start_leased: !start_items,
                     ..Exchange::default()
                 }
             }
@@ -53,15 +59,17 @@ async fn lane(client: Client, boot_id: Uuid, slots: u32) {
                         started.push(done(item.task_id, item.lease_id));
                     }
                 }
-                leased = answer
-                    .tasks
-                    .iter()
-                    .map(|t| StartItem {
-                        task_id: t.id,
-                        lease_id: t.lease_id,
-                        traceparent: None,
-                    })
-                    .collect();
+                for task in &answer.tasks {
+                    if task.started {
+                        started.push(done(task.id, task.lease_id));
+                    } else {
+                        leased.push(StartItem {
+                            task_id: task.id,
+                            lease_id: task.lease_id,
+                            traceparent: None,
+                        });
+                    }
+                }
             }
             Err(e) => {
                 eprintln!("protocol runner: exchange failed: {e}");

@@ -8,6 +8,7 @@ use super::cluster::ChaosCluster;
 use super::faults::{FaultLog, adoption_limit};
 use super::load::Accepted;
 use super::webhooks::Receiver;
+use baton_core::TaskStatus;
 use sqlx::{Connection, PgConnection};
 use std::collections::HashMap;
 use std::path::Path;
@@ -51,7 +52,16 @@ pub async fn wait_quiescent(
     let deadline = tokio::time::Instant::now() + within;
     let mut last = String::new();
     while tokio::time::Instant::now() < deadline {
-        let mut conn = PgConnection::connect(&cluster.database_url).await?;
+        // Between a Postgres failover and the standby's promotion no server takes writes:
+        // look again.
+        let conn = match cluster.postgres.url_now().await {
+            Ok(url) => PgConnection::connect(&url).await.ok(),
+            Err(_) => None,
+        };
+        let Some(mut conn) = conn else {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
         let open: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT count(*) FROM tasks WHERE id = ANY($1) AND status NOT IN {TERMINAL}"
         )))
@@ -102,49 +112,118 @@ struct Run {
     attempt: i32,
     start: i128,
     end: Option<i128>,
+    /// Its exit code, when it ended by itself.
+    exit_code: Option<i32>,
+    /// The last time the run was seen alive (its start, or its latest tick).
+    seen: i128,
+}
+
+impl Run {
+    /// When it was last known to run: its end, or for a run killed without one, its
+    /// last tick.
+    fn last(&self) -> i128 {
+        self.end.unwrap_or(self.seen)
+    }
 }
 
 fn runs_from(executions: &Path) -> HashMap<Uuid, Vec<Run>> {
-    let mut starts: HashMap<(Uuid, i32), Run> = HashMap::new();
+    let mut starts: HashMap<(Uuid, i32, u32), Run> = HashMap::new();
     for line in std::fs::read_to_string(executions)
         .unwrap_or_default()
         .lines()
     {
         let parts: Vec<&str> = line.split_whitespace().collect();
-        let [kind, id, attempt, at] = parts[..] else {
-            continue;
+        let (kind, id, attempt, at, execution, rc) = match parts[..] {
+            [kind, id, attempt, at, execution] => (kind, id, attempt, at, execution, None),
+            [kind, id, attempt, at, execution, rc] => {
+                (kind, id, attempt, at, execution, rc.parse::<i32>().ok())
+            }
+            _ => continue,
         };
-        let (Ok(id), Ok(attempt), Ok(at)) = (
+        let (Ok(id), Ok(attempt), Ok(at), Ok(execution)) = (
             id.parse::<Uuid>(),
             attempt.parse::<i32>(),
             at.parse::<i128>(),
+            execution.parse::<u32>(),
         ) else {
             continue;
         };
+        let key = (id, attempt, execution);
         match kind {
             "S" => {
                 starts.insert(
-                    (id, attempt),
+                    key,
                     Run {
                         attempt,
                         start: at,
                         end: None,
+                        exit_code: None,
+                        seen: at,
                     },
                 );
             }
             "E" => {
-                if let Some(run) = starts.get_mut(&(id, attempt)) {
+                if let Some(run) = starts.get_mut(&key) {
                     run.end = Some(at);
+                    run.exit_code = rc;
+                    run.seen = run.seen.max(at);
+                }
+            }
+            "T" => {
+                if let Some(run) = starts.get_mut(&key) {
+                    run.seen = run.seen.max(at);
                 }
             }
             _ => {}
         }
     }
     let mut by_task: HashMap<Uuid, Vec<Run>> = HashMap::new();
-    for ((id, _), run) in starts {
+    for ((id, _, _), run) in starts {
         by_task.entry(id).or_default().push(run);
     }
     by_task
+}
+
+/// What runners were told of their results: every `task reported` line of their logs
+/// whose status is final, as (task, status).
+fn acknowledged(logs: &Path) -> Vec<(Uuid, String)> {
+    let mut told = Vec::new();
+    let Ok(entries) = std::fs::read_dir(logs) else {
+        return told;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("runner-") {
+            continue;
+        }
+        for line in std::fs::read_to_string(entry.path())
+            .unwrap_or_default()
+            .lines()
+        {
+            let Some(rest) = line.split("task reported task.id=").nth(1) else {
+                continue;
+            };
+            let id = rest
+                .split_whitespace()
+                .next()
+                .and_then(|i| i.parse::<Uuid>().ok());
+            let status = rest
+                .split("status=Some(")
+                .nth(1)
+                .and_then(|s| s.split(')').next())
+                .and_then(|s| match s {
+                    "Succeeded" => Some("succeeded"),
+                    "Failed" => Some("failed"),
+                    "Cancelled" => Some("cancelled"),
+                    "TimedOut" => Some("timed_out"),
+                    _ => None, // not final (a retry)
+                });
+            if let (Some(id), Some(status)) = (id, status) {
+                told.push((id, status.to_string()));
+            }
+        }
+    }
+    told
 }
 
 pub async fn check(
@@ -160,15 +239,17 @@ pub async fn check(
         webhooks: hooks.counts(),
         ..Default::default()
     };
-    let mut conn = PgConnection::connect(&cluster.database_url).await?;
+    let mut conn = PgConnection::connect(&cluster.postgres.url_now().await?).await?;
     let ids: Vec<Uuid> = accepted.iter().map(|a| a.id).collect();
-    let rows: Vec<(Uuid, String, i32)> =
-        sqlx::query_as("SELECT id, status, attempt FROM tasks WHERE id = ANY($1)")
+    let rows: Vec<(Uuid, String, i32, Option<String>)> =
+        sqlx::query_as("SELECT id, status, attempt, error FROM tasks WHERE id = ANY($1)")
             .bind(&ids)
             .fetch_all(&mut conn)
             .await?;
+    let errors: HashMap<Uuid, Option<String>> =
+        rows.iter().map(|(id, _, _, e)| (*id, e.clone())).collect();
     let tasks: HashMap<Uuid, (String, i32)> =
-        rows.into_iter().map(|(id, s, a)| (id, (s, a))).collect();
+        rows.into_iter().map(|(id, s, a, _)| (id, (s, a))).collect();
     let writes: Vec<(Uuid, String, i32, f64)> = sqlx::query_as(
         "SELECT task_id, status, attempt, EXTRACT(EPOCH FROM written_at)::float8 FROM chaos_terminal_writes",
     )
@@ -227,9 +308,7 @@ pub async fn check(
         let mut sorted = task_runs.clone();
         sorted.sort_by_key(|r| r.start);
         for pair in sorted.windows(2) {
-            if let Some(end) = pair[0].end
-                && pair[1].start < end
-            {
+            if pair[1].start < pair[0].last() {
                 violations.push(format!(
                     "task {id}: attempt {} started while attempt {} was still running",
                     pair[1].attempt, pair[0].attempt
@@ -240,6 +319,72 @@ pub async fn check(
     report
         .checks
         .push(("no task run twice at once", violations.len() == before));
+
+    // 3b. Each task ended as it ran: a success only after a run of its last attempt
+    //     exited 0, a runner's failure with the code a run of that attempt exited with, a
+    //     cancel only when the drill cancelled it — and then `cancelled`, unless it was
+    //     already running and its runner reported how it ended first.
+    let before = violations.len();
+    for accepted in accepted {
+        let id = &accepted.id;
+        let Some((status, attempt)) = tasks.get(id) else {
+            continue;
+        };
+        let error = errors.get(id).cloned().flatten();
+        let exited = |code: i32| {
+            runs.get(id)
+                .into_iter()
+                .flatten()
+                .any(|r| r.attempt == *attempt && r.exit_code == Some(code))
+        };
+        let reported_code = error
+            .as_deref()
+            .and_then(|e| e.strip_prefix("exited with status "))
+            .and_then(|c| c.parse::<i32>().ok());
+        let wrong = match (status.as_str(), accepted.cancelled_as) {
+            ("cancelled", None) => Some("cancelled, though nobody cancelled it".to_string()),
+            ("cancelled", Some(_)) => None,
+            (other, Some(TaskStatus::Cancelled)) => Some(format!(
+                "the cancel was answered `cancelled`, yet the task ended {other}"
+            )),
+            ("succeeded", _) if !exited(0) => Some(format!(
+                "succeeded, but no run of attempt {attempt} exited 0"
+            )),
+            ("failed", _) if reported_code.is_some_and(|c| !exited(c)) => Some(format!(
+                "failed with {error:?}, but no run of attempt {attempt} exited so"
+            )),
+            ("failed", Some(TaskStatus::Cancelling)) if reported_code.is_none() => Some(format!(
+                "cancelled while it ran, yet ended failed by the server ({error:?})"
+            )),
+            ("timed_out" | "expired", _) => Some(format!(
+                "ended {status} ({error:?}): no task of this load outlives its timeout or its queue timeout"
+            )),
+            _ => None,
+        };
+        if let Some(wrong) = wrong {
+            violations.push(format!("task {id}: {wrong}"));
+        }
+    }
+    report
+        .checks
+        .push(("each task ended as it ran", violations.len() == before));
+
+    // 3c. No acknowledged result lost: a run end a node answered `done` for, with the
+    //     task's final status, is the status the task has.
+    let before = violations.len();
+    for (id, told) in acknowledged(&cluster.work().logs()) {
+        let Some((status, _)) = tasks.get(&id) else {
+            continue;
+        };
+        if status != &told {
+            violations.push(format!(
+                "task {id}: its runner was told it ended {told}, but it is {status}"
+            ));
+        }
+    }
+    report
+        .checks
+        .push(("no acknowledged result lost", violations.len() == before));
 
     // 4. No stale report accepted: a report under an old lease would end the task while
     //    its current run goes on, so no run may start or end after the terminal write.
@@ -252,7 +397,7 @@ pub async fn check(
         // Allow for the report itself: the runner records its end just before reporting.
         let slack = 1_000_000_000;
         for run in task_runs {
-            let last = run.end.unwrap_or(run.start);
+            let last = run.last();
             if last > written_ns + slack {
                 violations.push(format!(
                     "task {id}: attempt {} ran on after the task ended",
@@ -336,13 +481,31 @@ impl Report {
         );
         let f = &self.faults;
         println!(
-            "  faults       {} node kills, {} runner kills, {} redis restarts ({} losing data), {} node pauses",
+            "  faults       {} node kills, {} runner kills, {} redis restarts ({} losing data), {} node pauses, {} link faults, {} clock steps",
             f.node_kills,
             f.runner_kills,
             f.redis_restarts,
             f.redis_restarts_losing_data,
-            f.node_pauses
+            f.node_pauses,
+            f.link_faults,
+            f.clock_steps
         );
+        for (at, what) in &f.events {
+            println!("    {:>7}  {what}", secs(*at));
+        }
+        if !f.store_failovers.is_empty() {
+            let slowest = f
+                .store_failovers
+                .iter()
+                .map(|(_, t)| *t)
+                .max()
+                .unwrap_or_default();
+            println!(
+                "  failovers    {} of the stores, slowest writable again after {}",
+                f.store_failovers.len(),
+                secs(slowest)
+            );
+        }
         let max_adoption = f.adoptions.iter().max().copied().unwrap_or_default();
         println!(
             "  adoptions    {} orphaned claim sets adopted, slowest {} (limit {})",

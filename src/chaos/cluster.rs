@@ -1,25 +1,37 @@
 //! The drill's cluster, with the means to break it: every member can be killed and
-//! started again on the same port (nodes) or with the same identity (runners).
+//! started again on the same port (nodes) or with the same identity (runners), and every
+//! link a member has — each node's to Redis and to each Postgres server, each runner's to
+//! the load balancer — runs through its own fault proxy, to be cut, half-cut or slowed
+//! alone. (A node reaches Redis behind Sentinel or as a Cluster directly: the addresses
+//! it is handed there are the servers' own.) The stores themselves are in `stores.rs`.
 
-use super::{CLEANER_INTERVAL_MS, ChaosArgs, NODE_TTL_MS};
+use super::clock::{SkewedClock, faketime_library};
+use super::proxy::{FaultProxy, Link};
+use super::stores::{PostgresStore, RedisStore};
+use super::{
+    CLEANER_INTERVAL_MS, ChaosArgs, NODE_TTL_MS, PRESENCE_WRITE_MS, RUNNER_FENCE_AFTER_S,
+    RUNNER_LOST_AFTER_S,
+};
 use crate::localcluster::nodes::NodeSettings;
 use crate::localcluster::ports::Ports;
-use crate::localcluster::postgres::Postgres;
 use crate::localcluster::processes::{Supervised, running_as_root};
 use crate::localcluster::runners::RunnerSpec;
 use crate::localcluster::workdir::WorkDir;
-use crate::localcluster::{nginx, nodes, redis, runners};
-use anyhow::Context;
+use crate::localcluster::{nginx, nodes, runners};
 use baton_coord::{Coord, CoordOptions};
 use nix::sys::signal::Signal;
-use sqlx::{Connection, PgConnection};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub const API_TOKEN: &str = "chaos-admin-token";
 const REGISTRATION_TOKEN: &str = "chaos-registration-token";
 
 /// Node thresholds for the drill: a 3 s TTL, services twice a second, runners offline
-/// after 8 s and lost after 12 s.
+/// after 8 s and lost after 14 s, presence written four times a second. They keep the
+/// margins of docs/failure-handling.md, scaled down: a runner cut off fences at 7 s (+ 1 s
+/// for the exchanger's check) < 14 s − 0.25 s (presence a dying node had not written) −
+/// (0.25 s + 2 s: a node that just lost Redis vouches for its runners until a presence
+/// write fails) − the clock skew the drill gives node 1 (`NODE_SKEW_S`).
 fn node_args() -> Vec<String> {
     [
         ("--node-ttl-ms", NODE_TTL_MS.to_string()),
@@ -30,7 +42,8 @@ fn node_args() -> Vec<String> {
         ("--dispatch-grace-ms", "2000".into()),
         ("--ack-timeout-s", "5".into()),
         ("--runner-offline-after-s", "8".into()),
-        ("--runner-lost-after-s", "12".into()),
+        ("--runner-lost-after-s", RUNNER_LOST_AFTER_S.to_string()),
+        ("--presence-write-ms", PRESENCE_WRITE_MS.to_string()),
         ("--timeout-grace-s", "2".into()),
         ("--retry-initial-ms", "300".into()),
     ]
@@ -40,7 +53,8 @@ fn node_args() -> Vec<String> {
 }
 
 /// Runners heartbeat every second, park 5 s (below the 8 s offline threshold) and fence
-/// themselves after 9 s without an answer (below the 12 s lost threshold).
+/// themselves after `RUNNER_FENCE_AFTER_S` without an answer (see `node_args` for the
+/// margin to the lost threshold).
 fn runner_spec() -> RunnerSpec {
     RunnerSpec {
         labels: "chaos".into(),
@@ -49,7 +63,7 @@ fn runner_spec() -> RunnerSpec {
             "--heartbeat-s",
             "1",
             "--fence-after-s",
-            "9",
+            &RUNNER_FENCE_AFTER_S.to_string(),
             "--wait-s",
             "5",
             "--shutdown-grace-s",
@@ -57,6 +71,7 @@ fn runner_spec() -> RunnerSpec {
         ]
         .map(String::from)
         .to_vec(),
+        extra_env: Vec::new(),
     }
 }
 
@@ -64,22 +79,67 @@ pub struct NodeSlot {
     pub port: u16,
     pub process: Option<Supervised>,
     pub paused: bool,
+    /// The node's Redis URL points at this (a single Redis only).
+    pub redis_link: Option<Arc<FaultProxy>>,
+    /// One per Postgres server: the node's database URL names them all.
+    pub postgres_links: Vec<Arc<FaultProxy>>,
+    settings: NodeSettings,
+}
+
+pub struct RunnerSlot {
+    pub process: Option<Supervised>,
+    /// The runner's server URL points at this, in front of the load balancer.
+    pub link: Arc<FaultProxy>,
+    spec: RunnerSpec,
+}
+
+/// The clocks the drill can step: node 1's and runner 1's, when libfaketime is here.
+pub struct Clocks {
+    pub node: SkewedClock,
+    pub runner: SkewedClock,
+}
+
+/// `url` with its host and port replaced by the proxy's.
+fn through(url: &str, proxy: &FaultProxy) -> anyhow::Result<String> {
+    let mut url = reqwest::Url::parse(url)?;
+    url.set_host(Some("127.0.0.1"))?;
+    url.set_port(Some(proxy.port()))
+        .map_err(|()| anyhow::anyhow!("cannot set a port on {url}"))?;
+    Ok(url.to_string())
+}
+
+/// A database URL naming every server through its proxy (several hosts: the node finds
+/// the writable one).
+fn through_all(urls: &[String], proxies: &[Arc<FaultProxy>]) -> anyhow::Result<String> {
+    let first = reqwest::Url::parse(&through(&urls[0], &proxies[0])?)?;
+    if proxies.len() == 1 {
+        return Ok(first.to_string());
+    }
+    let hosts: Vec<String> = proxies
+        .iter()
+        .map(|p| format!("127.0.0.1:{}", p.port()))
+        .collect();
+    let query = first.query().map(|q| format!("?{q}")).unwrap_or_default();
+    Ok(format!(
+        "{}://{}@{}{}{query}",
+        first.scheme(),
+        first.username(),
+        hosts.join(","),
+        first.path()
+    ))
 }
 
 pub struct ChaosCluster {
     exe: PathBuf,
     work: WorkDir,
-    settings: NodeSettings,
     lb_url: String,
-    pub redis_port: u16,
-    redis: Option<Supervised>,
-    postgres: Option<Supervised>,
+    pub redis: RedisStore,
+    pub postgres: PostgresStore,
     nginx: Option<Supervised>,
     pub nodes: Vec<NodeSlot>,
-    pub runners: Vec<Option<Supervised>>,
-    pub database_url: String,
-    /// The admin URL and name of a database this drill created (dropped at the end).
-    created_database: Option<(String, String)>,
+    pub runners: Vec<RunnerSlot>,
+    /// `None` without libfaketime: clock steps are left out.
+    pub clocks: Option<Clocks>,
     pub coord: Coord,
 }
 
@@ -89,57 +149,70 @@ impl ChaosCluster {
         let as_root = running_as_root().await?;
         let mut ports = Ports::default();
 
-        let redis_port = ports.pick()?;
-        let mut redis_proc = redis::spawn(work, redis_port)?;
-        redis::wait_ready(&mut redis_proc, redis_port).await?;
-        let redis_url = redis::url(redis_port);
-
-        let (database_url, postgres, created_database) = match &args.database_url {
-            Some(admin) => {
-                let name = format!(
-                    "baton_chaos_{}",
-                    &uuid::Uuid::new_v4().simple().to_string()[..12]
-                );
-                let mut conn = PgConnection::connect(admin)
-                    .await
-                    .context("connecting to --database-url")?;
-                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                    .execute(&mut conn)
-                    .await?;
-                let mut url = reqwest::Url::parse(admin)?;
-                url.set_path(&name);
-                (url.to_string(), None, Some((admin.clone(), name)))
-            }
-            None => {
-                let pg = Postgres::prepare(work, ports.pick()?, as_root).await?;
-                pg.initdb(&work.log("initdb")).await?;
-                let mut proc = pg.spawn(&work.log("postgres"), 300)?;
-                pg.wait_ready(&mut proc).await?;
-                (pg.url(), Some(proc), None)
-            }
+        let redis = RedisStore::start(args.redis, work, &mut ports).await?;
+        let postgres = PostgresStore::start(args, work, &mut ports, as_root).await?;
+        let database_urls = postgres.server_urls();
+        let redis_url = match &redis {
+            RedisStore::Single { port, .. } => crate::localcluster::redis::url(*port),
+            _ => String::new(),
         };
 
+        let mut node_args = node_args();
+        node_args.extend(redis.node_flags());
         let settings = NodeSettings {
-            database_url: database_url.clone(),
+            database_url: String::new(),
             redis_url: redis_url.clone(),
             api_token: API_TOKEN.into(),
             registration_token: REGISTRATION_TOKEN.into(),
             fixed_ids: false,
-            extra_args: node_args(),
+            extra_args: node_args,
+            extra_env: Vec::new(),
+        };
+        let clocks = match faketime_library() {
+            Some(library) => Some(Clocks {
+                node: SkewedClock::new(&work.join("clock-node-1"), library.clone())?,
+                runner: SkewedClock::new(&work.join("clock-runner-1"), library)?,
+            }),
+            None => None,
         };
         let mut slots = Vec::new();
         for index in 1..=usize::from(args.nodes) {
             let port = ports.pick()?;
+            let redis_link = match &redis {
+                RedisStore::Single { .. } => {
+                    Some(Arc::new(FaultProxy::in_front_of(&redis_url).await?))
+                }
+                _ => None,
+            };
+            let mut postgres_links = Vec::new();
+            for url in &database_urls {
+                postgres_links.push(Arc::new(FaultProxy::in_front_of(url).await?));
+            }
+            let settings = NodeSettings {
+                redis_url: match &redis_link {
+                    Some(link) => through(&redis_url, link)?,
+                    None => String::new(),
+                },
+                database_url: through_all(&database_urls, &postgres_links)?,
+                extra_env: match &clocks {
+                    Some(clocks) if index == 1 => clocks.node.env(),
+                    _ => Vec::new(),
+                },
+                ..settings.clone()
+            };
             let mut process = nodes::spawn(&exe, work, index, port, &settings)?;
             nodes::wait_ready(&mut process, port).await?;
             if index == 1 {
                 // The first node applied the migrations: the audit trigger can go in.
-                super::checks::install_audit(&database_url).await?;
+                super::checks::install_audit(&postgres.url_now().await?).await?;
             }
             slots.push(NodeSlot {
                 port,
                 process: Some(process),
                 paused: false,
+                redis_link,
+                postgres_links,
+                settings,
             });
         }
         let lb_port = ports.pick()?;
@@ -148,47 +221,62 @@ impl ChaosCluster {
         let lb_url = format!("http://127.0.0.1:{lb_port}");
         nginx::wait_ready(&mut lb, &lb_url).await?;
 
-        let spec = runner_spec();
         let mut runner_procs = Vec::new();
         for index in 1..=usize::from(args.runners) {
-            runner_procs.push(Some(runners::spawn(
+            let spec = RunnerSpec {
+                extra_env: match &clocks {
+                    Some(clocks) if index == 1 => clocks.runner.env(),
+                    _ => Vec::new(),
+                },
+                ..runner_spec()
+            };
+            let link = Arc::new(FaultProxy::in_front_of(&lb_url).await?);
+            let process = runners::spawn(
                 &exe,
                 work,
                 index,
-                &lb_url,
+                &through(&lb_url, &link)?,
                 REGISTRATION_TOKEN,
                 &spec,
-            )?));
+            )?;
+            runner_procs.push(RunnerSlot {
+                process: Some(process),
+                link,
+                spec,
+            });
         }
         println!(
-            "  cluster up: redis {redis_url}, {} nodes behind {lb_url}, {} runners",
+            "  cluster up: redis {}, postgres {}, {} nodes behind {lb_url}, {} runners",
+            redis.describe(),
+            postgres.describe(),
             slots.len(),
             runner_procs.len()
         );
-        let coord = Coord::from_url(
-            &redis_url,
+        let coord = Coord::new(
+            redis.target(),
             baton_coord::DEFAULT_PREFIX,
             &CoordOptions::default(),
         )?;
         Ok(ChaosCluster {
             exe,
             work: work.clone(),
-            settings,
             lb_url,
-            redis_port,
-            redis: Some(redis_proc),
+            redis,
             postgres,
             nginx: Some(lb),
             nodes: slots,
             runners: runner_procs,
-            database_url,
-            created_database,
+            clocks,
             coord,
         })
     }
 
     pub fn lb_url(&self) -> &str {
         &self.lb_url
+    }
+
+    pub fn work(&self) -> &WorkDir {
+        &self.work
     }
 
     /// The id node `index` (0-based) goes by now, from its `/readyz`.
@@ -210,8 +298,9 @@ impl ChaosCluster {
     }
 
     pub async fn start_node(&mut self, index: usize) -> anyhow::Result<()> {
-        let port = self.nodes[index].port;
-        let mut process = nodes::spawn(&self.exe, &self.work, index + 1, port, &self.settings)?;
+        let slot = &self.nodes[index];
+        let port = slot.port;
+        let mut process = nodes::spawn(&self.exe, &self.work, index + 1, port, &slot.settings)?;
         nodes::wait_ready(&mut process, port).await?;
         self.nodes[index].process = Some(process);
         Ok(())
@@ -229,52 +318,46 @@ impl ChaosCluster {
     }
 
     pub async fn kill_runner(&mut self, index: usize) {
-        if let Some(mut process) = self.runners[index].take() {
+        if let Some(mut process) = self.runners[index].process.take() {
             process.kill_now().await;
         }
     }
 
     pub fn start_runner(&mut self, index: usize) -> anyhow::Result<()> {
+        let slot = &mut self.runners[index];
         let process = runners::spawn(
             &self.exe,
             &self.work,
             index + 1,
-            &self.lb_url,
+            &through(&self.lb_url, &slot.link)?,
             REGISTRATION_TOKEN,
-            &runner_spec(),
+            &slot.spec,
         )?;
-        self.runners[index] = Some(process);
+        slot.process = Some(process);
         Ok(())
     }
 
-    /// Kills Redis and starts it again on the same port: with `keep_data` it snapshots
-    /// first and reloads the snapshot (writes after the snapshot are lost, as in a
-    /// failover that drops the last writes); otherwise it comes back empty.
-    pub async fn restart_redis(&mut self, keep_data: bool) -> anyhow::Result<()> {
-        let snapshot = self.work.join("redis").join("dump.rdb");
-        if keep_data {
-            let mut conn = ::redis::Client::open(redis::url(self.redis_port))?
-                .get_multiplexed_async_connection()
-                .await?;
-            let _: () = ::redis::cmd("SAVE").query_async(&mut conn).await?;
+    /// Every link open again, every clock back to the real time.
+    pub fn open_links(&self) {
+        if let Some(clocks) = &self.clocks {
+            let _ = clocks.node.set(0.0);
+            let _ = clocks.runner.set(0.0);
         }
-        if let Some(mut process) = self.redis.take() {
-            process.kill_now().await;
+        for slot in &self.nodes {
+            for link in slot.redis_link.iter().chain(&slot.postgres_links) {
+                link.set(Link::Open);
+            }
         }
-        if !keep_data {
-            let _ = std::fs::remove_file(&snapshot);
+        for slot in &self.runners {
+            slot.link.set(Link::Open);
         }
-        let mut process = redis::spawn(&self.work, self.redis_port)?;
-        redis::wait_ready(&mut process, self.redis_port).await?;
-        self.redis = Some(process);
-        Ok(())
     }
 
     /// Everything running again, nothing paused: the state the drill settles in.
     pub async fn heal(&mut self) -> anyhow::Result<()> {
-        if self.redis.is_none() {
-            self.restart_redis(true).await?;
-        }
+        self.open_links();
+        self.redis.heal(&self.work).await?;
+        self.postgres.heal()?;
         for index in 0..self.nodes.len() {
             if self.nodes[index].paused {
                 self.pause_node(index, false);
@@ -284,7 +367,7 @@ impl ChaosCluster {
             }
         }
         for index in 0..self.runners.len() {
-            if self.runners[index].is_none() {
+            if self.runners[index].process.is_none() {
                 self.start_runner(index)?;
             }
         }
@@ -294,7 +377,8 @@ impl ChaosCluster {
     /// Stops runners, nodes, nginx, Postgres and Redis, in that order, and drops the
     /// drill's database.
     pub async fn stop(&mut self) {
-        for runner in self.runners.iter_mut().flatten() {
+        self.open_links();
+        for runner in self.runners.iter_mut().filter_map(|r| r.process.as_mut()) {
             runner.stop().await;
         }
         for slot in &mut self.nodes {
@@ -307,20 +391,10 @@ impl ChaosCluster {
                 process.stop().await;
             }
         }
-        for process in [&mut self.nginx, &mut self.postgres, &mut self.redis]
-            .into_iter()
-            .flatten()
-        {
-            process.stop().await;
+        if let Some(nginx) = &mut self.nginx {
+            nginx.stop().await;
         }
-        if let Some((admin, name)) = &self.created_database
-            && let Ok(mut conn) = PgConnection::connect(admin).await
-        {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-            )))
-            .execute(&mut conn)
-            .await;
-        }
+        self.postgres.stop().await;
+        self.redis.stop().await;
     }
 }

@@ -1,12 +1,15 @@
-//! The steady load: a mix of quick, slow, failing and retried tasks, some with a
-//! completion webhook, submitted through the load balancer. Every task records its own
-//! execution in a shared file — a start line and an end line with nanosecond times — so
-//! the checks can see whether one task ever ran twice at once.
+//! The steady load: a mix of quick, slow, long, failing and retried tasks, some with a
+//! completion webhook, some cancelled a moment after their submit, all through the load
+//! balancer. Every task records its own execution in a shared file — a start line, a tick
+//! while it runs and an end line with its exit code, with nanosecond times — so the checks
+//! can see whether one task ever ran twice at once, and whether it ended as it ran.
 //!
 //! Each submit carries an idempotency key, so one that got no answer (its node died) is
-//! simply sent again; a task counts as accepted once some answer was 2xx.
+//! simply sent again; a task counts as accepted once some answer was 2xx. Every request
+//! the driver sends and the answer it got go to a history file beside the record.
 
 use baton_client::{Client, SubmitTask};
+use baton_core::TaskStatus;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::path::{Path, PathBuf};
@@ -21,25 +24,48 @@ use uuid::Uuid;
 pub struct Accepted {
     pub id: Uuid,
     pub notify: bool,
+    /// The status a cancel of it was answered with (`cancelled`, or `cancelling` while it
+    /// ran), if the drill cancelled it and a node took the cancel.
+    pub cancelled_as: Option<TaskStatus>,
 }
 
 pub struct Load {
     client: Client,
     executions: PathBuf,
+    history: Mutex<std::fs::File>,
     webhook_url: String,
     seed: u64,
     accepted: Mutex<Vec<Accepted>>,
     retries: AtomicU64,
 }
 
-/// The work a task does, wrapped so it records its start and end.
+/// What to do with a task once it is accepted.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    notify: bool,
+    /// Cancel it this long after the submit was answered.
+    cancel_after: Option<Duration>,
+}
+
+/// The work a task does, wrapped so it records — each line naming this execution (the
+/// shell's pid), so two executions of one attempt stay apart, and starting with a line
+/// break, so a line the ticker left half-written when it was killed ends before the
+/// next record — its start, that it is still alive every 200 ms (a run killed — by a fence, a cancel, its agent's death — records no end, and
+/// its last tick is when it was last seen running), and its end.
 fn recorded(executions: &Path, work: &str) -> String {
     let file = executions.display();
+    // A runner on a skewed clock passes libfaketime on to its tasks: the record is
+    // written on the real clock.
     format!(
-        "echo \"S $BATON_TASK_ID $BATON_ATTEMPT $(date +%s%N)\" >> {file}\n\
+        "unset LD_PRELOAD FAKETIME_TIMESTAMP_FILE\n\
+         run=$$\n\
+         printf '\\nS %s %s %s %s\\n' $BATON_TASK_ID $BATON_ATTEMPT $(date +%s%N) $run >> {file}\n\
+         ( while :; do printf '\\nT %s %s %s %s\\n' $BATON_TASK_ID $BATON_ATTEMPT $(date +%s%N) $run >> {file}; sleep 0.2; done ) &\n\
+         ticker=$!\n\
          ( {work} )\n\
          rc=$?\n\
-         echo \"E $BATON_TASK_ID $BATON_ATTEMPT $(date +%s%N)\" >> {file}\n\
+         kill $ticker\n\
+         printf '\\nE %s %s %s %s %s\\n' $BATON_TASK_ID $BATON_ATTEMPT $(date +%s%N) $run $rc >> {file}\n\
          exit $rc"
     )
 }
@@ -48,12 +74,19 @@ impl Load {
     pub fn new(
         lb_url: &str,
         executions: &Path,
+        history: &Path,
         webhook_url: &str,
         seed: u64,
     ) -> anyhow::Result<Load> {
         Ok(Load {
             client: Client::new(lb_url, Some(super::cluster::API_TOKEN.into()))?,
             executions: executions.to_path_buf(),
+            history: Mutex::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(history)?,
+            ),
             webhook_url: webhook_url.to_string(),
             seed,
             accepted: Mutex::new(Vec::new()),
@@ -69,19 +102,35 @@ impl Load {
         self.retries.load(Ordering::Relaxed)
     }
 
-    fn task(&self, rng: &mut StdRng, n: u64) -> (SubmitTask, bool) {
-        let (work, max_attempts) = match rng.random_range(0..10) {
-            0..=3 => (":".to_string(), 1),
-            4..=5 => (format!("sleep {}", rng.random_range(1..=3)), 1),
-            6 => ("echo failing >&2; exit 3".to_string(), 1),
+    /// One line of the driver's history: what it asked and what it was answered.
+    fn note(&self, line: std::fmt::Arguments) {
+        use std::io::Write;
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let mut file = self.history.lock().expect("history lock");
+        let _ = writeln!(file, "{at} {line}");
+    }
+
+    fn task(&self, rng: &mut StdRng, n: u64) -> (SubmitTask, Plan) {
+        let (work, max_attempts) = match rng.random_range(0..25) {
+            0..=9 => (":".to_string(), 1),
+            10..=14 => (format!("sleep {}", rng.random_range(1..=3)), 1),
+            15..=16 => ("echo failing >&2; exit 3".to_string(), 1),
             // Fails its first attempt, succeeds on a retry.
-            7..=8 => ("[ \"$BATON_ATTEMPT\" -ge 2 ] || exit 1".to_string(), 3),
+            17..=20 => ("[ \"$BATON_ATTEMPT\" -ge 2 ] || exit 1".to_string(), 3),
+            // Outlasts a Postgres outage longer than `runner_lost_after`.
+            21 => (format!("sleep {}", rng.random_range(16..=22)), 2),
             _ => (
                 format!("sleep {}; echo slow and retried", rng.random_range(1..=2)),
                 2,
             ),
         };
         let notify = rng.random_range(0..5) == 0;
+        // Some are cancelled while they wait or run: they must end `cancelled`.
+        let cancel_after = (rng.random_range(0..12) == 0)
+            .then(|| Duration::from_millis(rng.random_range(100..4000)));
         let task = SubmitTask {
             script: Some(recorded(&self.executions, &work)),
             labels: vec!["chaos".into()],
@@ -91,7 +140,13 @@ impl Load {
             notify_url: notify.then(|| self.webhook_url.clone()),
             ..Default::default()
         };
-        (task, notify)
+        (
+            task,
+            Plan {
+                notify,
+                cancel_after,
+            },
+        )
     }
 
     /// Submits at `rate` tasks per second until `stop`. Returns problems worth a
@@ -111,9 +166,9 @@ impl Load {
                 _ = ticker.tick() => {}
             }
             n += 1;
-            let (task, notify) = self.task(&mut rng, n);
+            let (task, plan) = self.task(&mut rng, n);
             let load = self.clone();
-            inflight.spawn(async move { load.submit(task, notify).await });
+            inflight.spawn(async move { load.submit(task, plan).await });
         }
         let mut problems = Vec::new();
         while let Some(done) = inflight.join_next().await {
@@ -125,29 +180,76 @@ impl Load {
     }
 
     /// Submits until some node accepts it, or gives up after a minute of failures (the
-    /// task then was never accepted, which is no violation).
-    async fn submit(&self, task: SubmitTask, notify: bool) -> Result<(), String> {
+    /// task then was never accepted, which is no violation); then cancels it if planned.
+    async fn submit(&self, task: SubmitTask, plan: Plan) -> Result<(), String> {
+        let key = task.idempotency_key.clone().unwrap_or_default();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
+        let id = loop {
             match self.client.submit(&task).await {
-                Ok((t, _)) => {
-                    self.accepted
-                        .lock()
-                        .expect("accepted lock")
-                        .push(Accepted { id: t.id, notify });
-                    return Ok(());
+                Ok((t, created)) => {
+                    self.note(format_args!(
+                        "submit {key} -> {} {}",
+                        t.id,
+                        if created { 201 } else { 200 }
+                    ));
+                    break t.id;
                 }
                 Err(e)
                     if e.status()
                         .is_some_and(|s| s.is_client_error() && s.as_u16() != 429) =>
                 {
+                    self.note(format_args!("submit {key} -> refused: {e}"));
                     return Err(format!("a valid submit was refused: {e}"));
                 }
-                Err(_) if tokio::time::Instant::now() < deadline => {
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    self.note(format_args!("submit {key} -> failed: {e}"));
                     self.retries.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
-                Err(_) => return Ok(()),
+                Err(e) => {
+                    self.note(format_args!("submit {key} -> gave up: {e}"));
+                    return Ok(());
+                }
+            }
+        };
+        let cancelled_as = match plan.cancel_after {
+            Some(after) => {
+                tokio::time::sleep(after).await;
+                self.cancel(id).await
+            }
+            None => None,
+        };
+        self.accepted.lock().expect("accepted lock").push(Accepted {
+            id,
+            notify: plan.notify,
+            cancelled_as,
+        });
+        Ok(())
+    }
+
+    /// Cancels until a node answers (for a while): the status it answered with, or
+    /// `None` if the task had finished first or no node took the cancel.
+    async fn cancel(&self, id: Uuid) -> Option<TaskStatus> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match self.client.task_cancel(id).await {
+                Ok(t) => {
+                    self.note(format_args!("cancel {id} -> {}", t.status));
+                    return Some(t.status);
+                }
+                Err(e) if e.status().is_some_and(|s| s.is_client_error()) => {
+                    // 409: it finished before the cancel.
+                    self.note(format_args!("cancel {id} -> refused: {e}"));
+                    return None;
+                }
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    self.note(format_args!("cancel {id} -> failed: {e}"));
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => {
+                    self.note(format_args!("cancel {id} -> gave up: {e}"));
+                    return None;
+                }
             }
         }
     }

@@ -6,9 +6,12 @@
 //! prints a report, and exits non-zero on any violation.
 
 mod checks;
+mod clock;
 mod cluster;
 mod faults;
 mod load;
+mod proxy;
+mod stores;
 mod webhooks;
 
 use crate::localcluster::workdir::WorkDir;
@@ -44,29 +47,57 @@ pub struct ChaosArgs {
     /// At least this many Redis restarts happen, alternately keeping and losing the data.
     #[arg(long, default_value_t = 2)]
     pub min_redis_restarts: u32,
+    /// At least this many failovers of each store that has them (`--redis sentinel|cluster`,
+    /// `--postgres failover`), alternately its master killed and a failover by hand.
+    #[arg(long, default_value_t = 2)]
+    pub min_store_failovers: u32,
     /// Seed of the fault schedule and task mix [default: random].
     #[arg(long)]
     pub seed: Option<u64>,
     /// A Postgres server (admin URL) to create the drill's database on; without it a
-    /// private Postgres is started.
+    /// private Postgres is started. (Not with `--postgres failover`, which starts its own.)
     #[arg(long, env = "BATON_CHAOS_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// Redis as one server, behind three sentinels, or as a six-node Cluster.
+    #[arg(long, value_enum, default_value_t = stores::RedisMode::Single)]
+    pub redis: stores::RedisMode,
+    /// Postgres as one server, or a primary with a synchronous standby under
+    /// pg_auto_failover.
+    #[arg(long, value_enum, default_value_t = stores::PostgresMode::Single)]
+    pub postgres: stores::PostgresMode,
     /// How long the cluster may take to settle after the faults stop, in seconds.
     #[arg(long, default_value_t = 180)]
     pub settle_s: u64,
+    /// The kinds of fault to inject (comma-separated) [default: all].
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = faults::Fault::ALL)]
+    pub faults: Vec<faults::Fault>,
 }
 
 /// Short thresholds so a run of minutes sees many failovers.
 pub const NODE_TTL_MS: u64 = 3000;
 pub const CLEANER_INTERVAL_MS: u64 = 500;
+pub const RUNNER_LOST_AFTER_S: u64 = 14;
+/// How long a runner goes without an answer before it kills its tasks.
+pub const RUNNER_FENCE_AFTER_S: u64 = 7;
+/// How long a node keeps the presence it heard before writing it to Redis.
+pub const PRESENCE_WRITE_MS: u64 = 250;
 
-pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(mut args: ChaosArgs) -> anyhow::Result<ExitCode> {
     let seed = args.seed.unwrap_or_else(rand::random);
     let work = WorkDir::recreate(&args.dir)?;
     println!(
         "baton chaos: seed {seed}, working in {}",
         work.root().display()
     );
+    let (redis, postgres) = (args.redis, args.postgres);
+    let (kept, left_out): (Vec<_>, Vec<_>) = args
+        .faults
+        .iter()
+        .partition(|f| f.applies_to(redis, postgres));
+    if !left_out.is_empty() {
+        println!("  left out with these stores: {left_out:?}");
+    }
+    args.faults = kept;
     let mut cluster = ChaosCluster::start(&args, &work).await?;
     let outcome = drill(&args, seed, &work, &mut cluster).await;
     println!("\nstopping the cluster");
@@ -88,17 +119,33 @@ async fn drill(
 ) -> anyhow::Result<Report> {
     let hooks = webhooks::Receiver::start(seed).await?;
     let executions = work.join("executions.log");
+    // The tasks append to it as users of their own (runners started as root run each
+    // slot as another uid).
+    std::fs::write(&executions, b"")?;
+    std::fs::set_permissions(
+        &executions,
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )?;
     let stop_load = CancellationToken::new();
     let load = Arc::new(load::Load::new(
         cluster.lb_url(),
         &executions,
+        &work.join("history.log"),
         hooks.url(),
         seed,
     )?);
     let submitting = tokio::spawn(load.clone().run(args.rate, stop_load.clone()));
 
     let started = Instant::now();
-    let faults = faults::run(args, seed, cluster, Duration::from_secs(args.duration_s)).await;
+    let refused = || load.retries();
+    let faults = faults::run(
+        args,
+        seed,
+        cluster,
+        Duration::from_secs(args.duration_s),
+        &refused,
+    )
+    .await;
     stop_load.cancel();
     let submit_problems = submitting.await?;
     cluster.heal().await?;

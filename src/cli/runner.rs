@@ -17,9 +17,15 @@ pub struct RunnerArgs {
     /// Any node, or the load balancer [default: http://127.0.0.1:8080].
     #[arg(long, env = "BATON_SERVER")]
     server: Option<String>,
-    /// Registration token, needed on the first start only.
+    /// Registration token, needed on the first start only. Prefer
+    /// --registration-token-file: a file is read once, where an environment variable
+    /// stays in the process's environment.
     #[arg(long, env = "BATON_REGISTRATION_TOKEN", hide_env_values = true)]
     registration_token: Option<String>,
+    /// A file holding the registration token (a mounted secret), read once at start.
+    #[arg(long, env = "BATON_REGISTRATION_TOKEN_FILE")]
+    #[serde(skip)]
+    registration_token_file: Option<PathBuf>,
     /// Runner name [default: the host name].
     #[arg(long, env = "BATON_RUNNER_NAME")]
     name: Option<String>,
@@ -35,9 +41,21 @@ pub struct RunnerArgs {
     /// Where the runner keeps its identity and spooled logs [default: .baton-runner].
     #[arg(long, env = "BATON_RUNNER_STATE_DIR")]
     state_dir: Option<PathBuf>,
-    /// Parent of the tasks' working directories [default: .baton-runner/work].
+    /// Parent of the tasks' working directories, never inside the state dir
+    /// [default: .baton-runner-work].
     #[arg(long, env = "BATON_RUNNER_WORK_DIR")]
     work_dir: Option<PathBuf>,
+    /// Run every task as this user (a name, `uid` or `uid:gid`) [default: as root, each
+    /// slot as a uid of its own; otherwise the agent's own user, which isolates nothing].
+    #[arg(long, env = "BATON_RUNNER_RUN_AS")]
+    run_as: Option<String>,
+    /// Talk to --server although this runner registered with another server (the cluster
+    /// moved); without it the agent refuses, so its token never goes elsewhere.
+    #[arg(long, env = "BATON_RUNNER_ALLOW_SERVER_CHANGE", num_args = 0..=1, default_missing_value = "true")]
+    allow_server_change: Option<bool>,
+    /// The first uid and gid of the per-slot task users [default: 2000000000].
+    #[arg(long, env = "BATON_RUNNER_SLOT_UID_BASE")]
+    slot_uid_base: Option<u32>,
     /// Seconds each lease request parks on the server [default: 30].
     #[arg(long, env = "BATON_RUNNER_WAIT_S")]
     wait_s: Option<u32>,
@@ -74,7 +92,12 @@ pub async fn run(
     for list in [&mut args.labels, &mut args.queues].into_iter().flatten() {
         list.retain(|item| !item.trim().is_empty());
     }
-    let config: RunnerConfig = settings::load(args.config.as_deref(), &args)?;
+    let mut config: RunnerConfig = settings::load(args.config.as_deref(), &args)?;
+    if let Some(file) = &args.registration_token_file {
+        let token = std::fs::read_to_string(file)
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
+        config.registration_token = Some(token.trim().to_string());
+    }
     let telemetry = telemetry::init(
         log_format,
         &traces,

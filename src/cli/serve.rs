@@ -33,6 +33,15 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     redis_sentinels: Option<Vec<String>>,
+    /// Redis Cluster nodes, comma-separated (`host:port,...`; some of them are enough);
+    /// used instead of --redis-url. Every key shares the prefix's hash tag, so Baton's data
+    /// lives in one slot, and a failover of its master is followed.
+    #[arg(
+        long = "redis-cluster",
+        env = "BATON_REDIS_CLUSTER",
+        value_delimiter = ','
+    )]
+    redis_cluster: Option<Vec<String>>,
     /// The master name the sentinels monitor [default: mymaster].
     #[arg(long, env = "BATON_REDIS_SENTINEL_MASTER")]
     redis_sentinel_master: Option<String>,
@@ -71,6 +80,22 @@ pub struct ServeArgs {
     /// How long a group commit waits for more work, in microseconds [default: 0].
     #[arg(long, env = "BATON_GROUP_COMMIT_LINGER_US")]
     group_commit_linger_us: Option<u64>,
+    /// Internal addresses webhooks may reach after all, comma-separated CIDRs or
+    /// addresses (e.g. `10.20.0.0/16,127.0.0.1`). Loopback, private, link-local and the
+    /// like are refused otherwise [default: none].
+    #[arg(long, env = "BATON_WEBHOOK_ALLOW", value_delimiter = ',')]
+    webhook_allow: Option<Vec<String>>,
+    /// The key webhooks are signed with (`whsec_` + base64, or a string of 16 bytes or
+    /// more); every node needs the same [default: the cluster's own, kept in Postgres].
+    #[arg(long, env = "BATON_WEBHOOK_SECRET", hide_env_values = true)]
+    webhook_secret: Option<String>,
+    /// Attempts after which a webhook is given up [default: 20].
+    #[arg(long, env = "BATON_WEBHOOK_MAX_ATTEMPTS")]
+    webhook_max_attempts: Option<u32>,
+    /// Age (seconds since the task ended) after which a webhook is given up
+    /// [default: 86400].
+    #[arg(long, env = "BATON_WEBHOOK_MAX_AGE_S")]
+    webhook_max_age_s: Option<u64>,
     #[command(flatten)]
     timings: TimingArgs,
     /// Test-only fault injection (`after-pop`: abort between the Redis pop and the
@@ -132,6 +157,10 @@ struct TimingArgs {
     /// How often runner presence is copied from Redis to Postgres [default: 15000].
     #[arg(long, env = "BATON_PRESENCE_FLUSH_MS")]
     presence_flush_ms: Option<u64>,
+    /// One webhook delivery's timeout, connecting included, in milliseconds
+    /// [default: 10000].
+    #[arg(long, env = "BATON_WEBHOOK_TIMEOUT_MS")]
+    webhook_timeout_ms: Option<u64>,
 }
 
 pub async fn serve(

@@ -18,6 +18,7 @@ fn runner_spec() -> RunnerSpec {
         labels: "linux,dev".into(),
         capacity: 2,
         extra_args: Vec::new(),
+        extra_env: Vec::new(),
     }
 }
 use std::path::{Path, PathBuf};
@@ -158,6 +159,7 @@ async fn bring_up(
         registration_token: args.registration_token.clone(),
         fixed_ids: true,
         extra_args: Vec::new(),
+        extra_env: Vec::new(),
     };
     // The first node alone, since it applies the migrations; then the rest together.
     let mut node_ports = Vec::new();

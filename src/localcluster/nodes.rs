@@ -22,6 +22,8 @@ pub struct NodeSettings {
     pub fixed_ids: bool,
     /// More `baton serve` flags (thresholds, intervals).
     pub extra_args: Vec<String>,
+    /// More environment (the drill's clock skew).
+    pub extra_env: Vec<(String, String)>,
 }
 
 pub fn name(index: usize) -> String {
@@ -46,7 +48,11 @@ pub fn spawn(
         .env("BATON_DATABASE_URL", &settings.database_url)
         .env("BATON_REDIS_URL", &settings.redis_url)
         .env("BATON_API_TOKEN", &settings.api_token)
-        .env("BATON_REGISTRATION_TOKEN", &settings.registration_token);
+        .env("BATON_REGISTRATION_TOKEN", &settings.registration_token)
+        // Everything of a local cluster, the drill's webhook receiver included, is on
+        // loopback, which webhooks may not reach by default.
+        .env("BATON_WEBHOOK_ALLOW", "127.0.0.0/8")
+        .envs(settings.extra_env.iter().map(|(k, v)| (k, v)));
     // SIGTERM: stop taking requests, finish those in flight, stop the services.
     Supervised::spawn(
         &name,

@@ -176,7 +176,7 @@ fn is_duplicate_database(e: &sqlx::Error) -> bool {
 /// The folder of `initdb`: the one on PATH, else Debian's newest
 /// `/usr/lib/postgresql/<version>/bin`. `postgres` is taken from the same folder, after
 /// resolving symlinks, so the two always match.
-fn find_bin_dir() -> anyhow::Result<PathBuf> {
+pub(super) fn find_bin_dir() -> anyhow::Result<PathBuf> {
     if let Some(initdb) = super::processes::find_program("initdb", &[]) {
         let real = std::fs::canonicalize(&initdb)?;
         if let Some(dir) = real.parent()
@@ -202,7 +202,7 @@ fn find_bin_dir() -> anyhow::Result<PathBuf> {
     )
 }
 
-async fn postgres_user_ids() -> anyhow::Result<(u32, u32)> {
+pub(super) async fn postgres_user_ids() -> anyhow::Result<(u32, u32)> {
     let id = |flag: &'static str| async move {
         let out = Command::new("id").args([flag, SUPERUSER]).output().await?;
         anyhow::ensure!(
@@ -216,7 +216,7 @@ async fn postgres_user_ids() -> anyhow::Result<(u32, u32)> {
 }
 
 /// Whether the postgres user can write `dir`, which needs every parent to let it through.
-async fn reachable_by_postgres_user(dir: &Path) -> bool {
+pub(super) async fn reachable_by_postgres_user(dir: &Path) -> bool {
     Command::new("runuser")
         .args(["-u", SUPERUSER, "--", "test", "-w"])
         .arg(dir)

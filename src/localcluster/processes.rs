@@ -61,8 +61,13 @@ impl Supervised {
         stop: StopPolicy,
     ) -> anyhow::Result<Self> {
         let name = name.into();
-        let out = std::fs::File::create(log)
-            .with_context(|| format!("creating the log file {}", log.display()))?;
+        // Appended: a member started again (the drill restarts them) keeps its earlier
+        // lines for the post-mortem, and for the drill's checks.
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("opening the log file {}", log.display()))?;
         let err = out.try_clone()?;
         command
             .stdin(Stdio::null())

@@ -50,3 +50,14 @@ async fn ping(port: u16) -> bool {
         Ok(Ok(true))
     )
 }
+
+/// Whether a write to `key` goes through on `conn`: what says a failover is over, from
+/// the side of a client (a master that answers reads may still refuse writes).
+pub async fn takes_a_write(conn: &mut impl redis::aio::ConnectionLike, key: &str) -> bool {
+    redis::cmd("SET")
+        .arg(key)
+        .arg(1)
+        .query_async::<()>(conn)
+        .await
+        .is_ok()
+}

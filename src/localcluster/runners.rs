@@ -14,6 +14,8 @@ pub struct RunnerSpec {
     pub capacity: u32,
     /// More `baton runner` flags.
     pub extra_args: Vec<String>,
+    /// More environment (the drill's clock skew).
+    pub extra_env: Vec<(String, String)>,
 }
 
 pub fn name(index: usize) -> String {
@@ -42,8 +44,9 @@ pub fn spawn(
         .arg("--state-dir")
         .arg(&state)
         .arg("--work-dir")
-        .arg(state.join("work"))
-        .args(&spec.extra_args);
+        .arg(work.join(&format!("{name}-work")))
+        .args(&spec.extra_args)
+        .envs(spec.extra_env.iter().map(|(k, v)| (k, v)));
     // SIGTERM: take no new tasks and let the running ones finish (within the grace).
     Supervised::spawn(
         &name,

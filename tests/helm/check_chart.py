@@ -372,7 +372,11 @@ def check_runner(release: Release) -> None:
         return
     pod = runner["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    check(container["args"] == ["runner"], f"{release.name}: baton runner")
+    token_file = "/var/run/secrets/baton/registration-token"
+    check(
+        container["args"] == ["runner", "--registration-token-file", token_file],
+        f"{release.name}: baton runner, reading its registration token from a file",
+    )
     config = release.config("runner")
     service = release.one("Service")
     check(
@@ -386,7 +390,20 @@ def check_runner(release: Release) -> None:
         check(mounts.get(path) in empty_dirs, f"{release.name}: {key}={path} is a writable emptyDir")
     check(mounts.get("/tmp") in empty_dirs, f"{release.name}: tasks get a writable /tmp")
     env = {e["name"]: e for e in container.get("env", [])}
-    check("BATON_REGISTRATION_TOKEN" in env, f"{release.name}: runners get the registration token")
+    check(
+        "BATON_REGISTRATION_TOKEN" not in env,
+        f"{release.name}: the registration token is not in the runner's environment",
+    )
+    secret_volumes = {
+        v["name"]: v["secret"] for v in pod["volumes"] if "secret" in v
+    }
+    token_mount = mounts.get(token_file.rsplit("/", 1)[0])
+    check(
+        token_mount in secret_volumes
+        and any(i["key"] == "registration-token" and i["path"] == "registration-token"
+                for i in secret_volumes[token_mount].get("items", [])),
+        f"{release.name}: runners get the registration token as a mounted file",
+    )
     check(
         pod["terminationGracePeriodSeconds"] > int(config["BATON_RUNNER_SHUTDOWN_GRACE_S"]),
         f"{release.name}: running tasks get their shutdown grace before the pod is killed",

@@ -166,6 +166,15 @@ impl TestEnv {
     }
 }
 
+/// A file tasks append to (a record of their runs): made world-writable first, since a
+/// runner agent started as root runs its tasks as users of their own.
+pub fn file_tasks_may_write(path: &std::path::Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, b"").expect("the record file");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).expect("its mode");
+    path.to_path_buf()
+}
+
 /// The whole stored log of a task.
 pub async fn read_log(client: &Client, id: Uuid) -> Vec<u8> {
     let mut out = Vec::new();
@@ -290,4 +299,27 @@ where
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));
     }
+}
+
+/// A runner row that may take any task (every queue, no labels needed beyond none), for
+/// store tests that start tasks directly: a start is refused for a runner Postgres does
+/// not know.
+pub async fn registered_runner(store: &baton_store::Store) -> Uuid {
+    let id = Uuid::new_v4();
+    store
+        .runner_insert(
+            &baton_store::NewRunner {
+                id,
+                name: format!("store-test-{id}"),
+                labels: Vec::new(),
+                queues: Vec::new(),
+                capacity: 1,
+                token_hash: id.as_bytes().to_vec(),
+                version: "test".into(),
+            },
+            chrono::Utc::now(),
+        )
+        .await
+        .expect("insert a runner");
+    id
 }

@@ -46,6 +46,15 @@ pub struct NodeProc {
 impl NodeProc {
     /// Starts `baton serve` on a free port and waits until it is ready.
     pub async fn start(env: &TestEnv, extra_args: &[&str]) -> NodeProc {
+        Self::start_with_env(env, extra_args, &[]).await
+    }
+
+    /// The same, with more environment variables (a clock offset through libfaketime).
+    pub async fn start_with_env(
+        env: &TestEnv,
+        extra_args: &[&str],
+        vars: &[(String, String)],
+    ) -> NodeProc {
         let name = format!("node-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
         let (log, stderr) = log_file(env, &name);
         let mut child = Command::new(BATON)
@@ -56,7 +65,11 @@ impl NodeProc {
             .env("BATON_REDIS_PREFIX", &env.redis_prefix)
             .env("BATON_API_TOKEN", API_TOKEN)
             .env("BATON_REGISTRATION_TOKEN", REGISTRATION_TOKEN)
+            // The tests' webhook receivers listen on loopback, which webhooks may not
+            // reach by default; `tests/webhooks.rs` sets it back to nothing.
+            .env("BATON_WEBHOOK_ALLOW", "127.0.0.0/8")
             .env("RUST_LOG", log_filter())
+            .envs(vars.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -204,7 +217,7 @@ impl RunnerProc {
             .arg("--state-dir")
             .arg(&state_dir)
             .arg("--work-dir")
-            .arg(state_dir.join("work"))
+            .arg(work_dir_of(&state_dir))
             .args(if extra_args.contains(&"--wait-s") {
                 &[][..]
             } else {
@@ -246,6 +259,13 @@ impl Drop for RunnerProc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Where a runner with `state_dir` runs its tasks: beside it, never inside.
+pub fn work_dir_of(state_dir: &std::path::Path) -> PathBuf {
+    let mut name = state_dir.file_name().unwrap_or_default().to_os_string();
+    name.push("-work");
+    state_dir.with_file_name(name)
 }
 
 /// Runs the `baton` command line (`baton ARGS...`) against `server` with `token`, to the end.

@@ -8,6 +8,7 @@
 use crate::wire::{LeasedTask, Outcome, RunningLease};
 use base64::Engine;
 use baton_core::TaskStatus;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -34,6 +35,13 @@ pub struct Exchange {
     /// Sent once per heartbeat period, not with every exchange.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running: Option<Vec<RunningLease>>,
+    /// With `running`: the `answered_at` of the newest answer the runner had when it made
+    /// that list, the server's own clock. A run the list leaves out counts as forgotten
+    /// only if it started well before this: a list that spent long on its way (resent,
+    /// held up by a slow link) says nothing of runs it could not know yet. Without it the
+    /// list is taken to be as of its arrival.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_as_of: Option<DateTime<Utc>>,
     /// How many more tasks the runner can take (0: none).
     #[serde(default)]
     #[schema(minimum = 0, maximum = 64)]
@@ -43,6 +51,11 @@ pub struct Exchange {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 50)]
     pub wait_s: u32,
+    /// Start what this exchange leases: each task comes back with its start recorded
+    /// under its lease (`started`), to run at once, with no start item to send. Without
+    /// it, a leased task waits for its start item.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub start_leased: bool,
 }
 
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -124,6 +137,15 @@ pub struct ExchangeAnswer {
     /// Of the heartbeat's leases: those no longer the runner's, to stop unreported.
     #[serde(default)]
     pub gone: Vec<Uuid>,
+    /// The server's clock as it answered, for the next heartbeat's `running_as_of`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_at: Option<DateTime<Utc>>,
+    /// Whether this node recorded the exchange as the runner's proof of life where every
+    /// node reads it. A node cut off from Redis answers what it can from Postgres but
+    /// cannot vouch for the runner to the node that adopts its claims; the runner counts
+    /// only a vouching answer as contact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_recorded: Option<bool>,
 }
 
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -61,7 +61,9 @@ pub struct SubmitTask {
     )]
     pub idempotency_key: Option<String>,
     /// Completion webhook: POSTed the task's final state once it is terminal, at least
-    /// once, with an `Idempotency-Key` header.
+    /// once, with an `Idempotency-Key` header and a Standard Webhooks signature. Internal
+    /// addresses (loopback, private, link-local, ...) are refused unless the nodes allow
+    /// them; a password in it is shown as `***`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 2048, pattern = r"^https?://[^\u0000-\u0020]+$")]
     pub notify_url: Option<String>,
@@ -136,6 +138,39 @@ pub struct Task {
     pub log_incomplete: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// How its completion webhook fared, once there is one to deliver (the task ended
+    /// with a `notify_url`). Shown by `GET /v1/tasks/{id}` only; lists leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_state: Option<NotifyState>,
+}
+
+/// A task's completion webhook: where its delivery stands.
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NotifyState {
+    pub state: NotifyDelivery,
+    /// Attempts so far (one being made counts).
+    pub attempts: i32,
+    /// Why the last attempt failed (an address the node refuses to reach, the receiver's
+    /// status, a timeout), and, once given up, what ran out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// `pending`: still being tried; `delivered`: a receiver answered 2xx; `failed`: given
+/// up after `webhook_max_attempts` attempts or `webhook_max_age_s`.
+#[derive(utoipa::ToSchema, Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyDelivery {
+    Pending,
+    Delivered,
+    Failed,
+}
+
+/// `GET /v1/webhooks/secret`: the key completion webhooks are signed with.
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
+pub struct WebhookSecret {
+    /// `whsec_` and the base64 of the key, as Standard Webhooks libraries take it.
+    pub secret: String,
 }
 
 /// `POST /v1/runner/register`.
@@ -268,6 +303,10 @@ pub struct LeasedTask {
     pub attempt: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Its start is already recorded (the exchange asked `start_leased`): run it now and
+    /// send no start item.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub started: bool,
 }
 
 /// `POST /v1/runner/tasks/{id}/start`.
@@ -345,6 +384,12 @@ pub struct ErrorDetail {
     /// For a state conflict (409): the task's current status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<TaskStatus>,
+    /// For a runner request refused over an outage (503): true when the node still
+    /// recorded the request as the runner's proof of life where every node reads it. Only
+    /// then may the runner count the answer as contact; a node that lost Redis cannot
+    /// vouch for the runner to the node that will adopt its claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_recorded: Option<bool>,
 }
 
 /// Sent by the runner agent on every runner API request: its version, so a server can

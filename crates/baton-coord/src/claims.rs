@@ -132,10 +132,12 @@ impl Coord {
     }
 
     /// Claims a dispatched task that has no claim, for `node` (repair and rebuild). False
-    /// when it already had one.
+    /// when it already had one, or when its queue (`queue_key`, without the prefix) holds
+    /// it: it was requeued after the caller read its row.
     pub async fn claim_if_absent(
         &self,
         task: Uuid,
+        queue_key: &str,
         node: &str,
         lease_id: Uuid,
         holder: (Option<Uuid>, Option<Uuid>),
@@ -146,6 +148,7 @@ impl Coord {
         let done: i32 = CLAIM_IF_ABSENT
             .key(self.keys.running())
             .key(self.keys.owned(node))
+            .key(self.keys.queue(queue_key))
             .arg(task.to_string())
             .arg(node)
             .arg(lease_id.to_string())

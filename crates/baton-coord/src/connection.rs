@@ -1,12 +1,17 @@
-//! Where Redis is, and connections to it. A plain URL, or a Sentinel deployment: then
+//! Where Redis is, and connections to it. A plain URL; a Sentinel deployment: then
 //! every new connection asks the sentinels for the current master, and a connection that
 //! finds itself talking to a demoted master (READONLY) or a dead one is thrown away
 //! rather than returned to the pool — so after a failover the node follows the new
-//! master with no restart.
+//! master with no restart; or a Redis Cluster: every key Baton writes shares one hash tag
+//! (the key prefix's), so every command, script and pipeline goes to the master of that
+//! one slot, and the cluster client follows the slot to a promoted replica.
 
 use crate::CoordError;
 use deadpool::managed;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{
     Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
@@ -44,13 +49,31 @@ pub enum RedisTarget {
         /// The monitored master's name.
         master: String,
     },
+    Cluster {
+        /// `redis://host:port` of some of the cluster's nodes: the rest are found from them.
+        nodes: Vec<String>,
+    },
 }
 
 impl RedisTarget {
-    /// A client for the current master.
+    /// A client for the current master — for a Cluster, for any node that answers: a
+    /// message published on one node reaches subscribers on every node.
     pub async fn master_client(&self) -> RedisResult<redis::Client> {
         match self {
             RedisTarget::Url(url) => redis::Client::open(url.as_str()),
+            RedisTarget::Cluster { nodes } => {
+                let mut last = None;
+                for node in nodes {
+                    let client = redis::Client::open(node.as_str())?;
+                    match client.get_multiplexed_async_connection().await {
+                        Ok(_) => return Ok(client),
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Err(last.unwrap_or_else(|| {
+                    RedisError::from((ErrorKind::InvalidClientConfig, "no cluster node given"))
+                }))
+            }
             RedisTarget::Sentinel { sentinels, master } => {
                 let mut sentinel = SentinelClient::build(
                     sentinels.clone(),
@@ -92,17 +115,47 @@ where
     }
 }
 
+/// Cluster connections, made with the node's timeouts and recycled, like the others,
+/// without a round trip. One cluster connection keeps a connection to each node it
+/// needs and refreshes the slot map itself.
+pub(crate) struct ClusterManager(ClusterClient);
+
+impl managed::Manager for ClusterManager {
+    type Type = ClusterConnection;
+    type Error = RedisError;
+
+    async fn create(&self) -> Result<ClusterConnection, RedisError> {
+        self.0.get_async_connection().await
+    }
+
+    async fn recycle(
+        &self,
+        _: &mut ClusterConnection,
+        _: &managed::Metrics,
+    ) -> managed::RecycleResult<RedisError> {
+        Ok(())
+    }
+}
+
 type PlainPool = managed::Pool<NoRoundTrip<deadpool_redis::Manager>>;
 type SentinelPool = managed::Pool<NoRoundTrip<deadpool_redis::sentinel::Manager>>;
 
 pub(crate) enum Pool {
     Plain(PlainPool),
     Sentinel(SentinelPool),
+    Cluster {
+        pool: managed::Pool<ClusterManager>,
+        /// The key prefix's hash tag, whose slot holds every key.
+        tag: String,
+        /// That slot, asked of the cluster once.
+        slot: tokio::sync::OnceCell<u16>,
+    },
 }
 
 enum Pooled {
     Plain(managed::Object<NoRoundTrip<deadpool_redis::Manager>>),
     Sentinel(managed::Object<NoRoundTrip<deadpool_redis::sentinel::Manager>>),
+    Cluster(managed::Object<ClusterManager>, Route),
 }
 
 /// A pooled connection that notices when it has gone bad.
@@ -183,10 +236,45 @@ impl Pool {
             .map_err(|e| CoordError::Internal(e.to_string()))
     }
 
+    pub(crate) fn cluster(
+        nodes: &[String],
+        prefix: &str,
+        timeouts: (std::time::Duration, std::time::Duration),
+        settings: &PoolSettings,
+    ) -> Result<Pool, CoordError> {
+        let (command, connect) = timeouts;
+        let client = ClusterClientBuilder::new(nodes.to_vec())
+            .response_timeout(command)
+            .connection_timeout(connect)
+            .build()?;
+        let pool = settings
+            .apply(managed::Pool::builder(ClusterManager(client)))
+            .map_err(|e| CoordError::Internal(e.to_string()))?;
+        Ok(Pool::Cluster {
+            pool,
+            tag: hash_tag(prefix).to_string(),
+            slot: tokio::sync::OnceCell::new(),
+        })
+    }
+
     pub(crate) async fn get(&self) -> Result<Conn, CoordError> {
         let pooled = match self {
             Pool::Plain(pool) => Pooled::Plain(pool.get().await.map_err(pool_error)?),
             Pool::Sentinel(pool) => Pooled::Sentinel(pool.get().await.map_err(pool_error)?),
+            Pool::Cluster { pool, tag, slot } => {
+                let mut conn = pool.get().await.map_err(pool_error)?;
+                let slot = slot
+                    .get_or_try_init(|| async {
+                        let slot: u16 = redis::cmd("CLUSTER")
+                            .arg("KEYSLOT")
+                            .arg(tag)
+                            .query_async(&mut *conn)
+                            .await?;
+                        Ok::<u16, RedisError>(slot)
+                    })
+                    .await?;
+                Pooled::Cluster(conn, Route::new(*slot, SlotAddr::Master))
+            }
         };
         Ok(Conn {
             pooled: Some(pooled),
@@ -202,11 +290,24 @@ fn pool_error(e: managed::PoolError<RedisError>) -> CoordError {
     }
 }
 
+/// The part of a key prefix Redis Cluster hashes: what is between its first `{` and the
+/// next `}`, when that is not empty; otherwise the whole prefix.
+fn hash_tag(prefix: &str) -> &str {
+    if let Some(open) = prefix.find('{')
+        && let Some(len) = prefix[open + 1..].find('}')
+        && len > 0
+    {
+        return &prefix[open..open + len + 2];
+    }
+    prefix
+}
+
 impl Conn {
     fn inner(&mut self) -> &mut MultiplexedConnection {
         match self.pooled.as_mut().expect("connection present until drop") {
             Pooled::Plain(c) => c,
             Pooled::Sentinel(c) => c,
+            Pooled::Cluster(..) => unreachable!("a cluster connection is routed by slot"),
         }
     }
 
@@ -224,7 +325,16 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let started = Instant::now();
-            let result = self.inner().req_packed_command(cmd).await;
+            let result = match self.pooled.as_mut().expect("connection present until drop") {
+                // Every key shares the prefix's slot: keyless commands (SCAN, PUBLISH,
+                // TIME) go there too.
+                Pooled::Cluster(conn, route) => {
+                    let routing =
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(*route));
+                    conn.route_command(cmd.clone(), routing).await
+                }
+                _ => self.inner().req_packed_command(cmd).await,
+            };
             timed(op_of(cmd), started);
             self.note(result)
         })
@@ -238,10 +348,18 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
             let started = Instant::now();
-            let result = self
-                .inner()
-                .req_packed_commands(pipeline, offset, count)
-                .await;
+            let result = match self.pooled.as_mut().expect("connection present until drop") {
+                Pooled::Cluster(conn, route) => {
+                    let routing = SingleNodeRoutingInfo::SpecificNode(*route);
+                    conn.route_pipeline(pipeline.clone(), offset, count, routing)
+                        .await
+                }
+                _ => {
+                    self.inner()
+                        .req_packed_commands(pipeline, offset, count)
+                        .await
+                }
+            };
             let op = if pipeline.is_transaction() {
                 "multi"
             } else {
@@ -256,6 +374,7 @@ impl ConnectionLike for Conn {
         match self.pooled.as_ref().expect("connection present until drop") {
             Pooled::Plain(c) => c.get_db(),
             Pooled::Sentinel(c) => c.get_db(),
+            Pooled::Cluster(c, _) => c.get_db(),
         }
     }
 }
@@ -268,6 +387,7 @@ impl Drop for Conn {
             match self.pooled.take() {
                 Some(Pooled::Plain(c)) => drop(managed::Object::take(c)),
                 Some(Pooled::Sentinel(c)) => drop(managed::Object::take(c)),
+                Some(Pooled::Cluster(c, _)) => drop(managed::Object::take(c)),
                 None => {}
             }
         }
@@ -276,6 +396,14 @@ impl Drop for Conn {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_hash_tag_is_what_cluster_hashes() {
+        assert_eq!(super::hash_tag("{baton}:"), "{baton}");
+        assert_eq!(super::hash_tag("app:{bt-1}:"), "{bt-1}");
+        assert_eq!(super::hash_tag("plain:"), "plain:");
+        assert_eq!(super::hash_tag("{}:x"), "{}:x");
+    }
+
     #[test]
     fn a_command_is_labelled_by_its_name() {
         assert_eq!(super::op_of(redis::cmd("HGET").arg("k").arg("f")), "hget");

@@ -2,8 +2,13 @@
 //! missing, Redis lost its data (a restart without persistence, FLUSHALL, a failover that
 //! dropped the last writes) and must be rebuilt before anyone trusts what it holds.
 
-use crate::{Coord, CoordError};
+use crate::{Coord, CoordError, Lock};
+use redis::Script;
+use std::sync::LazyLock;
 use uuid::Uuid;
+
+static SET_HOLDING: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/epoch_set_holding.lua")));
 
 /// One generation of Redis state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,13 +35,17 @@ impl Coord {
         }))
     }
 
-    pub async fn epoch_set(&self, epoch: Epoch) -> Result<(), CoordError> {
+    /// Writes `epoch` if `lock` (the rebuild's) is still held: `false` when Redis lost it
+    /// — its data went again during the rebuild — and the marker stays missing.
+    pub async fn epoch_set_holding(&self, lock: &Lock, epoch: Epoch) -> Result<bool, CoordError> {
         let mut conn = self.conn().await?;
-        redis::cmd("SET")
-            .arg(self.keys.epoch())
+        let set: i32 = SET_HOLDING
+            .key(&lock.key)
+            .key(self.keys.epoch())
+            .arg(&lock.owner)
             .arg(format!("{}|{}", epoch.id, epoch.since_ms))
-            .query_async::<()>(&mut conn)
+            .invoke_async(&mut conn)
             .await?;
-        Ok(())
+        Ok(set == 1)
     }
 }

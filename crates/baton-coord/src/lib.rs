@@ -5,6 +5,7 @@
 //! and every step is ordered against Postgres as design.md §4 says.
 
 mod claims;
+mod clock;
 mod connection;
 mod delayed;
 mod epoch;
@@ -17,6 +18,7 @@ mod replay;
 mod wake;
 
 pub use claims::{Claim, RunEnded};
+pub use clock::ClusterClock;
 pub use connection::{COMMAND_DURATION as REDIS_COMMAND_DURATION, RedisTarget};
 pub use epoch::Epoch;
 pub use error::{CoordError, ERRORS as REDIS_ERRORS};
@@ -84,6 +86,12 @@ impl Coord {
             RedisTarget::Sentinel { sentinels, master } => {
                 Pool::sentinel(sentinels, master, &settings)?
             }
+            RedisTarget::Cluster { nodes } => Pool::cluster(
+                nodes,
+                prefix,
+                (options.command_timeout, options.connect_timeout),
+                &settings,
+            )?,
         };
         Ok(Coord {
             pool: Arc::new(pool),

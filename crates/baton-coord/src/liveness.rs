@@ -2,9 +2,14 @@
 //! TTL; a node whose key expired is dead to the others, whatever it believes itself.
 
 use crate::{Coord, CoordError};
+use redis::Script;
 use serde::{Deserialize, Serialize};
+use std::sync::LazyLock;
 use std::time::Duration;
 use uuid::Uuid;
+
+static PRESENCE_FORWARD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/presence_forward.lua")));
 
 /// What a node advertises in its liveness key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,23 +119,40 @@ impl Coord {
             .collect())
     }
 
+    /// Forgets the presence of `runners` (deleted ones, for the janitor).
+    pub async fn presence_remove(&self, runners: &[Uuid]) -> Result<(), CoordError> {
+        if runners.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn().await?;
+        redis::cmd("HDEL")
+            .arg(self.keys.presence())
+            .arg(runners.iter().map(Uuid::to_string).collect::<Vec<_>>())
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(())
+    }
+
     /// Records when runners were heard from, and under which boot, in Redis only (an
-    /// idle runner's polls cost no Postgres write): one command for every runner a node
-    /// heard since its last write.
+    /// idle runner's polls cost no Postgres write): one script (one read, one write) for
+    /// every runner a node heard since its last write, in batches that stay within what a
+    /// script may unpack. A stamp older than the one Redis holds is not written.
     pub async fn presence_write(&self, seen: &[(Uuid, i64, Uuid)]) -> Result<(), CoordError> {
+        const BATCH: usize = 1000;
         if seen.is_empty() {
             return Ok(());
         }
-        let fields: Vec<(String, String)> = seen
-            .iter()
-            .map(|(runner, at_ms, boot)| (runner.to_string(), format!("{at_ms}|{boot}")))
-            .collect();
         let mut conn = self.conn().await?;
-        redis::cmd("HSET")
-            .arg(self.keys.presence())
-            .arg(fields)
-            .query_async::<()>(&mut conn)
-            .await?;
+        for batch in seen.chunks(BATCH) {
+            let mut invocation = PRESENCE_FORWARD.key(self.keys.presence());
+            for (runner, at_ms, boot) in batch {
+                invocation
+                    .arg(runner.to_string())
+                    .arg(at_ms)
+                    .arg(boot.to_string());
+            }
+            invocation.invoke_async::<i64>(&mut conn).await?;
+        }
         Ok(())
     }
 }

@@ -15,8 +15,8 @@ static RELEASE: LazyLock<Script> =
 /// A held lock; release it with [`Coord::lock_release`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lock {
-    key: String,
-    owner: String,
+    pub(crate) key: String,
+    pub(crate) owner: String,
 }
 
 impl Coord {

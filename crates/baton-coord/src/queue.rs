@@ -78,8 +78,9 @@ pub struct LeaseAsk<'a> {
     /// One fresh lease id per task wanted; none to lease nothing.
     pub lease_ids: &'a [Uuid],
     pub replay: &'a ReplayKey,
-    /// A resend of an unanswered request: what its first attempt leased is handed back
-    /// (and nothing new popped). A first attempt skips the lookup.
+    /// Look the request's replay record up first: if an attempt of it leased before (a
+    /// resend, by the runner or a load balancer), that is handed back and nothing new
+    /// popped.
     pub retry: bool,
     /// Tasks whose claims to report (the ones the runner is starting).
     pub claims_of: &'a [Uuid],

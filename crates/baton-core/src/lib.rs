@@ -5,6 +5,7 @@
 //! are passed in, so every rule is testable with plain tables.
 
 pub mod backoff;
+pub mod idempotency;
 pub mod labels;
 pub mod queue;
 pub mod reconcile;

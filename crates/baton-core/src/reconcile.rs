@@ -62,8 +62,10 @@ pub enum RunnerFacts {
     /// No such runner: it will never report.
     Gone,
     /// Deleted by an operator. Its agent learns it (401) on its next request and kills
-    /// its tasks; until it has been silent for `runner_offline_after`, its running tasks
-    /// may still be dying, so they are not handed out again yet.
+    /// its tasks — but an agent cut off from every node never hears it, and kills its
+    /// tasks only when it has heard nothing for its `fence_after`. So its started tasks
+    /// are ended after the same silence as a lost runner's (`runner_lost_after`, which
+    /// exceeds `fence_after`), not before; a task it never started goes back at once.
     Deleted { last_seen: Option<DateTime<Utc>> },
     Known {
         last_seen: Option<DateTime<Utc>>,
@@ -143,6 +145,19 @@ fn end_run(task: &TaskFacts, reason: Reason) -> Decision {
     }
 }
 
+/// Whether `seen` is a boot of the runner after `ran` (the boot the task was leased to).
+/// Boot ids are UUIDv7, ordered by the time the agent started, so a presence written late
+/// by a node that still held the older boot is not taken for a restart. Boots of agents
+/// from before v7 ids have no order: any other boot counts, as it always did.
+pub fn is_later_boot(seen: Uuid, ran: Uuid) -> bool {
+    let v7 = |id: Uuid| id.get_version_num() == 7;
+    if v7(seen) && v7(ran) {
+        seen > ran
+    } else {
+        seen != ran
+    }
+}
+
 /// The reconciler's decision for one claimed task.
 pub fn decide(i: &Inputs, t: &Thresholds) -> Decision {
     let task = &i.task;
@@ -154,17 +169,18 @@ pub fn decide(i: &Inputs, t: &Thresholds) -> Decision {
     let runner_verdict = || match i.runner {
         RunnerFacts::Gone => Some(Reason::RunnerDeleted),
         // Not started: safe to take back at once. Started: once the agent has surely
-        // heard of its deletion and killed the process.
+        // killed the process, whether it heard of its deletion or was cut off.
         RunnerFacts::Deleted { .. } if task.status == TaskStatus::Leased => {
             Some(Reason::RunnerDeleted)
         }
-        RunnerFacts::Deleted { last_seen } if since(last_seen) > t.runner_offline_after => {
+        RunnerFacts::Deleted { last_seen } if since(last_seen) > t.runner_lost_after => {
             Some(Reason::RunnerDeleted)
         }
         RunnerFacts::Deleted { .. } => None,
-        RunnerFacts::Known { boot_id, .. }
-            if boot_id.is_some() && task.boot_id.is_some() && boot_id != task.boot_id =>
-        {
+        RunnerFacts::Known {
+            boot_id: Some(seen),
+            ..
+        } if task.boot_id.is_some_and(|ran| is_later_boot(seen, ran)) => {
             Some(Reason::RunnerRestarted)
         }
         RunnerFacts::Known { last_seen, .. } if since(last_seen) > t.runner_lost_after => {
@@ -244,6 +260,15 @@ mod tests {
         }
     }
 
+    /// An agent's boot id, as agents make them (UUIDv7), started at `ms`.
+    fn boot_at(ms: u64) -> Uuid {
+        Uuid::new_v7(uuid::Timestamp::from_unix(
+            uuid::NoContext,
+            ms / 1000,
+            (ms % 1000) as u32 * 1_000_000,
+        ))
+    }
+
     fn seen(s: i64) -> RunnerFacts {
         RunnerFacts::Known {
             last_seen: Some(at(s)),
@@ -317,6 +342,36 @@ mod tests {
                 Decision::Requeue(Reason::RunnerRestarted),
             ),
             (
+                "running, an older boot seen late (a node's stale presence): no restart",
+                inputs(
+                    TaskFacts {
+                        boot_id: Some(boot_at(2_000)),
+                        ..task(Running)
+                    },
+                    RunnerFacts::Known {
+                        last_seen: Some(at(5)),
+                        boot_id: Some(boot_at(1_000)),
+                    },
+                    6,
+                ),
+                Decision::Keep,
+            ),
+            (
+                "running, a later boot: restarted",
+                inputs(
+                    TaskFacts {
+                        boot_id: Some(boot_at(1_000)),
+                        ..task(Running)
+                    },
+                    RunnerFacts::Known {
+                        last_seen: Some(at(5)),
+                        boot_id: Some(boot_at(2_000)),
+                    },
+                    6,
+                ),
+                fail(Reason::RunnerRestarted),
+            ),
+            (
                 "leased, runner deleted",
                 inputs(task(Leased), RunnerFacts::Gone, 1),
                 Decision::Requeue(Reason::RunnerDeleted),
@@ -358,13 +413,25 @@ mod tests {
                 Decision::Keep,
             ),
             (
-                "running, runner deleted and silent past the offline threshold",
+                "running, runner deleted, silent past the offline threshold: a cut-off \
+                 agent may not have fenced yet",
                 inputs(
                     task(Running),
                     RunnerFacts::Deleted {
                         last_seen: Some(at(0)),
                     },
-                    91,
+                    151,
+                ),
+                Decision::Keep,
+            ),
+            (
+                "running, runner deleted and silent past the lost threshold",
+                inputs(
+                    task(Running),
+                    RunnerFacts::Deleted {
+                        last_seen: Some(at(0)),
+                    },
+                    181,
                 ),
                 fail(Reason::RunnerDeleted),
             ),

@@ -1,6 +1,8 @@
 //! What follows a run that ended: a retry or the terminal state. `failed`, `timed_out`
 //! and a lost runner retry while attempts remain; a cancel never does, and a result that
-//! arrives while a cancel is pending stands as reported.
+//! a runner reports while a cancel is pending stands as reported. A run the server ends
+//! itself while a cancel is pending (its runner lost, or the run forgotten) ends
+//! `cancelled`: the user asked for it, and no result came to stand instead.
 
 use crate::backoff::Backoff;
 use crate::status::TaskStatus;
@@ -15,6 +17,15 @@ pub enum AfterRun {
     Terminal(TaskStatus),
 }
 
+/// Who ended the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndedBy {
+    /// The runner, with the run's result.
+    Runner,
+    /// The server, without one: the runner was lost or forgot the run.
+    Server,
+}
+
 /// Task retry backoff: 2 s doubling to 5 min, ±20 %.
 pub const TASK_RETRY: Backoff = Backoff {
     initial: Duration::from_secs(2),
@@ -23,17 +34,21 @@ pub const TASK_RETRY: Backoff = Backoff {
 };
 
 /// `from` is the status the run was in (`running` or `cancelling`), `outcome` how it
-/// ended, `attempt` the attempt that just ran (1-based). `unit` is a random draw in
-/// `[0, 1)` for the jitter.
+/// ended and `by` who said so, `attempt` the attempt that just ran (1-based). `unit` is
+/// a random draw in `[0, 1)` for the jitter.
 pub fn after_run(
     from: TaskStatus,
     outcome: TaskStatus,
+    by: EndedBy,
     attempt: i32,
     max_attempts: i32,
     backoff: &Backoff,
     unit: f64,
 ) -> AfterRun {
     let retryable = matches!(outcome, TaskStatus::Failed | TaskStatus::TimedOut);
+    if from == TaskStatus::Cancelling && by == EndedBy::Server {
+        return AfterRun::Terminal(TaskStatus::Cancelled);
+    }
     if from == TaskStatus::Running && retryable && attempt < max_attempts {
         AfterRun::Retry {
             delay: backoff.delay(attempt.max(1) as u32, unit),
@@ -49,7 +64,15 @@ mod tests {
     use super::*;
 
     fn next(from: TaskStatus, outcome: TaskStatus, attempt: i32, max: i32) -> AfterRun {
-        after_run(from, outcome, attempt, max, &TASK_RETRY, 0.5)
+        after_run(
+            from,
+            outcome,
+            EndedBy::Runner,
+            attempt,
+            max,
+            &TASK_RETRY,
+            0.5,
+        )
     }
 
     #[test]
@@ -75,6 +98,16 @@ mod tests {
             next(Cancelling, Failed, 1, 3),
             AfterRun::Terminal(Failed),
             "a result during a cancel stands"
+        );
+        assert_eq!(
+            after_run(Cancelling, Failed, EndedBy::Server, 1, 3, &TASK_RETRY, 0.5),
+            AfterRun::Terminal(Cancelled),
+            "a cancel the server ends without a result is a cancel"
+        );
+        assert_eq!(
+            after_run(Running, Failed, EndedBy::Server, 1, 3, &TASK_RETRY, 0.5),
+            retry(2),
+            "a lost runner retries"
         );
     }
 }

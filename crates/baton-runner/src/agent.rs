@@ -16,11 +16,13 @@ use crate::config::RunnerConfig;
 use crate::exchanger::{self, Ended};
 use crate::executor::{Executor, RunResult};
 use crate::health::{self, Health, SharedHealth};
+use crate::isolation::{self, Isolation};
 use crate::leftovers;
 use crate::registration::Registration;
+use crate::results::ResultSpool;
 use crate::retry::{CallError, Stop, classify};
 use crate::tracker::Tracker;
-use baton_client::{Client, RegisterRunner};
+use baton_client::{Client, CompletionItem, Exchange, ItemResult, RegisterRunner};
 use baton_core::backoff::Backoff;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -52,24 +54,64 @@ pub struct IncompatibleRunner(pub String);
 pub struct Agent {
     config: Arc<RunnerConfig>,
     client: Client,
+    /// Taken out of the settings, and dropped once the runner is registered: nothing
+    /// the agent keeps holds it for longer than it needs it.
+    registration_token: Mutex<Option<String>>,
 }
 
 impl Agent {
-    pub fn new(config: RunnerConfig) -> anyhow::Result<Self> {
+    pub fn new(mut config: RunnerConfig) -> anyhow::Result<Self> {
         let client =
             Client::new(&config.server, None)?.with_agent_version(config.announced_version());
+        let registration_token = Mutex::new(config.registration_token.take());
         Ok(Agent {
             config: Arc::new(config),
             client,
+            registration_token,
         })
+    }
+
+    /// The state dir is the agent's alone (0700): it holds the runner token and results;
+    /// the work dir, where tasks run, is never inside it, and lets each task's user pass
+    /// through to its own folder (0711) but list nobody's.
+    fn prepare_dirs(&self) -> anyhow::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let (state, work) = (&self.config.state_dir, &self.config.work_dir);
+        std::fs::create_dir_all(state)?;
+        std::fs::set_permissions(state, std::fs::Permissions::from_mode(0o700))?;
+        std::fs::create_dir_all(work)?;
+        let (state, work) = (std::fs::canonicalize(state)?, std::fs::canonicalize(work)?);
+        anyhow::ensure!(
+            !work.starts_with(&state),
+            "the work dir {} lies inside the state dir {}: a task could reach the runner's \
+             token; put it elsewhere (--work-dir)",
+            work.display(),
+            state.display()
+        );
+        std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o711))?;
+        Ok(())
     }
 
     /// The stored identity, or a new registration when there is none.
     pub async fn registration(&self, shutdown: &CancellationToken) -> anyhow::Result<Registration> {
+        let registration_token = self
+            .registration_token
+            .lock()
+            .expect("registration token lock")
+            .take();
         if let Some(reg) = Registration::load(&self.config.state_dir)? {
+            anyhow::ensure!(
+                same_server(&reg.server, &self.config.server) || self.config.allow_server_change,
+                "this runner registered with {} but is told to talk to {}: its token would go \
+                 to a server that did not issue it. Pass --allow-server-change if the cluster \
+                 moved, or remove {} to register anew",
+                reg.server,
+                self.config.server,
+                self.config.state_dir.display()
+            );
             return Ok(reg);
         }
-        let Some(registration_token) = self.config.registration_token.clone() else {
+        let Some(registration_token) = registration_token else {
             anyhow::bail!(
                 "this runner is not registered yet ({} holds no identity): pass --registration-token",
                 self.config.state_dir.display()
@@ -88,7 +130,7 @@ impl Agent {
             match self.client.register(&request).await {
                 Ok(r) => break r,
                 Err(e) => match classify(e) {
-                    CallError::Transient(e) => {
+                    CallError::Transient(e) | CallError::StoresOut(e) => {
                         failures += 1;
                         tracing::warn!(error = %e, "registration failed; retrying");
                         let delay = Backoff::RUNNER.delay(failures, rand::random());
@@ -141,18 +183,37 @@ impl Agent {
                 }
             });
         }
+        isolation::forbid_dumps();
+        let isolation =
+            Isolation::choose(self.config.run_as.as_deref(), self.config.slot_uid_base)?;
+        self.prepare_dirs()?;
         let reg = self.registration(&shutdown).await?;
         health.lock().expect("health lock").runner_id = Some(reg.runner_id);
+        if isolation == Isolation::SameUser {
+            tracing::warn!(
+                "tasks run as this agent's own user and can read its runner token: run the \
+                 agent as root (each slot then runs as a user of its own) or pass --run-as"
+            );
+        }
         let client = self.client.with_token(reg.token.clone());
-        let killed = leftovers::kill_all(&self.config.state_dir);
+        let mark: Arc<str> = leftovers::mark(&self.config.state_dir)
+            .map_err(|e| anyhow::anyhow!("cannot keep the runner's mark in the state dir: {e}"))?
+            .into();
+        std::fs::create_dir_all(self.config.spool_dir())
+            .map_err(|e| anyhow::anyhow!("cannot make the log spool dir: {e}"))?;
+        let killed = leftovers::kill_marked(&mark);
         if killed > 0 {
             tracing::warn!(
                 killed,
                 "killed tasks a previous run of this runner left behind"
             );
         }
-        let boot_id = Uuid::new_v4();
-        tracing::info!(runner.id = %reg.runner_id, boot.id = %boot_id, capacity = self.config.capacity, "runner started");
+        // Time-ordered, so the server can tell a later boot from an earlier one seen late.
+        let boot_id = Uuid::now_v7();
+        tracing::info!(runner.id = %reg.runner_id, boot.id = %boot_id, capacity = self.config.capacity, tasks_run = %isolation.describe(), "runner started");
+        let results = ResultSpool::open(&self.config.results_dir())
+            .map_err(|e| anyhow::anyhow!("cannot keep results in the state dir: {e}"))?;
+        let undelivered = deliver_kept(&client, boot_id, &results, &shutdown).await;
         // An ephemeral runner takes exactly one task.
         let capacity = if self.config.once {
             1
@@ -160,6 +221,8 @@ impl Agent {
             self.config.capacity as usize
         };
         let slots = Arc::new(Semaphore::new(capacity));
+        // Which slot a task runs in says whom it runs as: one number per running task.
+        let slot_ids = Arc::new(Mutex::new((0..capacity).rev().collect::<Vec<usize>>()));
         let tracker = Arc::new(Tracker::default());
         crate::metrics::slots_total(capacity);
         let took_one = Arc::new(AtomicBool::new(false));
@@ -171,11 +234,23 @@ impl Agent {
                 health.clone(),
                 tracker.clone(),
             );
+            // The exchanger asks before every exchange; the disk is looked at once a
+            // second at most.
+            let disk: std::sync::Mutex<Option<(std::time::Instant, Option<String>)>> =
+                std::sync::Mutex::new(None);
             Arc::new(move || {
                 let why = if config.once && took_one.load(Ordering::Relaxed) {
                     Some("an ephemeral runner with its one task".to_string())
                 } else {
-                    low_disk(&config)
+                    let mut disk = disk.lock().expect("disk check lock");
+                    match &*disk {
+                        Some((at, why)) if at.elapsed() < DISK_CHECK_EVERY => why.clone(),
+                        _ => {
+                            let why = low_disk(&config);
+                            *disk = Some((std::time::Instant::now(), why.clone()));
+                            why
+                        }
+                    }
                 };
                 set_health(&health, &tracker, why.clone());
                 why
@@ -190,13 +265,23 @@ impl Agent {
             hold,
             stop_leasing: stop_leasing.clone(),
         });
+        let force_stop = CancellationToken::new();
         let executor = Arc::new(Executor {
             client: client.clone(),
             config: self.config.clone(),
             reports,
+            mark,
+            results: results.clone(),
         });
+        if !undelivered.is_empty() {
+            tokio::spawn(resend_kept(
+                executor.reports.clone(),
+                results,
+                undelivered,
+                force_stop.clone(),
+            ));
+        }
         let mut tasks = JoinSet::new();
-        let force_stop = CancellationToken::new();
         let unregistered = CancellationToken::new();
         let mut incompatible: Option<String> = None;
         let mut exchanger_done = false;
@@ -239,9 +324,13 @@ impl Agent {
                     let control = tracker.insert(task.id, task.lease_id);
                     let (executor, tracker, stop) =
                         (executor.clone(), tracker.clone(), force_stop.clone());
+                    let slot_id = slot_ids.lock().expect("slot ids lock").pop().unwrap_or(0);
+                    let user = isolation.user_of(slot_id);
+                    let slot_ids = slot_ids.clone();
                     tasks.spawn(async move {
                         let (id, lease) = (task.id, task.lease_id);
-                        let result = executor.run(task, stop, control).await;
+                        let result = executor.run(task, stop, control, user).await;
+                        slot_ids.lock().expect("slot ids lock").push(slot_id);
                         tracker.remove(id, lease);
                         drop(slot);
                         drop(busy);
@@ -321,6 +410,118 @@ impl Agent {
         }
     }
 }
+
+/// How long an agent's start waits to hand an earlier run's results over before it gets
+/// on with its work (and sends them on the side).
+const KEPT_FIRST_TRY: Duration = Duration::from_secs(30);
+
+/// Results an earlier run of this agent could not deliver, sent before anything else: in
+/// this boot's first exchange, so they are recorded before any node can judge that
+/// run's tasks by the new boot (a restart: their runs ended). Returns what could not be
+/// delivered yet.
+async fn deliver_kept(
+    client: &Client,
+    boot_id: Uuid,
+    results: &ResultSpool,
+    shutdown: &CancellationToken,
+) -> Vec<CompletionItem> {
+    let mut kept = results.pending();
+    if kept.is_empty() {
+        return kept;
+    }
+    tracing::info!(
+        results = kept.len(),
+        "sending results an earlier run of this agent could not deliver"
+    );
+    let deadline = Instant::now() + KEPT_FIRST_TRY;
+    let mut failures = 0;
+    let mut undelivered = Vec::new();
+    while !kept.is_empty() {
+        let take = kept.len().min(crate::config::MAX_EXCHANGE_ITEMS);
+        let batch: Vec<CompletionItem> = kept.drain(..take).collect();
+        let exchange = Exchange {
+            request_id: Uuid::new_v4(),
+            boot_id,
+            completions: batch.clone(),
+            ..Exchange::default()
+        };
+        loop {
+            match client.exchange(&exchange).await {
+                Ok(answer) => {
+                    for (item, answered) in batch.iter().zip(&answer.completions) {
+                        match answered.result {
+                            ItemResult::Retry => undelivered.push(item.clone()),
+                            // Recorded, or the server ended the run otherwise.
+                            _ => results.taken(item.lease_id),
+                        }
+                    }
+                    break;
+                }
+                Err(e) => match classify(e) {
+                    // The agent learns it from its first poll, and stops.
+                    CallError::Stop(_) => return Vec::new(),
+                    error => {
+                        failures += 1;
+                        let delay = Backoff::RUNNER.delay(failures, rand::random());
+                        if shutdown.is_cancelled() || Instant::now() + delay > deadline {
+                            tracing::warn!(error = %error, "earlier results not delivered yet; sent again on the side");
+                            undelivered.extend(batch);
+                            undelivered.append(&mut kept);
+                            return undelivered;
+                        }
+                        tokio::select! {
+                            _ = tokio::time::sleep(delay) => {}
+                            _ = shutdown.cancelled() => {}
+                        }
+                    }
+                },
+            }
+        }
+    }
+    undelivered
+}
+
+/// Sends results still undelivered alongside the agent's work, until each is taken or the
+/// agent stops (they stay on disk then).
+async fn resend_kept(
+    reports: exchanger::Reports,
+    results: ResultSpool,
+    undelivered: Vec<CompletionItem>,
+    stop: CancellationToken,
+) {
+    for item in undelivered {
+        let mut failures = 0;
+        loop {
+            let answer = tokio::select! {
+                answer = reports.complete(item.clone()) => answer,
+                _ = stop.cancelled() => return,
+            };
+            match answer {
+                Ok(_) | Err(CallError::Stop(_)) => {
+                    results.taken(item.lease_id);
+                    break;
+                }
+                Err(CallError::Local(_)) => return,
+                Err(_) => {
+                    failures += 1;
+                    let delay = Backoff::RUNNER.delay(failures, rand::random());
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = stop.cancelled() => return,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether two server URLs name the same server (a trailing slash aside).
+fn same_server(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
+}
+
+/// How long a look at the free disk space holds.
+const DISK_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Why the agent should not lease now: too little disk left for a task's work folder
 /// (as act_runner checks before it takes a job).

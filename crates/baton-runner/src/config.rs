@@ -24,10 +24,19 @@ pub struct RunnerConfig {
     pub queues: Vec<String>,
     /// Tasks run at once.
     pub capacity: u32,
-    /// Holds the runner's identity and the logs of running tasks.
+    /// Holds the runner's identity and the logs of running tasks; only the agent reads it
+    /// (made 0700).
     pub state_dir: PathBuf,
-    /// Parent of each task's working directory.
+    /// Parent of each task's working directory; never inside `state_dir`.
     pub work_dir: PathBuf,
+    /// Run every task as this user (a name, `uid` or `uid:gid`). Unset, an agent running
+    /// as root runs each slot as a uid of its own from `slot_uid_base`.
+    pub run_as: Option<String>,
+    /// The first uid (and gid) of the per-slot task users.
+    pub slot_uid_base: u32,
+    /// Talk to `server` although the runner registered with another one. Without it the
+    /// agent refuses: its token would go to a server that did not issue it.
+    pub allow_server_change: bool,
     /// How long each lease request parks on the server when there is no work.
     pub wait_s: u32,
     /// On SIGTERM, how long running tasks may go on before they are killed.
@@ -54,6 +63,16 @@ pub struct RunnerConfig {
 }
 
 impl RunnerConfig {
+    /// Where running tasks' output is spooled (made when the agent starts).
+    pub fn spool_dir(&self) -> PathBuf {
+        self.state_dir.join("logs")
+    }
+
+    /// Where results wait until a node takes them (`results`).
+    pub fn results_dir(&self) -> PathBuf {
+        self.state_dir.join("results")
+    }
+
     /// The version the agent announces to the server.
     pub fn announced_version(&self) -> String {
         self.reported_version
@@ -72,7 +91,10 @@ impl Default for RunnerConfig {
             queues: Vec::new(),
             capacity: 1,
             state_dir: PathBuf::from(".baton-runner"),
-            work_dir: PathBuf::from(".baton-runner/work"),
+            work_dir: PathBuf::from(".baton-runner-work"),
+            run_as: None,
+            slot_uid_base: crate::isolation::DEFAULT_SLOT_UID_BASE,
+            allow_server_change: false,
             wait_s: 30,
             shutdown_grace_s: 30,
             kill_grace_s: 10,

@@ -14,9 +14,13 @@
 //! the agent, the more each request carries. An exchange that asked for work and got no
 //! answer is sent again as it was (same request id, `retry`), so the server hands back
 //! what it leased instead of stranding it.
+//!
+//! Every exchange that asks for work asks `start_leased`: the tasks arrive started, and
+//! their executors run them without a start item — one round trip per task, the
+//! completion's, which asks for the next ones.
 
 use crate::config::RunnerConfig;
-use crate::retry::{CallError, Stop, classify, server_outage};
+use crate::retry::{CallError, Stop, classify, outage_with_presence};
 use crate::tracker::Tracker;
 use baton_client::{
     Client, ClientError, CompletionItem, Exchange, ExchangeAnswer, ItemAnswer, ItemResult,
@@ -90,7 +94,8 @@ pub fn outcome(answer: ItemAnswer) -> ItemOutcome {
     match answer.result {
         ItemResult::Done => Ok(answer),
         ItemResult::Stale | ItemResult::Gone => Err(CallError::Stop(Stop::LeaseGone)),
-        ItemResult::Retry => Err(CallError::Transient(
+        // The node answered, so it heard us; the item waits for its Postgres.
+        ItemResult::Retry => Err(CallError::StoresOut(
             answer
                 .message
                 .unwrap_or_else(|| "the server could not record it".into()),
@@ -150,6 +155,8 @@ struct Lanes {
     /// When the last heartbeat went out; `None`: one is due now.
     last_beat: Option<Instant>,
     poll_sent: Instant,
+    /// The server's clock in the newest answer: a heartbeat's list is as of then.
+    answered_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 async fn run(
@@ -168,6 +175,7 @@ async fn run(
         quiet_until: Instant::now(),
         last_beat: Some(Instant::now()),
         poll_sent: Instant::now(),
+        answered_at: None,
     };
     let mut tick = tokio::time::interval(heartbeat.min(Duration::from_secs(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -236,7 +244,8 @@ async fn run(
     }
 }
 
-type Flown = (Exchange, Result<ExchangeAnswer, ClientError>);
+/// What was sent, its answer, and when it was sent.
+type Flown = (Exchange, Result<ExchangeAnswer, ClientError>, Instant);
 
 /// The answer of an exchange in flight (only polled while there is one).
 async fn flight(f: Option<&mut Flight>) -> Flown {
@@ -249,8 +258,9 @@ async fn flight(f: Option<&mut Flight>) -> Flown {
 fn fly(client: &Client, exchange: Exchange) -> Flight {
     let client = client.clone();
     tokio::spawn(async move {
+        let sent_at = Instant::now();
         let answer = client.exchange(&exchange).await;
-        (exchange, answer)
+        (exchange, answer, sent_at)
     })
 }
 
@@ -289,11 +299,13 @@ fn send_report(
         }
     }
     if beat_due {
+        exchange.running_as_of = lanes.answered_at;
         exchange.running = Some(setup.tracker.leases());
         lanes.last_beat = Some(Instant::now());
     }
     if leasing && lanes.poll.is_none() && lanes.unanswered.is_none() {
         exchange.max = setup.slots.available_permits() as u32;
+        exchange.start_leased = true;
     }
     start_replies.extend(completion_replies);
     lanes.report = Some((fly(&setup.client, exchange), start_replies));
@@ -320,6 +332,7 @@ fn send_poll(setup: &Setup, lanes: &mut Lanes) {
                 boot_id: setup.boot_id,
                 max: free,
                 wait_s: setup.config.wait_s,
+                start_leased: true,
                 ..Exchange::default()
             }
         }
@@ -332,17 +345,21 @@ fn send_poll(setup: &Setup, lanes: &mut Lanes) {
 async fn landed(
     setup: &Setup,
     lanes: &mut Lanes,
-    (sent, answer): Flown,
+    (sent, answer, sent_at): Flown,
     replies: Vec<oneshot::Sender<ItemOutcome>>,
     assign: &mpsc::Sender<Assigned>,
 ) -> Option<Ended> {
     crate::metrics::exchange_answered(&answer);
     let answer = match answer {
         Ok(answer) => answer,
-        Err(e) => return failed(setup, lanes, sent, replies, e),
+        Err(e) => return failed(setup, lanes, (sent, sent_at), replies, e),
     };
     lanes.failures = 0;
-    setup.tracker.contact();
+    if answer.presence_recorded != Some(false) {
+        // Only a node whose presence reaches every node speaks for us to all of them.
+        setup.tracker.contact_at(sent_at.into_std());
+    }
+    let answered_at = answer.answered_at;
     setup.tracker.apply(&baton_client::HeartbeatResponse {
         cancel: answer.cancel,
         gone: answer.gone,
@@ -351,29 +368,45 @@ async fn landed(
     for (reply, item) in replies.into_iter().zip(outcomes) {
         let _ = reply.send(outcome(item));
     }
-    for task in answer.tasks {
-        let slot = setup
-            .slots
-            .clone()
-            .try_acquire_owned()
-            .expect("the server hands out at most `max` tasks");
-        if assign.send(Assigned { task, slot }).await.is_err() {
-            return Some(Ended::Shutdown);
+    let fence_after = Duration::from_secs(setup.config.fence_after_s);
+    if !answer.tasks.is_empty() && sent_at.elapsed() > fence_after {
+        // An answer held up longer than the fence (a partition that healed, and TCP
+        // delivered what it had): by now a node may have called this runner lost and
+        // handed its tasks to another. They are not started, nor reported: the server
+        // ends them as forgotten once a heartbeat leaves them out, or at their timeout.
+        tracing::warn!(
+            tasks = answer.tasks.len(),
+            late_s = sent_at.elapsed().as_secs(),
+            "an answer came back after the fence: its tasks are not started"
+        );
+    } else {
+        for task in answer.tasks {
+            let slot = setup
+                .slots
+                .clone()
+                .try_acquire_owned()
+                .expect("the server hands out at most `max` tasks");
+            if assign.send(Assigned { task, slot }).await.is_err() {
+                return Some(Ended::Shutdown);
+            }
         }
     }
+    // Only now: a heartbeat list as of this answer may leave out its tasks only while
+    // they are on their way to a slot, far less than the forgotten-run age.
+    lanes.answered_at = lanes.answered_at.max(answered_at);
     None
 }
 
 fn failed(
     setup: &Setup,
     lanes: &mut Lanes,
-    sent: Exchange,
+    (sent, sent_at): (Exchange, Instant),
     replies: Vec<oneshot::Sender<ItemOutcome>>,
     e: ClientError,
 ) -> Option<Ended> {
-    if server_outage(&e) {
-        // The server's stores are out, not the server: it will not hold it against us.
-        setup.tracker.contact();
+    if outage_with_presence(&e) {
+        // The server's stores are out, not the server, and every node saw this request.
+        setup.tracker.contact_at(sent_at.into_std());
     }
     let error = classify(e);
     let ended = match &error {
@@ -381,7 +414,7 @@ fn failed(
         CallError::Stop(Stop::Incompatible(reason)) => Some(Ended::Incompatible(reason.clone())),
         _ => None,
     };
-    if matches!(error, CallError::Transient(_)) && sent.max > 0 {
+    if matches!(error, CallError::Transient(_) | CallError::StoresOut(_)) && sent.max > 0 {
         // What it may have leased is replayed to the same request, resent as it was.
         lanes.unanswered = Some(Exchange {
             retry: true,

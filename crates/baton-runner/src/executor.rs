@@ -8,9 +8,12 @@
 
 use crate::config::{LOG_TAIL_MAX, RunnerConfig};
 use crate::exchanger::Reports;
+use crate::isolation::{self, TaskUser};
 use crate::leftovers;
 use crate::logship::{LogSpool, Shipper};
+use crate::masking::Masker;
 use crate::process_group::signal_group;
+use crate::results::ResultSpool;
 use crate::retry::{CallError, Retrier, Stop};
 use crate::tracker::TaskControl;
 use baton_client::trace_context;
@@ -27,11 +30,23 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-/// How long reports are retried while the server is unreachable.
+/// How long a start, and the output still to ship, are retried while the server is
+/// unreachable. A completion is retried for as long as the agent lives, and kept on disk
+/// beyond that (`results`).
 const REPORT_PATIENCE: Duration = Duration::from_secs(120);
+/// How long a stopping agent still tries to deliver a result before it keeps it on disk.
+const LAST_TRY: Duration = Duration::from_secs(3);
 /// After the task exits, how long its output pipes may stay open (a grandchild that left
 /// the group holding them) before we stop reading.
 const PIPE_DRAIN: Duration = Duration::from_secs(5);
+
+/// What a task gets of the agent's environment: enough to find programs and speak the
+/// locale, nothing that is the runner's (its settings, tokens, proxies, preloads). The
+/// task's own `env` and `secret_env` come on top, and `HOME` is its work dir.
+pub const INHERITED_ENV: [&str; 5] = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+
+/// `PATH` for a task when the agent has none.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Why a run ended, before it is turned into a report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +67,9 @@ enum Ending {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunResult {
     Reported,
+    /// Finished, but no node has taken the result yet: it is kept on disk, and the next
+    /// start of this agent sends it.
+    Kept,
     /// Not reported: the lease was gone, or the report never got through.
     Abandoned,
     /// The server says this runner is not registered: the agent must stop.
@@ -70,17 +88,24 @@ pub struct Executor {
     pub config: Arc<RunnerConfig>,
     /// Starts and completions go into the agent's batched exchange.
     pub reports: Reports,
+    /// Put in every task's environment: how the next run of this agent finds what this
+    /// one leaves behind (`leftovers`).
+    pub mark: Arc<str>,
+    /// Where results wait until a node takes them.
+    pub results: ResultSpool,
 }
 
 impl Executor {
     /// Runs one task to its report. `stop` is the runner's forced stop (its shutdown
     /// grace is over): the task is killed and reported failed. `control` carries the
-    /// server's cancel and lease-gone verdicts.
+    /// server's cancel and lease-gone verdicts. `user`: whom it runs as (`None`: the
+    /// agent's own user).
     pub async fn run(
         &self,
         task: LeasedTask,
         stop: CancellationToken,
         control: TaskControl,
+        user: Option<TaskUser>,
     ) -> RunResult {
         // The run joins its task's trace under the server's lease span.
         let span = tracing::info_span!(
@@ -95,9 +120,11 @@ impl Executor {
             client: self.client.with_trace_fallback(task.traceparent.clone()),
             config: self.config.clone(),
             reports: self.reports.clone(),
+            mark: self.mark.clone(),
+            results: self.results.clone(),
         };
         for_task
-            .run_traced(task, stop, control)
+            .run_traced(task, stop, control, user)
             .instrument(span)
             .await
     }
@@ -107,11 +134,13 @@ impl Executor {
         task: LeasedTask,
         stop: CancellationToken,
         control: TaskControl,
+        user: Option<TaskUser>,
     ) -> RunResult {
         let id = task.id;
         // The task's time counts from the first `start` attempt: the server's clock starts
         // at its commit, which a lost answer and our retries may have preceded.
         let deadline = Instant::now() + Duration::from_secs(task.timeout_s.max(0) as u64);
+        // A task that arrived started (`start_leased`) needs no acknowledgement.
         if let Err(e) = self.acknowledge(&task).await {
             // Never started, so never run: the server requeues it after its ack timeout.
             tracing::warn!(task.id = %id, error = %e, "lease not acknowledged; task not run");
@@ -120,18 +149,11 @@ impl Executor {
                 _ => RunResult::Abandoned,
             };
         }
-        // Named by the lease, not the task: a task leased to this runner again must not
-        // meet the leftovers of its previous attempt.
-        let spool_path = self
-            .config
-            .state_dir
-            .join("logs")
-            .join(format!("{}.log", task.lease_id));
-        let spool = match LogSpool::create(&spool_path) {
+        let spool = match LogSpool::create(&self.config.spool_dir()) {
             Ok(spool) => Arc::new(spool),
             Err(e) => {
                 let ending = Ending::SpawnFailed(format!("cannot create the log spool: {e}"));
-                return self.report(&task, ending, 0, None).await;
+                return self.report(&task, ending, 0, None, &stop).await;
             }
         };
         let mut shipper = Shipper::new(
@@ -141,7 +163,15 @@ impl Executor {
             self.config.log_chunk_bytes,
         );
         let ending = self
-            .execute(&task, &spool, &mut shipper, stop, control, deadline)
+            .execute(
+                &task,
+                &spool,
+                &mut shipper,
+                stop.clone(),
+                control,
+                deadline,
+                user,
+            )
             .instrument(tracing::info_span!("task.execute", task.id = %id))
             .await;
         // What is left of the output travels with the completion when it is small;
@@ -156,10 +186,14 @@ impl Executor {
                 }
             }
         }
-        self.report(&task, ending, spool.written(), tail).await
+        self.report(&task, ending, spool.written(), tail, &stop)
+            .await
     }
 
     async fn acknowledge(&self, task: &LeasedTask) -> Result<(), CallError> {
+        if task.started {
+            return Ok(());
+        }
         let span = tracing::info_span!("runner.start", otel.kind = "client", task.id = %task.id);
         let traceparent = self.item_context(&span, task);
         let mut retrier = Retrier::new(Instant::now() + REPORT_PATIENCE);
@@ -188,7 +222,7 @@ impl Executor {
 
     /// The task's command: argv as given, or the script through `sh -c`. One process:
     /// the runner's supervisor, not a guard per task, kills it if this agent dies.
-    fn command(&self, task: &LeasedTask, dir: &Path) -> Command {
+    fn command(&self, task: &LeasedTask, dir: &Path, user: Option<TaskUser>) -> Command {
         let mut cmd = match (&task.command, &task.script) {
             (Some(argv), _) if !argv.is_empty() => {
                 let mut cmd = Command::new(&argv[0]);
@@ -201,17 +235,29 @@ impl Executor {
                 cmd
             }
         };
-        // The runner's own settings (its registration token among them) stay with it.
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("BATON_") {
-                cmd.env_remove(key);
+        // An allow-list, not the agent's environment minus what we know of: the runner's
+        // own settings, tokens and whatever else its environment holds stay with it.
+        cmd.env_clear();
+        for key in INHERITED_ENV {
+            if let Some(value) = std::env::var_os(key) {
+                cmd.env(key, value);
             }
+        }
+        if std::env::var_os("PATH").is_none() {
+            cmd.env("PATH", DEFAULT_PATH);
+        }
+        cmd.env("HOME", dir);
+        if let Some(user) = user {
+            // Another user than the agent's: it cannot read the runner's token, the
+            // agent's memory, or (per slot) its siblings' environment and work dirs.
+            cmd.uid(user.uid).gid(user.gid);
         }
         // Secret values go into the process and nowhere else: never logged or echoed.
         cmd.envs(&task.env)
             .envs(&task.secret_env)
             .env("BATON_TASK_ID", task.id.to_string())
             .env("BATON_ATTEMPT", task.attempt.to_string())
+            .env(leftovers::MARK_VAR, &*self.mark)
             .env("BATON_QUEUE", &task.queue);
         // The process may trace too, under the execution's span.
         if let Some(tp) = trace_context::traceparent_of(&tracing::Span::current())
@@ -235,15 +281,18 @@ impl Executor {
         stop: CancellationToken,
         control: TaskControl,
         deadline: Instant,
+        user: Option<TaskUser>,
     ) -> Ending {
         let dir = self.config.work_dir.join(task.lease_id.to_string());
-        if let Err(e) = std::fs::create_dir_all(&dir) {
+        let made = std::fs::create_dir_all(&dir)
+            .and_then(|()| user.map_or(Ok(()), |user| isolation::give_dir(&dir, user)));
+        if let Err(e) = made {
             return Ending::SpawnFailed(format!(
                 "cannot create the work dir {}: {e}",
                 dir.display()
             ));
         }
-        let mut child = match self.command(task, &dir).spawn() {
+        let mut child = match self.command(task, &dir, user).spawn() {
             Ok(child) => child,
             Err(e) => {
                 let program = match (&task.command, &task.script) {
@@ -263,12 +312,17 @@ impl Executor {
         };
         let pgid = child.id().expect("a just-spawned child has a pid");
         tracing::info!(task.id = %task.id, pid = pgid, "task running");
-        if let Err(e) = leftovers::record(&self.config.state_dir, task.lease_id, pgid) {
-            tracing::warn!(error = %e, "cannot record the task's process group");
-        }
+        // Each stream masks the task's secret values before they reach the spool.
+        let secrets = || Masker::new(task.secret_env.values().map(String::as_str));
         let readers = [
-            child.stdout.take().map(|o| spawn_reader(o, spool.clone())),
-            child.stderr.take().map(|e| spawn_reader(e, spool.clone())),
+            child
+                .stdout
+                .take()
+                .map(|o| spawn_reader(o, spool.clone(), secrets())),
+            child
+                .stderr
+                .take()
+                .map(|e| spawn_reader(e, spool.clone(), secrets())),
         ];
         let timeout = tokio::time::sleep_until(deadline);
         tokio::pin!(timeout);
@@ -287,7 +341,7 @@ impl Executor {
                 _ = control.gone.cancelled() => break Ending::Stopped(Stop::LeaseGone),
                 _ = flush.tick() => {
                     match shipper.ship(spool).await {
-                        Ok(()) | Err(CallError::Transient(_)) => {}
+                        Ok(()) | Err(CallError::Transient(_) | CallError::StoresOut(_)) => {}
                         Err(CallError::Stop(s @ (Stop::LeaseGone | Stop::Unregistered))) => {
                             break Ending::Stopped(s);
                         }
@@ -308,12 +362,14 @@ impl Executor {
         }
         // Whatever the task left running in its group goes with it.
         signal_group(pgid, Signal::SIGKILL);
-        leftovers::forget(&self.config.state_dir, task.lease_id);
         let drain_by = Instant::now() + PIPE_DRAIN;
         for reader in readers.into_iter().flatten() {
             let _ = tokio::time::timeout_at(drain_by, reader).await;
         }
-        if let Err(e) = std::fs::remove_dir_all(&dir) {
+        // Most tasks leave their directory empty: one `rmdir`, and the walk only when not.
+        if std::fs::remove_dir(&dir).is_err()
+            && let Err(e) = std::fs::remove_dir_all(&dir)
+        {
             tracing::debug!(dir = %dir.display(), error = %e, "work dir not removed");
         }
         ending
@@ -337,6 +393,7 @@ impl Executor {
         ending: Ending,
         log_size: i64,
         log_tail: Option<LogTail>,
+        stop: &CancellationToken,
     ) -> RunResult {
         let (outcome, exit_code, error) = match ending {
             Ending::Exited(status) => match (status.code(), status.signal()) {
@@ -380,49 +437,93 @@ impl Executor {
             log_tail,
             traceparent: self.item_context(&span, task),
         };
-        let mut retrier = Retrier::new(Instant::now() + REPORT_PATIENCE);
+        if let Err(e) = self.results.keep(&report) {
+            tracing::warn!(task.id = %task.id, error = %e, "cannot keep the result on disk; it is lost if this agent stops before a node takes it");
+        }
+        let mut failures = 0;
         loop {
-            let answer = self
+            let send = self
                 .reports
                 .complete(report.clone())
-                .instrument(span.clone())
-                .await;
-            match answer {
+                .instrument(span.clone());
+            let answer = if stop.is_cancelled() {
+                // The agent is stopping: one last try, bounded; what it cannot deliver
+                // waits on disk for the next start.
+                match tokio::time::timeout(LAST_TRY, send).await {
+                    Ok(answer) => answer,
+                    Err(_) => return self.kept(task),
+                }
+            } else {
+                tokio::select! {
+                    answer = send => answer,
+                    // Try once more as a stopping agent does.
+                    _ = stop.cancelled() => continue,
+                }
+            };
+            let error = match answer {
                 Ok(done) => {
                     tracing::info!(task.id = %task.id, status = ?done.status, exit_code = ?exit_code, "task reported");
+                    self.results.taken(task.lease_id);
                     return RunResult::Reported;
                 }
-                Err(e) => {
-                    crate::metrics::report_error("complete");
-                    if let Err(e) = retrier.pause(e).await {
-                        tracing::warn!(task.id = %task.id, error = %e, "result not delivered; the server will reconcile the task");
-                        return match e {
-                            CallError::Stop(s) => stopped(s),
-                            _ => RunResult::Abandoned,
-                        };
+                Err(e) => e,
+            };
+            crate::metrics::report_error("complete");
+            match error {
+                CallError::Stop(s) => {
+                    tracing::warn!(task.id = %task.id, error = ?s, "result refused; the server has ended the task otherwise");
+                    self.results.taken(task.lease_id);
+                    return stopped(s);
+                }
+                CallError::Local(_) => return self.kept(task),
+                CallError::Transient(_) | CallError::StoresOut(_) if stop.is_cancelled() => {
+                    return self.kept(task);
+                }
+                CallError::Transient(_) | CallError::StoresOut(_) => {
+                    // The result waits out any outage: nothing it says is learned again.
+                    failures += 1;
+                    let delay =
+                        baton_core::backoff::Backoff::RUNNER.delay(failures, rand::random());
+                    crate::metrics::backoff();
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = stop.cancelled() => return self.kept(task),
                     }
                 }
             }
         }
     }
+
+    fn kept(&self, task: &LeasedTask) -> RunResult {
+        tracing::warn!(task.id = %task.id, "result not delivered before the agent stopped; kept on disk for its next start");
+        RunResult::Kept
+    }
 }
 
-/// Copies one output pipe into the spool until it closes.
-fn spawn_reader<R>(mut pipe: R, spool: Arc<LogSpool>) -> tokio::task::JoinHandle<()>
+/// Copies one output pipe into the spool, its secrets masked, until it closes.
+fn spawn_reader<R>(
+    mut pipe: R,
+    spool: Arc<LogSpool>,
+    mut masker: Masker,
+) -> tokio::task::JoinHandle<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
     tokio::spawn(async move {
         let mut buf = vec![0u8; 64 << 10];
         loop {
-            match pipe.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => {
-                    if let Err(e) = spool.append(&buf[..n]) {
-                        tracing::warn!(error = %e, "cannot spool task output");
-                        return;
-                    }
-                }
+            let (masked, ended) = match pipe.read(&mut buf).await {
+                Ok(0) | Err(_) => (masker.finish(), true),
+                Ok(n) => (masker.push(&buf[..n]), false),
+            };
+            if !masked.is_empty()
+                && let Err(e) = spool.append(&masked)
+            {
+                tracing::warn!(error = %e, "cannot spool task output");
+                return;
+            }
+            if ended {
+                return;
             }
         }
     })

@@ -1,15 +1,16 @@
-//! Output shipping. A task's stdout and stderr are spooled to a file in the state
-//! directory as they come, and shipped from there by byte offset. The server's answer
+//! Output shipping. A task's stdout and stderr are spooled to an unnamed file in the
+//! state directory as they come, and shipped from there by byte offset. The server's answer
 //! says how far it holds the log, so a lost answer, a resend or a server that restarted
 //! mid-stream all resolve to "continue from the offset the server holds". Spooling to
 //! disk keeps memory flat while the server is unreachable.
 
 use crate::retry::{CallError, Retrier, classify};
 use baton_client::{Client, ClientError, LogTail, StatusCode};
-use std::fs::File;
+use nix::fcntl::OFlag;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 use tokio::time::Instant;
@@ -18,30 +19,47 @@ use uuid::Uuid;
 /// A task's output on disk, appended by the readers and read by the shipper.
 #[derive(Debug)]
 pub struct LogSpool {
-    path: PathBuf,
-    writer: Mutex<File>,
-    reader: File,
+    file: File,
+    /// Appends one at a time (stdout's and stderr's readers both write).
+    appending: Mutex<()>,
     written: AtomicI64,
 }
 
 impl LogSpool {
-    pub fn create(path: &Path) -> std::io::Result<LogSpool> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let writer = File::create(path)?;
-        let reader = File::open(path)?;
+    /// A spool in `dir` that has no name (`O_TMPFILE`): there is nothing to remove when
+    /// the task ends, nor after a crash — the kernel frees it with its last descriptor.
+    /// Where the file system makes no unnamed files, a named one is unlinked at once.
+    pub fn create(dir: &Path) -> std::io::Result<LogSpool> {
+        let unnamed = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(OFlag::O_TMPFILE.bits())
+            .open(dir);
+        let file = match unnamed {
+            Ok(file) => file,
+            Err(_) => {
+                let path = dir.join(format!("{}.log", Uuid::new_v4()));
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&path)?;
+                std::fs::remove_file(&path)?;
+                file
+            }
+        };
         Ok(LogSpool {
-            path: path.to_path_buf(),
-            writer: Mutex::new(writer),
-            reader,
+            file,
+            appending: Mutex::new(()),
             written: AtomicI64::new(0),
         })
     }
 
     pub fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
-        let mut writer = self.writer.lock().expect("log spool lock");
-        writer.write_all(bytes)?;
+        let _one_at_a_time = self.appending.lock().expect("log spool lock");
+        (&self.file).write_all(bytes)?;
         self.written
             .fetch_add(bytes.len() as i64, Ordering::Release);
         Ok(())
@@ -58,7 +76,7 @@ impl LogSpool {
         let mut filled = 0;
         while filled < buf.len() {
             let n = self
-                .reader
+                .file
                 .read_at(&mut buf[filled..], offset as u64 + filled as u64)?;
             if n == 0 {
                 break;
@@ -67,12 +85,6 @@ impl LogSpool {
         }
         buf.truncate(filled);
         Ok(buf)
-    }
-}
-
-impl Drop for LogSpool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 

@@ -35,6 +35,8 @@ pub fn is_agent() -> bool {
 /// Runs the supervisor: starts `baton runner` with the same arguments as the agent, and
 /// returns the exit code to leave with.
 pub fn supervise() -> i32 {
+    // Its environment holds what the agent's does: readable by root only.
+    crate::isolation::forbid_dumps();
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         eprintln!("baton runner: cannot become the subreaper of its tasks: {e}");
         return 1;

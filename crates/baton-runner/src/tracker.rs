@@ -23,92 +23,120 @@ pub struct TaskControl {
     pub kill_now: CancellationToken,
 }
 
+/// The runs this agent holds, by task: a task taken back and handed to this runner again
+/// runs under a new lease while its previous attempt may still be dying, and both must
+/// stay within reach of a fence or a cancel. Each task's runs are in the order they were
+/// leased, the newest last.
+type Runs = HashMap<Uuid, Vec<(Uuid, TaskControl)>>;
+
 #[derive(Debug)]
 pub struct Tracker {
-    tasks: Mutex<HashMap<Uuid, (Uuid, TaskControl)>>,
+    runs: Mutex<Runs>,
     last_contact: Mutex<Instant>,
 }
 
 impl Default for Tracker {
     fn default() -> Self {
         Tracker {
-            tasks: Mutex::new(HashMap::new()),
+            runs: Mutex::new(Runs::new()),
             last_contact: Mutex::new(Instant::now()),
         }
     }
 }
 
 impl Tracker {
+    fn runs(&self) -> std::sync::MutexGuard<'_, Runs> {
+        self.runs.lock().expect("tracker lock")
+    }
+
     pub fn insert(&self, task: Uuid, lease: Uuid) -> TaskControl {
         let control = TaskControl::default();
-        self.tasks
-            .lock()
-            .expect("tracker lock")
-            .insert(task, (lease, control.clone()));
+        self.runs()
+            .entry(task)
+            .or_default()
+            .push((lease, control.clone()));
         control
     }
 
-    /// Forgets `task` if it is still tracked under `lease`: a newer lease of the same task
-    /// (it was taken back and handed to us again) stays.
+    /// Forgets the run of `task` under `lease`; another lease of the same task stays.
     pub fn remove(&self, task: Uuid, lease: Uuid) {
-        let mut tasks = self.tasks.lock().expect("tracker lock");
-        if tasks.get(&task).is_some_and(|(l, _)| *l == lease) {
-            tasks.remove(&task);
+        let mut runs = self.runs();
+        if let Some(of_task) = runs.get_mut(&task) {
+            of_task.retain(|(l, _)| *l != lease);
+            if of_task.is_empty() {
+                runs.remove(&task);
+            }
         }
     }
 
     pub fn len(&self) -> usize {
-        self.tasks.lock().expect("tracker lock").len()
+        self.runs().values().map(Vec::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tasks.lock().expect("tracker lock").is_empty()
+        self.runs().is_empty()
     }
 
+    /// What the heartbeat lists: each task under its newest lease (an older one is
+    /// superseded — its process is being stopped — and the server knows only the newest).
     pub fn leases(&self) -> Vec<RunningLease> {
-        self.tasks
-            .lock()
-            .expect("tracker lock")
+        self.runs()
             .iter()
-            .map(|(&task_id, (lease_id, _))| RunningLease {
-                task_id,
-                lease_id: *lease_id,
+            .filter_map(|(&task_id, of_task)| {
+                let (lease_id, _) = of_task.last()?;
+                Some(RunningLease {
+                    task_id,
+                    lease_id: *lease_id,
+                })
             })
             .collect()
     }
 
-    /// The server answered: it still knows us.
+    /// Idle, with nothing to fence: the clock of contact simply starts over.
     pub fn contact(&self) {
-        *self.last_contact.lock().expect("tracker lock") = Instant::now();
+        self.contact_at(Instant::now());
+    }
+
+    /// The server answered a request sent at `sent`: it heard from us no earlier than
+    /// that. Counting from the send, not from the answer, keeps this clock behind the
+    /// server's presence stamp however long the request was parked, so the runner fences
+    /// itself before any node may call it lost. Contact only moves forward.
+    pub fn contact_at(&self, sent: Instant) {
+        let mut last = self.last_contact.lock().expect("tracker lock");
+        *last = (*last).max(sent);
     }
 
     pub fn silent_for(&self) -> Duration {
         self.last_contact.lock().expect("tracker lock").elapsed()
     }
 
-    /// Passes the server's verdicts to the executors concerned.
+    /// Passes the server's verdicts to the executors concerned: every run of the task
+    /// named (a verdict on its newest lease holds for the older ones too).
     pub fn apply(&self, verdict: &HeartbeatResponse) {
-        let tasks = self.tasks.lock().expect("tracker lock");
+        let runs = self.runs();
+        let of = |id: &Uuid| runs.get(id).into_iter().flatten().map(|(_, c)| c);
         for id in &verdict.cancel {
-            if let Some((_, control)) = tasks.get(id) {
+            for control in of(id) {
                 tracing::info!(task.id = %id, "cancel requested");
                 control.cancel.cancel();
             }
         }
         for id in &verdict.gone {
-            if let Some((_, control)) = tasks.get(id) {
+            for control in of(id) {
                 tracing::warn!(task.id = %id, "lease gone: stopping the task");
                 control.gone.cancel();
             }
         }
     }
 
-    /// Kills every task at once without reporting: used when this runner fences itself.
+    /// Kills every run at once without reporting: used when this runner fences itself.
     pub fn abandon_all(&self) {
-        for (id, (_, control)) in self.tasks.lock().expect("tracker lock").iter() {
-            tracing::warn!(task.id = %id, "no word from the server: killing the task before it is given away");
-            control.kill_now.cancel();
-            control.gone.cancel();
+        for (task, of_task) in self.runs().iter() {
+            for (_, control) in of_task {
+                tracing::warn!(task.id = %task, "no word from the server: killing the task before it is given away");
+                control.kill_now.cancel();
+                control.gone.cancel();
+            }
         }
     }
 }
@@ -116,6 +144,20 @@ impl Tracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn contact_counts_from_the_send_and_never_moves_back() {
+        let tracker = Tracker::default();
+        let parked_since = Instant::now() - Duration::from_secs(30);
+        // A poll parked for 30 s comes back: the server heard us 30 s ago, not now.
+        *tracker.last_contact.lock().unwrap() = parked_since - Duration::from_secs(5);
+        tracker.contact_at(parked_since);
+        assert!(tracker.silent_for() >= Duration::from_secs(30));
+        // A report sent and answered since; then the old poll's answer lands late.
+        tracker.contact();
+        tracker.contact_at(parked_since);
+        assert!(tracker.silent_for() < Duration::from_secs(30));
+    }
 
     #[test]
     fn verdicts_reach_their_tasks() {
@@ -147,5 +189,31 @@ mod tests {
         tracker.abandon_all();
         assert!(!ca.gone.is_cancelled(), "a was no longer tracked");
         assert!(cb.gone.is_cancelled());
+    }
+
+    #[test]
+    fn a_task_leased_again_keeps_its_dying_attempt_within_reach() {
+        let tracker = Tracker::default();
+        let task = Uuid::new_v4();
+        let (old, new) = (Uuid::new_v4(), Uuid::new_v4());
+        let dying = tracker.insert(task, old);
+        let running = tracker.insert(task, new);
+        assert_eq!(tracker.len(), 2, "both processes hold a slot");
+        assert_eq!(
+            tracker.leases(),
+            vec![RunningLease {
+                task_id: task,
+                lease_id: new
+            }],
+            "the heartbeat names the newest lease"
+        );
+        tracker.abandon_all();
+        assert!(
+            dying.kill_now.is_cancelled(),
+            "the older attempt is fenced too"
+        );
+        assert!(running.kill_now.is_cancelled());
+        tracker.remove(task, old);
+        assert_eq!(tracker.leases()[0].lease_id, new);
     }
 }

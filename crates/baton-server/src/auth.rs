@@ -15,7 +15,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use baton_client::Scope;
 use baton_core::LabelSet;
-use baton_store::StoreError;
+use baton_store::{Store, StoreError};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -81,9 +81,8 @@ impl User {
         }
     }
 
-    /// Which tasks this caller may see and touch: all of them (`None`) for `read` and
-    /// `admin`; only those it submitted for a `submit`-only token. Anything else is
-    /// refused outright.
+    /// Which tasks this caller may see: all of them (`None`) for `read` and `admin`; only
+    /// those it submitted for a `submit`-only token. Anything else is refused outright.
     pub fn task_scope(&self) -> Result<Option<&str>, ApiError> {
         if self.has(Scope::Read) {
             Ok(None)
@@ -91,6 +90,19 @@ impl User {
             Ok(Some(&self.token_id))
         } else {
             Err(Self::refuse("reading tasks"))
+        }
+    }
+
+    /// Which tasks this caller may change (cancel): all of them (`None`) for `admin` only;
+    /// those it submitted for a `submit` token, whether or not it may also `read` them
+    /// all — seeing a task is not owning it.
+    pub fn task_change_scope(&self) -> Result<Option<&str>, ApiError> {
+        if self.scopes.contains(&Scope::Admin) {
+            Ok(None)
+        } else if self.scopes.contains(&Scope::Submit) {
+            Ok(Some(&self.token_id))
+        } else {
+            Err(Self::refuse("submitting or cancelling tasks"))
         }
     }
 }
@@ -116,7 +128,14 @@ enum Bearer {
 #[derive(Debug, Default)]
 pub struct TokenCache {
     entries: Mutex<HashMap<TokenHash, Runner>>,
+    /// When each runner was last revoked here: a lookup that began before must not put
+    /// the runner back (it read the row before the delete committed).
+    revoked_at: Mutex<HashMap<Uuid, std::time::Instant>>,
 }
+
+/// How long a revocation is remembered against lookups that raced it: far longer than
+/// any lookup takes.
+const RACING_LOOKUP: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl TokenCache {
     fn get(&self, hash: &TokenHash) -> Option<Runner> {
@@ -127,16 +146,28 @@ impl TokenCache {
     /// Forgets a runner's token, so its next request reads the runner again (deleted,
     /// paused, resumed): every node hears of it through Redis.
     pub fn forget_runner(&self, id: Uuid) {
+        let now = std::time::Instant::now();
+        {
+            let mut revoked = self.revoked_at.lock().expect("token cache lock");
+            revoked.retain(|_, at| now.duration_since(*at) < RACING_LOOKUP);
+            revoked.insert(id, now);
+        }
         let mut entries = self.entries.lock().expect("token cache lock");
         entries.retain(|_, runner| runner.id != id);
     }
 
-    /// Forgets everything (the revocation feed was interrupted; some may be missed).
-    pub fn clear(&self) {
-        self.entries.lock().expect("token cache lock").clear();
-    }
-
-    fn put(&self, hash: TokenHash, runner: Runner) {
+    /// Caches `runner`, read by a lookup that began at `looked_up`, unless it was revoked
+    /// since: then the next request reads it again.
+    fn put(&self, hash: TokenHash, runner: Runner, looked_up: std::time::Instant) {
+        let revoked = self
+            .revoked_at
+            .lock()
+            .expect("token cache lock")
+            .get(&runner.id)
+            .is_some_and(|at| *at >= looked_up);
+        if revoked {
+            return;
+        }
         let mut entries = self.entries.lock().expect("token cache lock");
         if entries.len() >= MAX_CACHED_RUNNERS {
             // A bound on memory, not a policy: the next lookups read their runner again.
@@ -171,22 +202,53 @@ impl TokenCache {
 /// How many runner tokens a node caches at most.
 const MAX_CACHED_RUNNERS: usize = 100_000;
 
-/// Reads every cached runner again, in one query.
-pub async fn refresh_cached(state: &AppState) -> Result<(), StoreError> {
-    let ids = state.tokens.runner_ids();
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let mut rows: HashMap<Uuid, Option<Runner>> = ids.iter().map(|id| (*id, None)).collect();
-    for record in state.store.runners_by_ids(&ids).await? {
-        if record.deleted_at.is_none()
-            && let Ok(runner) = runner_of(record.clone())
-        {
-            rows.insert(record.id, Some(runner));
+impl TokenCache {
+    /// Reads every cached runner again, in one query; returns how many were read.
+    pub async fn refresh(&self, store: &Store) -> Result<usize, StoreError> {
+        let ids = self.runner_ids();
+        if ids.is_empty() {
+            return Ok(0);
         }
+        let mut rows: HashMap<Uuid, Option<Runner>> = ids.iter().map(|id| (*id, None)).collect();
+        for record in store.runners_by_ids(&ids).await? {
+            if record.deleted_at.is_none()
+                && let Ok(runner) = runner_of(record.clone())
+            {
+                rows.insert(record.id, Some(runner));
+            }
+        }
+        self.refreshed(&rows);
+        Ok(ids.len())
     }
-    state.tokens.refreshed(&rows);
-    Ok(())
+}
+
+/// A runner was deleted, paused or resumed: this node forgets its cached token at once,
+/// and every other node when the announcement reaches it through Redis (their parked
+/// leases of it answer then). When Redis cannot take the announcement now, it is sent
+/// again until it can, for up to a minute: past that, each node's own refresh of its
+/// cached runners catches it.
+pub async fn revoke_everywhere(state: &AppState, id: Uuid) {
+    state.tokens.forget_runner(id);
+    if state
+        .coord
+        .publish(&baton_coord::Wake::Revoke(id))
+        .await
+        .is_ok()
+    {
+        return;
+    }
+    tracing::warn!(runner.id = %id, "revocation not announced yet; trying again");
+    let coord = state.coord.clone();
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            if coord.publish(&baton_coord::Wake::Revoke(id)).await.is_ok() {
+                return;
+            }
+        }
+        tracing::warn!(runner.id = %id, "revocation never announced; other nodes learn it at their next refresh");
+    });
 }
 
 fn runner_of(record: baton_store::RunnerRecord) -> Result<Runner, ApiError> {
@@ -268,13 +330,14 @@ async fn runner_by_hash(state: &AppState, hash: TokenHash) -> Result<Option<Runn
     if let Some(runner) = state.tokens.get(&hash) {
         return Ok(Some(runner));
     }
+    let looked_up = std::time::Instant::now();
     let record = match state.store.runner_by_token_hash(&hash).await {
         Ok(record) => record,
         Err(StoreError::NotFound) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     let runner = runner_of(record)?;
-    state.tokens.put(hash, runner.clone());
+    state.tokens.put(hash, runner.clone(), looked_up);
     Ok(Some(runner))
 }
 

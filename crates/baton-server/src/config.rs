@@ -17,6 +17,9 @@ pub struct ServeConfig {
     /// followed without a restart.
     pub redis_sentinels: Vec<String>,
     pub redis_sentinel_master: String,
+    /// Redis Cluster nodes (`host:port`), some or all; when set, Redis is reached as a
+    /// cluster instead of at `redis_url`.
+    pub redis_cluster: Vec<String>,
     /// Prefix of every Redis key; keep a `{hash tag}` so all keys share one Cluster slot.
     pub redis_prefix: String,
     /// This node's id; random per start when unset, so a restarted node never mistakes
@@ -41,7 +44,8 @@ pub struct ServeConfig {
     /// How often the node reads its cached runners again from Postgres, all in one query
     /// (a revocation reaches every node at once through Redis; this catches one missed).
     pub token_cache_ttl_ms: u64,
-    /// Group commits written at once, each on a connection of its own.
+    /// Group commits written at once, each on a connection of its own (a pool of this
+    /// size, beside `db_max_connections`).
     pub group_commit_writers: usize,
     /// Most items (inserts, starts, log chunks, run ends, reads) in one group commit.
     pub group_commit_max_items: usize,
@@ -60,6 +64,19 @@ pub struct ServeConfig {
     /// (readiness fails, leases are turned away, every answer closes its connection), so
     /// load balancers stop sending before the listener closes.
     pub drain_notice_ms: u64,
+    /// Internal addresses webhooks may reach after all (CIDRs or addresses). By default
+    /// loopback, private, shared, link-local, multicast, broadcast, reserved and
+    /// unspecified addresses are refused: a submitter chooses the URL, the node sends
+    /// from inside the network (docs/webhooks.md).
+    pub webhook_allow: Vec<String>,
+    /// The key webhooks are signed with: `whsec_` + base64, or any string of at least
+    /// 16 bytes. Unset: the cluster's own, generated once and kept in Postgres (an admin
+    /// reads it at `GET /v1/webhooks/secret`).
+    pub webhook_secret: Option<String>,
+    /// A webhook is given up after this many attempts...
+    pub webhook_max_attempts: u32,
+    /// ...or once it is this old (from the task's end), whichever comes first.
+    pub webhook_max_age_s: u64,
 }
 
 /// Input limits: each one breached is answered with a JSON 413 or 422.
@@ -153,6 +170,7 @@ pub struct Timings {
     pub retention_s: u64,
     /// TTL of the finalize lock.
     pub finalize_lock_ms: u64,
+    /// One webhook delivery, from resolving its host to the answer's status.
     pub webhook_timeout_ms: u64,
 }
 
@@ -212,6 +230,7 @@ impl Default for ServeConfig {
             redis_url: "redis://127.0.0.1:6379".into(),
             redis_sentinels: Vec::new(),
             redis_sentinel_master: "mymaster".into(),
+            redis_cluster: Vec::new(),
             redis_prefix: baton_coord::DEFAULT_PREFIX.into(),
             node_id: None,
             api_token: None,
@@ -230,19 +249,20 @@ impl Default for ServeConfig {
             store_timeout_ms: 2_000,
             drain_grace_s: 25,
             drain_notice_ms: 2_000,
+            webhook_allow: Vec::new(),
+            webhook_secret: None,
+            webhook_max_attempts: 20,
+            webhook_max_age_s: 86_400,
         }
     }
 }
 
 impl ServeConfig {
-    /// Where the Redis master is: through the sentinels when there are some.
+    /// Where the Redis master is: through the sentinels when there are some, as a
+    /// cluster when its nodes are given.
     pub fn redis_target(&self) -> baton_coord::RedisTarget {
-        if self.redis_sentinels.is_empty() {
-            return baton_coord::RedisTarget::Url(self.redis_url.clone());
-        }
-        baton_coord::RedisTarget::Sentinel {
-            sentinels: self
-                .redis_sentinels
+        let urls = |addrs: &[String]| -> Vec<String> {
+            addrs
                 .iter()
                 .map(|s| {
                     if s.contains("://") {
@@ -251,7 +271,18 @@ impl ServeConfig {
                         format!("redis://{s}")
                     }
                 })
-                .collect(),
+                .collect()
+        };
+        if !self.redis_cluster.is_empty() {
+            return baton_coord::RedisTarget::Cluster {
+                nodes: urls(&self.redis_cluster),
+            };
+        }
+        if self.redis_sentinels.is_empty() {
+            return baton_coord::RedisTarget::Url(self.redis_url.clone());
+        }
+        baton_coord::RedisTarget::Sentinel {
+            sentinels: urls(&self.redis_sentinels),
             master: self.redis_sentinel_master.clone(),
         }
     }
@@ -266,5 +297,15 @@ impl ServeConfig {
 
     pub fn store_timeout(&self) -> Duration {
         Duration::from_millis(self.store_timeout_ms)
+    }
+
+    /// How long a runner request's replay record is kept. The first attempt may park for
+    /// up to `max_wait_s` before it answers, and a runner resends an exchange whose answer
+    /// it lost after at most its longest backoff (`Backoff::RUNNER.max`); the record must
+    /// outlive both, or the resend of a `start_leased` exchange finds nothing and the
+    /// tasks it started end as runs the runner forgot. `ack_timeout_s` on top, as before.
+    pub fn replay_ttl(&self) -> Duration {
+        Duration::from_secs(self.timings.ack_timeout_s + u64::from(self.limits.max_wait_s))
+            + baton_core::backoff::Backoff::RUNNER.max
     }
 }

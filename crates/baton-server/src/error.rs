@@ -18,6 +18,7 @@ pub struct ApiError {
     pub message: String,
     pub offset: Option<i64>,
     pub task_status: Option<TaskStatus>,
+    pub presence_recorded: Option<bool>,
 }
 
 impl ApiError {
@@ -28,6 +29,7 @@ impl ApiError {
             message: message.into(),
             offset: None,
             task_status: None,
+            presence_recorded: None,
         }
     }
 
@@ -67,6 +69,7 @@ impl IntoResponse for ApiError {
                 message: self.message,
                 offset: self.offset,
                 status: self.task_status,
+                presence_recorded: self.presence_recorded,
             },
         };
         (self.status, Json(body)).into_response()

@@ -10,10 +10,15 @@
 //! unavailable since the last beat, or an outage is on and the beat looks for its end —
 //! so an idle cluster costs Postgres nothing here.
 
-use crate::state::AppState;
+use crate::identity::NodeIdentity;
+use crate::state::StalenessClocks;
+use baton_coord::{ClusterClock, Coord};
+use baton_store::Store;
+use chrono::DateTime;
 use chrono::Utc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeartbeatReport {
@@ -23,52 +28,75 @@ pub struct HeartbeatReport {
 }
 
 pub struct Heartbeat {
-    state: AppState,
-    /// `baton_store::unavailable_seen()` at the last beat.
-    postgres_failures: AtomicU64,
+    /// The TTL of the liveness key; refreshed every third of it.
+    ttl: Duration,
+    identity: Arc<NodeIdentity>,
+    coord: Coord,
+    store: Store,
+    clocks: Arc<StalenessClocks>,
+    /// Set from Redis's at every beat.
+    clock: Arc<ClusterClock>,
 }
 
 impl Heartbeat {
-    pub fn new(state: AppState) -> Self {
+    pub fn new(
+        ttl: Duration,
+        identity: Arc<NodeIdentity>,
+        coord: Coord,
+        store: Store,
+        clocks: Arc<StalenessClocks>,
+        clock: Arc<ClusterClock>,
+    ) -> Self {
         Heartbeat {
-            state,
-            postgres_failures: AtomicU64::new(baton_store::unavailable_seen()),
+            ttl,
+            identity,
+            coord,
+            store,
+            clocks,
+            clock,
         }
     }
 
-    /// Whether Postgres failed this node's work since the last beat.
-    fn postgres_failed_since(&self) -> bool {
-        let now = baton_store::unavailable_seen();
-        self.postgres_failures.swap(now, Ordering::Relaxed) != now
-    }
-
     pub fn interval(&self) -> Duration {
-        self.state.config.node_ttl() / 3
+        self.ttl / 3
     }
 
-    pub async fn run_once(&self) -> HeartbeatReport {
-        let identity = &self.state.identity;
-        let now_ms = Utc::now().timestamp_millis();
-        let had_beaten = identity.last_beat_ms() > 0;
+    /// One beat at `now` (the wall clock: a rotated id's start time, and where the
+    /// staleness clocks restart after an outage). Whether the key still lives is counted
+    /// on the monotonic clock, from when each refresh was sent.
+    pub async fn run_once(&self, now: DateTime<Utc>) -> HeartbeatReport {
+        let identity = &self.identity;
+        let now_ms = now.timestamp_millis();
+        let sent = Instant::now();
+        let had_beaten = identity.has_beaten();
         let mut rotated = false;
-        if had_beaten && !identity.is_live(now_ms) {
+        if had_beaten && !identity.is_live() {
             let old = identity.id();
             let new = identity.rotate(now_ms);
             tracing::warn!(node.old_id = %old, node.id = %new.id, "liveness lapsed: rejoining under a new id");
             rotated = true;
         }
         let info = identity.current();
-        let beat = self
-            .state
-            .coord
-            .node_beat(&info, self.state.config.node_ttl())
-            .await;
-        let postgres_failed = self.postgres_failed_since();
-        if postgres_failed {
-            self.state.clocks.outage();
+        let beat = self.coord.node_beat(&info, self.ttl).await;
+        if beat.is_ok()
+            && let Err(e) = self.clock.sync(&self.coord).await
+        {
+            tracing::debug!(error = %e, "the cluster's clock not read this beat");
         }
-        let postgres = if postgres_failed || self.state.clocks.in_outage() {
-            self.state.store.ping().await
+        if self.clocks.postgres_failed_since_beat() {
+            self.clocks.outage();
+        }
+        let postgres = if self.clocks.in_outage() {
+            // Within half a beat: a Postgres that hangs must not hold up the next Redis
+            // refresh past the node's TTL. Too slow to answer is still out.
+            let patience = self.interval() / 2;
+            tokio::time::timeout(patience, self.store.ping())
+                .await
+                .unwrap_or_else(|_| {
+                    Err(baton_store::StoreError::Unavailable(format!(
+                        "no answer within {patience:?}"
+                    )))
+                })
         } else {
             Ok(())
         };
@@ -80,15 +108,18 @@ impl Heartbeat {
                     tracing::warn!(node.old_id = %info.id, node.id = %new.id, "liveness key was gone: rejoining under a new id");
                     rotated = true;
                     // The refresh just re-created the old key; do not let it look alive.
-                    let _ = self.state.coord.node_leave(&info.id).await;
-                    let _ = self
-                        .state
-                        .coord
-                        .node_beat(&new, self.state.config.node_ttl())
-                        .await;
+                    let _ = self.coord.node_leave(&info.id).await;
+                    // The new id is live only once a refresh of it lands.
+                    let sent = Instant::now();
+                    let landed = self.coord.node_beat(&new, self.ttl).await.is_ok();
+                    if landed {
+                        identity.beat_succeeded(sent);
+                    }
+                    landed
+                } else {
+                    identity.beat_succeeded(sent);
+                    true
                 }
-                identity.beat_succeeded(now_ms);
-                true
             }
             Err(e) => {
                 tracing::warn!(error = %e, node.id = %info.id, "liveness refresh failed");
@@ -99,21 +130,21 @@ impl Heartbeat {
             tracing::warn!(error = %e, "postgres check failed");
         }
         if refreshed && postgres.is_ok() {
-            self.state.clocks.healthy(now_ms);
+            self.clocks.healthy(now_ms);
         } else {
-            self.state.clocks.outage();
+            self.clocks.outage();
         }
         HeartbeatReport { refreshed, rotated }
     }
 
     /// Beats until shutdown.
-    pub async fn run(self) {
+    pub async fn run(self, shutdown: CancellationToken) {
         let mut ticker = tokio::time::interval(self.interval());
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = self.state.shutdown.cancelled() => break,
-                _ = ticker.tick() => { self.run_once().await; }
+                _ = shutdown.cancelled() => break,
+                _ = ticker.tick() => { self.run_once(self.clock.now()).await; }
             }
         }
     }

@@ -4,17 +4,22 @@
 //! compare-and-set on the lease remains the real fence for anything already in flight.
 
 use baton_coord::NodeInfo;
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 #[derive(Debug)]
 pub struct NodeIdentity {
     base: String,
     generation: AtomicU32,
     current: RwLock<Arc<NodeInfo>>,
-    /// When the liveness key was last refreshed (ms since the epoch, 0 = never).
-    last_beat_ms: AtomicI64,
-    ttl_ms: i64,
+    /// When the last refresh that landed was sent, in nanoseconds after `origin`, plus
+    /// one (0 = none since the last rotation). Monotonic: Redis counts the key's TTL on
+    /// its own clock, and a wall clock stepped back by NTP or an operator must not
+    /// stretch how long this node believes its key lives.
+    last_beat_sent: AtomicU64,
+    origin: Instant,
+    ttl: Duration,
 }
 
 impl NodeIdentity {
@@ -23,8 +28,9 @@ impl NodeIdentity {
             base: info.id.clone(),
             generation: AtomicU32::new(0),
             current: RwLock::new(Arc::new(info)),
-            last_beat_ms: AtomicI64::new(0),
-            ttl_ms: ttl_ms as i64,
+            last_beat_sent: AtomicU64::new(0),
+            origin: Instant::now(),
+            ttl: Duration::from_millis(ttl_ms),
         }
     }
 
@@ -36,19 +42,32 @@ impl NodeIdentity {
         self.current().id.clone()
     }
 
-    pub fn beat_succeeded(&self, now_ms: i64) {
-        self.last_beat_ms.store(now_ms, Ordering::Relaxed);
+    /// A refresh sent at `sent` landed. Its TTL started when Redis ran it, no earlier than
+    /// the send: counting from the send never overstates the key's life.
+    pub fn beat_succeeded(&self, sent: Instant) {
+        let nanos = sent.saturating_duration_since(self.origin).as_nanos() as u64;
+        self.last_beat_sent.store(nanos + 1, Ordering::Relaxed);
     }
 
-    pub fn last_beat_ms(&self) -> i64 {
-        self.last_beat_ms.load(Ordering::Relaxed)
+    /// Whether a refresh landed since the last rotation.
+    pub fn has_beaten(&self) -> bool {
+        self.last_beat_sent.load(Ordering::Relaxed) > 0
     }
 
     /// Whether our liveness key is certainly still there: refreshed within the TTL. Acting
     /// on claims is allowed only then.
-    pub fn is_live(&self, now_ms: i64) -> bool {
-        let last = self.last_beat_ms();
-        last > 0 && now_ms - last < self.ttl_ms
+    pub fn is_live(&self) -> bool {
+        self.is_live_at(Instant::now())
+    }
+
+    fn is_live_at(&self, now: Instant) -> bool {
+        match self.last_beat_sent.load(Ordering::Relaxed) {
+            0 => false,
+            sent => {
+                let sent = self.origin + Duration::from_nanos(sent - 1);
+                now.saturating_duration_since(sent) < self.ttl
+            }
+        }
     }
 
     /// Takes the next id (`<base>.<generation>`); the old id's claims are left to the
@@ -62,7 +81,7 @@ impl NodeIdentity {
             started_at_ms: now_ms,
         });
         *current = next.clone();
-        self.last_beat_ms.store(0, Ordering::Relaxed);
+        self.last_beat_sent.store(0, Ordering::Relaxed);
         next
     }
 }
@@ -81,14 +100,15 @@ mod tests {
             },
             10_000,
         );
-        assert!(!id.is_live(1), "not live before the first beat");
-        id.beat_succeeded(1_000);
-        assert!(id.is_live(10_999));
-        assert!(!id.is_live(11_000));
+        let t0 = Instant::now();
+        assert!(!id.is_live_at(t0), "not live before the first beat");
+        id.beat_succeeded(t0);
+        assert!(id.is_live_at(t0 + Duration::from_millis(9_999)));
+        assert!(!id.is_live_at(t0 + Duration::from_millis(10_000)));
         let next = id.rotate(20_000);
         assert_eq!(next.id, "node-a.1");
         assert_eq!(id.id(), "node-a.1");
-        assert!(!id.is_live(20_001));
+        assert!(!id.is_live_at(t0 + Duration::from_millis(10_001)));
         assert_eq!(id.rotate(30_000).id, "node-a.2");
     }
 }

@@ -7,7 +7,7 @@ pub mod config;
 pub mod dispatch;
 mod error;
 mod extract;
-mod heartbeat;
+pub mod heartbeat;
 pub mod identity;
 pub mod metrics;
 pub mod node;
@@ -15,6 +15,7 @@ pub mod presence;
 mod queueing;
 pub mod services;
 pub mod state;
+pub mod webhooks;
 
 pub use config::ServeConfig;
 pub use error::ApiError;

@@ -63,11 +63,11 @@ const HTTP_BUCKETS: &[f64] = &[
 const REDIS_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 ];
-/// Postgres statements and transactions: milliseconds, up to the statement timeout.
 /// Items per group commit: powers of two up to the default most.
 const GROUP_COMMIT_BUCKETS: &[f64] = &[
     1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
 ];
+/// Postgres statements and transactions: milliseconds, up to the statement timeout.
 const POSTGRES_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];

@@ -7,15 +7,10 @@ use crate::auth::{TokenCache, hash_token};
 use crate::config::ServeConfig;
 use crate::heartbeat::Heartbeat;
 use crate::identity::NodeIdentity;
-use crate::services::{
-    janitor::Janitor, orphan_cleaner::OrphanCleaner, outbox::OutboxDeliverer,
-    presence::PresenceFlusher, promoter::Promoter, rebuilder::Rebuilder, reconciler::Reconciler,
-    repairer::Repairer,
-};
 use crate::state::{AppState, StalenessClocks};
-use baton_coord::{Coord, CoordOptions, NodeInfo, WakeBus};
+use crate::webhooks::{WebhookSettings, Webhooks};
+use baton_coord::{ClusterClock, Coord, CoordOptions, NodeInfo, WakeBus};
 use baton_store::{FinishPolicy, GroupCommit, GroupCommitSettings, Store, StoreOptions};
-use chrono::Utc;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,36 +96,34 @@ impl RunningNode {
     }
 }
 
-/// Drops cached runner tokens other nodes revoked (deleted, paused, resumed runners);
-/// after a gap in the feed, everything, since a revocation may have been missed.
-async fn forget_revoked_tokens(state: AppState) {
-    let mut wakes = state.wake.subscribe();
+/// How long a starting node waits for Postgres (away, or failing over to a standby) to
+/// take its migrations before it gives up.
+const START_PATIENCE: Duration = Duration::from_secs(120);
+
+/// Runs `step` until it succeeds, while Postgres is only unavailable, for up to
+/// [`START_PATIENCE`]: a node started in the middle of a failover comes up after it
+/// rather than exiting.
+async fn while_postgres_away<F, Fut>(what: &str, mut step: F) -> Result<(), NodeError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), baton_store::StoreError>>,
+{
+    let deadline = tokio::time::Instant::now() + START_PATIENCE;
+    let mut failures = 0;
     loop {
-        tokio::select! {
-            _ = state.shutdown.cancelled() => return,
-            wake = wakes.recv() => match wake {
-                Ok(baton_coord::Wake::Revoke(runner)) => state.tokens.forget_runner(runner),
-                Ok(baton_coord::Wake::All) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    state.tokens.clear()
-                }
-                Ok(_) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            },
+        match step().await {
+            Ok(()) => return Ok(()),
+            Err(baton_store::StoreError::Unavailable(why))
+                if tokio::time::Instant::now() < deadline =>
+            {
+                failures += 1;
+                tracing::warn!(%why, "{what}: postgres unavailable; trying again");
+                let delay = baton_core::backoff::Backoff::RUNNER.delay(failures, rand::random());
+                tokio::time::sleep(delay.min(Duration::from_secs(5))).await;
+            }
+            Err(e) => return Err(e.into()),
         }
     }
-}
-
-/// Reads every cached runner again, in one query per `token_cache_ttl_ms`: a revocation
-/// this node missed (its wake-up was lost) holds within that long, and the cost does not
-/// grow with the number of runners.
-async fn refresh_cached_runners(state: AppState) {
-    let interval = Duration::from_millis(state.config.token_cache_ttl_ms.max(1000));
-    crate::services::every(interval, state.shutdown.clone(), || async {
-        if let Err(e) = crate::auth::refresh_cached(&state).await {
-            tracing::debug!(error = %e, "cached runner tokens not refreshed this time");
-        }
-    })
-    .await;
 }
 
 /// Node ids appear inside claim values (`node|lease|at`) and key names.
@@ -158,8 +151,16 @@ pub fn random_node_id() -> String {
 pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
     let node_id = config.node_id.clone().unwrap_or_else(random_node_id);
     check_node_id(&node_id)?;
+    if !config.redis_sentinels.is_empty() && !config.redis_cluster.is_empty() {
+        return Err(NodeError::Config(
+            "give Redis Sentinel or Redis Cluster addresses, not both".into(),
+        ));
+    }
     if !config.no_migrate {
-        Store::database_create_if_missing(&config.database_url).await?;
+        while_postgres_away("creating the database", || {
+            Store::database_create_if_missing(&config.database_url)
+        })
+        .await?;
     }
     let store = Store::connect_lazy(
         &config.database_url,
@@ -170,7 +171,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         },
     )?;
     if !config.no_migrate {
-        store.migrate().await?;
+        while_postgres_away("applying migrations", || store.migrate()).await?;
     }
     let coord = Coord::new(
         config.redis_target(),
@@ -192,7 +193,11 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
     let shutdown = CancellationToken::new();
     let draining = CancellationToken::new();
     let wake = WakeBus::spawn(&coord, shutdown.clone());
-    let now_ms = Utc::now().timestamp_millis();
+    let clock = Arc::new(ClusterClock::default());
+    if let Err(e) = clock.sync(&coord).await {
+        tracing::warn!(error = %e, "cannot read the cluster's clock from redis yet; this node's own stands in");
+    }
+    let now_ms = clock.now_ms();
     let identity = NodeIdentity::new(
         NodeInfo {
             id: node_id.clone(),
@@ -201,15 +206,14 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         },
         config.node_ttl_ms,
     );
-    let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .build()
-        .map_err(|e| NodeError::Config(format!("http client: {e}")))?;
-    // The group commit's own few connections, whose statements are planned once.
+    let webhooks =
+        Webhooks::new(&WebhookSettings::of(&config), store.clone()).map_err(NodeError::Config)?;
+    // The group commit's own connections, one per writer, whose statements are planned
+    // once.
     let committing = Store::connect_lazy(
         &config.database_url,
         &StoreOptions {
-            max_connections: 4,
+            max_connections: config.group_commit_writers.max(1) as u32,
             acquire_timeout: config.store_timeout(),
             generic_plans: true,
             ..StoreOptions::default()
@@ -226,13 +230,18 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
                 backoff: config.timings.retry_backoff(),
                 jitter_unit: 0.5,
             },
+            now: {
+                let clock = clock.clone();
+                Arc::new(move || clock.now())
+            },
             fault: config.fault.clone(),
         },
     );
     let state = AppState {
         identity: Arc::new(identity),
         clocks: Arc::new(StalenessClocks::new(now_ms)),
-        http,
+        clock: clock.clone(),
+        webhooks: Arc::new(webhooks),
         openapi: Arc::default(),
         store,
         commit,
@@ -247,27 +256,17 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         shutdown: shutdown.clone(),
         config: Arc::new(config),
     };
-    let heartbeat = Heartbeat::new(state.clone());
-    heartbeat.run_once().await;
-    let services = vec![
-        tokio::spawn(heartbeat.run()),
-        tokio::spawn(Rebuilder::new(state.clone()).run()),
-        tokio::spawn(Reconciler::new(state.clone()).run()),
-        tokio::spawn(OrphanCleaner::new(state.clone()).run()),
-        tokio::spawn(Promoter::new(state.clone()).run()),
-        tokio::spawn(Repairer::new(state.clone()).run()),
-        tokio::spawn(Janitor::new(state.clone()).run()),
-        tokio::spawn(OutboxDeliverer::new(state.clone()).run()),
-        tokio::spawn(PresenceFlusher::new(state.clone()).run()),
-        tokio::spawn(forget_revoked_tokens(state.clone())),
-        tokio::spawn(refresh_cached_runners(state.clone())),
-        {
-            let (presence, coord) = (state.presence.clone(), state.coord.clone());
-            let interval = Duration::from_millis(state.config.timings.presence_write_ms);
-            let stop = state.shutdown.clone();
-            tokio::spawn(async move { presence.run(coord, interval, stop).await })
-        },
-    ];
+    let heartbeat = Heartbeat::new(
+        state.config.node_ttl(),
+        state.identity.clone(),
+        state.coord.clone(),
+        state.store.clone(),
+        state.clocks.clone(),
+        state.clock.clone(),
+    );
+    heartbeat.run_once(state.clock.now()).await;
+    let mut services = crate::services::spawn_all(&state);
+    services.push(tokio::spawn(heartbeat.run(state.shutdown.clone())));
 
     let app = api::router(state.clone());
     let stop = shutdown.clone();

@@ -6,14 +6,26 @@
 use baton_coord::Coord;
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// When each runner was last heard by this node, and under which boot, not yet written.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PresenceBuffer {
     heard: Mutex<HashMap<Uuid, (i64, Uuid)>>,
+    /// The last write reached Redis: what is heard now will be seen by every node.
+    reaching_redis: AtomicBool,
+}
+
+impl Default for PresenceBuffer {
+    fn default() -> Self {
+        PresenceBuffer {
+            heard: Mutex::default(),
+            reaching_redis: AtomicBool::new(true),
+        }
+    }
 }
 
 impl PresenceBuffer {
@@ -34,6 +46,11 @@ impl PresenceBuffer {
             .collect()
     }
 
+    /// Whether presence heard now reaches the other nodes (its last write did).
+    pub fn reaching_redis(&self) -> bool {
+        self.reaching_redis.load(Ordering::Relaxed)
+    }
+
     /// Puts back what could not be written, unless newer news came meanwhile.
     fn restore(&self, seen: Vec<(Uuid, i64, Uuid)>) {
         for (runner, at, boot) in seen {
@@ -51,7 +68,12 @@ impl PresenceBuffer {
                 _ = ticker.tick() => false,
             };
             let seen = self.take();
-            if let Err(e) = coord.presence_write(&seen).await {
+            let written = coord.presence_write(&seen).await;
+            if !seen.is_empty() {
+                self.reaching_redis
+                    .store(written.is_ok(), Ordering::Relaxed);
+            }
+            if let Err(e) = written {
                 tracing::debug!(error = %e, runners = seen.len(), "presence not written; next interval");
                 self.restore(seen);
             }

@@ -2,13 +2,16 @@
 
 use crate::auth::{TokenCache, TokenHash};
 use crate::config::ServeConfig;
+use crate::dispatch::finish::ServerFinalizer;
 use crate::dispatch::lease::KnownEmpty;
 use crate::identity::NodeIdentity;
 use crate::presence::PresenceBuffer;
-use baton_coord::{Coord, WakeBus};
+use crate::webhooks::Webhooks;
+use baton_coord::{ClusterClock, Coord, WakeBus};
 use baton_store::{GroupCommit, Store};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Clone)]
@@ -29,7 +32,12 @@ pub struct AppState {
     pub bootstrap_api_token: Option<TokenHash>,
     pub bootstrap_registration_token: Option<TokenHash>,
     pub clocks: Arc<StalenessClocks>,
-    pub http: reqwest::Client,
+    /// The cluster's time (Redis's, counted on from the last sample): what every time
+    /// another node may compare with is read from.
+    pub clock: Arc<ClusterClock>,
+    /// Completion webhooks' address policy, signing key and the client that sends them
+    /// (the node makes no other outbound HTTP request a user can aim).
+    pub webhooks: Arc<Webhooks>,
     /// The OpenAPI document, set once the router (which generates it) is built.
     pub openapi: Arc<std::sync::OnceLock<serde_json::Value>>,
     /// Cancelled when the node begins to drain (SIGTERM): readiness fails, parked leases
@@ -43,14 +51,32 @@ impl AppState {
     pub fn node_id(&self) -> String {
         self.identity.id()
     }
+
+    /// What ends runs under the server's own verdict, with this node's handles.
+    pub fn finalizer(&self) -> ServerFinalizer {
+        ServerFinalizer::new(
+            self.commit.clone(),
+            self.coord.clone(),
+            self.identity.clone(),
+            Duration::from_millis(self.config.timings.finalize_lock_ms),
+        )
+    }
 }
 
 /// When runner staleness may be measured from: never before this node started, nor
 /// before the end of its last Redis or Postgres outage (design.md §4.10).
+///
+/// During an outage, and from the moment this node's work saw Postgres fail until the
+/// heartbeat has looked, no staleness is measured at all: runners may have been heard by
+/// nobody (their requests failed), so a silence then says nothing about them, and the
+/// reconciler must not act on it in the window between Postgres coming back and the
+/// heartbeat noticing.
 #[derive(Debug)]
 pub struct StalenessClocks {
     since_ms: AtomicI64,
     in_outage: AtomicBool,
+    /// `baton_store::unavailable_seen()` when the heartbeat last looked.
+    postgres_failures_at_beat: AtomicU64,
 }
 
 impl StalenessClocks {
@@ -58,11 +84,30 @@ impl StalenessClocks {
         StalenessClocks {
             since_ms: AtomicI64::new(now_ms),
             in_outage: AtomicBool::new(false),
+            postgres_failures_at_beat: AtomicU64::new(baton_store::unavailable_seen()),
         }
     }
 
-    pub fn since_ms(&self) -> i64 {
+    fn since_ms(&self) -> i64 {
         self.since_ms.load(Ordering::Relaxed)
+    }
+
+    /// Where staleness is measured from at `now_ms`: `now_ms` itself (nothing is stale)
+    /// while an outage is on or one was seen since the heartbeat last looked.
+    pub fn measured_from_ms(&self, now_ms: i64) -> i64 {
+        let failed_since_beat = baton_store::unavailable_seen()
+            != self.postgres_failures_at_beat.load(Ordering::Relaxed);
+        if self.in_outage() || failed_since_beat {
+            now_ms
+        } else {
+            self.since_ms()
+        }
+    }
+
+    /// For the heartbeat: whether Postgres failed this node's work since it last looked.
+    pub fn postgres_failed_since_beat(&self) -> bool {
+        let now = baton_store::unavailable_seen();
+        self.postgres_failures_at_beat.swap(now, Ordering::Relaxed) != now
     }
 
     /// A Redis or Postgres check failed: runners may be shouting into the void.
@@ -79,5 +124,28 @@ impl StalenessClocks {
 
     pub fn in_outage(&self) -> bool {
         self.in_outage.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StalenessClocks;
+
+    #[test]
+    fn nothing_is_stale_from_a_postgres_failure_until_the_heartbeat_has_seen_it_end() {
+        let clocks = StalenessClocks::new(1_000);
+        assert_eq!(clocks.measured_from_ms(5_000), 1_000);
+        // The node's own work found Postgres away; the heartbeat has not looked yet.
+        let _ = baton_store::StoreError::from(sqlx::Error::PoolTimedOut);
+        assert_eq!(clocks.measured_from_ms(5_000), 5_000);
+        assert!(clocks.postgres_failed_since_beat());
+        clocks.outage();
+        assert_eq!(clocks.measured_from_ms(6_000), 6_000, "during the outage");
+        clocks.healthy(7_000);
+        assert_eq!(
+            clocks.measured_from_ms(9_000),
+            7_000,
+            "from the outage's end"
+        );
     }
 }

@@ -78,7 +78,8 @@ fn classify(e: sqlx::Error) -> StoreError {
 
 /// SQLSTATE classes that mean "the server cannot serve now", not "your query is wrong":
 /// 08 connection exception, 53 insufficient resources, 57P admin shutdown / crash
-/// shutdown / cannot connect now, 40001/40P01 serialization and deadlock (retryable).
+/// shutdown / cannot connect now, 40001/40P01 serialization and deadlock (retryable),
+/// 25006 read-only (a demoted primary), 57014 cancelled by the statement timeout.
 fn is_unavailable_code(code: Option<&str>) -> bool {
     code.is_some_and(|c| {
         c.starts_with("08")
@@ -86,5 +87,11 @@ fn is_unavailable_code(code: Option<&str>) -> bool {
             || c.starts_with("57P")
             || c == "40001"
             || c == "40P01"
+            // A server that was the primary is read-only now (demoted in a failover):
+            // another host will take the write.
+            || c == "25006"
+            // Cancelled by its statement timeout: the server is too slow now, not the
+            // statement wrong.
+            || c == "57014"
     })
 }

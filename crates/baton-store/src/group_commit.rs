@@ -22,8 +22,7 @@
 use crate::Store;
 use crate::error::StoreError;
 use crate::runs::FinishPolicy;
-use crate::transitions::{Apply, Done, Work, apply, fits_one_statement, write_one_statement};
-use chrono::Utc;
+use crate::transitions::{Apply, Done, Work};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -31,7 +30,10 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 /// Histogram of how many items each group commit wrote.
 pub const BATCH_ITEMS: &str = "baton_group_commit_items";
 
-#[derive(Debug, Clone)]
+/// Where the time a batch is written at comes from.
+pub type Now = std::sync::Arc<dyn Fn() -> chrono::DateTime<chrono::Utc> + Send + Sync>;
+
+#[derive(Clone)]
 pub struct GroupCommitSettings {
     /// Batches written at once, each on its own connection.
     pub writers: usize,
@@ -42,8 +44,13 @@ pub struct GroupCommitSettings {
     pub linger: Duration,
     pub log_cap: i64,
     pub policy: FinishPolicy,
+    /// The time its transitions are written at: the cluster's clock, so a start written by
+    /// one node and judged by another's reconciler are on one clock.
+    pub now: Now,
     /// Test-only fault injection: `abort-before-commit` and `abort-after-commit` end the
-    /// process at that point of a group commit, as a crash there would.
+    /// process at that point of a group commit, as a crash there would;
+    /// `fail-after-commit` answers every committed batch with an error, as a connection
+    /// lost after the commit would.
     pub fault: Option<String>,
 }
 
@@ -138,7 +145,7 @@ async fn gather(
 
 async fn commit(store: &Store, settings: &GroupCommitSettings, batch: Vec<Job>) {
     let how = Apply {
-        now: Utc::now(),
+        now: (settings.now)(),
         log_cap: settings.log_cap,
         policy: settings.policy,
     };
@@ -178,20 +185,18 @@ async fn write_one(
     work: &Work,
     how: &Apply,
 ) -> Result<Done, StoreError> {
-    let done = if fits_one_statement(work) {
-        write_one_statement(&store.pool, work, how, || {
-            fault(settings, "abort-before-commit")
-        })
-        .await?
-    } else {
-        let mut tx = store.pool.begin().await?;
-        let done = apply(&mut tx, work, how).await?;
-        fault(settings, "abort-before-commit");
-        tx.commit().await?;
-        done
-    };
+    let done = crate::transitions::write(&store.pool, work, how, || {
+        fault(settings, "abort-before-commit")
+    })
+    .await?;
     fault(settings, "abort-after-commit");
-    done.ended.iter().for_each(|s| crate::runs::count_ended(*s));
+    if settings.fault.as_deref() == Some("fail-after-commit") {
+        // The commit took effect, but its answer never reached the node: the ambiguous
+        // case every caller must treat as "may have happened".
+        return Err(StoreError::Unavailable(
+            "fault injection: the answer to a commit was lost".into(),
+        ));
+    }
     Ok(done)
 }
 

@@ -8,6 +8,7 @@ mod cancel;
 mod counts;
 mod error;
 mod group_commit;
+mod hosts;
 mod logs;
 mod metered;
 mod outbox;
@@ -17,13 +18,15 @@ mod runs;
 mod tasks;
 mod tokens;
 mod transitions;
+mod webhook_secret;
 
 pub use cancel::Cancelled;
 pub use error::{StoreError, unavailable_seen};
-pub use group_commit::{BATCH_ITEMS as GROUP_COMMIT_ITEMS, GroupCommit, GroupCommitSettings};
+pub use group_commit::{BATCH_ITEMS as GROUP_COMMIT_ITEMS, GroupCommit, GroupCommitSettings, Now};
+pub use hosts::{primary_url, split as database_hosts};
 pub use logs::{LogAppend, LogChunk};
 pub use metered::{ERRORS as POSTGRES_ERRORS, QUERY_DURATION as POSTGRES_QUERY_DURATION};
-pub use outbox::OutboxRecord;
+pub use outbox::{OutboxRecord, OutboxState};
 pub use runners::{NewRunner, RunnerRecord};
 pub use runs::{Fence, FinishPolicy, RunEnd, TASKS_COMPLETED};
 pub use tasks::{NewTask, TaskFilter, TaskRecord};
@@ -85,6 +88,104 @@ impl Default for StoreOptions {
     }
 }
 
+impl Store {
+    /// A pool that connects lazily, so a node can start (and report not-ready) while
+    /// Postgres is down.
+    ///
+    /// `url` may name several hosts (a primary and its standbys, as libpq takes them):
+    /// then the pool connects to whichever is writable, and follows a failover
+    /// (`hosts.rs`). That needs a Tokio runtime, which watches for it.
+    pub fn connect_lazy(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
+        let tune = |connect: PgConnectOptions| {
+            let connect = connect.options([(
+                "statement_timeout",
+                format!("{}ms", options.statement_timeout.as_millis()),
+            )]);
+            if options.generic_plans {
+                connect.options([("plan_cache_mode", "force_generic_plan")])
+            } else {
+                connect
+            }
+        };
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.acquire_timeout);
+        let Some(failover) = hosts::Failover::of(url, tune)? else {
+            let connect = tune(url.parse::<PgConnectOptions>().map_err(StoreError::from)?);
+            return Ok(Self::from_pool(pool.connect_lazy_with(connect)));
+        };
+        let failover = std::sync::Arc::new(failover);
+        let first = failover.first();
+        let switch = failover.clone();
+        let pool = pool
+            // A standby, or a primary demoted a moment ago, takes no writes: not kept.
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    let in_recovery: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+                        .fetch_one(conn)
+                        .await?;
+                    if in_recovery {
+                        return Err(sqlx::Error::Protocol(
+                            "connected to a Postgres standby, not the primary".into(),
+                        ));
+                    }
+                    Ok(())
+                })
+            })
+            .before_acquire(move |_, meta| {
+                let stale = switch.opened_before_switch(meta.age);
+                Box::pin(async move { Ok(!stale) })
+            })
+            .connect_lazy_with(first);
+        tokio::spawn(failover.watch(pool.clone()));
+        Ok(Self::from_pool(pool))
+    }
+
+    pub fn from_pool(pool: PgPool) -> Self {
+        Store {
+            pool: MeteredPool::new(pool),
+        }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        self.pool.inner()
+    }
+
+    /// Creates the database `url` names when it does not exist yet, so a first start
+    /// needs no separate `createdb`. Replicas racing to create it are fine: losing the
+    /// race is success.
+    pub async fn database_create_if_missing(url: &str) -> Result<(), StoreError> {
+        use sqlx::migrate::MigrateDatabase;
+        let url = &hosts::primary_url(url).await?;
+        if sqlx::Postgres::database_exists(url).await? {
+            return Ok(());
+        }
+        match sqlx::Postgres::create_database(url).await {
+            Ok(()) => Ok(()),
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P04") => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Applies what is missing. A Postgres that cannot be reached (or is failing over)
+    /// is `Unavailable`, anything else `Internal`.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        MIGRATOR.run(self.pool.inner()).await.map_err(|e| match e {
+            sqlx::migrate::MigrateError::Execute(e) => match StoreError::from(e) {
+                StoreError::Unavailable(why) => StoreError::Unavailable(why),
+                other => StoreError::Internal(format!("migration failed: {other}")),
+            },
+            e => StoreError::Internal(format!("migration failed: {e}")),
+        })
+    }
+
+    /// One round trip, for readiness.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -106,65 +207,5 @@ mod tests {
             }
         }
         assert_eq!(checked, 1, "tasks_active");
-    }
-}
-
-impl Store {
-    /// A pool that connects lazily, so a node can start (and report not-ready) while
-    /// Postgres is down.
-    pub fn connect_lazy(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
-        let mut connect = url
-            .parse::<PgConnectOptions>()
-            .map_err(StoreError::from)?
-            .options([(
-                "statement_timeout",
-                format!("{}ms", options.statement_timeout.as_millis()),
-            )]);
-        if options.generic_plans {
-            connect = connect.options([("plan_cache_mode", "force_generic_plan")]);
-        }
-        let pool = PgPoolOptions::new()
-            .max_connections(options.max_connections)
-            .acquire_timeout(options.acquire_timeout)
-            .connect_lazy_with(connect);
-        Ok(Self::from_pool(pool))
-    }
-
-    pub fn from_pool(pool: PgPool) -> Self {
-        Store {
-            pool: MeteredPool::new(pool),
-        }
-    }
-
-    pub fn pool(&self) -> &PgPool {
-        self.pool.inner()
-    }
-
-    /// Creates the database `url` names when it does not exist yet, so a first start
-    /// needs no separate `createdb`. Replicas racing to create it are fine: losing the
-    /// race is success.
-    pub async fn database_create_if_missing(url: &str) -> Result<(), StoreError> {
-        use sqlx::migrate::MigrateDatabase;
-        if sqlx::Postgres::database_exists(url).await? {
-            return Ok(());
-        }
-        match sqlx::Postgres::create_database(url).await {
-            Ok(()) => Ok(()),
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P04") => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    pub async fn migrate(&self) -> Result<(), StoreError> {
-        MIGRATOR
-            .run(self.pool.inner())
-            .await
-            .map_err(|e| StoreError::Internal(format!("migration failed: {e}")))
-    }
-
-    /// One round trip, for readiness.
-    pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
     }
 }

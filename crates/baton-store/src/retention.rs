@@ -1,5 +1,6 @@
 //! Retention: terminal tasks and their logs are deleted after a while, in batches, but
-//! never before their side effects were delivered.
+//! never while a side effect is still being delivered (a delivery given up no longer
+//! holds its task back).
 
 use crate::Store;
 use crate::error::StoreError;
@@ -7,7 +8,8 @@ use chrono::{DateTime, Utc};
 
 impl Store {
     /// Deletes up to `limit` tasks that finished before `before` and have nothing left to
-    /// deliver; their logs go with them. Returns how many were deleted.
+    /// deliver (every webhook delivered or given up); their logs go with them. Returns how
+    /// many were deleted.
     pub async fn tasks_delete_finished(
         &self,
         before: DateTime<Utc>,
@@ -19,7 +21,8 @@ impl Store {
                  WHERE t.status IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'expired')
                    AND t.finished_at < $1
                    AND NOT EXISTS (SELECT 1 FROM outbox o
-                                   WHERE o.task_id = t.id AND o.delivered_at IS NULL)
+                                   WHERE o.task_id = t.id AND o.delivered_at IS NULL
+                                     AND o.given_up_at IS NULL)
                  LIMIT $2)",
         )
         .bind(before)
@@ -29,7 +32,7 @@ impl Store {
         Ok(done.rows_affected())
     }
 
-    /// Deletes up to `limit` outbox rows delivered before `before`.
+    /// Deletes up to `limit` outbox rows delivered, or given up, before `before`.
     pub async fn outbox_delete_delivered(
         &self,
         before: DateTime<Utc>,
@@ -37,7 +40,7 @@ impl Store {
     ) -> Result<u64, StoreError> {
         let done = sqlx::query(
             "DELETE FROM outbox WHERE id IN (
-                 SELECT id FROM outbox WHERE delivered_at < $1 LIMIT $2)",
+                 SELECT id FROM outbox WHERE delivered_at < $1 OR given_up_at < $1 LIMIT $2)",
         )
         .bind(before)
         .bind(limit)

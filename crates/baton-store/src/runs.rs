@@ -116,6 +116,39 @@ impl Store {
         .await?)
     }
 
+    /// Voids leases Redis handed out that Postgres never saw start: each `(task, lease)`
+    /// whose row is still `queued` gets that lease added to its `voided_leases`, which the
+    /// start compare-and-set refuses for good (`transitions/sql.rs` `start`), as it refuses
+    /// the lease of the last run (`lease_id`, left as it is). Only then may the task go
+    /// back to its queue: a start held up past the dispatch grace, or one whose commit
+    /// answered with an error after it committed, either landed first (the row is no
+    /// longer queued, and the task stays with its runner) or can never land. Returns the
+    /// tasks voided, which are safe to requeue.
+    pub async fn tasks_void_leases(
+        &self,
+        leases: &[(Uuid, Uuid)],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let mut leases = leases.to_vec();
+        // In id order, like the other multi-row updates; should a plan lock them otherwise
+        // and deadlock, the pass fails and the next one voids them.
+        leases.sort();
+        let (ids, lease_ids): (Vec<Uuid>, Vec<Uuid>) = leases.into_iter().unzip();
+        Ok(sqlx::query_scalar(
+            "UPDATE tasks t SET voided_leases = array_append(t.voided_leases, r.lease),
+                                updated_at = $3
+             FROM unnest($1::uuid[], $2::uuid[]) AS r(id, lease)
+             WHERE t.id = r.id AND t.status = $4
+             RETURNING t.id",
+        )
+        .bind(&ids)
+        .bind(&lease_ids)
+        .bind(now)
+        .bind(TaskStatus::Queued.as_str())
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// `scheduled -> queued` for those of `ids` that are due (design.md §4.5: Postgres
     /// first, then the Redis add).
     pub async fn tasks_promote(

@@ -236,15 +236,6 @@ impl Store {
 
     /// Applies `work` in a transaction of its own, at once.
     pub async fn write_now(&self, work: &Work, how: &Apply) -> Result<Done, StoreError> {
-        let done = if crate::transitions::fits_one_statement(work) {
-            crate::transitions::write_one_statement(&self.pool, work, how, || {}).await?
-        } else {
-            let mut tx = self.pool.begin().await?;
-            let done = crate::transitions::apply(&mut tx, work, how).await?;
-            tx.commit().await?;
-            done
-        };
-        done.ended.iter().for_each(|s| crate::runs::count_ended(*s));
-        Ok(done)
+        crate::transitions::write(&self.pool, work, how, || {}).await
     }
 }

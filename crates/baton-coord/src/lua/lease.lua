@@ -17,7 +17,8 @@
 -- ARGV[1] key prefix   ARGV[2] node id   ARGV[3] now (ms)
 -- ARGV[4] runner id    ARGV[5] boot id
 -- ARGV[6] runner labels (JSON array)   ARGV[7] runner queues (JSON array; empty: all)
--- ARGV[8] replay TTL (ms)   ARGV[9] '1' to look the request up first (a retry)
+-- ARGV[8] replay TTL (ms)   ARGV[9] '1' to look the request up first (a resend, marked
+-- or not)
 -- ARGV[10] S, the number of task ids whose claims to report
 -- ARGV[11 .. 10+S] those task ids
 -- ARGV[11+S ..] one fresh lease id per task wanted

@@ -33,7 +33,7 @@ fn runner_view(
     let last_seen = seen.max(r.last_seen);
     let offline_after = Duration::seconds(state.config.timings.runner_offline_after_s as i64);
     RunnerView {
-        online: last_seen.is_some_and(|at| Utc::now() - at < offline_after),
+        online: last_seen.is_some_and(|at| state.clock.now() - at < offline_after),
         id: r.id,
         name: r.name,
         labels: r.labels,
@@ -68,10 +68,7 @@ pub async fn runners(
 
 /// Every node forgets the runner's cached token: its next request reads the row again.
 async fn forget_runner(state: &AppState, id: Uuid) {
-    state.tokens.forget_runner(id);
-    if let Err(e) = state.coord.publish(&Wake::Revoke(id)).await {
-        tracing::warn!(error = %e, runner.id = %id, "other nodes keep the cached token until it expires");
-    }
+    crate::auth::revoke_everywhere(state, id).await;
 }
 
 /// Deletes a runner: its next request gets 401 and the agent exits; the reconciler
@@ -88,7 +85,7 @@ pub async fn runner_delete(
     user.require_admin()?;
     state
         .store
-        .runner_delete(id, Utc::now())
+        .runner_delete(id, state.clock.now())
         .await
         .map_err(not_found("runner"))?;
     forget_runner(&state, id).await;
@@ -179,7 +176,7 @@ pub async fn token_create(
     let scopes: Vec<String> = req.scopes.iter().map(|s| scope_name(*s)).collect();
     let record = state
         .store
-        .api_token_insert(&req.name, &scopes, &hash_token(&token), Utc::now())
+        .api_token_insert(&req.name, &scopes, &hash_token(&token), state.clock.now())
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -221,7 +218,7 @@ pub async fn token_revoke(
     user.require_admin()?;
     state
         .store
-        .api_token_revoke(id, Utc::now())
+        .api_token_revoke(id, state.clock.now())
         .await
         .map_err(not_found("token"))?;
     Ok(StatusCode::NO_CONTENT)
@@ -243,7 +240,7 @@ pub async fn registration_token_create(
     if req.uses.is_some_and(|u| u < 1) {
         return Err(Invalid::new("uses", "must be at least 1").into());
     }
-    let now = Utc::now();
+    let now = state.clock.now();
     let expires_at = req
         .expires_in_s
         .map(|s| now + Duration::seconds(s.min(10 * 365 * 86_400)));

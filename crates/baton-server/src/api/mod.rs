@@ -10,7 +10,9 @@ mod ops;
 mod runner;
 mod runner_version;
 mod tasks;
+mod unread_body;
 pub mod views;
+mod webhooks;
 
 use crate::state::AppState;
 use axum::Router;
@@ -51,6 +53,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::token_create, admin::tokens))
         .routes(routes!(admin::token_revoke))
         .routes(routes!(admin::registration_token_create))
+        .routes(routes!(webhooks::secret))
         .routes(routes!(ops::nodes))
         .routes(routes!(runner::register))
         .routes(routes!(runner::heartbeat))
@@ -70,6 +73,8 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(axum::middleware::from_fn(runner_version::gate))
+        // Outside every refusal, the version gate's 426 included.
+        .layer(axum::middleware::from_fn(unread_body::drain_when_unread))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             draining::close_connections,

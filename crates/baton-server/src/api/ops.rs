@@ -31,7 +31,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiErr
     let (redis, postgres) = tokio::join!(state.coord.ping(), state.store.ping());
     redis.map_err(|e| ApiError::unavailable(format!("redis: {e}")))?;
     postgres.map_err(|e| ApiError::unavailable(format!("postgres: {e}")))?;
-    if !state.identity.is_live(Utc::now().timestamp_millis()) {
+    if !state.identity.is_live() {
         return Err(ApiError::unavailable("node liveness key not refreshed"));
     }
     Ok(Json(json!({

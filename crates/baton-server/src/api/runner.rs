@@ -23,7 +23,6 @@ use baton_client::{
 use baton_core::validate::{self, Invalid};
 use baton_core::{LabelSet, TaskStatus};
 use baton_store::{LogWrite, NewRunner, RunEnd};
-use chrono::Utc;
 use serde::Deserialize;
 use std::time::Duration;
 use uuid::Uuid;
@@ -76,7 +75,7 @@ pub async fn register(
     let accepted = bootstrap
         || state
             .store
-            .registration_token_consume(&presented, Utc::now())
+            .registration_token_consume(&presented, state.clock.now())
             .await?;
     if !accepted {
         return Err(ApiError::unauthorized(
@@ -96,7 +95,7 @@ pub async fn register(
                 token_hash: hash_token(&token).to_vec(),
                 version: req.version,
             },
-            Utc::now(),
+            state.clock.now(),
         )
         .await?;
     tracing::info!(runner.id = %runner.id, runner.name = %runner.name, "runner registered");
@@ -135,12 +134,10 @@ pub async fn lease(
             // looked up.
             retry: true,
             boot_id: Some(req.boot_id),
-            starts: Vec::new(),
-            logs: Vec::new(),
-            completions: Vec::new(),
             running: (!req.running.is_empty()).then_some(req.running),
             max: req.max,
             wait: Duration::from_secs(req.wait_s.into()),
+            ..empty_call()
         },
     )
     .await;
@@ -175,15 +172,9 @@ pub async fn heartbeat(
         &state,
         &runner,
         RunnerCall {
-            request_id: Uuid::new_v4(),
-            retry: false,
             boot_id: Some(req.boot_id),
-            starts: Vec::new(),
-            logs: Vec::new(),
-            completions: Vec::new(),
             running: Some(req.running),
-            max: 0,
-            wait: Duration::ZERO,
+            ..empty_call()
         },
     )
     .await;
@@ -272,8 +263,10 @@ pub async fn exchange(
             logs,
             completions,
             running: req.running,
+            running_as_of: req.running_as_of,
             max: req.max,
             wait: Duration::from_secs(req.wait_s.into()),
+            start_leased: req.start_leased,
         },
     )
     .await;
@@ -299,6 +292,8 @@ pub async fn exchange(
         tasks: answer.tasks,
         cancel: answer.verdicts.cancel,
         gone: answer.verdicts.gone,
+        answered_at: Some(state.clock.now()),
+        presence_recorded: Some(exchange::vouches(&state)),
     }))
 }
 
@@ -390,12 +385,11 @@ pub async fn unregister(
     State(state): State<AppState>,
     runner: Runner,
 ) -> Result<StatusCode, ApiError> {
-    state.store.runner_delete(runner.id, Utc::now()).await?;
-    state.tokens.forget_runner(runner.id);
-    let _ = state
-        .coord
-        .publish(&baton_coord::Wake::Revoke(runner.id))
-        .await;
+    state
+        .store
+        .runner_delete(runner.id, state.clock.now())
+        .await?;
+    crate::auth::revoke_everywhere(&state, runner.id).await;
     tracing::info!(runner.id = %runner.id, "runner unregistered itself");
     Ok(StatusCode::NO_CONTENT)
 }
@@ -443,8 +437,10 @@ fn empty_call() -> RunnerCall {
         logs: Vec::new(),
         completions: Vec::new(),
         running: None,
+        running_as_of: None,
         max: 0,
         wait: Duration::ZERO,
+        start_leased: false,
     }
 }
 

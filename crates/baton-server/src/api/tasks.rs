@@ -4,7 +4,7 @@
 //! commits first, then the Redis add); this layer checks the input field by field.
 
 use super::openapi::Errors;
-use crate::api::views::task_view;
+use crate::api::views::{notify_state, task_view};
 use crate::auth::User;
 use crate::config::Limits;
 use crate::dispatch::lease::as_leased;
@@ -13,6 +13,7 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::queueing::queue_entry;
 use crate::state::AppState;
+use crate::webhooks::AddressPolicy;
 use axum::Json;
 use axum::extract::State;
 #[cfg(test)]
@@ -32,6 +33,7 @@ use uuid::Uuid;
 fn new_task(
     req: SubmitTask,
     limits: &Limits,
+    webhooks: &AddressPolicy,
     created_by: &str,
     traceparent: Option<String>,
 ) -> Result<NewTask, ApiError> {
@@ -76,7 +78,7 @@ fn new_task(
         .into());
     }
     if let Some(url) = &req.notify_url {
-        check_notify_url(url, limits.max_notify_url)?;
+        check_notify_url(url, limits.max_notify_url, webhooks)?;
     }
     if let Some(run_at) = req.run_at
         && run_at > Utc::now() + chrono::Duration::days(MAX_DELAY_DAYS)
@@ -116,7 +118,9 @@ fn new_task(
         queue_timeout_s: i32::try_from(queue_timeout_s).expect("bounded by max_queue_timeout_s"),
         max_attempts,
         run_at: req.run_at,
-        idempotency_key: req.idempotency_key,
+        idempotency_key: req
+            .idempotency_key
+            .map(|key| baton_core::idempotency::scoped(created_by, &key)),
         notify_url: req.notify_url,
         created_by: created_by.to_string(),
         traceparent,
@@ -145,18 +149,36 @@ pub(crate) fn check_json_floats(
 /// How far ahead a delayed start may be.
 const MAX_DELAY_DAYS: i64 = 3650;
 
-/// Webhooks go to absolute http(s) URLs.
-fn check_notify_url(url: &str, max: usize) -> Result<(), validate::Invalid> {
+/// Webhooks go to absolute http(s) URLs. A host given as an address the nodes refuse
+/// to reach is refused here too, so the submitter learns it now rather than from a
+/// webhook that never comes; a name is only resolved when delivered (what it resolves
+/// to then is what counts), so the check stays cheap.
+fn check_notify_url(
+    url: &str,
+    max: usize,
+    webhooks: &AddressPolicy,
+) -> Result<(), validate::Invalid> {
     let parsed = reqwest::Url::parse(url)
         .ok()
         .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
-    if url.chars().count() > max || url.chars().any(char::is_control) || parsed.is_none() {
-        return Err(validate::Invalid::new(
+    let parsed = match parsed {
+        Some(parsed) if url.chars().count() <= max && !url.chars().any(char::is_control) => parsed,
+        _ => {
+            return Err(validate::Invalid::new(
+                "notify_url",
+                format!("must be an absolute http or https URL of at most {max} characters"),
+            ));
+        }
+    };
+    crate::webhooks::check_url(webhooks, &parsed).map_err(|refused| {
+        validate::Invalid::new(
             "notify_url",
-            format!("must be an absolute http or https URL of at most {max} characters"),
-        ));
-    }
-    Ok(())
+            format!(
+                "{refused}, which webhooks may not reach (the nodes' webhook_allow setting \
+                 lists internal receivers)"
+            ),
+        )
+    })
 }
 
 /// The trace context kept with the task, so every later span joins its trace: this
@@ -197,6 +219,7 @@ pub async fn submit(
     let task = new_task(
         req,
         &state.config.limits,
+        &state.webhooks.policy,
         &user.token_id,
         traceparent(&headers),
     )?;
@@ -250,7 +273,14 @@ pub async fn submit_batch(
         .into_iter()
         .enumerate()
         .map(|(i, t)| {
-            new_task(t, limits, &user.token_id, trace.clone()).map_err(|mut e| {
+            new_task(
+                t,
+                limits,
+                &state.webhooks.policy,
+                &user.token_id,
+                trace.clone(),
+            )
+            .map_err(|mut e| {
                 e.message = format!("tasks[{i}]: {}", e.message);
                 e
             })
@@ -330,7 +360,19 @@ pub async fn get(
         .await
         .pop()
         .expect("one row");
-    Ok(Json(task_view(task)))
+    // Only here, not in lists: one more indexed read, for one task.
+    let webhook = match &task.notify_url {
+        Some(_) if task.status.is_terminal() => state
+            .store
+            .outbox_state_of(task.id, task.status)
+            .await?
+            .map(notify_state),
+        _ => None,
+    };
+    Ok(Json(Task {
+        notify_state: webhook,
+        ..task_view(task)
+    }))
 }
 
 /// Cancels a task: at once if it has not started, through its runner if it runs. Redis
@@ -346,7 +388,18 @@ pub async fn cancel(
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Task>, ApiError> {
     user.require_submit()?;
-    let owner = user.task_scope()?;
+    let owner = user.task_change_scope()?;
+    if let Some(owner) = owner
+        && user.task_scope()?.is_none()
+    {
+        // It may see every task: another's is forbidden to it, not missing.
+        let task = state.store.task_get(id).await?;
+        if task.created_by != owner {
+            return Err(ApiError::forbidden(
+                "this token may cancel only the tasks it submitted".to_string(),
+            ));
+        }
+    }
     // A lease not started yet is in its claim only (best effort: without Redis, the
     // runner's start is refused all the same, by the row).
     let lease = match state.coord.claim_get(id).await {
@@ -355,7 +408,7 @@ pub async fn cancel(
     };
     let cancelled = state
         .store
-        .task_cancel(id, owner, lease, Utc::now())
+        .task_cancel(id, owner, lease, state.clock.now())
         .await?;
     let task = &cancelled.task;
     let redis = match cancelled.was {
@@ -478,14 +531,15 @@ mod tests {
             command: Some(vec!["true".into()]),
             ..Default::default()
         };
-        let task = new_task(ok.clone(), &limits, "t", None).unwrap();
+        let policy = AddressPolicy::default();
+        let task = new_task(ok.clone(), &limits, &policy, "t", None).unwrap();
         assert_eq!(task.queue, DEFAULT_QUEUE);
         assert_eq!(i64::from(task.timeout_s), limits.default_timeout_s);
 
         let bad = |f: fn(&mut SubmitTask)| {
             let mut t = ok.clone();
             f(&mut t);
-            new_task(t, &limits, "t", None).unwrap_err().status
+            new_task(t, &limits, &policy, "t", None).unwrap_err().status
         };
         assert_eq!(
             bad(|t| t.queue = Some("Bad Queue".into())),
@@ -504,5 +558,15 @@ mod tests {
             bad(|t| t.payload = Some(serde_json::json!("x".repeat(300 << 10)))),
             StatusCode::PAYLOAD_TOO_LARGE
         );
+        assert_eq!(
+            bad(|t| t.notify_url = Some("http://169.254.169.254/latest/meta-data/".into())),
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+        let allowing = AddressPolicy::new(&["169.254.169.254".into()]).unwrap();
+        let internal = SubmitTask {
+            notify_url: Some("http://169.254.169.254/hook".into()),
+            ..ok.clone()
+        };
+        assert!(new_task(internal, &limits, &allowing, "t", None).is_ok());
     }
 }

@@ -1,8 +1,9 @@
 //! Rows as the API shows them. The user view hides the lease id: it is the runner's
-//! fencing token, not something a user needs or should be able to replay.
+//! fencing token, not something a user needs or should be able to replay; and the
+//! password of a `notify_url`, which is the receiver's, not every reader's.
 
-use baton_client::{LeasedTask, Task};
-use baton_store::TaskRecord;
+use baton_client::{LeasedTask, NotifyDelivery, NotifyState, Task};
+use baton_store::{OutboxState, TaskRecord};
 
 pub fn task_view(t: TaskRecord) -> Task {
     Task {
@@ -19,8 +20,14 @@ pub fn task_view(t: TaskRecord) -> Task {
         queue_timeout_s: t.queue_timeout_s.into(),
         max_attempts: t.max_attempts,
         run_at: t.run_at,
-        idempotency_key: t.idempotency_key,
-        notify_url: t.notify_url,
+        idempotency_key: t
+            .idempotency_key
+            .as_deref()
+            .map(|k| baton_core::idempotency::unscoped(&t.created_by, k).to_string()),
+        notify_url: t
+            .notify_url
+            .as_deref()
+            .map(|url| crate::webhooks::redacted(url).into_owned()),
         status: t.status,
         attempt: t.attempt,
         runner_id: t.runner_id,
@@ -37,6 +44,21 @@ pub fn task_view(t: TaskRecord) -> Task {
         log_truncated: t.log_truncated,
         log_incomplete: t.log_incomplete,
         traceparent: t.traceparent,
+        notify_state: None,
+    }
+}
+
+/// Where a task's webhook stands: delivered, given up (`failed`), or still being tried.
+pub fn notify_state(o: OutboxState) -> NotifyState {
+    let state = match (o.delivered_at, o.given_up_at) {
+        (Some(_), _) => NotifyDelivery::Delivered,
+        (None, Some(_)) => NotifyDelivery::Failed,
+        (None, None) => NotifyDelivery::Pending,
+    };
+    NotifyState {
+        state,
+        attempts: o.attempts,
+        last_error: o.last_error,
     }
 }
 
@@ -48,9 +70,9 @@ pub fn webhook_body(t: &TaskRecord) -> serde_json::Value {
     })
 }
 
-/// What the runner needs to execute a leased task. `attempt` is the attempt this run
-/// will be once started.
-pub fn leased_view(t: TaskRecord, lease_id: uuid::Uuid) -> LeasedTask {
+/// What the runner gets of a task leased to it: `started`, its start already recorded
+/// (the row counts the attempt), or still to be acknowledged (the attempt it will be).
+pub fn leased_view(t: TaskRecord, lease_id: uuid::Uuid, started: bool) -> LeasedTask {
     LeasedTask {
         id: t.id,
         lease_id,
@@ -62,7 +84,8 @@ pub fn leased_view(t: TaskRecord, lease_id: uuid::Uuid) -> LeasedTask {
         secret_env: t.secret_env.0,
         payload: t.payload.map(|p| p.0),
         timeout_s: t.timeout_s.into(),
-        attempt: t.attempt + 1,
+        attempt: if started { t.attempt } else { t.attempt + 1 },
         traceparent: t.traceparent,
+        started,
     }
 }

@@ -6,7 +6,8 @@
 //!    starting (or lists in its heartbeat), pops and claims new tasks, and for a resend
 //!    returns what the first attempt leased instead (design.md §4.3, §4.7).
 //! 2. **Postgres**: starts whose lease matches their claim, log chunks and run ends are
-//!    written, and the rows of the new tasks read, in the node's next group commit.
+//!    written, and the rows of the new tasks read (or, with `start_leased`, the new
+//!    tasks started), in the node's next group commit.
 //! 3. **Redis, after**: claims of ended runs go and retries wait in the delayed set;
 //!    claims the commit showed to be stale (a task cancelled before its start, say) go
 //!    too.
@@ -20,9 +21,12 @@ use super::lease::{self, Pop};
 use super::verdicts::{self, Verdicts};
 use crate::auth::Runner;
 use crate::error::ApiError;
+use crate::queueing::queue_entry;
 use crate::state::AppState;
+use axum::http::StatusCode;
 use baton_client::{LeasedTask, RunningLease};
 use baton_coord::{Claim, Popped, ReplayKey};
+use baton_core::TaskStatus;
 use baton_store::{
     Done, Fence, LogAppend, LogWrite, RunEnd, StartRun, Started, StoreError, TaskRecord, Work,
 };
@@ -63,8 +67,12 @@ pub struct RunnerCall {
     pub completions: Vec<Completion>,
     /// A heartbeat: the leases the runner holds.
     pub running: Option<Vec<RunningLease>>,
+    /// The server time the heartbeat's list is as of (see `Exchange::running_as_of`).
+    pub running_as_of: Option<DateTime<Utc>>,
     pub max: u32,
     pub wait: Duration,
+    /// Record the start of what is leased with the lease (the exchange's `start_leased`).
+    pub start_leased: bool,
 }
 
 impl RunnerCall {
@@ -90,12 +98,40 @@ pub async fn handle(
     runner: &Runner,
     call: RunnerCall,
 ) -> Result<RunnerAnswer, ApiError> {
-    let now_ms = Utc::now().timestamp_millis();
+    let now_ms = state.clock.now().timestamp_millis();
     // Presence: every request that names its boot is a proof of life (written to Redis
     // in batches).
+    let heard = call.boot_id.is_some();
     if let Some(boot) = call.boot_id {
         state.presence.record(runner.id, boot, now_ms);
     }
+    // Only the arrival proves the runner alive: a parked request's answer may go to a
+    // runner that died or was cut off meanwhile.
+    answer(state, runner, call)
+        .await
+        .map_err(|e| vouched(state, e, heard))
+}
+
+/// Whether presence this node hears now reaches every node: its liveness holds and its
+/// last presence write landed. Said in every exchange answer and outage refusal.
+pub fn vouches(state: &AppState) -> bool {
+    state.identity.is_live() && state.presence.reaching_redis()
+}
+
+/// A refusal over an outage says whether this request still counts as the runner's proof
+/// of life on every node: only if it was heard and this node [`vouches`].
+fn vouched(state: &AppState, mut e: ApiError, heard: bool) -> ApiError {
+    if e.status == StatusCode::SERVICE_UNAVAILABLE {
+        e.presence_recorded = Some(heard && vouches(state));
+    }
+    e
+}
+
+async fn answer(
+    state: &AppState,
+    runner: &Runner,
+    call: RunnerCall,
+) -> Result<RunnerAnswer, ApiError> {
     let draining = state.draining.is_cancelled();
     let has_items = call.has_items();
     if draining && !has_items {
@@ -109,7 +145,7 @@ pub async fn handle(
     } else {
         call.max
     };
-    if max > 0 && !state.identity.is_live(now_ms) {
+    if max > 0 && !state.identity.is_live() {
         // Our liveness lapsed: claims taken now could be adopted from under us.
         if !has_items {
             return Err(ApiError::unavailable("this node is rejoining the cluster"));
@@ -119,7 +155,7 @@ pub async fn handle(
     let replay = state.coord.replay_key(
         runner.id,
         call.request_id,
-        state.config.timings.ack_timeout_s * 1000,
+        state.config.replay_ttl().as_millis() as u64,
     );
     let may_park = !has_items && !call.wait.is_zero();
     // Subscribe before the first look: a task queued between the look and the park
@@ -232,19 +268,6 @@ async fn pass(
     let running: &[RunningLease] = call.running.as_deref().unwrap_or_default();
     let mut claims_of: Vec<Uuid> = call.starts.iter().map(|s| s.task).collect();
     claims_of.extend(running.iter().map(|r| r.task_id));
-    // Run ends need nothing of Redis: they are written while Redis is asked about the
-    // starts and the lease — unless a task is both started and ended here, which must
-    // happen in that order.
-    let ends = ends_of(runner, call);
-    let ends_apart = !ends.is_empty()
-        && call
-            .starts
-            .iter()
-            .all(|s| !call.completions.iter().any(|c| c.task == s.task));
-    let early = ends_apart.then(|| {
-        let (commit, ends) = (state.commit.clone(), ends.clone());
-        tokio::spawn(async move { commit.write(ends).await })
-    });
     let pop = lease::pop(
         state,
         runner,
@@ -261,8 +284,11 @@ async fn pass(
         Ok(p) => (p.claims, p.popped, p.replayed, None),
         Err(e) => (vec![None; claims_of.len()], Vec::new(), Vec::new(), Some(e)),
     };
-    if redis_error.is_some() && !call.has_items() && call.running.is_none() {
-        return Err(redis_error.expect("checked").into());
+    if let Some(e) = redis_error
+        .as_ref()
+        .filter(|_| !call.has_items() && call.running.is_none())
+    {
+        return Err(e.clone().into());
     }
     let (start_claims, running_claims) = claims.split_at(call.starts.len());
 
@@ -289,8 +315,20 @@ async fn pass(
                 _ => None,
             })
             .collect(),
-        ..if ends_apart { Work::default() } else { ends }
+        ..ends_of(runner, call)
     };
+    let checked_starts = work.starts.len();
+    if call.start_leased {
+        // Checked by construction: the script has just claimed each under its lease
+        // (or, for a resend, found it still claimed so).
+        work.starts.extend(lease::starts_of(
+            runner,
+            call.boot_id,
+            &popped,
+            &replayed,
+            state.clock.now(),
+        ));
+    }
     work.reads.extend(popped.iter().map(|p| p.task_id));
     work.reads.extend(replayed.iter().map(|(task, _)| *task));
     work.reads.extend(
@@ -301,33 +339,18 @@ async fn pass(
     );
     work.reads.extend(running.iter().map(|r| r.task_id));
     // Each item joins its own task's trace, where the runner's span for it is.
-    let spans: Vec<(tracing::Span, Uuid)> = call
+    let spans: Vec<tracing::Span> = call
         .starts
         .iter()
-        .map(|s| {
-            (
-                item_span("task.start", s.task, s.traceparent.as_deref()),
-                s.task,
-            )
-        })
-        .chain(call.completions.iter().map(|c| {
-            (
-                item_span("task.complete", c.task, c.traceparent.as_deref()),
-                c.task,
-            )
-        }))
+        .map(|s| item_span("task.start", s.task, s.traceparent.as_deref()))
+        .chain(
+            call.completions
+                .iter()
+                .map(|c| item_span("task.complete", c.task, c.traceparent.as_deref())),
+        )
         .collect();
 
-    let written = state.commit.write(work).await;
-    let ended = match early {
-        Some(early) => Some(
-            early
-                .await
-                .unwrap_or_else(|e| Err(StoreError::Unavailable(format!("aborted: {e}")))),
-        ),
-        None => None,
-    };
-    let done = match written {
+    let done = match state.commit.write(work).await {
         Ok(done) => done,
         Err(e) if !call.has_items() => {
             requeue(state, &popped).await;
@@ -335,26 +358,24 @@ async fn pass(
         }
         Err(e) => {
             requeue(state, &popped).await;
-            return Ok(failed(call, checks, e, ended));
+            return Ok(failed(call, checks, e));
         }
     };
-    let (logs, finishes) = match ended {
-        Some(Ok(ended)) => (ended.logs, ended.finishes),
-        Some(Err(e)) => (
-            call.logs.iter().map(|_| Err(e.clone())).collect(),
-            call.completions.iter().map(|_| Err(e.clone())).collect(),
-        ),
-        None => (done.logs, done.finishes),
-    };
     let Done {
-        starts: recorded,
+        starts: mut recorded,
+        logs,
+        finishes,
         reads,
         ..
     } = done;
+    // The starts recorded with the lease answer through the rows (`lease::views`).
+    recorded.truncate(checked_starts);
     let rows: HashMap<Uuid, TaskRecord> = reads.into_iter().map(|t| (t.id, t)).collect();
 
     // Claims the commit showed to be stale, and runs that ended: one Redis script.
     let mut dropped: Vec<(TaskRecord, Uuid)> = Vec::new();
+    // Starts Postgres refused while the task stays queued: this runner may not take it.
+    let mut refused: Vec<Popped> = Vec::new();
     let mut recorded = recorded.into_iter();
     let starts: Vec<Result<Started, ApiError>> = call
         .starts
@@ -367,8 +388,12 @@ async fn pass(
                 if answer.is_err()
                     && let Some(row) = rows.get(&task)
                 {
-                    // Cancelled or expired before its start: this lease's claim goes.
-                    dropped.push((row.clone(), lease_id));
+                    if row.status == TaskStatus::Queued {
+                        refused.push(Popped::of(&queue_entry(row), lease_id));
+                    } else {
+                        // Cancelled or expired before its start: this lease's claim goes.
+                        dropped.push((row.clone(), lease_id));
+                    }
                 }
                 answer.map_err(ApiError::from)
             }
@@ -376,7 +401,14 @@ async fn pass(
             StartCheck::Refused(e) => Err(e),
         })
         .collect();
-    let (tasks, not_leasable) = lease::views(state, runner, &popped, &replayed, &rows).await;
+    let (tasks, not_leasable, not_for_this_runner) = lease::views(
+        state,
+        runner,
+        (&popped, &replayed),
+        &rows,
+        call.start_leased,
+    )
+    .await;
     let completions: Vec<Result<TaskRecord, StoreError>> = finishes;
     let mut ended: Vec<(&TaskRecord, Uuid)> = call
         .completions
@@ -397,7 +429,12 @@ async fn pass(
     log_news.extend(ended.iter().map(|(row, _)| row.id));
     log_news.sort();
     log_news.dedup();
-    AfterCommit::of(&ended, &log_news).spawn(state);
+    AfterCommit::of(&ended, &log_news).spawn(&state.coord);
+    refused.extend(not_for_this_runner);
+    if !refused.is_empty() {
+        tracing::warn!(runner.id = %runner.id, tasks = refused.len(), "postgres refused starts for this runner (deleted, paused, or not matching): back to their queues");
+        requeue(state, &refused).await;
+    }
     for popped in lease::unread(&popped, &rows) {
         // Its row is gone (deleted): nothing to hand out, and nothing to keep a claim for.
         if let Err(e) = state
@@ -418,17 +455,24 @@ async fn pass(
                 .iter()
                 .map(|r| r.as_ref().map(|_| ()).map_err(|e| e.code)),
         );
-    for ((span, _), result) in spans.iter().zip(results) {
+    for (span, result) in spans.iter().zip(results) {
         span.record("result", result.err().unwrap_or("done"));
     }
     drop(spans);
     let verdicts = if call.running.is_some() && redis_error.is_none() {
-        verdicts::of(runner, running, &rows, running_claims)
+        let mut verdicts = verdicts::of(runner, running, &rows, running_claims);
+        // A run whose completion this same exchange carries is over, and the runner hears
+        // how from the completion's answer: calling its lease gone as well would only tell
+        // the runner to stop a task that has stopped.
+        verdicts
+            .gone
+            .retain(|task| !call.completions.iter().any(|c| c.task == *task));
+        verdicts
     } else {
         Verdicts::default()
     };
     if let (Some(_), Some(boot)) = (&call.running, call.boot_id) {
-        verdicts::end_forgotten_runs(state, runner, boot, running).await;
+        verdicts::end_forgotten_runs(state, runner, boot, running, call.running_as_of).await;
     }
     Ok(RunnerAnswer {
         starts,
@@ -545,7 +589,10 @@ fn start_from_row(
     if row.lease_id != Some(lease_id) {
         return Err(stale());
     }
-    if row.status == baton_core::TaskStatus::Running {
+    if matches!(
+        row.status,
+        baton_core::TaskStatus::Running | baton_core::TaskStatus::Cancelling
+    ) {
         return Ok(Started {
             status: row.status,
             attempt: row.attempt,
@@ -559,10 +606,29 @@ fn start_from_row(
 }
 
 /// Postgres could not take the pass: what was popped goes back to its queue, claim
-/// dropped, in one script each (design.md §4.3).
+/// dropped, in one script each (design.md §4.3) — but only what Postgres confirms did not
+/// start. An error can come after the commit took effect (the connection lost while the
+/// answer was on its way), and a task started under its lease and queued again would run
+/// twice. When Postgres cannot even say, the claims stay and the reconciler requeues them
+/// at the ack timeout, by the same fenced path.
 async fn requeue(state: &AppState, popped: &[Popped]) {
+    if popped.is_empty() {
+        return;
+    }
+    let leases: Vec<(Uuid, Uuid)> = popped.iter().map(|p| (p.task_id, p.lease_id)).collect();
+    let unstarted = match state
+        .store
+        .tasks_void_leases(&leases, state.clock.now())
+        .await
+    {
+        Ok(voided) => voided,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not void leases Postgres may not have recorded; the reconciler will requeue them");
+            return;
+        }
+    };
     let node = state.node_id();
-    for p in popped {
+    for p in popped.iter().filter(|p| unstarted.contains(&p.task_id)) {
         if let Err(e) = state.coord.claim_requeue(&node, p).await {
             tracing::warn!(error = %e, task.id = %p.task_id, "could not put a task back; the reconciler will");
         }
@@ -588,39 +654,15 @@ fn ends_of(runner: &Runner, call: &RunnerCall) -> Work {
     }
 }
 
-/// Postgres could not take the pass: every item is answered with the (retryable) error
-/// — but run ends written on their own (`ended`) keep their own answers.
-fn failed(
-    call: &RunnerCall,
-    checks: Vec<StartCheck>,
-    error: StoreError,
-    ended: Option<Result<Done, StoreError>>,
-) -> RunnerAnswer {
-    let (logs, completions) = match ended {
-        Some(Ok(ended)) => (
-            ended
-                .logs
-                .into_iter()
-                .map(|r| r.map_err(ApiError::from))
-                .collect(),
-            ended
-                .finishes
-                .into_iter()
-                .map(|r| r.map_err(ApiError::from))
-                .collect(),
-        ),
-        _ => {
-            let error = ApiError::from(error.clone());
-            (
-                call.logs.iter().map(|_| Err(error.clone())).collect(),
-                call.completions
-                    .iter()
-                    .map(|_| Err(error.clone()))
-                    .collect(),
-            )
-        }
-    };
+/// Postgres could not take the pass: every item is answered with the (retryable) error.
+fn failed(call: &RunnerCall, checks: Vec<StartCheck>, error: StoreError) -> RunnerAnswer {
     let error = ApiError::from(error);
+    let logs = call.logs.iter().map(|_| Err(error.clone())).collect();
+    let completions = call
+        .completions
+        .iter()
+        .map(|_| Err(error.clone()))
+        .collect();
     RunnerAnswer {
         starts: checks
             .into_iter()

@@ -11,20 +11,13 @@
 //! the work once, and the one that finds the lock held leaves the run to the other this
 //! round. Correctness never depends on the lock.
 
-use crate::state::AppState;
-use baton_coord::{RunEnded, Wake};
+use crate::identity::NodeIdentity;
+use baton_coord::{Coord, RunEnded, Wake};
 use baton_core::TaskStatus;
-use baton_store::{Fence, FinishPolicy, FinishRun, RunEnd, StoreError, TaskRecord, Work};
+use baton_store::{Fence, FinishRun, GroupCommit, RunEnd, StoreError, TaskRecord, Work};
+use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
-
-/// What a retry costs on this node: its backoff, with a fresh draw for a single report.
-pub fn policy(state: &AppState) -> FinishPolicy {
-    FinishPolicy {
-        backoff: state.config.timings.retry_backoff(),
-        jitter_unit: rand::random(),
-    }
-}
 
 /// A run's end, as the group commit takes it.
 pub fn finish_item(task: Uuid, fence: Fence, end: RunEnd) -> FinishRun {
@@ -68,80 +61,105 @@ impl AfterCommit {
         }
     }
 
-    pub async fn apply(self, state: &AppState) {
-        if let Err(e) = state.coord.runs_ended(&self.runs, &self.logs).await {
+    pub async fn apply(self, coord: &Coord) {
+        if let Err(e) = coord.runs_ended(&self.runs, &self.logs).await {
             tracing::warn!(error = %e, runs = self.runs.len(), "claims of ended runs not dropped; repair will");
         }
         if self.webhooks {
-            let _ = state.coord.publish(&Wake::Outbox).await;
+            let _ = coord.publish(&Wake::Outbox).await;
         }
     }
 
     /// Applies it in the background: the caller answers now.
-    pub fn spawn(self, state: &AppState) {
+    pub fn spawn(self, coord: &Coord) {
         if self.runs.is_empty() && self.logs.is_empty() {
             return;
         }
-        let state = state.clone();
-        tokio::spawn(async move { self.apply(&state).await });
+        let coord = coord.clone();
+        tokio::spawn(async move { self.apply(&coord).await });
     }
 }
 
-/// Ends one run under the server's verdict (the reconciler, a forgotten run), under the
-/// finalize lock. `Ok(None)`: another finalizer holds the lock, or the run moved on
-/// (the runner's report won the race).
-pub async fn end_by_server(
-    state: &AppState,
-    task: Uuid,
-    lease_id: Uuid,
-    end: RunEnd,
-) -> Result<Option<TaskRecord>, StoreError> {
-    let Some(lock) = lock(state, task).await else {
-        return Ok(None);
-    };
-    let fence = Fence {
-        lease_id,
-        runner_id: None,
-    };
-    let work = Work {
-        finishes: vec![finish_item(task, fence, end)],
-        ..Work::default()
-    };
-    let ended = state
-        .commit
-        .write(work)
-        .await
-        .map(|mut done| done.finishes.pop().expect("one answer"));
-    let result = match ended {
-        Ok(Ok(row)) => {
-            AfterCommit::of(&[(&row, lease_id)], &[row.id])
-                .apply(state)
-                .await;
-            Ok(Some(row))
+/// Ends runs under the server's own verdict (the reconciler, a forgotten run): the few
+/// handles that takes, so a service holds this rather than the whole node.
+#[derive(Clone)]
+pub struct ServerFinalizer {
+    commit: GroupCommit,
+    coord: Coord,
+    identity: Arc<NodeIdentity>,
+    lock_ttl: Duration,
+}
+
+impl ServerFinalizer {
+    pub fn new(
+        commit: GroupCommit,
+        coord: Coord,
+        identity: Arc<NodeIdentity>,
+        lock_ttl: Duration,
+    ) -> Self {
+        ServerFinalizer {
+            commit,
+            coord,
+            identity,
+            lock_ttl,
         }
-        Ok(Err(StoreError::Conflict { .. })) => Ok(None),
-        Ok(Err(e)) | Err(e) => Err(e),
-    };
-    if let Err(e) = state.coord.lock_release(&lock).await {
-        tracing::debug!(error = %e, task.id = %task, "finalize lock left to expire");
     }
-    result
-}
 
-/// The finalize lock of `task`, if nobody holds it. When Redis cannot be asked, no lock:
-/// the compare-and-set alone decides, and the caller goes ahead.
-async fn lock(state: &AppState, task: Uuid) -> Option<baton_coord::Lock> {
-    let owner = format!("{}:{}", state.node_id(), Uuid::new_v4());
-    let ttl = Duration::from_millis(state.config.timings.finalize_lock_ms);
-    match state
-        .coord
-        .lock_acquire(&format!("fin:{task}"), &owner, ttl)
-        .await
-    {
-        Ok(lock) => lock,
-        Err(e) => {
-            tracing::debug!(error = %e, task.id = %task, "finalize lock unavailable; leaving the run for the next pass");
-            None
+    /// Ends one run, under the finalize lock. `Ok(None)`: another finalizer holds the
+    /// lock, or the run moved on (the runner's report won the race).
+    pub async fn end(
+        &self,
+        task: Uuid,
+        lease_id: Uuid,
+        end: RunEnd,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        let Some(lock) = self.lock(task).await else {
+            return Ok(None);
+        };
+        let fence = Fence {
+            lease_id,
+            runner_id: None,
+        };
+        let work = Work {
+            finishes: vec![finish_item(task, fence, end)],
+            ..Work::default()
+        };
+        let ended = self
+            .commit
+            .write(work)
+            .await
+            .map(|mut done| done.finishes.pop().expect("one answer"));
+        let result = match ended {
+            Ok(Ok(row)) => {
+                AfterCommit::of(&[(&row, lease_id)], &[row.id])
+                    .apply(&self.coord)
+                    .await;
+                Ok(Some(row))
+            }
+            Ok(Err(StoreError::Conflict { .. })) => Ok(None),
+            Ok(Err(e)) | Err(e) => Err(e),
+        };
+        if let Err(e) = self.coord.lock_release(&lock).await {
+            tracing::debug!(error = %e, task.id = %task, "finalize lock left to expire");
+        }
+        result
+    }
+
+    /// The finalize lock of `task`, if nobody holds it. When Redis cannot be asked, no
+    /// lock either: the caller leaves the run for its next pass (a server-side end is
+    /// never urgent, and its Redis half could not run anyway).
+    async fn lock(&self, task: Uuid) -> Option<baton_coord::Lock> {
+        let owner = format!("{}:{}", self.identity.id(), Uuid::new_v4());
+        match self
+            .coord
+            .lock_acquire(&format!("fin:{task}"), &owner, self.lock_ttl)
+            .await
+        {
+            Ok(lock) => lock,
+            Err(e) => {
+                tracing::debug!(error = %e, task.id = %task, "finalize lock unavailable; leaving the run for the next pass");
+                None
+            }
         }
     }
 }

@@ -7,18 +7,24 @@
 //! request id, any node) is answered from the replay record; if no resend comes, the
 //! reconciler takes the claim back after `ack_timeout` — the task never started, so it
 //! is safe to hand out again.
+//!
+//! A runner that asks `start_leased` has the start recorded with the lease, in the same
+//! group commit that reads the rows, checked against the claim the script just made: it
+//! gets its tasks `running`, one round trip sooner. Only those whose start won are
+//! handed out; a resend is answered with the tasks the first attempt started.
 
 use crate::api::views::leased_view;
 use crate::auth::Runner;
 use crate::error::ApiError;
+use crate::queueing::queue_entry;
 use crate::state::AppState;
 use baton_client::{LeasedTask, trace_context};
 use baton_coord::{Claim, CoordError, LeaseAsk, Popped, ReplayKey, Wake};
 use baton_core::TaskStatus;
 use baton_core::labels::runner_can_take;
 use baton_core::queue::parse_queue_key;
-use baton_store::TaskRecord;
-use chrono::{TimeZone, Utc};
+use baton_store::{StartRun, TaskRecord};
+use chrono::{DateTime, TimeZone, Utc};
 use std::collections::HashMap;
 use std::future::Future;
 use tokio::sync::broadcast::Receiver;
@@ -74,12 +80,20 @@ pub async fn pop(state: &AppState, runner: &Runner, ask: Pop<'_>) -> Result<Popp
             queues: &runner.queues,
             lease_ids: &lease_ids,
             replay: ask.replay,
-            retry: ask.retry,
+            // Whenever the script runs, it looks the request up: a load balancer resends
+            // an exchange whose node died as it was sent, without the runner's `retry`
+            // mark, and what the first attempt leased (and started) must come back. It
+            // costs a GET inside the script. An idle poll that asks Redis nothing at all
+            // (`KnownEmpty`) skips it: a first attempt that leased anything for these
+            // labels queued it, and the wake-up of that queueing ended the known-empty.
+            retry: true,
             claims_of: ask.claims_of,
-            now_ms: Utc::now().timestamp_millis(),
+            now_ms: state.clock.now().timestamp_millis(),
         })
         .await?;
-    if just_looking && leased.popped.is_empty() {
+    // A replayed request popped nothing because it took nothing new, not because the
+    // queues are empty.
+    if just_looking && leased.popped.is_empty() && leased.replayed.is_none() {
         state.known_empty.found_nothing(runner, news);
     }
     if !leased.popped.is_empty() && state.config.fault.as_deref() == Some("after-pop") {
@@ -108,25 +122,71 @@ pub async fn pop(state: &AppState, runner: &Runner, ask: Pop<'_>) -> Result<Popp
     })
 }
 
-/// The tasks to hand out: popped ones whose rows are still `queued`, and replayed ones
-/// not yet started. Also returns the popped tasks whose rows moved on meanwhile
-/// (cancelled, expired): their claims must go, and nothing is handed out for them.
+/// The starts that `start_leased` records with the lease: the popped tasks, and for a
+/// resend what its first attempt leased (a start already recorded under the same lease
+/// counts as done).
+pub fn starts_of(
+    runner: &Runner,
+    boot_id: Option<Uuid>,
+    popped: &[Popped],
+    replayed: &[(Uuid, Uuid)],
+    now: DateTime<Utc>,
+) -> Vec<StartRun> {
+    popped
+        .iter()
+        .map(|p| (p.task_id, p.lease_id))
+        .chain(replayed.iter().copied())
+        .map(|(task, lease_id)| StartRun {
+            task,
+            lease_id,
+            runner_id: runner.id,
+            boot_id,
+            leased_at: now,
+        })
+        .collect()
+}
+
+/// The tasks to hand out: popped ones whose rows are still `queued` (with `started`:
+/// now `running` under their lease), and replayed ones not yet started (with `started`:
+/// started under their lease). Also returns the popped tasks whose rows moved on
+/// meanwhile (cancelled, expired): their claims must go, and nothing is handed out for
+/// them; and, with `started`, those whose start Postgres refused while they stay
+/// `queued` — this runner may not take them (deleted, paused, or a queue entry it should
+/// never have been offered): they go back to their queue.
 pub async fn views(
     state: &AppState,
     runner: &Runner,
-    popped: &[Popped],
-    replayed: &[(Uuid, Uuid)],
+    (popped, replayed): (&[Popped], &[(Uuid, Uuid)]),
     rows: &HashMap<Uuid, TaskRecord>,
-) -> (Vec<LeasedTask>, Vec<(TaskRecord, Uuid)>) {
+    started: bool,
+) -> (Vec<LeasedTask>, Vec<(TaskRecord, Uuid)>, Vec<Popped>) {
+    let ours = |row: &TaskRecord, lease: Uuid| {
+        if started {
+            // A replayed start may have been cancelled since: the runner still gets it,
+            // and its cancel with it.
+            matches!(row.status, TaskStatus::Running | TaskStatus::Cancelling)
+                && row.lease_id == Some(lease)
+                && row.runner_id == Some(runner.id)
+        } else {
+            row.status == TaskStatus::Queued
+        }
+    };
     let node = state.node_id();
-    let now = Utc::now();
+    let now = state.clock.now();
     let mut tasks = Vec::with_capacity(popped.len() + replayed.len());
     let mut moved_on = Vec::new();
+    let mut refused = Vec::new();
     for p in popped {
         let Some(row) = rows.get(&p.task_id) else {
             continue;
         };
-        if row.status != TaskStatus::Queued {
+        if started && row.status == TaskStatus::Queued {
+            // Back to the queue its row says, not the one it was popped from (which a
+            // forged entry may have put it in).
+            refused.push(Popped::of(&queue_entry(row), p.lease_id));
+            continue;
+        }
+        if !ours(row, p.lease_id) {
             moved_on.push((row.clone(), p.lease_id));
             continue;
         }
@@ -136,7 +196,12 @@ pub async fn views(
         trace_context::adopt_parent(&span, row.traceparent.as_deref());
         let _entered = span.enter();
         tracing::debug!(task.id = %row.id, runner.id = %runner.id, lease.id = %p.lease_id, "task leased");
-        let mut view = leased_view(row.clone(), p.lease_id);
+        if started {
+            // The start was recorded with the lease: the trace shows it there.
+            let _start =
+                tracing::info_span!("task.start", task.id = %row.id, result = "done").entered();
+        }
+        let mut view = leased_view(row.clone(), p.lease_id, started);
         if let Some(tp) = trace_context::traceparent_of(&span) {
             view.traceparent = Some(tp);
         }
@@ -146,12 +211,12 @@ pub async fn views(
         if let Some(row) = rows.get(task) {
             let unstarted = row.status == TaskStatus::Queued
                 || (row.status == TaskStatus::Leased && row.lease_id == Some(*lease));
-            if unstarted {
-                tasks.push(leased_view(row.clone(), *lease));
+            if (started && ours(row, *lease)) || (!started && unstarted) {
+                tasks.push(leased_view(row.clone(), *lease, started));
             }
         }
     }
-    (tasks, moved_on)
+    (tasks, moved_on, refused)
 }
 
 /// Popped tasks whose rows no longer exist.
@@ -183,6 +248,16 @@ where
             wake = wakes.recv() => match wake {
                 // A cancel for one of its tasks, or a resume: answer now, with the news.
                 Ok(Wake::Runner(id)) if id == runner.id => return Ok(Vec::new()),
+                // Deleted, paused or resumed on some node: a deleted runner is told at
+                // once, not at the end of its park; the others ask again as they are now.
+                Ok(Wake::Revoke(id)) if id == runner.id => {
+                    return match state.store.runners_by_ids(&[id]).await {
+                        Ok(rows) if rows.first().is_none_or(|r| r.deleted_at.is_some()) => {
+                            Err(ApiError::unauthorized("this runner was deleted"))
+                        }
+                        _ => Ok(Vec::new()),
+                    };
+                }
                 Err(RecvError::Closed) => return Ok(Vec::new()),
                 _ if runner.paused => false,
                 Ok(Wake::Queue(key)) => concerns(runner, &key),

@@ -1,7 +1,6 @@
 //! A runner's heartbeat: of the leases it says it holds, which to cancel and which are
 //! gone; and the runs it holds but no longer lists, which nothing executes any more.
 
-use super::finish::end_by_server;
 use crate::auth::Runner;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -9,7 +8,7 @@ use baton_client::RunningLease;
 use baton_coord::Claim;
 use baton_core::TaskStatus;
 use baton_store::{RunEnd, TaskRecord, Work};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
@@ -79,21 +78,26 @@ pub async fn now(
     Ok(of(runner, running, &rows, &claims))
 }
 
-/// Runs this runner holds (same boot, going longer than a heartbeat can be in flight)
-/// but no longer lists: it gave up on them — it could not report, or it fenced itself
-/// while cut off. Nothing executes them, so they end now (or retry) instead of waiting
-/// for their timeout. A failure here waits for the next heartbeat.
+/// Runs this runner holds (same boot, started longer than a heartbeat can be in flight
+/// before the list was made) but no longer lists: it gave up on them — it could not
+/// report, or it fenced itself while cut off. Nothing executes them, so they end now (or
+/// retry) instead of waiting for their timeout. A failure here waits for the next
+/// heartbeat. The list is as old as the runner says (`as_of`, this cluster's clock, never
+/// later than now): runs started after it was made are not in it, and are not forgotten.
 pub async fn end_forgotten_runs(
     state: &AppState,
     runner: &Runner,
     boot_id: Uuid,
     running: &[RunningLease],
+    as_of: Option<DateTime<Utc>>,
 ) {
     let forgotten_after =
         chrono::Duration::seconds(state.config.timings.forgotten_run_after_s as i64);
+    let now = state.clock.now();
+    let listed_at = as_of.map_or(now, |at| at.min(now));
     let held = match state
         .store
-        .runs_of_boot(runner.id, boot_id, Utc::now() - forgotten_after)
+        .runs_of_boot(runner.id, boot_id, listed_at - forgotten_after)
         .await
     {
         Ok(held) => held,
@@ -108,7 +112,7 @@ pub async fn end_forgotten_runs(
             continue;
         };
         let end = RunEnd::by_server(TaskStatus::Failed, "the runner no longer runs it");
-        match end_by_server(state, task.id, lease_id, end).await {
+        match state.finalizer().end(task.id, lease_id, end).await {
             Ok(Some(ended)) => {
                 tracing::warn!(task.id = %task.id, runner.id = %runner.id, status = %ended.status, "run forgotten by its runner ended")
             }

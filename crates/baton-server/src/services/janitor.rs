@@ -1,11 +1,19 @@
 //! The janitor: terminal tasks and their logs are deleted `retention` after they
 //! finished, a batch at a time so no single statement holds locks for long. A task whose
-//! webhook is still undelivered is kept until it is delivered.
+//! webhook is still undelivered is kept until it is delivered. The presence of deleted
+//! runners leaves Redis once their runs can no longer need it (`runner_lost_after`), so
+//! the hash every reconcile pass reads holds only runners that exist.
 
 use super::ServiceError;
-use crate::state::AppState;
+use crate::config::Timings;
+use baton_coord::{ClusterClock, Coord};
+use baton_store::Store;
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 const BATCH: i64 = 1000;
 
@@ -13,22 +21,46 @@ const BATCH: i64 = 1000;
 pub struct JanitorReport {
     pub tasks_deleted: u64,
     pub outbox_deleted: u64,
+    pub presence_pruned: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct JanitorSettings {
+    pub interval: Duration,
+    /// How long terminal tasks are kept.
+    pub retention: chrono::Duration,
+    /// How long a deleted runner's presence may still matter.
+    pub runner_lost_after: chrono::Duration,
+}
+
+impl JanitorSettings {
+    pub fn of(timings: &Timings) -> Self {
+        JanitorSettings {
+            interval: Duration::from_millis(timings.janitor_interval_ms),
+            retention: chrono::Duration::seconds(timings.retention_s as i64),
+            runner_lost_after: chrono::Duration::seconds(timings.runner_lost_after_s as i64),
+        }
+    }
 }
 
 pub struct Janitor {
-    state: AppState,
+    settings: JanitorSettings,
+    store: Store,
+    coord: Coord,
 }
 
 impl Janitor {
-    pub fn new(state: AppState) -> Self {
-        Janitor { state }
+    pub fn new(settings: JanitorSettings, store: Store, coord: Coord) -> Self {
+        Janitor {
+            settings,
+            store,
+            coord,
+        }
     }
 
-    pub async fn run(self) {
-        let interval = Duration::from_millis(self.state.config.timings.janitor_interval_ms);
-        let shutdown = self.state.shutdown.clone();
-        super::every(interval, shutdown, || async {
-            match self.run_once(Utc::now()).await {
+    pub async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
+        super::every(self.settings.interval, shutdown, || async {
+            match self.run_once(clock.now()).await {
                 Ok(r) if r.tasks_deleted > 0 => {
                     tracing::info!(deleted = r.tasks_deleted, "retention: old tasks deleted")
                 }
@@ -40,25 +72,48 @@ impl Janitor {
     }
 
     pub async fn run_once(&self, now: DateTime<Utc>) -> Result<JanitorReport, ServiceError> {
-        let retention = chrono::Duration::seconds(self.state.config.timings.retention_s as i64);
-        let before = now - retention;
+        // A pass stopped by shutdown is dropped between batches, each one a statement of
+        // its own.
+        let before = now - self.settings.retention;
         let mut report = JanitorReport::default();
         loop {
-            let deleted = self
-                .state
-                .store
-                .tasks_delete_finished(before, BATCH)
-                .await?;
+            let deleted = self.store.tasks_delete_finished(before, BATCH).await?;
             report.tasks_deleted += deleted;
-            if deleted < BATCH as u64 || self.state.shutdown.is_cancelled() {
+            if deleted < BATCH as u64 {
                 break;
             }
         }
-        report.outbox_deleted = self
-            .state
-            .store
-            .outbox_delete_delivered(before, BATCH)
-            .await?;
+        report.outbox_deleted = self.store.outbox_delete_delivered(before, BATCH).await?;
+        report.presence_pruned = self.prune_presence(now).await?;
         Ok(report)
+    }
+
+    /// Drops the presence of runners deleted longer than `runner_lost_after` ago, or
+    /// unknown to Postgres: a deleted runner's running tasks wait that long on its
+    /// presence (the reconciler), and a deleted runner's requests are refused, so nothing
+    /// writes it again.
+    async fn prune_presence(&self, now: DateTime<Utc>) -> Result<usize, ServiceError> {
+        let lost_after = self.settings.runner_lost_after;
+        let mut pruned = 0;
+        for page in self.coord.presence_all().await?.chunks(BATCH as usize) {
+            let ids: Vec<Uuid> = page.iter().map(|(runner, _, _)| *runner).collect();
+            let rows: HashMap<Uuid, Option<DateTime<Utc>>> = self
+                .store
+                .runners_by_ids(&ids)
+                .await?
+                .into_iter()
+                .map(|r| (r.id, r.deleted_at))
+                .collect();
+            let gone: Vec<Uuid> = ids
+                .into_iter()
+                .filter(|id| match rows.get(id) {
+                    None => true,
+                    Some(deleted_at) => deleted_at.is_some_and(|at| now - at > lost_after),
+                })
+                .collect();
+            self.coord.presence_remove(&gone).await?;
+            pruned += gone.len();
+        }
+        Ok(pruned)
     }
 }

@@ -1,6 +1,8 @@
-//! The node's background services. Each has the same shape: a `run_once(now)` that does
-//! one pass and returns what it did (tests call it directly), and a loop that runs it on
-//! a ticker until shutdown.
+//! The node's background services. Each has the same shape: its own settings, the few
+//! handles it uses (never the whole node state), a `run_once(now)` that does one pass
+//! and returns what it did (tests call it directly, with the time they choose), and a
+//! `run(shutdown)` loop that runs it on a ticker until shutdown. [`spawn_all`] wires them
+//! to a node.
 
 pub mod janitor;
 pub mod orphan_cleaner;
@@ -10,11 +12,23 @@ pub mod promoter;
 pub mod rebuilder;
 pub mod reconciler;
 pub mod repairer;
+pub mod revocations;
 
+use crate::state::AppState;
 use baton_coord::CoordError;
 use baton_store::StoreError;
+use janitor::{Janitor, JanitorSettings};
+use orphan_cleaner::OrphanCleaner;
+use outbox::{OutboxDeliverer, OutboxSettings};
+use presence::PresenceFlusher;
+use promoter::Promoter;
+use rebuilder::Rebuilder;
+use reconciler::{Reconciler, ReconcilerSettings};
+use repairer::{Repairer, RepairerSettings};
+use revocations::RevocationListener;
 use std::future::Future;
 use std::time::Duration;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Why a pass stopped early: Redis or Postgres failed. The next pass tries again.
@@ -52,4 +66,103 @@ where
             }
         }
     }
+}
+
+fn reconciler(state: &AppState) -> Reconciler {
+    Reconciler::new(
+        ReconcilerSettings::of(&state.config.timings),
+        state.identity.clone(),
+        state.store.clone(),
+        state.coord.clone(),
+        state.clocks.clone(),
+        state.finalizer(),
+    )
+}
+
+fn repairer(state: &AppState) -> Repairer {
+    Repairer::new(
+        RepairerSettings::of(&state.config.timings),
+        state.identity.clone(),
+        state.store.clone(),
+        state.coord.clone(),
+    )
+}
+
+/// Starts every background service of a node (the liveness heartbeat aside: the node
+/// beats once before it serves), each with the handles it uses, until `state.shutdown`.
+pub fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
+    let timings = &state.config.timings;
+    let ms = Duration::from_millis;
+    let stop = || state.shutdown.clone();
+    let clock = || state.clock.clone();
+    let (store, coord, identity) = (&state.store, &state.coord, &state.identity);
+    vec![
+        tokio::spawn(
+            Rebuilder::new(
+                state.config.node_ttl() / 3,
+                identity.clone(),
+                coord.clone(),
+                repairer(state),
+            )
+            .run(stop(), clock()),
+        ),
+        tokio::spawn(reconciler(state).run(stop(), clock())),
+        tokio::spawn(
+            OrphanCleaner::new(
+                ms(timings.cleaner_interval_ms),
+                identity.clone(),
+                coord.clone(),
+                store.clone(),
+                reconciler(state),
+            )
+            .run(stop(), clock()),
+        ),
+        tokio::spawn(
+            Promoter::new(
+                ms(timings.promote_interval_ms),
+                store.clone(),
+                coord.clone(),
+            )
+            .run(stop(), clock()),
+        ),
+        tokio::spawn(repairer(state).run(stop(), clock())),
+        tokio::spawn(
+            Janitor::new(JanitorSettings::of(timings), store.clone(), coord.clone())
+                .run(stop(), clock()),
+        ),
+        tokio::spawn(
+            OutboxDeliverer::new(
+                OutboxSettings::of(&state.config),
+                store.clone(),
+                state.webhooks.clone(),
+                state.wake.clone(),
+                clock(),
+            )
+            .run(stop()),
+        ),
+        tokio::spawn(
+            PresenceFlusher::new(
+                ms(timings.presence_flush_ms),
+                identity.clone(),
+                coord.clone(),
+                store.clone(),
+            )
+            .run(stop()),
+        ),
+        tokio::spawn(
+            RevocationListener::new(
+                ms(state.config.token_cache_ttl_ms.max(1000)),
+                state.tokens.clone(),
+                store.clone(),
+                state.wake.clone(),
+            )
+            .run(stop()),
+        ),
+        {
+            let (presence, coord) = (state.presence.clone(), coord.clone());
+            let interval = ms(timings.presence_write_ms);
+            let stop = stop();
+            tokio::spawn(async move { presence.run(coord, interval, stop).await })
+        },
+    ]
 }

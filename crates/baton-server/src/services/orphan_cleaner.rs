@@ -5,11 +5,15 @@
 
 use super::ServiceError;
 use super::reconciler::Reconciler;
-use crate::state::AppState;
+use crate::identity::NodeIdentity;
 use baton_client::trace_context;
+use baton_coord::{ClusterClock, Coord};
+use baton_store::Store;
 use chrono::{DateTime, Utc};
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CleanerReport {
@@ -19,23 +23,34 @@ pub struct CleanerReport {
 }
 
 pub struct OrphanCleaner {
-    state: AppState,
+    interval: Duration,
+    identity: Arc<NodeIdentity>,
+    coord: Coord,
+    store: Store,
+    /// Reconciles what was adopted at once, not at its next pass.
     reconciler: Reconciler,
 }
 
 impl OrphanCleaner {
-    pub fn new(state: AppState) -> Self {
+    pub fn new(
+        interval: Duration,
+        identity: Arc<NodeIdentity>,
+        coord: Coord,
+        store: Store,
+        reconciler: Reconciler,
+    ) -> Self {
         OrphanCleaner {
-            reconciler: Reconciler::new(state.clone()),
-            state,
+            interval,
+            identity,
+            coord,
+            store,
+            reconciler,
         }
     }
 
-    pub async fn run(self) {
-        let interval = Duration::from_millis(self.state.config.timings.cleaner_interval_ms);
-        let shutdown = self.state.shutdown.clone();
-        super::every(interval, shutdown, || async {
-            if let Err(e) = self.run_once(Utc::now()).await {
+    pub async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
+        super::every(self.interval, shutdown, || async {
+            if let Err(e) = self.run_once(clock.now()).await {
                 tracing::warn!(error = %e, "orphan cleaner pass failed");
             }
         })
@@ -44,7 +59,7 @@ impl OrphanCleaner {
 
     /// A span in each adopted task's trace, so its story shows the hand-over.
     async fn trace_adoptions(&self, adopted: &[uuid::Uuid], dead: &str, me: &str) {
-        let Ok(tasks) = self.state.store.tasks_by_ids(adopted).await else {
+        let Ok(tasks) = self.store.tasks_by_ids(adopted).await else {
             return; // Only the traces miss it; the adoption itself stands.
         };
         for task in tasks {
@@ -55,24 +70,23 @@ impl OrphanCleaner {
     }
 
     pub async fn run_once(&self, now: DateTime<Utc>) -> Result<CleanerReport, ServiceError> {
-        let state = &self.state;
         let mut report = CleanerReport::default();
-        if !state.identity.is_live(now.timestamp_millis()) {
+        if !self.identity.is_live() {
             return Ok(report);
         }
-        let me = state.node_id();
-        let live: HashSet<String> = state
+        let me = self.identity.id();
+        let live: HashSet<String> = self
             .coord
             .nodes_live()
             .await?
             .into_iter()
             .map(|n| n.id)
             .collect();
-        for owner in state.coord.claim_owners().await? {
+        for owner in self.coord.claim_owners().await? {
             if owner == me || live.contains(&owner) {
                 continue;
             }
-            let Some(adopted) = state.coord.claims_take_over(&owner, &me).await? else {
+            let Some(adopted) = self.coord.claims_take_over(&owner, &me).await? else {
                 continue; // it came back
             };
             if !adopted.is_empty() {

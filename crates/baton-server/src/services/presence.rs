@@ -4,27 +4,39 @@
 //! data, the reconciler still knows when each runner was last heard from.
 
 use super::ServiceError;
-use crate::state::AppState;
+use crate::identity::NodeIdentity;
+use baton_coord::Coord;
+use baton_store::Store;
 use chrono::{TimeZone, Utc};
+use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub struct PresenceFlusher {
-    state: AppState,
+    interval: Duration,
+    identity: Arc<NodeIdentity>,
+    coord: Coord,
+    store: Store,
 }
 
 impl PresenceFlusher {
-    pub fn new(state: AppState) -> Self {
-        PresenceFlusher { state }
+    pub fn new(
+        interval: Duration,
+        identity: Arc<NodeIdentity>,
+        coord: Coord,
+        store: Store,
+    ) -> Self {
+        PresenceFlusher {
+            interval,
+            identity,
+            coord,
+            store,
+        }
     }
 
-    fn interval(&self) -> Duration {
-        Duration::from_millis(self.state.config.timings.presence_flush_ms)
-    }
-
-    pub async fn run(self) {
-        let shutdown = self.state.shutdown.clone();
-        super::every(self.interval(), shutdown, || async {
+    pub async fn run(self, shutdown: CancellationToken) {
+        super::every(self.interval, shutdown, || async {
             if let Err(e) = self.run_once().await {
                 tracing::warn!(error = %e, "presence flush failed");
             }
@@ -35,18 +47,17 @@ impl PresenceFlusher {
     /// Copies presence to Postgres if no other node is doing it now. Returns how many
     /// runner rows moved.
     pub async fn run_once(&self) -> Result<u64, ServiceError> {
-        let state = &self.state;
-        let owner = format!("{}:{}", state.node_id(), Uuid::new_v4());
-        let Some(lock) = state
+        let owner = format!("{}:{}", self.identity.id(), Uuid::new_v4());
+        let Some(lock) = self
             .coord
             // Lapses a little before this node's next tick: the node that took it keeps
             // the turn while it lives.
-            .lock_acquire("presence", &owner, self.interval().mul_f64(0.9))
+            .lock_acquire("presence", &owner, self.interval.mul_f64(0.9))
             .await?
         else {
             return Ok(0);
         };
-        let seen: Vec<_> = state
+        let seen: Vec<_> = self
             .coord
             .presence_all()
             .await?
@@ -55,7 +66,7 @@ impl PresenceFlusher {
                 Some((runner, Utc.timestamp_millis_opt(at).single()?, boot))
             })
             .collect();
-        let moved = state.store.runners_touch(&seen).await?;
+        let moved = self.store.runners_touch(&seen).await?;
         // The lock lapses by itself at the next interval; releasing it early would let a
         // second node flush again right away.
         drop(lock);

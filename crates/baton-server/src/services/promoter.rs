@@ -5,11 +5,14 @@
 
 use super::ServiceError;
 use crate::queueing::queue_entry;
-use crate::state::AppState;
+use baton_coord::{ClusterClock, Coord};
 use baton_core::TaskStatus;
+use baton_store::Store;
 use chrono::{DateTime, Utc};
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// Most tasks promoted per pass.
@@ -21,19 +24,23 @@ pub struct PromoteReport {
 }
 
 pub struct Promoter {
-    state: AppState,
+    interval: Duration,
+    store: Store,
+    coord: Coord,
 }
 
 impl Promoter {
-    pub fn new(state: AppState) -> Self {
-        Promoter { state }
+    pub fn new(interval: Duration, store: Store, coord: Coord) -> Self {
+        Promoter {
+            interval,
+            store,
+            coord,
+        }
     }
 
-    pub async fn run(self) {
-        let interval = Duration::from_millis(self.state.config.timings.promote_interval_ms);
-        let shutdown = self.state.shutdown.clone();
-        super::every(interval, shutdown, || async {
-            if let Err(e) = self.run_once(Utc::now()).await {
+    pub async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
+        super::every(self.interval, shutdown, || async {
+            if let Err(e) = self.run_once(clock.now()).await {
                 tracing::warn!(error = %e, "promoter pass failed");
             }
         })
@@ -41,22 +48,21 @@ impl Promoter {
     }
 
     pub async fn run_once(&self, now: DateTime<Utc>) -> Result<PromoteReport, ServiceError> {
-        let state = &self.state;
-        let due = state
+        let due = self
             .coord
             .delayed_pop_due(now.timestamp_millis(), BATCH)
             .await?;
         if due.is_empty() {
             return Ok(PromoteReport::default());
         }
-        let promoted = state.store.tasks_promote(&due, now).await?;
+        let promoted = self.store.tasks_promote(&due, now).await?;
         let entries: Vec<_> = promoted.iter().map(queue_entry).collect();
-        state.coord.enqueue_unclaimed(&entries).await?;
+        self.coord.enqueue_unclaimed(&entries).await?;
         // Those still scheduled but not due (their run_at moved) go back to wait.
         let done: HashSet<Uuid> = promoted.iter().map(|t| t.id).collect();
         let rest: Vec<Uuid> = due.into_iter().filter(|id| !done.contains(id)).collect();
         if !rest.is_empty() {
-            let waiting: Vec<(Uuid, i64)> = state
+            let waiting: Vec<(Uuid, i64)> = self
                 .store
                 .tasks_by_ids(&rest)
                 .await?
@@ -64,7 +70,7 @@ impl Promoter {
                 .filter(|t| t.status == TaskStatus::Scheduled)
                 .filter_map(|t| Some((t.id, t.run_at?.timestamp_millis())))
                 .collect();
-            state.coord.delayed_add(&waiting).await?;
+            self.coord.delayed_add(&waiting).await?;
         }
         Ok(PromoteReport {
             promoted: promoted.len(),

@@ -7,33 +7,44 @@
 
 use super::ServiceError;
 use super::repairer::{Mode, RepairReport, Repairer};
-use crate::state::AppState;
-use baton_coord::Epoch;
+use crate::identity::NodeIdentity;
+use baton_coord::{ClusterClock, Coord, Epoch};
 use chrono::{DateTime, Utc};
+use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// How long a rebuild may hold its lock before another node may try.
 const REBUILD_LOCK: Duration = Duration::from_secs(300);
 
 pub struct Rebuilder {
-    state: AppState,
+    /// How often the marker is looked at.
+    interval: Duration,
+    identity: Arc<NodeIdentity>,
+    coord: Coord,
+    /// Its walk, without grace, is the rebuild.
     repairer: Repairer,
 }
 
 impl Rebuilder {
-    pub fn new(state: AppState) -> Self {
+    pub fn new(
+        interval: Duration,
+        identity: Arc<NodeIdentity>,
+        coord: Coord,
+        repairer: Repairer,
+    ) -> Self {
         Rebuilder {
-            repairer: Repairer::new(state.clone()),
-            state,
+            interval,
+            identity,
+            coord,
+            repairer,
         }
     }
 
-    pub async fn run(self) {
-        let interval = self.state.config.node_ttl() / 3;
-        let shutdown = self.state.shutdown.clone();
-        super::every(interval, shutdown, || async {
-            match self.run_once(Utc::now()).await {
+    pub async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
+        super::every(self.interval, shutdown, || async {
+            match self.run_once(clock.now()).await {
                 Ok(Some(report)) => tracing::warn!(?report, "rebuilt redis from postgres"),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(error = %e, "redis rebuild check failed"),
@@ -45,12 +56,11 @@ impl Rebuilder {
     /// Rebuilds if the marker is missing and no one else is at it. `Some` when this node
     /// rebuilt.
     pub async fn run_once(&self, now: DateTime<Utc>) -> Result<Option<RepairReport>, ServiceError> {
-        let state = &self.state;
-        if state.coord.epoch_get().await?.is_some() {
+        if self.coord.epoch_get().await?.is_some() {
             return Ok(None);
         }
-        let owner = format!("{}:{}", state.node_id(), Uuid::new_v4());
-        let Some(lock) = state
+        let owner = format!("{}:{}", self.identity.id(), Uuid::new_v4());
+        let Some(lock) = self
             .coord
             .lock_acquire("rebuild", &owner, REBUILD_LOCK)
             .await?
@@ -58,23 +68,26 @@ impl Rebuilder {
             return Ok(None);
         };
         // Someone may have finished between our look and our lock.
-        if state.coord.epoch_get().await?.is_some() {
-            let _ = state.coord.lock_release(&lock).await;
+        if self.coord.epoch_get().await?.is_some() {
+            let _ = self.coord.lock_release(&lock).await;
             return Ok(None);
         }
-        tracing::warn!(node.id = %state.node_id(), "redis generation marker missing: rebuilding from postgres");
+        tracing::warn!(node.id = %self.identity.id(), "redis generation marker missing: rebuilding from postgres");
         let rebuilt = self.repairer.run_once(now, Mode::Rebuild).await;
         if rebuilt.is_ok() {
-            state
-                .coord
-                .epoch_set(Epoch {
-                    id: Uuid::new_v4(),
-                    since_ms: now.timestamp_millis(),
-                })
-                .await?;
+            let epoch = Epoch {
+                id: Uuid::new_v4(),
+                since_ms: now.timestamp_millis(),
+            };
+            if !self.coord.epoch_set_holding(&lock, epoch).await? {
+                // Redis lost its data again mid-rebuild (the lock went with it): what
+                // was rebuilt is gone, and the next pass starts over.
+                tracing::warn!("redis lost its data during the rebuild; rebuilding again");
+                return Ok(None);
+            }
             crate::metrics::redis_rebuilt();
         }
-        let _ = state.coord.lock_release(&lock).await;
+        let _ = self.coord.lock_release(&lock).await;
         rebuilt.map(Some)
     }
 }

@@ -12,19 +12,38 @@
 //! the queue entry, in one script — since Postgres never recorded the lease.
 
 use super::ServiceError;
-use crate::dispatch::finish::end_by_server;
+use crate::config::Timings;
+use crate::dispatch::finish::ServerFinalizer;
+use crate::identity::NodeIdentity;
 use crate::queueing::queue_entry;
-use crate::state::AppState;
+use crate::state::StalenessClocks;
 use baton_client::trace_context;
-use baton_coord::{Claim, Popped};
+use baton_coord::{Claim, ClusterClock, Coord, Popped};
 use baton_core::TaskStatus;
-use baton_core::reconcile::{Decision, Inputs, Reason, RunnerFacts, TaskFacts, decide};
-use baton_store::{RunEnd, RunnerRecord, TaskRecord};
+use baton_core::reconcile::{Decision, Inputs, Reason, RunnerFacts, TaskFacts, Thresholds, decide};
+use baton_store::{RunEnd, RunnerRecord, Store, TaskRecord};
 use chrono::{DateTime, TimeZone, Utc};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
+
+#[derive(Debug, Clone)]
+pub struct ReconcilerSettings {
+    pub interval: Duration,
+    pub thresholds: Thresholds,
+}
+
+impl ReconcilerSettings {
+    pub fn of(timings: &Timings) -> Self {
+        ReconcilerSettings {
+            interval: Duration::from_millis(timings.reconcile_interval_ms),
+            thresholds: timings.thresholds(),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReconcileReport {
@@ -40,7 +59,12 @@ pub struct ReconcileReport {
 }
 
 pub struct Reconciler {
-    state: AppState,
+    settings: ReconcilerSettings,
+    identity: Arc<NodeIdentity>,
+    store: Store,
+    coord: Coord,
+    clocks: Arc<StalenessClocks>,
+    finalizer: ServerFinalizer,
 }
 
 fn ms(t: i64) -> DateTime<Utc> {
@@ -48,15 +72,27 @@ fn ms(t: i64) -> DateTime<Utc> {
 }
 
 impl Reconciler {
-    pub fn new(state: AppState) -> Self {
-        Reconciler { state }
+    pub fn new(
+        settings: ReconcilerSettings,
+        identity: Arc<NodeIdentity>,
+        store: Store,
+        coord: Coord,
+        clocks: Arc<StalenessClocks>,
+        finalizer: ServerFinalizer,
+    ) -> Self {
+        Reconciler {
+            settings,
+            identity,
+            store,
+            coord,
+            clocks,
+            finalizer,
+        }
     }
 
-    pub async fn run(self) {
-        let interval = Duration::from_millis(self.state.config.timings.reconcile_interval_ms);
-        let shutdown = self.state.shutdown.clone();
-        super::every(interval, shutdown, || async {
-            if let Err(e) = self.run_once(Utc::now()).await {
+    pub async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
+        super::every(self.settings.interval, shutdown, || async {
+            if let Err(e) = self.run_once(clock.now()).await {
                 tracing::warn!(error = %e, "reconcile pass failed");
             }
         })
@@ -65,26 +101,25 @@ impl Reconciler {
 
     /// One pass over this node's claims.
     pub async fn run_once(&self, now: DateTime<Utc>) -> Result<ReconcileReport, ServiceError> {
-        let state = &self.state;
         let mut report = ReconcileReport::default();
-        let node = state.identity.current();
-        if !state.identity.is_live(now.timestamp_millis()) {
+        let node = self.identity.current();
+        if !self.identity.is_live() {
             report.fenced = true;
             return Ok(report);
         }
-        let ids = state.coord.claims_of(&node.id).await?;
+        let ids = self.coord.claims_of(&node.id).await?;
         if ids.is_empty() {
             return Ok(report);
         }
-        let claims = state.coord.claims_get(&ids).await?;
-        let tasks = state.store.tasks_map(&ids).await?;
+        let claims = self.coord.claims_get(&ids).await?;
+        let tasks = self.store.tasks_map(&ids).await?;
         let holders = ids
             .iter()
             .zip(&claims)
             .filter_map(|(id, claim)| holder(tasks.get(id)?, claim.as_ref()?));
         let runners = self.runners_of(holders).await?;
-        let clocks_since = self.clocks_since().await;
-        let thresholds = state.config.timings.thresholds();
+        let clocks_since = self.clocks_since(now).await;
+        let thresholds = &self.settings.thresholds;
 
         for (id, claim) in ids.iter().zip(claims) {
             let Some(claim) = claim.filter(|c| c.node == node.id) else {
@@ -93,7 +128,7 @@ impl Reconciler {
             report.examined += 1;
             let Some(task) = tasks.get(id) else {
                 // The task is gone (deleted by retention): nothing to own.
-                state.coord.claim_release(*id, claim.lease_id).await?;
+                self.coord.claim_release(*id, claim.lease_id).await?;
                 report.claims_dropped += 1;
                 crate::metrics::reconciler_action("drop_claim");
                 continue;
@@ -101,7 +136,7 @@ impl Reconciler {
             if task.status.is_dispatched() && task.lease_id != Some(claim.lease_id) {
                 // A claim from an older lease of a task that was leased again: the current
                 // lease has (or will get, through repair) its own claim.
-                state.coord.claim_release(*id, claim.lease_id).await?;
+                self.coord.claim_release(*id, claim.lease_id).await?;
                 report.claims_dropped += 1;
                 crate::metrics::reconciler_action("drop_claim");
                 continue;
@@ -115,17 +150,17 @@ impl Reconciler {
                 now,
                 clocks_since,
             };
-            let decision = decide(&inputs, &thresholds);
+            let decision = decide(&inputs, thresholds);
             if decision == Decision::Keep {
-                self.act(task, &claim, decision, &mut report).await?;
+                self.act(task, &claim, decision, now, &mut report).await?;
                 continue;
             }
             // An action on a task joins the task's trace, on whichever node owns it now.
-            let span = tracing::info_span!("task.reconcile", task.id = %id, node.id = %self.state.node_id(), decision = ?decision);
+            let span = tracing::info_span!("task.reconcile", task.id = %id, node.id = %node.id, decision = ?decision);
             trace_context::adopt_parent(&span, task.traceparent.as_deref());
             async {
                 tracing::info!(task.id = %id, status = %task.status, ?decision, "reconciling");
-                self.act(task, &claim, decision, &mut report).await
+                self.act(task, &claim, decision, now, &mut report).await
             }
             .instrument(span)
             .await?;
@@ -133,19 +168,21 @@ impl Reconciler {
         Ok(report)
     }
 
-    /// Staleness clocks start no earlier than this node's start or last outage, nor than
-    /// the last rebuild of Redis (presence was lost with the data).
-    async fn clocks_since(&self) -> DateTime<Utc> {
-        let node = self.state.clocks.since_ms();
-        let epoch = match self.state.coord.epoch_get().await {
+    /// Staleness clocks start no earlier than this node's start or last outage (and not
+    /// at all during one), nor than the last rebuild of Redis (presence was lost with
+    /// the data).
+    async fn clocks_since(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        let now_ms = now.timestamp_millis();
+        let node = self.clocks.measured_from_ms(now_ms);
+        let epoch = match self.coord.epoch_get().await {
             Ok(Some(epoch)) => epoch.since_ms,
-            _ => Utc::now().timestamp_millis(),
+            _ => now_ms,
         };
         ms(node.max(epoch))
     }
 
     /// What is known of each task's runner: presence from Redis, the row from Postgres
-    /// (deleted runners, and last-seen flushed there).
+    /// (deleted runners, last-seen flushed there, and when it registered).
     async fn runners_of(
         &self,
         holders: impl Iterator<Item = Uuid>,
@@ -156,9 +193,8 @@ impl Reconciler {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let presence = self.state.coord.presence_get(&ids).await?;
+        let presence = self.coord.presence_get(&ids).await?;
         let rows: HashMap<Uuid, RunnerRecord> = self
-            .state
             .store
             .runners_by_ids(&ids)
             .await?
@@ -170,7 +206,14 @@ impl Reconciler {
             .zip(presence)
             .filter_map(|(id, seen)| {
                 let row = rows.get(id)?;
-                let last_seen = seen.map(|(at, _)| ms(at)).max(row.last_seen);
+                // Its registration is contact too: a runner registered a moment ago has
+                // had no time for its presence to reach Redis (written once per
+                // `presence_write_ms`) or Postgres, and must not be judged as never heard
+                // since the clocks started.
+                let last_seen = seen
+                    .map(|(at, _)| ms(at))
+                    .max(row.last_seen)
+                    .max(Some(row.created_at));
                 if row.deleted_at.is_some() {
                     return Some((*id, RunnerFacts::Deleted { last_seen }));
                 }
@@ -185,24 +228,23 @@ impl Reconciler {
         task: &TaskRecord,
         claim: &Claim,
         decision: Decision,
+        now: DateTime<Utc>,
         report: &mut ReconcileReport,
     ) -> Result<(), ServiceError> {
-        let state = &self.state;
-        let node = state.node_id();
+        let node = self.identity.id();
         match decision {
             Decision::Keep => {}
-            Decision::Requeue(Reason::NeverDispatched) => {
-                // Postgres never recorded the lease: just undo the pop.
-                let place = Popped::of(&queue_entry(task), claim.lease_id);
-                if state.coord.claim_requeue(&node, &place).await? {
-                    report.requeued += 1;
-                    crate::metrics::reconciler_action("requeue");
-                }
-            }
             Decision::Requeue(reason) if task.status == TaskStatus::Queued => {
-                // Leased in Redis only: the claim goes back to being a queue entry.
+                // Leased in Redis only: the claim goes back to being a queue entry, once
+                // Postgres has voided the lease, so a start still on its way (its check
+                // against the claim passed before this pass read the row) cannot land
+                // after the task was handed to someone else.
+                let voided = self
+                    .store
+                    .tasks_void_leases(&[(task.id, claim.lease_id)], now)
+                    .await?;
                 let place = Popped::of(&queue_entry(task), claim.lease_id);
-                if state.coord.claim_requeue(&node, &place).await? {
+                if !voided.is_empty() && self.coord.claim_requeue(&node, &place).await? {
                     tracing::info!(task.id = %task.id, %reason, "requeued");
                     report.requeued += 1;
                     crate::metrics::reconciler_action("requeue");
@@ -210,15 +252,10 @@ impl Reconciler {
             }
             Decision::Requeue(reason) => {
                 let lease_id = claim.lease_id;
-                if let Some(requeued) = state
-                    .store
-                    .task_requeue(task.id, lease_id, Utc::now())
-                    .await?
-                {
+                if let Some(requeued) = self.store.task_requeue(task.id, lease_id, now).await? {
                     let place = Popped::of(&queue_entry(&requeued), lease_id);
-                    if !state.coord.claim_requeue(&node, &place).await? {
-                        state
-                            .coord
+                    if !self.coord.claim_requeue(&node, &place).await? {
+                        self.coord
                             .enqueue_unclaimed(&[queue_entry(&requeued)])
                             .await?;
                     }
@@ -247,12 +284,11 @@ impl Reconciler {
                 }
             }
             Decision::DropClaim => {
-                state.coord.claim_release(task.id, claim.lease_id).await?;
+                self.coord.claim_release(task.id, claim.lease_id).await?;
                 if task.status == TaskStatus::Scheduled
                     && let Some(run_at) = task.run_at
                 {
-                    state
-                        .coord
+                    self.coord
                         .delayed_add(&[(task.id, run_at.timestamp_millis())])
                         .await?;
                 }
@@ -273,7 +309,7 @@ impl Reconciler {
         reason: Reason,
     ) -> Result<Option<TaskRecord>, ServiceError> {
         let end = RunEnd::by_server(outcome, reason.as_str());
-        let ended = end_by_server(&self.state, task.id, claim.lease_id, end).await?;
+        let ended = self.finalizer.end(task.id, claim.lease_id, end).await?;
         if let Some(task) = &ended {
             tracing::info!(task.id = %task.id, status = %task.status, %reason, "run ended by the reconciler");
         }

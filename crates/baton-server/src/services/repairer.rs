@@ -14,14 +14,17 @@
 //! rebuild after Redis lost its data (see `rebuilder`).
 
 use super::ServiceError;
+use crate::config::Timings;
+use crate::identity::NodeIdentity;
 use crate::queueing::queue_entry;
-use crate::state::AppState;
-use baton_coord::Enqueue;
+use baton_coord::{ClusterClock, Coord, Enqueue};
 use baton_core::TaskStatus;
-use baton_store::TaskRecord;
+use baton_store::{Store, TaskRecord};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 const PAGE: i64 = 1000;
@@ -49,25 +52,50 @@ pub enum Mode {
     Rebuild,
 }
 
+#[derive(Debug, Clone)]
+pub struct RepairerSettings {
+    /// One periodic pass per interval, for the whole cluster.
+    pub interval: Duration,
+    /// How recent a change the periodic pass leaves alone: a submit or a promotion may be
+    /// between its Postgres write and its Redis add.
+    pub grace: Duration,
+}
+
+impl RepairerSettings {
+    pub fn of(timings: &Timings) -> Self {
+        let promote = Duration::from_millis(timings.promote_interval_ms);
+        RepairerSettings {
+            interval: Duration::from_millis(timings.repair_interval_ms),
+            grace: (promote * 3).max(Duration::from_secs(5)),
+        }
+    }
+}
+
 pub struct Repairer {
-    state: AppState,
+    settings: RepairerSettings,
+    identity: Arc<NodeIdentity>,
+    store: Store,
+    coord: Coord,
 }
 
 impl Repairer {
-    pub fn new(state: AppState) -> Self {
-        Repairer { state }
+    pub fn new(
+        settings: RepairerSettings,
+        identity: Arc<NodeIdentity>,
+        store: Store,
+        coord: Coord,
+    ) -> Self {
+        Repairer {
+            settings,
+            identity,
+            store,
+            coord,
+        }
     }
 
-    fn grace(&self) -> Duration {
-        let promote = Duration::from_millis(self.state.config.timings.promote_interval_ms);
-        (promote * 3).max(Duration::from_secs(5))
-    }
-
-    pub async fn run(self) {
-        let interval = Duration::from_millis(self.state.config.timings.repair_interval_ms);
-        let shutdown = self.state.shutdown.clone();
-        super::every(interval, shutdown, || async {
-            match self.run_locked(Utc::now()).await {
+    pub async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
+        super::every(self.settings.interval, shutdown, || async {
+            match self.run_locked(clock.now()).await {
                 Ok(r) if r != RepairReport::default() && !r.skipped => {
                     tracing::info!(report = ?r, "repair pass changed things");
                 }
@@ -80,20 +108,18 @@ impl Repairer {
 
     /// One periodic pass, if no other node ran one this interval.
     pub async fn run_locked(&self, now: DateTime<Utc>) -> Result<RepairReport, ServiceError> {
-        let state = &self.state;
-        if !state.identity.is_live(now.timestamp_millis()) {
+        if !self.identity.is_live() {
             return Ok(RepairReport {
                 skipped: true,
                 ..Default::default()
             });
         }
-        let owner = format!("{}:{}", state.node_id(), Uuid::new_v4());
+        let owner = format!("{}:{}", self.identity.id(), Uuid::new_v4());
         // The lock outlives the pass: one pass per interval for the whole cluster, not
         // one per node. It lapses a little before this node's next tick, so the node
         // that took it keeps the turn while it lives.
-        let interval = Duration::from_millis(state.config.timings.repair_interval_ms);
-        let ttl = interval.mul_f64(0.9);
-        let Some(lock) = state.coord.lock_acquire("repair", &owner, ttl).await? else {
+        let ttl = self.settings.interval.mul_f64(0.9);
+        let Some(lock) = self.coord.lock_acquire("repair", &owner, ttl).await? else {
             return Ok(RepairReport {
                 skipped: true,
                 ..Default::default()
@@ -103,13 +129,13 @@ impl Repairer {
             .run_once(
                 now,
                 Mode::Periodic {
-                    grace: self.grace(),
+                    grace: self.settings.grace,
                 },
             )
             .await;
         if result.is_err() {
             // Another node may try sooner than the next interval.
-            let _ = state.coord.lock_release(&lock).await;
+            let _ = self.coord.lock_release(&lock).await;
         }
         result
     }
@@ -144,14 +170,14 @@ impl Repairer {
         report: &mut RepairReport,
     ) -> Result<(), ServiceError> {
         loop {
-            let expired = self.state.store.tasks_expire_due(now, PAGE).await?;
+            let expired = self.store.tasks_expire_due(now, PAGE).await?;
             let places: Vec<(Uuid, String)> = expired
                 .iter()
                 .map(|t| (t.id, queue_entry(t).key_rel()))
                 .collect();
-            self.state.coord.queue_remove(&places).await?;
+            self.coord.queue_remove(&places).await?;
             if expired.iter().any(|t| t.notify_url.is_some()) {
-                self.state.coord.publish(&baton_coord::Wake::Outbox).await?;
+                self.coord.publish(&baton_coord::Wake::Outbox).await?;
             }
             report.expired += expired.len();
             if (expired.len() as i64) < PAGE {
@@ -168,12 +194,11 @@ impl Repairer {
     ) -> Result<(), ServiceError> {
         loop {
             let promoted = self
-                .state
                 .store
                 .tasks_promote_overdue(due_before, now, PAGE)
                 .await?;
             let entries: Vec<Enqueue> = promoted.iter().map(queue_entry).collect();
-            self.state.coord.enqueue_unclaimed(&entries).await?;
+            self.coord.enqueue_unclaimed(&entries).await?;
             report.promoted += promoted.len();
             if (promoted.len() as i64) < PAGE {
                 return Ok(());
@@ -186,9 +211,9 @@ impl Repairer {
         settled_before: DateTime<Utc>,
         report: &mut RepairReport,
     ) -> Result<(), ServiceError> {
-        let coord = &self.state.coord;
+        let coord = &self.coord;
         let mut pages = Pages::new(&[TaskStatus::Queued]);
-        while let Some(page) = pages.next(&self.state.store).await? {
+        while let Some(page) = pages.next(&self.store).await? {
             let entries: Vec<Enqueue> = page
                 .iter()
                 .filter(|t| t.updated_at < settled_before)
@@ -211,14 +236,14 @@ impl Repairer {
         now: DateTime<Utc>,
         report: &mut RepairReport,
     ) -> Result<(), ServiceError> {
-        let coord = &self.state.coord;
-        let me = self.state.node_id();
+        let coord = &self.coord;
+        let me = self.identity.id();
         let mut pages = Pages::new(&[
             TaskStatus::Leased,
             TaskStatus::Running,
             TaskStatus::Cancelling,
         ]);
-        while let Some(page) = pages.next(&self.state.store).await? {
+        while let Some(page) = pages.next(&self.store).await? {
             let ids: Vec<Uuid> = page.iter().map(|t| t.id).collect();
             let claims = coord.claims_get(&ids).await?;
             for (task, claim) in page.iter().zip(claims) {
@@ -227,6 +252,7 @@ impl Repairer {
                     && coord
                         .claim_if_absent(
                             task.id,
+                            &queue_entry(task).key_rel(),
                             &me,
                             lease,
                             (task.runner_id, task.boot_id),
@@ -244,12 +270,12 @@ impl Repairer {
 
     async fn rebuild_delayed(&self, report: &mut RepairReport) -> Result<(), ServiceError> {
         let mut pages = Pages::new(&[TaskStatus::Scheduled]);
-        while let Some(page) = pages.next(&self.state.store).await? {
+        while let Some(page) = pages.next(&self.store).await? {
             let due: Vec<(Uuid, i64)> = page
                 .iter()
                 .filter_map(|t| Some((t.id, t.run_at?.timestamp_millis())))
                 .collect();
-            self.state.coord.delayed_add(&due).await?;
+            self.coord.delayed_add(&due).await?;
             report.delayed += due.len();
         }
         Ok(())
@@ -259,13 +285,13 @@ impl Repairer {
     async fn statuses(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, TaskRecord>, ServiceError> {
         let mut out = HashMap::new();
         for chunk in ids.chunks(PAGE as usize) {
-            out.extend(self.state.store.tasks_map(chunk).await?);
+            out.extend(self.store.tasks_map(chunk).await?);
         }
         Ok(out)
     }
 
     async fn drop_stale_claims(&self, report: &mut RepairReport) -> Result<(), ServiceError> {
-        let claims = self.state.coord.claims_all().await?;
+        let claims = self.coord.claims_all().await?;
         let ids: Vec<Uuid> = claims.iter().map(|(id, _)| *id).collect();
         let tasks = self.statuses(&ids).await?;
         for (id, claim) in claims {
@@ -273,7 +299,7 @@ impl Repairer {
                 None => true,
                 Some(t) => t.status.is_terminal() || t.status == TaskStatus::Scheduled,
             };
-            if moved_on && self.state.coord.claim_release(id, claim.lease_id).await? {
+            if moved_on && self.coord.claim_release(id, claim.lease_id).await? {
                 report.claims_dropped += 1;
             }
         }
@@ -281,7 +307,7 @@ impl Repairer {
     }
 
     async fn drop_stale_entries(&self, report: &mut RepairReport) -> Result<(), ServiceError> {
-        for (queue_key, ids) in self.state.coord.queue_entries().await? {
+        for (queue_key, ids) in self.coord.queue_entries().await? {
             let tasks = self.statuses(&ids).await?;
             let stale: Vec<(Uuid, String)> = ids
                 .into_iter()
@@ -289,7 +315,7 @@ impl Repairer {
                 .map(|id| (id, queue_key.clone()))
                 .collect();
             report.entries_dropped += stale.len();
-            self.state.coord.queue_remove(&stale).await?;
+            self.coord.queue_remove(&stale).await?;
         }
         Ok(())
     }

@@ -28,15 +28,13 @@ pub(super) async fn insert(
         return Ok(Vec::new());
     }
     let rows: Vec<Value> = tasks.iter().map(insert_row).collect();
-    let created: HashMap<Uuid, TaskRecord> =
+    let created = super::by_id(
         sqlx::query_as::<_, TaskRecord>(sqlx::AssertSqlSafe(sql::insert(1, 2)))
             .bind(Json(rows))
             .bind(now)
             .fetch_all(&mut *conn)
-            .await?
-            .into_iter()
-            .map(|t| (t.id, t))
-            .collect();
+            .await?,
+    );
     super::with_repeated_keys(&mut *conn, tasks, created).await
 }
 
@@ -49,18 +47,15 @@ pub(super) async fn start(
     let mut answered = Vec::with_capacity(starts.len());
     for round in rounds(starts, |s| s.task) {
         let batch: Vec<&StartRun> = round.iter().map(|&i| &starts[i]).collect();
-        let changed: HashMap<Uuid, i32> =
-            sqlx::query_as::<_, (Uuid, i32)>(sqlx::AssertSqlSafe(statement.clone()))
-                .bind(batch.iter().map(|s| s.task).collect::<Vec<_>>())
-                .bind(batch.iter().map(|s| s.lease_id).collect::<Vec<_>>())
-                .bind(batch.iter().map(|s| s.runner_id).collect::<Vec<_>>())
-                .bind(batch.iter().map(|s| s.boot_id).collect::<Vec<_>>())
-                .bind(batch.iter().map(|s| s.leased_at).collect::<Vec<_>>())
-                .bind(now)
-                .fetch_all(&mut *conn)
-                .await?
-                .into_iter()
-                .collect();
+        let changed: HashMap<Uuid, i32> = super::bind_starts(
+            sqlx::query_as::<_, (Uuid, i32)>(sqlx::AssertSqlSafe(statement.clone())),
+            &batch,
+            now,
+        )
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .collect();
         let refused: Vec<Uuid> = batch
             .iter()
             .filter(|s| !changed.contains_key(&s.task))
@@ -201,27 +196,22 @@ pub(super) async fn finish(
     let mut answered = Vec::with_capacity(finishes.len());
     for round in rounds(finishes, |f| f.task) {
         let batch: Vec<&FinishRun> = round.iter().map(|&i| &finishes[i]).collect();
-        let ended: HashMap<Uuid, TaskRecord> = super::bind_finishes(
-            sqlx::query_as::<_, TaskRecord>(sqlx::AssertSqlSafe(statement.clone())),
-            &batch,
-            how,
-        )
-        .fetch_all(&mut *conn)
-        .await?
-        .into_iter()
-        .map(|t| (t.id, t))
-        .collect();
+        let ended = super::by_id(
+            super::bind_finishes(
+                sqlx::query_as::<_, TaskRecord>(sqlx::AssertSqlSafe(statement.clone())),
+                &batch,
+                how,
+            )
+            .fetch_all(&mut *conn)
+            .await?,
+        );
         written.extend(ended.values().map(|t| t.status).filter(|s| s.is_terminal()));
         let refused: Vec<Uuid> = batch
             .iter()
             .filter(|f| !ended.contains_key(&f.task))
             .map(|f| f.task)
             .collect();
-        let as_they_stand: HashMap<Uuid, TaskRecord> = read(conn, &refused)
-            .await?
-            .into_iter()
-            .map(|t| (t.id, t))
-            .collect();
+        let as_they_stand = super::rows_of(conn, &refused).await?;
         for (&i, f) in round.iter().zip(&batch) {
             let answer = match ended.get(&f.task) {
                 Some(row) => Ok(row.clone()),

@@ -20,6 +20,7 @@ mod sql;
 
 use crate::error::StoreError;
 use crate::logs::LogAppend;
+use crate::metered::MeteredPool;
 use crate::runs::{Fence, FinishPolicy, RunEnd};
 use crate::tasks::{NewTask, TaskRecord};
 use baton_core::TaskStatus;
@@ -31,8 +32,6 @@ use sqlx::query::QueryAs;
 use sqlx::types::Json;
 use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
-
-pub(crate) use one_statement::{eligible as fits_one_statement, write as write_one_statement};
 
 /// A runner's start acknowledgement, its lease already checked against the task's claim
 /// in Redis (design.md §4.3): `queued -> running` under that lease.
@@ -138,12 +137,30 @@ impl Apply {
     }
 }
 
-/// Applies `work` on `conn` by the general path (inside the caller's transaction).
-pub(crate) async fn apply(
-    conn: &mut PgConnection,
+/// Writes `work` and commits: as one statement when it fits, else by the general path in
+/// a transaction. `before_commit` runs just before the commit (the group commit's fault
+/// hook). Counts the runs it ended.
+pub(crate) async fn write(
+    pool: &MeteredPool,
     work: &Work,
     how: &Apply,
+    before_commit: impl FnOnce(),
 ) -> Result<Done, StoreError> {
+    let done = if one_statement::eligible(work) {
+        one_statement::write(pool, work, how, before_commit).await?
+    } else {
+        let mut tx = pool.begin().await?;
+        let done = apply(&mut tx, work, how).await?;
+        before_commit();
+        tx.commit().await?;
+        done
+    };
+    done.ended.iter().for_each(|s| crate::runs::count_ended(*s));
+    Ok(done)
+}
+
+/// Applies `work` on `conn` by the general path (inside the caller's transaction).
+async fn apply(conn: &mut PgConnection, work: &Work, how: &Apply) -> Result<Done, StoreError> {
     // In this order: a start, then its log, then its end, then what is read.
     let inserts = by_kind::insert(conn, &work.inserts, how.now).await?;
     let starts = by_kind::start(conn, &work.starts, how.now).await?;
@@ -199,12 +216,35 @@ async fn with_repeated_keys(
         .collect())
 }
 
+/// Rows by task id.
+fn by_id(rows: Vec<TaskRecord>) -> HashMap<Uuid, TaskRecord> {
+    rows.into_iter().map(|t| (t.id, t)).collect()
+}
+
+/// The rows of `ids` as they stand, by task id.
+async fn rows_of(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, TaskRecord>, StoreError> {
+    Ok(by_id(by_kind::read(conn, ids).await?))
+}
+
+/// `batch` in task id order. Every statement that updates several rows takes their locks
+/// in this one order, so two writers of the group commit whose batches share tasks wait
+/// for each other instead of deadlocking.
+fn by_task<'a, T>(batch: &[&'a T], task: impl Fn(&T) -> Uuid) -> Vec<&'a T> {
+    let mut sorted = batch.to_vec();
+    sorted.sort_by_key(|t| task(t));
+    sorted
+}
+
 /// The binds of `sql::finish` for `batch`, in order.
 fn bind_finishes<'q, O>(
     query: QueryAs<'q, sqlx::Postgres, O, PgArguments>,
     batch: &[&FinishRun],
     how: &Apply,
 ) -> QueryAs<'q, sqlx::Postgres, O, PgArguments> {
+    let batch = by_task(batch, |f| f.task);
     let backoff = &how.policy.backoff;
     // The delay of a retry is looked up by attempt (the doubling stays in `Backoff`) and
     // scaled by each report's own jitter.
@@ -241,13 +281,34 @@ fn bind_finishes<'q, O>(
         )
         .bind(how.now)
         .bind(schedule)
+        .bind(sql::FINISH_FROM.map(TaskStatus::as_str).to_vec())
+}
+
+/// The binds of `sql::start` for `batch`, in order.
+fn bind_starts<'q, O>(
+    query: QueryAs<'q, sqlx::Postgres, O, PgArguments>,
+    batch: &[&StartRun],
+    now: DateTime<Utc>,
+) -> QueryAs<'q, sqlx::Postgres, O, PgArguments> {
+    let batch = by_task(batch, |s| s.task);
+    let [queued, leased] = sql::START_FROM.map(TaskStatus::as_str);
+    query
+        .bind(batch.iter().map(|s| s.task).collect::<Vec<_>>())
+        .bind(batch.iter().map(|s| s.lease_id).collect::<Vec<_>>())
+        .bind(batch.iter().map(|s| s.runner_id).collect::<Vec<_>>())
+        .bind(batch.iter().map(|s| s.boot_id).collect::<Vec<_>>())
+        .bind(batch.iter().map(|s| s.leased_at).collect::<Vec<_>>())
+        .bind(now)
+        .bind(queued)
+        .bind(leased)
 }
 
 /// Why a start changed nothing (`holder`: the row as it stands).
 fn start_refused(holder: Option<&Holder>, s: &StartRun) -> Result<Started, StoreError> {
     refusal(holder, s.runner_id, s.lease_id, |h| {
-        // The same start again (its answer was lost): it took effect.
-        h.status == TaskStatus::Running
+        // The same start again (its answer was lost): it took effect, and a cancel may
+        // have followed it.
+        matches!(h.status, TaskStatus::Running | TaskStatus::Cancelling)
     })
     .map(|h| Started {
         status: h.status,
@@ -340,12 +401,12 @@ impl Holder {
 /// found — its existence is not leaked; a moved status or another lease of this runner's
 /// is a conflict. `already_done` recognises a retried report whose first attempt took
 /// effect, which is answered with the task as it stands.
-fn refusal<'h>(
-    holder: Option<&'h Holder>,
+fn refusal(
+    holder: Option<&Holder>,
     runner_id: Uuid,
     lease_id: Uuid,
     already_done: impl Fn(&Holder) -> bool,
-) -> Result<&'h Holder, StoreError> {
+) -> Result<&Holder, StoreError> {
     let holder = holder
         .filter(|h| h.runner_id == Some(runner_id))
         .ok_or(StoreError::NotFound)?;

@@ -2,13 +2,14 @@
 //! run ends with their outbox rows, the inserts and the reads are each a
 //! data-modifying (or reading) `WITH` part of it, so the whole batch is one round trip
 //! to Postgres and one commit (the statement's own), atomic as a transaction would be.
-//! The parts see the same snapshot: a read of a task started or ended in the same batch
-//! sees it as it was before — which is why a task may appear only once.
+//! The parts see the same snapshot, so a task may be written only once, and a read of a
+//! task the batch writes is answered from what the write returned (or, when it changed
+//! nothing, from a read after the statement), never from the snapshot.
 
 use super::sql;
 use super::{
-    Apply, Done, Holder, Started, Work, bind_finishes, finish_refused, insert_row, start_refused,
-    with_repeated_keys,
+    Apply, Done, Holder, Started, Work, bind_finishes, bind_starts, finish_refused, insert_row,
+    start_refused, with_repeated_keys,
 };
 use crate::error::StoreError;
 use crate::metered::MeteredPool;
@@ -25,35 +26,39 @@ pub(crate) fn eligible(work: &Work) -> bool {
         return false;
     }
     let mut seen = HashSet::new();
-    work.starts
+    let once = work
+        .starts
         .iter()
         .map(|s| s.task)
         .chain(work.finishes.iter().map(|f| f.task))
-        .all(|id| seen.insert(id))
+        .all(|id| seen.insert(id));
+    // A read of a task inserted by the same statement would see the snapshot from
+    // before it: no row.
+    once && !work.inserts.iter().any(|t| work.reads.contains(&t.id))
 }
 
 /// The statement for the kinds `work` holds: only those parts, so Postgres plans no more
 /// than it runs; each set of parts is its own prepared statement. Parameters, in order:
-/// starts (6), run ends (11), inserts (2), reads (1), of the parts present.
-fn statement(work: &Work) -> String {
+/// starts (8), run ends (12), inserts (2), reads (1), of the parts present.
+fn statement(work: &Work, reads: bool) -> String {
     let (mut parts, mut selects, mut next) = (Vec::new(), Vec::new(), 1);
     if !work.starts.is_empty() {
         parts.push(format!("s AS ({} RETURNING t.*)", sql::start(next)));
         selects.push("SELECT 's' AS kind, s.* FROM s");
-        next += 6;
+        next += 8;
     }
     if !work.finishes.is_empty() {
         parts.push(format!("f AS ({} RETURNING t.*)", sql::finish(next)));
         parts.push(format!("w AS ({})", sql::outbox_of("f", next + 9)));
         selects.push("SELECT 'f' AS kind, f.* FROM f");
-        next += 11;
+        next += 12;
     }
     if !work.inserts.is_empty() {
         parts.push(format!("i AS ({})", sql::insert(next, next + 1)));
         selects.push("SELECT 'i' AS kind, i.* FROM i");
         next += 2;
     }
-    if !work.reads.is_empty() {
+    if reads {
         parts.push(format!(
             "r AS (SELECT * FROM tasks WHERE id = ANY(${next}))"
         ));
@@ -80,15 +85,23 @@ pub(crate) async fn write(
     let mut conn = pool.acquire().await?;
     let starts = &work.starts;
     let finishes: Vec<_> = work.finishes.iter().collect();
-    let mut query = sqlx::query_as::<_, Returned>(sqlx::AssertSqlSafe(statement(work)));
+    let written: HashSet<Uuid> = starts
+        .iter()
+        .map(|s| s.task)
+        .chain(finishes.iter().map(|f| f.task))
+        .collect();
+    let mut reads = work.reads.clone();
+    reads.sort();
+    reads.dedup();
+    let (read_written, plain_reads): (Vec<Uuid>, Vec<Uuid>) =
+        reads.into_iter().partition(|id| written.contains(id));
+    let mut query = sqlx::query_as::<_, Returned>(sqlx::AssertSqlSafe(statement(
+        work,
+        !plain_reads.is_empty(),
+    )));
     if !starts.is_empty() {
-        query = query
-            .bind(starts.iter().map(|s| s.task).collect::<Vec<_>>())
-            .bind(starts.iter().map(|s| s.lease_id).collect::<Vec<_>>())
-            .bind(starts.iter().map(|s| s.runner_id).collect::<Vec<_>>())
-            .bind(starts.iter().map(|s| s.boot_id).collect::<Vec<_>>())
-            .bind(starts.iter().map(|s| s.leased_at).collect::<Vec<_>>())
-            .bind(how.now);
+        let starts: Vec<_> = starts.iter().collect();
+        query = bind_starts(query, &starts, how.now);
     }
     if !finishes.is_empty() {
         query = bind_finishes(query, &finishes, how);
@@ -97,8 +110,8 @@ pub(crate) async fn write(
         let inserts: Vec<Value> = work.inserts.iter().map(insert_row).collect();
         query = query.bind(Json(inserts)).bind(how.now);
     }
-    if !work.reads.is_empty() {
-        query = query.bind(&work.reads);
+    if !plain_reads.is_empty() {
+        query = query.bind(&plain_reads);
     }
     before_commit();
     let returned = query.fetch_all(&mut *conn).await?;
@@ -108,7 +121,7 @@ pub(crate) async fn write(
     for Returned { kind, task } in returned {
         match kind.as_str() {
             "s" => {
-                started.insert(task.id, task.attempt);
+                started.insert(task.id, task);
             }
             "f" => {
                 ended.insert(task.id, task);
@@ -131,12 +144,15 @@ pub(crate) async fn write(
                 .filter(|id| !ended.contains_key(id)),
         )
         .collect();
-    let as_they_stand: HashMap<Uuid, TaskRecord> = super::by_kind::read(&mut conn, &refused)
-        .await?
-        .into_iter()
-        .map(|t| (t.id, t))
-        .collect();
+    let as_they_stand = super::rows_of(&mut conn, &refused).await?;
     let inserts = with_repeated_keys(&mut conn, &work.inserts, created).await?;
+    read.extend(read_written.iter().filter_map(|id| {
+        started
+            .get(id)
+            .or_else(|| ended.get(id))
+            .or_else(|| as_they_stand.get(id))
+            .cloned()
+    }));
     let written: Vec<TaskStatus> = ended
         .values()
         .map(|t| t.status)
@@ -147,9 +163,9 @@ pub(crate) async fn write(
         starts: starts
             .iter()
             .map(|s| match started.get(&s.task) {
-                Some(&attempt) => Ok(Started {
+                Some(row) => Ok(Started {
                     status: TaskStatus::Running,
-                    attempt,
+                    attempt: row.attempt,
                 }),
                 None => start_refused(as_they_stand.get(&s.task).map(Holder::of).as_ref(), s),
             })

@@ -1,6 +1,13 @@
 //! The SQL of each hot-path transition, written once: the statements of the general
 //! path (`by_kind.rs`) and the one-statement path (`one_statement.rs`) are both built
 //! from these, with their parameters numbered from where each is placed.
+//!
+//! The statuses a compare-and-set expects are bound as parameters, not spelled in the
+//! SQL: these statements run as generic plans, and a generic plan cannot match a bound
+//! status to the partial indexes on `status`. So each row is found by its id, through
+//! the primary key, whatever the table's statistics say — spelled out, the planner took
+//! the partial index while its statistics still called the queue small after a burst of
+//! submits, and read every queued row to start a few.
 
 use baton_core::TaskStatus;
 
@@ -28,7 +35,15 @@ pub(super) fn insert(json: usize, now: usize) -> String {
     )
 }
 
-/// The starts `$p..$p+4` (task, lease, runner, boot, leased_at) at `$p+5`: `queued ->
+/// The statuses `start` expects, bound after its other parameters.
+pub(super) const START_FROM: [TaskStatus; 2] = [TaskStatus::Queued, TaskStatus::Leased];
+
+/// The statuses `finish` expects, bound as one array after its other parameters.
+pub(super) const FINISH_FROM: [TaskStatus; 2] = [TaskStatus::Running, TaskStatus::Cancelling];
+
+/// The starts `$p..$p+4` (task, lease, runner, boot, leased_at) at `$p+5`, with
+/// [`START_FROM`] at `$p+6` and `$p+7`, each for a runner that may take it
+/// ([`RUNNER_MAY_TAKE`]): `queued ->
 /// running` under the lease the caller checked against the claim, or `leased ->
 /// running` for a row leased in Postgres (by a node of the previous version) under the
 /// lease it recorded. The attempt count goes up and the log starts afresh.
@@ -36,23 +51,36 @@ pub(super) fn insert(json: usize, now: usize) -> String {
 /// A queued row keeps the lease of its last run (`runs.rs` never clears it), and that
 /// lease cannot start it again: a start checked against the claim, then held up (a node
 /// frozen, a slow network) while its resent twin started, ran and ended the run, must
-/// not start the retry that is queued now.
+/// not start the retry that is queued now. Nor can a lease voided before its task was
+/// put back in its queue (`voided_leases`, `tasks_void_leases`).
 pub(super) fn start(p: usize) -> String {
     let (ids, leases, runners, boots, leased_at, now) = (p, p + 1, p + 2, p + 3, p + 4, p + 5);
+    let (queued, leased) = (p + 6, p + 7);
     format!(
         "UPDATE tasks t
          SET status = 'running', lease_id = r.lease, runner_id = r.runner,
              boot_id = COALESCE(r.boot, t.boot_id),
-             leased_at = CASE WHEN t.status = 'queued' THEN r.leased_at ELSE t.leased_at END,
+             leased_at = CASE WHEN t.status = ${queued} THEN r.leased_at ELSE t.leased_at END,
              started_at = ${now}, updated_at = ${now}, attempt = t.attempt + 1,
              log_size = 0, log_truncated = false, log_incomplete = false
          FROM unnest(${ids}::uuid[], ${leases}::uuid[], ${runners}::uuid[], ${boots}::uuid[],
                      ${leased_at}::timestamptz[]) AS r(id, lease, runner, boot, leased_at)
          WHERE t.id = r.id
-           AND ((t.status = 'queued' AND t.lease_id IS DISTINCT FROM r.lease)
-                OR (t.status = 'leased' AND t.lease_id = r.lease AND t.runner_id = r.runner))"
+           AND ((t.status = ${queued} AND t.lease_id IS DISTINCT FROM r.lease
+                 AND NOT r.lease = ANY(t.voided_leases))
+                OR (t.status = ${leased} AND t.lease_id = r.lease AND t.runner_id = r.runner))
+           AND {RUNNER_MAY_TAKE}"
     )
 }
+
+/// Who may take a task is decided here, at the start, from Postgres — not trusted from
+/// Redis, which only proposed it: the runner exists, is neither deleted nor paused, has
+/// every label the task needs, and serves its queue (or every queue). A queue entry
+/// forged in Redis, or a deleted runner's stale cache entry, starts nothing.
+const RUNNER_MAY_TAKE: &str = "EXISTS (SELECT 1 FROM runners w
+                  WHERE w.id = r.runner AND w.deleted_at IS NULL AND NOT w.paused
+                    AND t.labels <@ w.labels
+                    AND (cardinality(w.queues) = 0 OR t.queue = ANY(w.queues)))";
 
 /// The retry rule of `baton_core::retry::after_run`, as SQL over the row before the
 /// update (`t`) and the report (`r`): a `running` task whose run failed or timed out
@@ -61,12 +89,16 @@ pub(super) fn start(p: usize) -> String {
 const RETRIES: &str = "(t.status = 'running' AND r.outcome IN ('failed', 'timed_out')
                         AND t.attempt < t.max_attempts)";
 
+/// The rule of `after_run` for a server's end (no runner, so no result) of a run being
+/// cancelled: the cancel stands.
+const CANCELLED_BY_SERVER: &str = "(t.status = 'cancelling' AND r.runner IS NULL)";
+
 /// The run ends `$p..$p+8` (task, lease, runner or NULL for the server's own, outcome,
 /// exit code, error, outputs, log size, jitter factor) at `$p+9`, with the retry
-/// schedule `$p+10` (`Backoff::schedule`, in seconds): each fenced by its lease (and
-/// runner), from `running` or `cancelling` only.
+/// schedule `$p+10` (`Backoff::schedule`, in seconds) and [`FINISH_FROM`] at `$p+11`:
+/// each fenced by its lease (and runner), from `running` or `cancelling` only.
 pub(super) fn finish(p: usize) -> String {
-    let (now, schedule) = (p + 9, p + 10);
+    let (now, schedule, from) = (p + 9, p + 10, p + 11);
     let arrays: Vec<String> = [
         "uuid", "uuid", "uuid", "text", "int4", "text", "jsonb", "int8", "float8",
     ]
@@ -76,7 +108,9 @@ pub(super) fn finish(p: usize) -> String {
     .collect();
     format!(
         "UPDATE tasks t
-         SET status = CASE WHEN {RETRIES} THEN 'scheduled' ELSE r.outcome END,
+         SET status = CASE WHEN {RETRIES} THEN 'scheduled'
+                           WHEN {CANCELLED_BY_SERVER} THEN 'cancelled'
+                           ELSE r.outcome END,
              run_at = CASE WHEN {RETRIES}
                  THEN ${now} + make_interval(secs => (${schedule}::float8[])
                           [LEAST(GREATEST(t.attempt, 1), cardinality(${schedule}::float8[]))] * r.jitter)
@@ -87,7 +121,7 @@ pub(super) fn finish(p: usize) -> String {
          FROM unnest({}) AS r(id, lease, runner, outcome, exit_code, error, outputs, log_size, jitter)
          WHERE t.id = r.id AND t.lease_id = r.lease
            AND (r.runner IS NULL OR t.runner_id = r.runner)
-           AND t.status IN ('running', 'cancelling')",
+           AND t.status = ANY(${from}::text[])",
         arrays.join(", ")
     )
 }

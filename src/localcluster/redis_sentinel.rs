@@ -1,0 +1,291 @@
+//! Redis behind Sentinel on this machine: a master, a replica, and three sentinels that
+//! agree (a quorum of two) when the master is down and promote the replica. The drill
+//! kills the master, or asks for a failover by hand (`SENTINEL FAILOVER`), and brings the
+//! killed one back, which the sentinels make a replica of the new master.
+//!
+//! Nothing is persisted: what the master acknowledged but had not sent to its replica
+//! is lost in a failover, which is the case Baton must survive (Postgres is the truth).
+
+use super::ports::Ports;
+use super::processes::{StopPolicy, Supervised};
+use super::readiness::wait_until;
+use super::workdir::WorkDir;
+use anyhow::Context;
+use nix::sys::signal::Signal;
+use std::time::{Duration, Instant};
+use tokio::process::Command;
+
+pub const MASTER_NAME: &str = "mymaster";
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+pub struct RedisSentinel {
+    work: WorkDir,
+    /// The two data servers; either may be the master.
+    pub redis_ports: [u16; 2],
+    redis: [Option<Supervised>; 2],
+    pub sentinel_ports: [u16; 3],
+    sentinels: Vec<Supervised>,
+}
+
+async fn connect(port: u16) -> anyhow::Result<redis::aio::MultiplexedConnection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
+    Ok(tokio::time::timeout(
+        Duration::from_secs(2),
+        client.get_multiplexed_async_connection(),
+    )
+    .await
+    .context("connecting to redis")??)
+}
+
+impl RedisSentinel {
+    fn spawn_redis(
+        work: &WorkDir,
+        port: u16,
+        replica_of: Option<u16>,
+    ) -> anyhow::Result<Supervised> {
+        let dir = work.join("redis");
+        let mut command = Command::new("redis-server");
+        command
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            // Each its own file, though nothing is saved: a restart must not load another's.
+            .args(["--dbfilename", &format!("dump-{port}.rdb")])
+            .args(["--repl-diskless-sync-delay", "0"])
+            .arg("--dir")
+            .arg(&dir);
+        if let Some(master) = replica_of {
+            command.args(["--replicaof", "127.0.0.1", &master.to_string()]);
+        }
+        Supervised::spawn(
+            format!("redis-{port}"),
+            command,
+            &work.log(&format!("redis-{port}")),
+            StopPolicy::signal(Signal::SIGTERM),
+        )
+        .map_err(|e| e.context("is redis-server installed? ./scripts/test.sh installs it"))
+    }
+
+    fn spawn_sentinel(work: &WorkDir, port: u16, master: u16) -> anyhow::Result<Supervised> {
+        // A sentinel rewrites its configuration file as it learns: it must be a real file.
+        let conf = work.join(&format!("sentinel-{port}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {dir}\n\
+                 sentinel monitor {MASTER_NAME} 127.0.0.1 {master} 2\n\
+                 sentinel down-after-milliseconds {MASTER_NAME} 2000\n\
+                 sentinel failover-timeout {MASTER_NAME} 3000\n\
+                 sentinel parallel-syncs {MASTER_NAME} 1\n",
+                dir = work.join("redis").display()
+            ),
+        )?;
+        let mut command = Command::new("redis-server");
+        command.arg(&conf).arg("--sentinel");
+        Supervised::spawn(
+            format!("sentinel-{port}"),
+            command,
+            &work.log(&format!("sentinel-{port}")),
+            StopPolicy::signal(Signal::SIGTERM),
+        )
+    }
+
+    /// A master with its replica in sync, and three sentinels that all know both and
+    /// each other.
+    pub async fn start(work: &WorkDir, ports: &mut Ports) -> anyhow::Result<RedisSentinel> {
+        let redis_ports = [ports.pick()?, ports.pick()?];
+        let sentinel_ports = [ports.pick()?, ports.pick()?, ports.pick()?];
+        let mut master = Self::spawn_redis(work, redis_ports[0], None)?;
+        wait_until(&mut master, "redis to listen", READY_WITHIN, || async {
+            connect(redis_ports[0]).await.is_ok()
+        })
+        .await?;
+        let mut replica = Self::spawn_redis(work, redis_ports[1], Some(redis_ports[0]))?;
+        wait_until(
+            &mut replica,
+            "the replica to sync",
+            READY_WITHIN,
+            || async {
+                let Ok(mut conn) = connect(redis_ports[1]).await else {
+                    return false;
+                };
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                info.contains("master_link_status:up")
+            },
+        )
+        .await?;
+        let mut sentinels = Vec::new();
+        for port in sentinel_ports {
+            sentinels.push(Self::spawn_sentinel(work, port, redis_ports[0])?);
+        }
+        for (sentinel, port) in sentinels.iter_mut().zip(sentinel_ports) {
+            wait_until(
+                sentinel,
+                "the sentinels to know each other",
+                READY_WITHIN,
+                || async move {
+                    let Ok(mut conn) = connect(port).await else {
+                        return false;
+                    };
+                    let info: Vec<String> = redis::cmd("SENTINEL")
+                        .arg("MASTER")
+                        .arg(MASTER_NAME)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap_or_default();
+                    let field = |name: &str| {
+                        info.iter()
+                            .position(|f| f == name)
+                            .and_then(|i| info.get(i + 1))
+                            .cloned()
+                    };
+                    field("num-other-sentinels").as_deref() == Some("2")
+                        && field("num-slaves").as_deref() == Some("1")
+                },
+            )
+            .await?;
+        }
+        Ok(RedisSentinel {
+            work: work.clone(),
+            redis_ports,
+            redis: [Some(master), Some(replica)],
+            sentinel_ports,
+            sentinels,
+        })
+    }
+
+    /// `host:port` of each sentinel, for `--redis-sentinel`.
+    pub fn addresses(&self) -> Vec<String> {
+        self.sentinel_ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect()
+    }
+
+    /// Which of the two data servers the sentinels call the master now.
+    pub async fn master(&self) -> anyhow::Result<usize> {
+        for port in self.sentinel_ports {
+            let Ok(mut conn) = connect(port).await else {
+                continue;
+            };
+            let addr: Option<(String, String)> = redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(MASTER_NAME)
+                .query_async(&mut conn)
+                .await?;
+            if let Some((_, port)) = addr {
+                let port: u16 = port.parse()?;
+                return self
+                    .redis_ports
+                    .iter()
+                    .position(|p| *p == port)
+                    .context("the sentinels name a master that is not ours");
+            }
+        }
+        anyhow::bail!("no sentinel answers")
+    }
+
+    pub async fn kill(&mut self, index: usize) {
+        if let Some(mut redis) = self.redis[index].take() {
+            redis.kill_now().await;
+        }
+    }
+
+    pub fn is_down(&self, index: usize) -> bool {
+        self.redis[index].is_none()
+    }
+
+    /// Starts a killed server again, empty; the sentinels make it a replica of whichever
+    /// is the master now.
+    pub async fn restart(&mut self, index: usize) -> anyhow::Result<()> {
+        if self.redis[index].is_some() {
+            return Ok(());
+        }
+        let port = self.redis_ports[index];
+        let mut redis = Self::spawn_redis(&self.work, port, None)?;
+        wait_until(&mut redis, "redis to listen", READY_WITHIN, || async {
+            connect(port).await.is_ok()
+        })
+        .await?;
+        self.redis[index] = Some(redis);
+        Ok(())
+    }
+
+    /// A failover by hand, as an operator asks for one before maintenance. The sentinels
+    /// refuse while they have not yet seen the replica healthy (they look at replicas
+    /// every ten seconds): asked again until they take it.
+    pub async fn fail_over(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut conn = connect(self.sentinel_ports[0]).await?;
+            let asked: Result<(), _> = redis::cmd("SENTINEL")
+                .arg("FAILOVER")
+                .arg(MASTER_NAME)
+                .query_async(&mut conn)
+                .await;
+            match asked {
+                Ok(()) => return Ok(()),
+                Err(e) if e.to_string().contains("NOGOODSLAVE") && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Waits until the sentinels name a master other than `old` and it takes a write;
+    /// how long that took from `since`.
+    pub async fn wait_new_master(&self, old: usize, since: Instant) -> anyhow::Result<Duration> {
+        while since.elapsed() < Duration::from_secs(60) {
+            if let Ok(now) = self.master().await
+                && now != old
+                && let Ok(mut conn) = connect(self.redis_ports[now]).await
+            {
+                if super::redis::takes_a_write(&mut conn, "baton-failover-probe").await {
+                    return Ok(since.elapsed());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::bail!("no new master took a write within a minute")
+    }
+
+    /// Waits until the master has its replica in sync again (a killed one restarted is
+    /// made a replica by the sentinels within seconds), so a failover has somewhere to go.
+    pub async fn wait_whole(&self, within: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(master) = self.master().await
+                && !self.is_down(1 - master)
+                && let Ok(mut conn) = connect(self.redis_ports[1 - master]).await
+            {
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                let following = format!("master_port:{}", self.redis_ports[master]);
+                if info.contains("role:slave")
+                    && info.contains(&following)
+                    && info.contains("master_link_status:up")
+                {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        anyhow::bail!("the Redis master had no replica in sync within {within:?}")
+    }
+
+    pub async fn stop(&mut self) {
+        for sentinel in &mut self.sentinels {
+            sentinel.stop().await;
+        }
+        for redis in self.redis.iter_mut().flatten() {
+            redis.stop().await;
+        }
+    }
+}
