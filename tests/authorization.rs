@@ -5,7 +5,7 @@
 
 mod support;
 
-use baton_client::{Client, CreateToken, LeaseRequest, Scope, SubmitTask};
+use baton_client::{Client, CreateRegistrationToken, CreateToken, LeaseRequest, Scope, SubmitTask};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -349,6 +349,17 @@ impl World {
                 )
             }
             "/v1/registration-tokens" => call(template.into(), Body::Json(json!({ "uses": 1 }))),
+            "/v1/registration-tokens/{id}" => {
+                let made = self
+                    .admin
+                    .registration_token_create(&CreateRegistrationToken::default())
+                    .await
+                    .unwrap();
+                call(
+                    template.replace("{id}", &made.view.id.to_string()),
+                    Body::None,
+                )
+            }
             "/v1/runner/register" => call(
                 template.into(),
                 Body::Json(json!({

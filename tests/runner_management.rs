@@ -254,61 +254,178 @@ async fn a_runner_short_of_disk_leases_nothing_and_says_why() {
     );
 }
 
+/// Registers a runner claiming `labels` and `queues` with `token`.
+async fn register_with(
+    anon: &Client,
+    token: &str,
+    labels: &[&str],
+    queues: &[&str],
+) -> Result<baton_client::RunnerRegistered, baton_client::ClientError> {
+    anon.register(&RegisterRunner {
+        registration_token: token.into(),
+        name: "r".into(),
+        labels: labels.iter().map(|s| s.to_string()).collect(),
+        queues: queues.iter().map(|s| s.to_string()).collect(),
+        capacity: 1,
+        version: "test".into(),
+    })
+    .await
+}
+
+fn status(e: &baton_client::ClientError) -> Option<u16> {
+    e.status().map(|s| s.as_u16())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn registration_tokens_expire_and_run_out() {
     let env = TestEnv::new("mgmt-regtokens").await;
     let node = env.node().await;
     let admin = user_client(&node.url);
     let anon = Client::new(&node.url, None).unwrap();
-    let register = |token: String| {
-        let anon = anon.clone();
-        async move {
-            anon.register(&RegisterRunner {
-                registration_token: token,
-                name: "r".into(),
-                labels: vec![],
-                queues: vec![],
-                capacity: 1,
-                version: "test".into(),
-            })
-            .await
-        }
-    };
+
+    // Left without limits: one use, a day.
     let once = admin
-        .registration_token_create(&CreateRegistrationToken {
-            uses: Some(1),
-            expires_in_s: None,
-        })
+        .registration_token_create(&CreateRegistrationToken::default())
         .await
         .unwrap();
     assert!(once.token.starts_with("brg_") && once.token.len() > 60);
-    register(once.token.clone()).await.unwrap();
-    let spent = register(once.token.clone()).await.unwrap_err();
-    assert_eq!(
-        spent.status().map(|s| s.as_u16()),
-        Some(401),
-        "one use only"
-    );
+    assert_eq!(once.view.uses_left, Some(1));
+    let lives = once.view.expires_at.unwrap() - once.view.created_at;
+    assert_eq!(lives.num_seconds(), 86_400, "a day");
+    register_with(&anon, &once.token, &[], &[]).await.unwrap();
+    let spent = register_with(&anon, &once.token, &[], &[])
+        .await
+        .unwrap_err();
+    assert_eq!(status(&spent), Some(401), "one use only");
 
     let brief = admin
         .registration_token_create(&CreateRegistrationToken {
-            uses: None,
+            uses: Some(5),
             expires_in_s: Some(1),
+            ..CreateRegistrationToken::default()
         })
         .await
         .unwrap();
-    register(brief.token.clone()).await.unwrap();
-    wait_for("the token to expire", Duration::from_secs(10), || {
-        let t = brief.token.clone();
-        let register = &register;
-        async move {
-            register(t)
-                .await
-                .err()
-                .filter(|e| e.status().map(|s| s.as_u16()) == Some(401))
-        }
+    register_with(&anon, &brief.token, &[], &[]).await.unwrap();
+    wait_for("the token to expire", Duration::from_secs(10), || async {
+        register_with(&anon, &brief.token, &[], &[])
+            .await
+            .err()
+            .filter(|e| status(e) == Some(401))
     })
     .await;
+}
+
+/// Twenty runners racing for the last three uses of a token: three get in.
+#[tokio::test(flavor = "multi_thread")]
+async fn runners_racing_for_the_last_uses_of_a_token_get_exactly_that_many() {
+    let env = TestEnv::new("mgmt-regrace").await;
+    let node = env.node().await;
+    let admin = user_client(&node.url);
+    let anon = Client::new(&node.url, None).unwrap();
+    let three = admin
+        .registration_token_create(&CreateRegistrationToken {
+            uses: Some(3),
+            ..CreateRegistrationToken::default()
+        })
+        .await
+        .unwrap();
+    let racers = (0..20).map(|_| {
+        let (anon, token) = (anon.clone(), three.token.clone());
+        tokio::spawn(async move { register_with(&anon, &token, &[], &[]).await })
+    });
+    let mut admitted = 0;
+    for racer in racers.collect::<Vec<_>>() {
+        match racer.await.unwrap() {
+            Ok(_) => admitted += 1,
+            Err(e) => assert_eq!(status(&e), Some(401), "{e}"),
+        }
+    }
+    assert_eq!(admitted, 3);
+    let listed = admin.registration_tokens().await.unwrap();
+    let row = listed
+        .registration_tokens
+        .iter()
+        .find(|t| t.id == three.view.id)
+        .unwrap();
+    assert_eq!(row.uses_left, Some(0));
+}
+
+/// A token limited to labels and queues lets a runner claim no more, and a revoked one
+/// lets no runner in; neither refusal uses the token up.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registration_token_limits_what_its_runners_claim_and_can_be_revoked() {
+    let env = TestEnv::new("mgmt-regscope").await;
+    let node = env.node().await;
+    let admin = user_client(&node.url);
+    let anon = Client::new(&node.url, None).unwrap();
+    let scoped = admin
+        .registration_token_create(&CreateRegistrationToken {
+            name: Some("builders".into()),
+            uses: Some(2),
+            labels: Some(vec!["linux".into(), "arm64".into()]),
+            queues: Some(vec!["builds".into()]),
+            ..CreateRegistrationToken::default()
+        })
+        .await
+        .unwrap();
+    let runners_before = admin.runners().await.unwrap().runners.len();
+    for (labels, queues, what) in [
+        (
+            &["linux", "gpu"][..],
+            &["builds"][..],
+            "a label it does not allow",
+        ),
+        (
+            &["linux"][..],
+            &["deploys"][..],
+            "a queue it does not allow",
+        ),
+        (&["linux"][..], &[][..], "every queue, by naming none"),
+    ] {
+        let refused = register_with(&anon, &scoped.token, labels, queues)
+            .await
+            .expect_err(what);
+        assert_eq!(status(&refused), Some(403), "{what}: {refused}");
+        assert!(refused.to_string().contains("builds"), "{refused}");
+    }
+    assert_eq!(admin.runners().await.unwrap().runners.len(), runners_before);
+    register_with(&anon, &scoped.token, &["linux"], &["builds"])
+        .await
+        .unwrap();
+
+    admin
+        .registration_token_revoke(scoped.view.id)
+        .await
+        .unwrap();
+    let revoked = register_with(&anon, &scoped.token, &["linux"], &["builds"])
+        .await
+        .unwrap_err();
+    assert_eq!(status(&revoked), Some(401));
+    let row = admin
+        .registration_tokens()
+        .await
+        .unwrap()
+        .registration_tokens
+        .into_iter()
+        .find(|t| t.id == scoped.view.id)
+        .unwrap();
+    assert_eq!(row.uses_left, Some(1), "refusals took no use");
+    assert!(row.revoked_at.is_some());
+    assert_eq!(row.name.as_deref(), Some("builders"));
+    let again = admin
+        .registration_token_revoke(scoped.view.id)
+        .await
+        .unwrap_err();
+    assert_eq!(status(&again), Some(404));
+    let bad = admin
+        .registration_token_create(&CreateRegistrationToken {
+            queues: Some(vec![]),
+            ..CreateRegistrationToken::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status(&bad), Some(422), "{bad}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,4 +1,4 @@
-//! `baton runners …`, `baton token …`, `baton registration-token create`: the operator's
+//! `baton runners …`, `baton token …`, `baton registration-token …`: the operator's
 //! side of the API (docs/authorization.md says which token may do what).
 
 use super::connect::{ClientArgs, print_json};
@@ -66,12 +66,34 @@ pub enum TokenCommand {
 pub enum RegistrationTokenCommand {
     /// Create a token runners register with; the secret is printed this once.
     Create {
-        /// Seconds until it expires [default: never].
+        /// What it is for, shown in listings.
+        #[arg(long)]
+        name: Option<String>,
+        /// Seconds until it expires [default: 86400, a day].
         #[arg(long)]
         expires_in_s: Option<i64>,
-        /// How many runners may register with it [default: any number].
+        /// How many runners may register with it [default: 1].
         #[arg(long)]
         uses: Option<i32>,
+        /// The labels a runner registering with it may claim, comma-separated
+        /// [default: any].
+        #[arg(long, value_delimiter = ',')]
+        labels: Option<Vec<String>>,
+        /// The queues such a runner may serve, comma-separated; it must name some
+        /// [default: any, every queue included].
+        #[arg(long, value_delimiter = ',')]
+        queues: Option<Vec<String>>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// List registration tokens (never their secrets): uses left, expiry, limits.
+    List {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Revoke a registration token: no runner registers with it any more.
+    Revoke {
+        id: Uuid,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -145,15 +167,31 @@ pub async fn tokens(cmd: TokenCommand) -> anyhow::Result<ExitCode> {
 pub async fn registration_tokens(cmd: RegistrationTokenCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         RegistrationTokenCommand::Create {
+            name,
             expires_in_s,
             uses,
+            labels,
+            queues,
             client,
         } => {
             let made = client
                 .client()?
-                .registration_token_create(&CreateRegistrationToken { expires_in_s, uses })
+                .registration_token_create(&CreateRegistrationToken {
+                    name,
+                    expires_in_s,
+                    uses,
+                    labels,
+                    queues,
+                })
                 .await?;
             print_json(&made)?;
+        }
+        RegistrationTokenCommand::List { client } => {
+            print_json(&client.client()?.registration_tokens().await?)?;
+        }
+        RegistrationTokenCommand::Revoke { id, client } => {
+            client.client()?.registration_token_revoke(id).await?;
+            eprintln!("registration token {id} revoked");
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -208,6 +208,15 @@ impl Client {
         .await
     }
 
+    pub async fn registration_tokens(&self) -> Result<RegistrationTokenList, ClientError> {
+        Self::json(self.request(Method::GET, "/v1/registration-tokens")).await
+    }
+
+    pub async fn registration_token_revoke(&self, id: Uuid) -> Result<(), ClientError> {
+        Self::send(self.request(Method::DELETE, &format!("/v1/registration-tokens/{id}"))).await?;
+        Ok(())
+    }
+
     pub async fn task_get(&self, id: Uuid) -> Result<Task, ClientError> {
         Self::json(self.request(Method::GET, &format!("/v1/tasks/{id}"))).await
     }

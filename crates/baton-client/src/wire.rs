@@ -454,29 +454,66 @@ pub struct TokenList {
     pub tokens: Vec<TokenView>,
 }
 
-/// `POST /v1/registration-tokens`.
+/// `POST /v1/registration-tokens`. Left out, a token lets one runner register within a
+/// day, with any labels and queues.
 #[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRegistrationToken {
-    /// Seconds until it expires (default: never).
+    /// What it is for, shown in listings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Seconds until it expires (default: 86,400, a day; at most ten years).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub expires_in_s: Option<i64>,
-    /// How many runners may register with it (default: any number).
+    /// How many runners may register with it (default: 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub uses: Option<i32>,
+    /// The labels a runner registering with it may claim, each one of these (default:
+    /// any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
+    /// The queues a runner registering with it may serve: it must name some, each one of
+    /// these (default: any, every queue included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<Vec<String>>,
+}
+
+/// A registration token as operators see it, never its secret.
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RegistrationTokenView {
+    pub id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `None`: never expires (tokens of earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// `None`: any number (tokens of earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses_left: Option<i32>,
+    /// `None`: any labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
+    /// `None`: any queues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<Vec<String>>,
+    pub created_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A new registration token: the secret is shown this once, and only its hash is kept.
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
+pub struct RegistrationTokenCreated {
+    #[serde(flatten)]
+    pub view: RegistrationTokenView,
+    pub token: String,
 }
 
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
-pub struct RegistrationTokenCreated {
-    pub id: Uuid,
-    /// Shown this once.
-    pub token: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uses_left: Option<i32>,
+pub struct RegistrationTokenList {
+    pub registration_tokens: Vec<RegistrationTokenView>,
 }
 
 /// A runner as operators see it.

@@ -30,7 +30,9 @@ pub use outbox::{OutboxRecord, OutboxState};
 pub use runners::{NewRunner, RunnerRecord};
 pub use runs::{Fence, FinishPolicy, RunEnd, TASKS_COMPLETED};
 pub use tasks::{NewTask, TaskFilter, TaskRecord};
-pub use tokens::{ApiTokenRecord, RegistrationTokenRecord};
+pub use tokens::{
+    ApiTokenRecord, NewRegistrationToken, Registering, Registration, RegistrationTokenRecord,
+};
 pub use transitions::{Apply, Done, FinishRun, LogWrite, StartRun, Started, Work};
 
 use metered::MeteredPool;

@@ -15,11 +15,65 @@ pub struct ApiTokenRecord {
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct RegistrationTokenRecord {
     pub id: Uuid,
+    pub name: Option<String>,
     pub expires_at: Option<DateTime<Utc>>,
     pub uses_left: Option<i32>,
+    /// `None`: any.
+    pub labels: Option<Vec<String>>,
+    /// `None`: any, every queue included.
+    pub queues: Option<Vec<String>>,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// What a new registration token is: its limits, `None` where there is none.
+#[derive(Debug, Clone, Default)]
+pub struct NewRegistrationToken {
+    pub name: Option<String>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub uses: Option<i32>,
+    pub labels: Option<Vec<String>>,
+    pub queues: Option<Vec<String>>,
+}
+
+/// A runner asking to register: what it claims.
+#[derive(Debug, Clone, Copy)]
+pub struct Registering<'a> {
+    pub labels: &'a [String],
+    pub queues: &'a [String],
+}
+
+/// Whether a registration token let a runner in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registration {
+    /// One use was taken.
+    Accepted,
+    /// A valid token, but the runner claims more than it allows; no use was taken.
+    OutOfScope {
+        labels: Option<Vec<String>>,
+        queues: Option<Vec<String>>,
+    },
+    /// Unknown, revoked, expired or used up.
+    Refused,
+}
+
+/// The columns of [`RegistrationTokenRecord`].
+macro_rules! registration_token_columns {
+    () => {
+        "id, name, expires_at, uses_left, labels, queues, created_at, revoked_at"
+    };
+}
+
+/// Valid for `$1` (hash) at `$2` (now): unrevoked, unexpired, uses left.
+macro_rules! registration_token_valid {
+    () => {
+        "token_hash = $1 AND revoked_at IS NULL
+               AND (expires_at IS NULL OR expires_at > $2)
+               AND (uses_left IS NULL OR uses_left > 0)"
+    };
 }
 
 impl Store {
@@ -83,42 +137,95 @@ impl Store {
     pub async fn registration_token_insert(
         &self,
         hash: &[u8],
-        expires_at: Option<DateTime<Utc>>,
-        uses: Option<i32>,
+        token: &NewRegistrationToken,
         now: DateTime<Utc>,
     ) -> Result<RegistrationTokenRecord, StoreError> {
-        Ok(sqlx::query_as::<_, RegistrationTokenRecord>(
-            "INSERT INTO registration_tokens (id, token_hash, expires_at, uses_left, created_at)
-             VALUES ($1, $2, $3, $4, $5)
-             RETURNING id, expires_at, uses_left",
-        )
+        Ok(sqlx::query_as::<_, RegistrationTokenRecord>(concat!(
+            "INSERT INTO registration_tokens
+                 (id, token_hash, name, expires_at, uses_left, labels, queues, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             RETURNING ",
+            registration_token_columns!()
+        ))
         .bind(Uuid::now_v7())
         .bind(hash)
-        .bind(expires_at)
-        .bind(uses)
+        .bind(&token.name)
+        .bind(token.expires_at)
+        .bind(token.uses)
+        .bind(&token.labels)
+        .bind(&token.queues)
         .bind(now)
         .fetch_one(&self.pool)
         .await?)
     }
 
-    /// Uses up one registration with this token if it is valid (unrevoked, unexpired,
-    /// uses left), in one statement so two runners cannot take the last use.
-    pub async fn registration_token_consume(
+    /// Every registration token, revoked, expired and used up ones included, newest first.
+    pub async fn registration_tokens(&self) -> Result<Vec<RegistrationTokenRecord>, StoreError> {
+        Ok(sqlx::query_as::<_, RegistrationTokenRecord>(concat!(
+            "SELECT ",
+            registration_token_columns!(),
+            " FROM registration_tokens ORDER BY id DESC"
+        ))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Revokes a registration token; `NotFound` if there is no such (unrevoked) one.
+    /// Runners that registered with it keep their own tokens.
+    pub async fn registration_token_revoke(
         &self,
-        hash: &[u8],
+        id: Uuid,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let used = sqlx::query(
-            "UPDATE registration_tokens
-             SET uses_left = uses_left - 1
-             WHERE token_hash = $1 AND revoked_at IS NULL
-               AND (expires_at IS NULL OR expires_at > $2)
-               AND (uses_left IS NULL OR uses_left > 0)",
+    ) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE registration_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
         )
-        .bind(hash)
+        .bind(id)
         .bind(now)
         .execute(&self.pool)
         .await?;
-        Ok(used.rows_affected() == 1)
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    /// Uses up one registration with this token if it is valid (unrevoked, unexpired,
+    /// uses left) and allows what the runner claims, in one statement so two runners
+    /// cannot take the last use. A refusal is explained after, from the row as it is
+    /// then (a use taken meanwhile may make an out-of-scope answer a plain refusal).
+    pub async fn registration_token_consume(
+        &self,
+        hash: &[u8],
+        runner: Registering<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Registration, StoreError> {
+        let used = sqlx::query(concat!(
+            "UPDATE registration_tokens SET uses_left = uses_left - 1 WHERE ",
+            registration_token_valid!(),
+            " AND (labels IS NULL OR $3::text[] <@ labels)
+              AND (queues IS NULL OR (cardinality($4::text[]) > 0 AND $4::text[] <@ queues))"
+        ))
+        .bind(hash)
+        .bind(now)
+        .bind(runner.labels)
+        .bind(runner.queues)
+        .execute(&self.pool)
+        .await?;
+        if used.rows_affected() == 1 {
+            return Ok(Registration::Accepted);
+        }
+        let scope: Option<(Option<Vec<String>>, Option<Vec<String>>)> = sqlx::query_as(concat!(
+            "SELECT labels, queues FROM registration_tokens WHERE ",
+            registration_token_valid!()
+        ))
+        .bind(hash)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(match scope {
+            Some((labels, queues)) => Registration::OutOfScope { labels, queues },
+            None => Registration::Refused,
+        })
     }
 }

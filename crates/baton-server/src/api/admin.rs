@@ -11,12 +11,15 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use baton_client::{
-    CreateRegistrationToken, CreateToken, RegistrationTokenCreated, RunnerList, RunnerView,
-    TokenCreated, TokenList, TokenView,
+    CreateRegistrationToken, CreateToken, RegistrationTokenCreated, RegistrationTokenList,
+    RegistrationTokenView, RunnerList, RunnerView, TokenCreated, TokenList, TokenView,
 };
 use baton_coord::Wake;
-use baton_core::validate::Invalid;
-use baton_store::{ApiTokenRecord, RunnerRecord, StoreError};
+use baton_core::LabelSet;
+use baton_core::validate::{self, Invalid};
+use baton_store::{
+    ApiTokenRecord, NewRegistrationToken, RegistrationTokenRecord, RunnerRecord, StoreError,
+};
 use chrono::{Duration, TimeZone, Utc};
 use uuid::Uuid;
 
@@ -224,6 +227,72 @@ pub async fn token_revoke(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// A registration token left without limits lets one runner register within a day.
+const REGISTRATION_DEFAULT_USES: i32 = 1;
+const REGISTRATION_DEFAULT_EXPIRY_S: i64 = 86_400;
+/// Ten years: "never", without an overflow.
+const REGISTRATION_MAX_EXPIRY_S: i64 = 10 * 365 * 86_400;
+
+fn registration_token_view(t: RegistrationTokenRecord) -> RegistrationTokenView {
+    RegistrationTokenView {
+        id: t.id,
+        name: t.name,
+        expires_at: t.expires_at,
+        uses_left: t.uses_left,
+        labels: t.labels,
+        queues: t.queues,
+        created_at: t.created_at,
+        revoked_at: t.revoked_at,
+    }
+}
+
+/// The limits of a new registration token, checked, with the defaults filled in.
+fn registration_limits(
+    req: CreateRegistrationToken,
+    now: chrono::DateTime<Utc>,
+) -> Result<NewRegistrationToken, Invalid> {
+    if let Some(name) = &req.name
+        && (name.trim().is_empty()
+            || name.chars().count() > 128
+            || name.chars().any(char::is_control))
+    {
+        return Err(Invalid::new("name", "must be 1-128 printable characters"));
+    }
+    let expires_in_s = req.expires_in_s.unwrap_or(REGISTRATION_DEFAULT_EXPIRY_S);
+    if !(1..=REGISTRATION_MAX_EXPIRY_S).contains(&expires_in_s) {
+        return Err(Invalid::new(
+            "expires_in_s",
+            format!("must be between 1 and {REGISTRATION_MAX_EXPIRY_S} seconds"),
+        ));
+    }
+    let uses = req.uses.unwrap_or(REGISTRATION_DEFAULT_USES);
+    if uses < 1 {
+        return Err(Invalid::new("uses", "must be at least 1"));
+    }
+    let labels = req
+        .labels
+        .map(|labels| LabelSet::new(labels).map(Vec::from))
+        .transpose()?;
+    if let Some(queues) = &req.queues {
+        if queues.is_empty() {
+            return Err(Invalid::new(
+                "queues",
+                "name at least one queue, or leave it out to allow any",
+            ));
+        }
+        for queue in queues {
+            validate::check_queue(queue)?;
+        }
+    }
+    Ok(NewRegistrationToken {
+        name: req.name,
+        expires_at: Some(now + Duration::seconds(expires_in_s)),
+        uses: Some(uses),
+        labels,
+        queues: req.queues,
+    })
+}
+
 #[utoipa::path(post, path = "/v1/registration-tokens", tag = "admin", security(("bearer" = [])),
     request_body = CreateRegistrationToken,
     responses((status = 201, description = "The token, shown this once", body = RegistrationTokenCreated), Errors)
@@ -234,28 +303,58 @@ pub async fn registration_token_create(
     ApiJson(req): ApiJson<CreateRegistrationToken>,
 ) -> Result<(StatusCode, Json<RegistrationTokenCreated>), ApiError> {
     user.require_admin()?;
-    if req.expires_in_s.is_some_and(|s| s < 1) {
-        return Err(Invalid::new("expires_in_s", "must be at least 1 second").into());
-    }
-    if req.uses.is_some_and(|u| u < 1) {
-        return Err(Invalid::new("uses", "must be at least 1").into());
-    }
     let now = state.clock.now();
-    let expires_at = req
-        .expires_in_s
-        .map(|s| now + Duration::seconds(s.min(10 * 365 * 86_400)));
+    let limits = registration_limits(req, now)?;
     let token = new_token(REGISTRATION_TOKEN_PREFIX);
     let record = state
         .store
-        .registration_token_insert(&hash_token(&token), expires_at, req.uses, now)
+        .registration_token_insert(&hash_token(&token), &limits, now)
         .await?;
     Ok((
         StatusCode::CREATED,
         Json(RegistrationTokenCreated {
-            id: record.id,
+            view: registration_token_view(record),
             token,
-            expires_at: record.expires_at,
-            uses_left: record.uses_left,
         }),
     ))
+}
+
+#[utoipa::path(get, path = "/v1/registration-tokens", tag = "admin", security(("bearer" = [])),
+    responses((status = 200, description = "Registration tokens, never their secrets", body = RegistrationTokenList), Errors)
+)]
+pub async fn registration_tokens(
+    State(state): State<AppState>,
+    user: User,
+) -> Result<Json<RegistrationTokenList>, ApiError> {
+    user.require_admin()?;
+    let registration_tokens = state
+        .store
+        .registration_tokens()
+        .await?
+        .into_iter()
+        .map(registration_token_view)
+        .collect();
+    Ok(Json(RegistrationTokenList {
+        registration_tokens,
+    }))
+}
+
+/// Revokes a registration token: no runner registers with it any more. Runners that
+/// already did keep their own tokens (delete them to stop them).
+#[utoipa::path(delete, path = "/v1/registration-tokens/{id}", tag = "admin", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Registration token id")),
+    responses((status = 204, description = "Revoked"), Errors)
+)]
+pub async fn registration_token_revoke(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    user.require_admin()?;
+    state
+        .store
+        .registration_token_revoke(id, state.clock.now())
+        .await
+        .map_err(not_found("registration token"))?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -52,7 +52,11 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::runner_resume))
         .routes(routes!(admin::token_create, admin::tokens))
         .routes(routes!(admin::token_revoke))
-        .routes(routes!(admin::registration_token_create))
+        .routes(routes!(
+            admin::registration_token_create,
+            admin::registration_tokens
+        ))
+        .routes(routes!(admin::registration_token_revoke))
         .routes(routes!(webhooks::secret))
         .routes(routes!(ops::nodes))
         .routes(routes!(runner::register))

@@ -22,7 +22,7 @@ use baton_client::{
 };
 use baton_core::validate::{self, Invalid};
 use baton_core::{LabelSet, TaskStatus};
-use baton_store::{LogWrite, NewRunner, RunEnd};
+use baton_store::{LogWrite, NewRunner, Registering, Registration, RunEnd};
 use serde::Deserialize;
 use std::time::Duration;
 use uuid::Uuid;
@@ -57,7 +57,8 @@ fn validate_registration(req: &RegisterRunner) -> Result<LabelSet, ApiError> {
 }
 
 /// Registers a runner with the bootstrap registration token or one created through the
-/// API (unexpired, with uses left — one is used up here).
+/// API (unrevoked, unexpired, with uses left — one is used up here — and allowing the
+/// labels and queues the runner claims).
 #[utoipa::path(post, path = "/v1/runner/register", tag = "runner",
     request_body = RegisterRunner,
     responses((status = 201, description = "Registered; the token is shown this once", body = RunnerRegistered), Errors)
@@ -72,15 +73,33 @@ pub async fn register(
         .as_ref()
         .is_some_and(|t| hashes_equal(t, &presented));
     let labels = validate_registration(&req)?;
-    let accepted = bootstrap
-        || state
+    if !bootstrap {
+        let claims = Registering {
+            labels: labels.as_slice(),
+            queues: &req.queues,
+        };
+        match state
             .store
-            .registration_token_consume(&presented, state.clock.now())
-            .await?;
-    if !accepted {
-        return Err(ApiError::unauthorized(
-            "unknown or expired registration token",
-        ));
+            .registration_token_consume(&presented, claims, state.clock.now())
+            .await?
+        {
+            Registration::Accepted => {}
+            Registration::OutOfScope { labels, queues } => {
+                let any = |v: Option<Vec<String>>| v.map_or("any".to_string(), |v| v.join(","));
+                return Err(ApiError::forbidden(format!(
+                    "this registration token lets a runner claim labels [{}] and queues [{}] \
+                     (a runner naming no queue serves them all, which a token limited to \
+                     queues does not allow)",
+                    any(labels),
+                    any(queues)
+                )));
+            }
+            Registration::Refused => {
+                return Err(ApiError::unauthorized(
+                    "unknown, revoked, expired or used-up registration token",
+                ));
+            }
+        }
     }
     let token = new_token(RUNNER_TOKEN_PREFIX);
     let runner = state
