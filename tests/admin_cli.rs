@@ -102,6 +102,11 @@ async fn runners_register_with_a_made_token_and_are_paused_resumed_and_deleted()
     );
     assert_eq!(made["uses_left"], 1);
     let registration = made["token"].as_str().unwrap();
+    let listed = json_of(&baton_cli(&node.url, API_TOKEN, &["registration-token", "list"]).await);
+    assert!(
+        !listed.to_string().contains(registration),
+        "a listing shows no secret"
+    );
     let runner = env
         .runner_with(
             &node.url,
@@ -131,6 +136,26 @@ async fn runners_register_with_a_made_token_and_are_paused_resumed_and_deleted()
     let resumed = json_of(&baton_cli(&node.url, API_TOKEN, &["runners", "resume", &id]).await);
     assert_eq!(resumed["paused"], false);
 
+    // Used up, then revoked: listed as such.
+    let token_id = made["id"].as_str().unwrap();
+    let revoked = baton_cli(
+        &node.url,
+        API_TOKEN,
+        &["registration-token", "revoke", token_id],
+    )
+    .await;
+    assert!(revoked.status.success(), "{revoked:?}");
+    let listed = json_of(&baton_cli(&node.url, API_TOKEN, &["registration-token", "list"]).await);
+    let row = listed["registration_tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == token_id)
+        .cloned()
+        .unwrap();
+    assert_eq!(row["uses_left"], 0, "{row}");
+    assert!(row["revoked_at"].is_string(), "{row}");
+
     let deleted = baton_cli(&node.url, API_TOKEN, &["runners", "delete", &id]).await;
     assert!(deleted.status.success(), "{deleted:?}");
     let listing = baton_cli(&node.url, API_TOKEN, &["runners", "list"]).await;
@@ -139,4 +164,81 @@ async fn runners_register_with_a_made_token_and_are_paused_resumed_and_deleted()
         "a deleted runner is not listed"
     );
     drop(runner);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_api_token_stops_working_when_it_expires() {
+    let env = TestEnv::new("admin-cli-expiry").await;
+    let node = env.node().await;
+    let made = json_of(
+        &baton_cli(
+            &node.url,
+            API_TOKEN,
+            &[
+                "token",
+                "create",
+                "--name",
+                "brief",
+                "--scope",
+                "read",
+                "--expires-in-s",
+                "3",
+            ],
+        )
+        .await,
+    );
+    let secret = made["token"].as_str().unwrap();
+    assert!(made["expires_at"].is_string(), "{made}");
+    let listing = baton_cli(&node.url, secret, &["task", "list"]).await;
+    assert!(
+        listing.status.success(),
+        "works before it expires: {listing:?}"
+    );
+    wait_for(
+        "the token to expire",
+        std::time::Duration::from_secs(15),
+        || async {
+            let out = baton_cli(&node.url, secret, &["task", "list"]).await;
+            let said = String::from_utf8_lossy(&out.stderr).into_owned();
+            (!out.status.success() && said.contains("401")).then_some(())
+        },
+    )
+    .await;
+}
+
+/// `--help` shows where a setting may come from, and with clap's default also the value it
+/// finds there: a database URL's password or a token in the environment would be
+/// printed to whoever reads a help screen (a CI log, a support ticket).
+#[test]
+fn help_never_shows_secrets_from_the_environment() {
+    let secret = "s3cr3t-in-the-environment";
+    let url = format!("postgres://baton:{secret}@db.internal/baton");
+    let redis = format!("redis://:{secret}@redis.internal:6379");
+    for command in [
+        &["serve", "--help"][..],
+        &["migrate", "--help"],
+        &["runner", "--help"],
+        &["chaos", "--help"],
+        &["dev", "--help"],
+        &["task", "list", "--help"],
+    ] {
+        let out = std::process::Command::new(support::procs::BATON)
+            .args(command)
+            .env("BATON_DATABASE_URL", &url)
+            .env("BATON_REDIS_URL", &redis)
+            .env("BATON_CHAOS_DATABASE_URL", &url)
+            .env("BATON_API_TOKEN", secret)
+            .env("BATON_REGISTRATION_TOKEN", secret)
+            .env("BATON_WEBHOOK_SECRET", secret)
+            .env("BATON_TOKEN", secret)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command:?}: {out:?}");
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !shown.contains(secret),
+            "`baton {}` printed a secret:\n{shown}",
+            command.join(" ")
+        );
+    }
 }

@@ -152,6 +152,7 @@ impl World {
                     .token_create(&CreateToken {
                         name: "authz".into(),
                         scopes,
+                        expires_in_s: None,
                     })
                     .await
                     .unwrap()
@@ -340,6 +341,7 @@ impl World {
                     .token_create(&CreateToken {
                         name: "to-revoke".into(),
                         scopes: vec![Scope::Read],
+                        expires_in_s: None,
                     })
                     .await
                     .unwrap();

@@ -119,6 +119,35 @@ async fn a_postgres_outage_makes_nodes_not_ready_and_they_recover_by_themselves(
     .await;
     let refused = user.submit(&recorded(&runs, 99)).await.unwrap_err();
     assert_eq!(refused.status().map(|s| s.as_u16()), Some(503), "{refused}");
+    // The answers say what is away, not the store's own words (its address, its error):
+    // those are in the node's log, under the id the answer gives.
+    let readyz = http
+        .get(format!("{}/readyz", node.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let port = pg
+        .admin_url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    for body in [readyz.as_str(), &refused.to_string()] {
+        assert!(
+            body.contains("unavailable") && body.contains("node's log"),
+            "{body}"
+        );
+        assert!(
+            !body.contains(&port) && !body.to_lowercase().contains("connect"),
+            "a 503 echoes the store's error: {body}"
+        );
+    }
 
     pg.up();
     wait_for(

@@ -69,6 +69,7 @@ async fn token_with(
         .token_create(&baton_client::CreateToken {
             name: name.into(),
             scopes: scopes.to_vec(),
+            expires_in_s: None,
         })
         .await
         .unwrap();

@@ -56,7 +56,7 @@ pub struct ChaosArgs {
     pub seed: Option<u64>,
     /// A Postgres server (admin URL) to create the drill's database on; without it a
     /// private Postgres is started. (Not with `--postgres failover`, which starts its own.)
-    #[arg(long, env = "BATON_CHAOS_DATABASE_URL")]
+    #[arg(long, env = "BATON_CHAOS_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// Redis as one server, behind three sentinels, or as a six-node Cluster.
     #[arg(long, value_enum, default_value_t = stores::RedisMode::Single)]

@@ -121,12 +121,14 @@ impl RedisStore {
                 sentinel.wait_whole(Duration::from_secs(60)).await?;
                 let old = sentinel.master().await?;
                 let started = Instant::now();
-                if by_hand {
-                    sentinel.fail_over().await?;
+                let took = if by_hand {
+                    sentinel.fail_over(old, started).await?
                 } else {
                     sentinel.kill(old).await;
-                }
-                let took = sentinel.wait_new_master(old, started).await?;
+                    sentinel
+                        .wait_new_master(old, started, Duration::from_secs(60))
+                        .await?
+                };
                 sentinel.restart(old).await?;
                 let how = if by_hand {
                     "SENTINEL FAILOVER"

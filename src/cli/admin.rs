@@ -46,6 +46,9 @@ pub enum TokenCommand {
         /// admin, submit or read (repeatable).
         #[arg(long = "scope", required = true, value_parser = parse_scope)]
         scopes: Vec<Scope>,
+        /// Seconds until it stops working [default: never].
+        #[arg(long)]
+        expires_in_s: Option<i64>,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -147,11 +150,16 @@ pub async fn tokens(cmd: TokenCommand) -> anyhow::Result<ExitCode> {
         TokenCommand::Create {
             name,
             scopes,
+            expires_in_s,
             client,
         } => {
             let made = client
                 .client()?
-                .token_create(&CreateToken { name, scopes })
+                .token_create(&CreateToken {
+                    name,
+                    scopes,
+                    expires_in_s,
+                })
                 .await?;
             print_json(&made)?;
         }

@@ -19,11 +19,12 @@ pub struct ServeArgs {
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long, env = "BATON_LISTEN")]
     listen: Option<SocketAddr>,
-    /// Postgres URL [default: postgres://postgres@127.0.0.1:5432/baton].
-    #[arg(long, env = "BATON_DATABASE_URL")]
+    /// Postgres URL [default: postgres://postgres@127.0.0.1:5432/baton]. Its value from the
+    /// environment is never shown by `--help`: it may hold a password.
+    #[arg(long, env = "BATON_DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
     /// Redis URL [default: redis://127.0.0.1:6379].
-    #[arg(long, env = "BATON_REDIS_URL")]
+    #[arg(long, env = "BATON_REDIS_URL", hide_env_values = true)]
     redis_url: Option<String>,
     /// Redis Sentinel addresses, comma-separated (`host:port,...`); used instead of
     /// --redis-url, and failovers are followed.
@@ -206,6 +207,7 @@ pub struct MigrateArgs {
     #[arg(
         long,
         env = "BATON_DATABASE_URL",
+        hide_env_values = true,
         default_value = "postgres://postgres@127.0.0.1:5432/baton"
     )]
     database_url: String,

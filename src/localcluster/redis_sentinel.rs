@@ -198,14 +198,22 @@ impl RedisSentinel {
         self.redis[index].is_none()
     }
 
-    /// Starts a killed server again, empty; the sentinels make it a replica of whichever
-    /// is the master now.
+    /// Starts a killed server again, empty, as a replica of whichever is the master now,
+    /// as its configuration would say once rewritten by the sentinels. Started as a
+    /// master instead, it claims that role until a sentinel converts it, and a sentinel
+    /// that saw it claim the role for long converts it back even after a failover has
+    /// promoted it: by-hand failovers then fail until every sentinel looked again.
     pub async fn restart(&mut self, index: usize) -> anyhow::Result<()> {
         if self.redis[index].is_some() {
             return Ok(());
         }
         let port = self.redis_ports[index];
-        let mut redis = Self::spawn_redis(&self.work, port, None)?;
+        let master = self.master().await?;
+        anyhow::ensure!(
+            master != index,
+            "the sentinels still name the killed server"
+        );
+        let mut redis = Self::spawn_redis(&self.work, port, Some(self.redis_ports[master]))?;
         wait_until(&mut redis, "redis to listen", READY_WITHIN, || async {
             connect(port).await.is_ok()
         })
@@ -214,11 +222,14 @@ impl RedisSentinel {
         Ok(())
     }
 
-    /// A failover by hand, as an operator asks for one before maintenance. The sentinels
-    /// refuse while they have not yet seen the replica healthy (they look at replicas
-    /// every ten seconds): asked again until they take it.
-    pub async fn fail_over(&self) -> anyhow::Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(30);
+    /// A failover by hand, as an operator asks for one before maintenance; how long the
+    /// keys took no write, from `since`. The sentinels refuse while they have not yet
+    /// seen the replica healthy (they look at replicas every ten seconds), and give up a
+    /// failover whose replica did not report itself master within `failover-timeout`
+    /// (a busy machine): asked again, as an operator would, until a new master takes a
+    /// write or a minute has passed.
+    pub async fn fail_over(&self, old: usize, since: Instant) -> anyhow::Result<Duration> {
+        let deadline = since + Duration::from_secs(60);
         loop {
             let mut conn = connect(self.sentinel_ports[0]).await?;
             let asked: Result<(), _> = redis::cmd("SENTINEL")
@@ -227,8 +238,21 @@ impl RedisSentinel {
                 .query_async(&mut conn)
                 .await;
             match asked {
-                Ok(()) => return Ok(()),
-                Err(e) if e.to_string().contains("NOGOODSLAVE") && Instant::now() < deadline => {
+                Ok(()) => {
+                    let within = Duration::from_secs(10)
+                        .min(deadline.saturating_duration_since(Instant::now()));
+                    match self.wait_new_master(old, since, within).await {
+                        Ok(took) => return Ok(took),
+                        Err(_) if Instant::now() < deadline => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                // Also while the failover it gave up is still held against a new one.
+                Err(e)
+                    if (e.to_string().contains("NOGOODSLAVE")
+                        || e.to_string().contains("INPROG"))
+                        && Instant::now() < deadline =>
+                {
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 Err(e) => return Err(e.into()),
@@ -236,10 +260,16 @@ impl RedisSentinel {
         }
     }
 
-    /// Waits until the sentinels name a master other than `old` and it takes a write;
-    /// how long that took from `since`.
-    pub async fn wait_new_master(&self, old: usize, since: Instant) -> anyhow::Result<Duration> {
-        while since.elapsed() < Duration::from_secs(60) {
+    /// Waits up to `within` until the sentinels name a master other than `old` and it
+    /// takes a write; how long that took from `since`.
+    pub async fn wait_new_master(
+        &self,
+        old: usize,
+        since: Instant,
+        within: Duration,
+    ) -> anyhow::Result<Duration> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
             if let Ok(now) = self.master().await
                 && now != old
                 && let Ok(mut conn) = connect(self.redis_ports[now]).await
@@ -250,7 +280,7 @@ impl RedisSentinel {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        anyhow::bail!("no new master took a write within a minute")
+        anyhow::bail!("no new master took a write within {within:?}")
     }
 
     /// Waits until the master has its replica in sync again (a killed one restarted is

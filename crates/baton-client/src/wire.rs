@@ -428,6 +428,10 @@ pub struct CreateToken {
     pub name: String,
     #[schema(min_items = 1)]
     pub scopes: Vec<Scope>,
+    /// Seconds until it stops working (default: never; at most ten years).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub expires_in_s: Option<i64>,
 }
 
 /// An API token as listed: never the secret.
@@ -437,6 +441,9 @@ pub struct TokenView {
     pub name: String,
     pub scopes: Vec<Scope>,
     pub created_at: DateTime<Utc>,
+    /// When it stops working; `None`: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<DateTime<Utc>>,
 }

@@ -12,6 +12,8 @@
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use uuid::Uuid;
 
@@ -28,7 +30,14 @@ pub fn mark(state_dir: &Path) -> std::io::Result<String> {
         _ => {
             std::fs::create_dir_all(state_dir)?;
             let mark = Uuid::new_v4().simple().to_string();
-            std::fs::write(&path, &mark)?;
+            // Like every file of the state dir, the agent's alone.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&path)?
+                .write_all(mark.as_bytes())?;
             Ok(mark)
         }
     }
@@ -79,6 +88,12 @@ mod tests {
             super::mark(&state).unwrap(),
             mark,
             "kept in the state directory"
+        );
+        let mode = std::fs::metadata(state.join(MARK_FILE)).unwrap();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+            0o600,
+            "the agent's alone"
         );
         let spawn = |value: &str| {
             std::process::Command::new("sleep")

@@ -312,7 +312,11 @@ async fn identify(state: &AppState, token: &str) -> Result<Option<Bearer>, ApiEr
             .await
             .map(|r| r.map(Bearer::Runner));
     }
-    match state.store.api_token_by_hash(&hash).await {
+    match state
+        .store
+        .api_token_by_hash(&hash, state.clock.now())
+        .await
+    {
         Ok(record) => Ok(Some(Bearer::User(User {
             token_id: record.id.to_string(),
             scopes: record

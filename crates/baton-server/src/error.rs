@@ -109,13 +109,11 @@ impl From<StoreError> for ApiError {
                 "invalid",
                 format!("a value was refused: {m}"),
             ),
-            StoreError::Unavailable(m) => {
-                ApiError::unavailable(format!("database unavailable: {m}"))
-            }
+            StoreError::Unavailable(m) => ApiError::unavailable(logged("database unavailable", &m)),
             StoreError::Internal(m) => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal",
-                format!("database error: {m}"),
+                logged("database error", &m),
             ),
         }
     }
@@ -124,14 +122,24 @@ impl From<StoreError> for ApiError {
 impl From<CoordError> for ApiError {
     fn from(e: CoordError) -> Self {
         match e {
-            CoordError::Unavailable(m) => ApiError::unavailable(format!("redis unavailable: {m}")),
+            CoordError::Unavailable(m) => ApiError::unavailable(logged("redis unavailable", &m)),
             CoordError::Internal(m) => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal",
-                format!("redis error: {m}"),
+                logged("redis error", &m),
             ),
         }
     }
+}
+
+/// A store's error, for the client: what failed and an id to find it by in this node's
+/// log, where the store's own words go. They name hosts, users, tables and statements,
+/// which are the operator's to read, not every caller's.
+pub fn logged(what: &str, detail: &dyn std::fmt::Display) -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let id = &id[..12];
+    tracing::warn!(error.id = id, error = %detail, "{what}");
+    format!("{what} (error {id} in the node's log)")
 }
 
 fn body_rejection(e: &BytesRejection) -> ApiError {

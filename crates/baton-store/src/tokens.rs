@@ -12,6 +12,7 @@ pub struct ApiTokenRecord {
     pub name: String,
     pub scopes: Vec<String>,
     pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
@@ -77,13 +78,19 @@ macro_rules! registration_token_valid {
 }
 
 impl Store {
-    /// The unrevoked API token with this hash.
-    pub async fn api_token_by_hash(&self, hash: &[u8]) -> Result<ApiTokenRecord, StoreError> {
+    /// The API token with this hash, unless revoked or expired at `now`.
+    pub async fn api_token_by_hash(
+        &self,
+        hash: &[u8],
+        now: DateTime<Utc>,
+    ) -> Result<ApiTokenRecord, StoreError> {
         sqlx::query_as::<_, ApiTokenRecord>(
-            "SELECT id, name, scopes, created_at, revoked_at FROM api_tokens
-             WHERE token_hash = $1 AND revoked_at IS NULL",
+            "SELECT id, name, scopes, created_at, expires_at, revoked_at FROM api_tokens
+             WHERE token_hash = $1 AND revoked_at IS NULL
+               AND (expires_at IS NULL OR expires_at > $2)",
         )
         .bind(hash)
+        .bind(now)
         .fetch_optional(&self.pool)
         .await?
         .ok_or(StoreError::NotFound)
@@ -94,18 +101,20 @@ impl Store {
         name: &str,
         scopes: &[String],
         hash: &[u8],
+        expires_at: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> Result<ApiTokenRecord, StoreError> {
         Ok(sqlx::query_as::<_, ApiTokenRecord>(
-            "INSERT INTO api_tokens (id, name, token_hash, scopes, created_at)
-             VALUES ($1, $2, $3, $4, $5)
-             RETURNING id, name, scopes, created_at, revoked_at",
+            "INSERT INTO api_tokens (id, name, token_hash, scopes, created_at, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             RETURNING id, name, scopes, created_at, expires_at, revoked_at",
         )
         .bind(Uuid::now_v7())
         .bind(name)
         .bind(hash)
         .bind(scopes)
         .bind(now)
+        .bind(expires_at)
         .fetch_one(&self.pool)
         .await?)
     }
@@ -113,7 +122,8 @@ impl Store {
     /// Every API token, revoked ones included, newest first.
     pub async fn api_tokens(&self) -> Result<Vec<ApiTokenRecord>, StoreError> {
         Ok(sqlx::query_as::<_, ApiTokenRecord>(
-            "SELECT id, name, scopes, created_at, revoked_at FROM api_tokens ORDER BY id DESC",
+            "SELECT id, name, scopes, created_at, expires_at, revoked_at FROM api_tokens
+             ORDER BY id DESC",
         )
         .fetch_all(&self.pool)
         .await?)

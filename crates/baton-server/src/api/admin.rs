@@ -26,6 +26,9 @@ use uuid::Uuid;
 /// Registration tokens carry this prefix.
 const REGISTRATION_TOKEN_PREFIX: &str = "brg_";
 
+/// The longest a token may be made to live: ten years, "never" without an overflow.
+const MAX_EXPIRY_S: i64 = 10 * 365 * 86_400;
+
 fn runner_view(
     state: &AppState,
     r: RunnerRecord,
@@ -152,6 +155,7 @@ fn token_view(t: ApiTokenRecord) -> TokenView {
         name: t.name,
         scopes: t.scopes.iter().filter_map(|s| parse_scope(s)).collect(),
         created_at: t.created_at,
+        expires_at: t.expires_at,
         revoked_at: t.revoked_at,
     }
 }
@@ -175,11 +179,23 @@ pub async fn token_create(
     if req.scopes.is_empty() {
         return Err(Invalid::new("scopes", "give at least one of admin, submit, read").into());
     }
+    if req
+        .expires_in_s
+        .is_some_and(|s| !(1..=MAX_EXPIRY_S).contains(&s))
+    {
+        return Err(Invalid::new(
+            "expires_in_s",
+            format!("must be between 1 and {MAX_EXPIRY_S} seconds"),
+        )
+        .into());
+    }
+    let now = state.clock.now();
+    let expires_at = req.expires_in_s.map(|s| now + Duration::seconds(s));
     let token = new_token(API_TOKEN_PREFIX);
     let scopes: Vec<String> = req.scopes.iter().map(|s| scope_name(*s)).collect();
     let record = state
         .store
-        .api_token_insert(&req.name, &scopes, &hash_token(&token), state.clock.now())
+        .api_token_insert(&req.name, &scopes, &hash_token(&token), expires_at, now)
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -230,8 +246,6 @@ pub async fn token_revoke(
 /// A registration token left without limits lets one runner register within a day.
 const REGISTRATION_DEFAULT_USES: i32 = 1;
 const REGISTRATION_DEFAULT_EXPIRY_S: i64 = 86_400;
-/// Ten years: "never", without an overflow.
-const REGISTRATION_MAX_EXPIRY_S: i64 = 10 * 365 * 86_400;
 
 fn registration_token_view(t: RegistrationTokenRecord) -> RegistrationTokenView {
     RegistrationTokenView {
@@ -259,10 +273,10 @@ fn registration_limits(
         return Err(Invalid::new("name", "must be 1-128 printable characters"));
     }
     let expires_in_s = req.expires_in_s.unwrap_or(REGISTRATION_DEFAULT_EXPIRY_S);
-    if !(1..=REGISTRATION_MAX_EXPIRY_S).contains(&expires_in_s) {
+    if !(1..=MAX_EXPIRY_S).contains(&expires_in_s) {
         return Err(Invalid::new(
             "expires_in_s",
-            format!("must be between 1 and {REGISTRATION_MAX_EXPIRY_S} seconds"),
+            format!("must be between 1 and {MAX_EXPIRY_S} seconds"),
         ));
     }
     let uses = req.uses.unwrap_or(REGISTRATION_DEFAULT_USES);
