@@ -31,7 +31,8 @@ const REGISTRATION_TOKEN: &str = "chaos-registration-token";
 /// margins of docs/failure-handling.md, scaled down: a runner cut off fences at 7 s (+ 1 s
 /// for the exchanger's check) < 14 s − 0.25 s (presence a dying node had not written) −
 /// (0.25 s + 2 s: a node that just lost Redis vouches for its runners until a presence
-/// write fails) − the clock skew the drill gives node 1 (`NODE_SKEW_S`).
+/// write fails) = 11.5 s. The clock steps the drill gives node 1 (`NODE_SKEW_S`) take
+/// nothing from it: times compared across nodes are the cluster clock's (Redis `TIME`).
 fn node_args() -> Vec<String> {
     [
         ("--node-ttl-ms", NODE_TTL_MS.to_string()),

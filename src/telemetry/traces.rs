@@ -6,7 +6,7 @@ use anyhow::Context;
 use opentelemetry::KeyValue;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use opentelemetry_sdk::trace::{ParentBasedSampler, Sampler, SdkTracerProvider};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -37,7 +37,8 @@ pub struct TraceArgs {
         global = true
     )]
     pub otlp_protocol: OtlpProtocol,
-    /// Share of traces kept, 0.0–1.0; a trace begun elsewhere keeps its caller's choice.
+    /// Share of traces kept, 0.0–1.0, decided from the trace id, so every process of a
+    /// trace decides alike.
     #[arg(
         long,
         env = "OTEL_TRACES_SAMPLER_ARG",
@@ -45,6 +46,12 @@ pub struct TraceArgs {
         global = true
     )]
     pub trace_sample_ratio: f64,
+    /// Keep every trace a caller marked sampled (its `traceparent`), past the ratio:
+    /// for callers you trust, such as your own services. Otherwise a caller's mark is
+    /// judged by the ratio like any trace, so no client can make this process export
+    /// all of its requests.
+    #[arg(long, env = "BATON_TRACE_TRUST_PARENT", global = true)]
+    pub trace_trust_parent: bool,
 }
 
 impl TraceArgs {
@@ -111,23 +118,77 @@ pub fn provider(
     Ok(Some(
         SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
-            .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
-                args.trace_sample_ratio,
-            ))))
+            .with_sampler(sampler(args.trace_sample_ratio, args.trace_trust_parent))
             .with_resource(resource)
             .build(),
     ))
 }
 
+/// A span follows its parent in this process; a trace begun here, or by a caller whose
+/// "sampled" mark is not trusted, is kept at `ratio`. A caller's "not sampled" stands:
+/// it can only ask for less.
+fn sampler(ratio: f64, trust_parent: bool) -> ParentBasedSampler {
+    let by_ratio = || Sampler::TraceIdRatioBased(ratio);
+    let sampler = Sampler::parent_based(by_ratio());
+    if trust_parent {
+        sampler
+    } else {
+        sampler.with_remote_parent_sampled(by_ratio())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opentelemetry::trace::{
+        SpanContext, SpanId, SpanKind, TraceContextExt, TraceFlags, TraceId, TraceState,
+    };
+    use opentelemetry_sdk::trace::{SamplingDecision, ShouldSample};
+
+    /// What `sampler` decides for a span whose parent is `remote` and marked `sampled`.
+    fn decides(sampler: &ParentBasedSampler, remote: bool, sampled: bool) -> SamplingDecision {
+        let flags = if sampled {
+            TraceFlags::SAMPLED
+        } else {
+            TraceFlags::default()
+        };
+        let trace = TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap();
+        let parent = SpanContext::new(
+            trace,
+            SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+            flags,
+            remote,
+            TraceState::default(),
+        );
+        let cx = opentelemetry::Context::new().with_remote_span_context(parent);
+        sampler
+            .should_sample(Some(&cx), trace, "span", &SpanKind::Server, &[], &[])
+            .decision
+    }
+
+    #[test]
+    fn a_callers_sampled_mark_is_judged_by_the_ratio_unless_trusted() {
+        let untrusting = sampler(0.0, false);
+        assert_eq!(decides(&untrusting, true, true), SamplingDecision::Drop);
+        assert_eq!(decides(&untrusting, true, false), SamplingDecision::Drop);
+        let trusting = sampler(0.0, true);
+        assert_eq!(
+            decides(&trusting, true, true),
+            SamplingDecision::RecordAndSample
+        );
+        // At the default ratio every trace is kept, a caller's included.
+        assert_eq!(
+            decides(&sampler(1.0, false), true, true),
+            SamplingDecision::RecordAndSample
+        );
+    }
 
     fn args(endpoint: &str, protocol: OtlpProtocol) -> TraceArgs {
         TraceArgs {
             otlp_endpoint: Some(endpoint.into()),
             otlp_protocol: protocol,
             trace_sample_ratio: 1.0,
+            trace_trust_parent: false,
         }
     }
 
