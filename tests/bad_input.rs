@@ -106,6 +106,28 @@ async fn each_bad_request_gets_its_4xx_and_writes_nothing() {
             "invalid",
         ),
         submit("empty argv", json!({"command": []}), 422, "invalid"),
+        // Past what execve takes: accepted, it would only fail on a runner.
+        submit(
+            "an argument longer than execve takes",
+            json!({"command": ["echo", "x".repeat(128 * 1024)]}),
+            422,
+            "invalid",
+        ),
+        submit(
+            "a script longer than execve takes",
+            json!({"script": "x".repeat(128 * 1024)}),
+            422,
+            "invalid",
+        ),
+        submit(
+            "arguments and environment past execve's total",
+            json!({
+                "command": vec!["x".repeat(100_000); 9],
+                "env": {"BIG": "y".repeat(100_000), "MORE": "z".repeat(100_000)},
+            }),
+            422,
+            "invalid",
+        ),
         submit("empty program", json!({"command": [""]}), 422, "invalid"),
         submit(
             "command and script",

@@ -114,6 +114,72 @@ pub fn check_command(command: Option<&[String]>, script: Option<&str>) -> Result
     }
 }
 
+/// The longest string `execve` takes, each argument and each `NAME=value` alike (Linux's
+/// `MAX_ARG_STRLEN`, 32 pages): a longer one makes the exec fail on the runner.
+pub const MAX_EXEC_STRING_BYTES: usize = 128 * 1024;
+
+/// What a task's command, script and environment may add up to: half of Linux's
+/// `ARG_MAX` for a default 8 MiB stack (2 MiB), the rest left to the variables the runner
+/// sets and the pointers.
+pub const MAX_EXEC_TOTAL_BYTES: usize = 1024 * 1024;
+
+/// What the runner will hand to `execve` must fit what `execve` takes, or the task would
+/// be accepted only to fail on a runner: each argument (a script is one, after `sh -c`)
+/// and each variable at most [`MAX_EXEC_STRING_BYTES`], all of them together at most
+/// [`MAX_EXEC_TOTAL_BYTES`].
+pub fn check_exec_size<'a>(
+    command: Option<&[String]>,
+    script: Option<&str>,
+    env: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<(), Invalid> {
+    // Each string counts its terminating NUL, as the kernel counts it.
+    let mut total = 0usize;
+    for arg in command.into_iter().flatten() {
+        if arg.len() + 1 > MAX_EXEC_STRING_BYTES {
+            return Err(Invalid::new(
+                "command",
+                format!(
+                    "each argument may be at most {} bytes",
+                    MAX_EXEC_STRING_BYTES - 1
+                ),
+            ));
+        }
+        total += arg.len() + 1;
+    }
+    if let Some(script) = script {
+        if script.len() + 1 > MAX_EXEC_STRING_BYTES {
+            return Err(Invalid::new(
+                "script",
+                format!("may be at most {} bytes", MAX_EXEC_STRING_BYTES - 1),
+            ));
+        }
+        total += script.len() + 1;
+    }
+    for (name, value) in env {
+        let entry = name.len() + 1 + value.len() + 1;
+        if entry > MAX_EXEC_STRING_BYTES {
+            return Err(Invalid::new(
+                "env",
+                format!(
+                    "{name}: a variable may be at most {} bytes, name and value together",
+                    MAX_EXEC_STRING_BYTES - 2
+                ),
+            ));
+        }
+        total += entry;
+    }
+    if total > MAX_EXEC_TOTAL_BYTES {
+        return Err(Invalid::new(
+            "command",
+            format!(
+                "the command or script and the environment together may be at most \
+                 {MAX_EXEC_TOTAL_BYTES} bytes, got {total}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Environment variable names are POSIX-portable (`[A-Za-z_][A-Za-z0-9_]*`) and values
 /// carry no NUL, so what the runner sets is exactly what was submitted.
 pub fn check_env(env: &BTreeMap<String, String>, max_vars: usize) -> Result<(), Invalid> {
@@ -175,6 +241,34 @@ pub fn check_json_float(field: &str, value: f64) -> Result<(), Invalid> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn what_execve_would_refuse_is_refused_at_submit() {
+        let none = std::collections::BTreeMap::<String, String>::new();
+        let big = "x".repeat(MAX_EXEC_STRING_BYTES);
+        let fits = "x".repeat(MAX_EXEC_STRING_BYTES - 1);
+        assert!(check_exec_size(Some(&[fits.clone()]), None, &none).is_ok());
+        assert_eq!(
+            check_exec_size(Some(&[big.clone()]), None, &none)
+                .unwrap_err()
+                .field,
+            "command"
+        );
+        assert_eq!(
+            check_exec_size(None, Some(&big), &none).unwrap_err().field,
+            "script"
+        );
+        let env = std::collections::BTreeMap::from([("A".to_string(), big)]);
+        assert_eq!(
+            check_exec_size(None, Some("true"), &env).unwrap_err().field,
+            "env"
+        );
+        // Each fits, together they do not.
+        let many = vec![fits; 9];
+        let total = check_exec_size(Some(&many), None, &none).unwrap_err();
+        assert!(total.message.contains("together"), "{}", total.message);
+    }
+
     use super::*;
 
     #[test]

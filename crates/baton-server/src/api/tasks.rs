@@ -44,6 +44,11 @@ fn new_task(
     validate::check_env(&req.env, limits.max_env_vars)?;
     validate::check_env(&req.secret_env, limits.max_env_vars)
         .map_err(|e| validate::Invalid::new("secret_env", e.message))?;
+    validate::check_exec_size(
+        req.command.as_deref(),
+        req.script.as_deref(),
+        req.env.iter().chain(&req.secret_env),
+    )?;
     if req.labels.len() > limits.max_labels {
         return Err(validate::Invalid::new(
             "labels",
