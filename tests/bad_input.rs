@@ -220,6 +220,15 @@ async fn each_bad_request_gets_its_4xx_and_writes_nothing() {
             "payload_too_large",
         ),
         case(
+            "a registration body over its own, smaller limit",
+            Method::POST,
+            "/v1/runner/register",
+            Auth::None,
+            Body::Raw("application/json", vec![b' '; 65 << 10]),
+            413,
+            "body_too_large",
+        ),
+        case(
             "body over the limit",
             Method::POST,
             "/v1/tasks",

@@ -92,6 +92,8 @@ pub struct Limits {
     pub max_labels: usize,
     /// One log chunk from a runner.
     pub max_log_chunk_bytes: usize,
+    /// A runner's registration: the one body anyone may send without a bearer token.
+    pub max_registration_body_bytes: usize,
     /// Stored log per task; beyond it the log is marked truncated.
     pub max_log_bytes: i64,
     pub default_timeout_s: i64,
@@ -118,6 +120,7 @@ impl Default for Limits {
             max_env_vars: 128,
             max_labels: baton_core::labels::MAX_LABELS,
             max_log_chunk_bytes: 1 << 20,
+            max_registration_body_bytes: 64 << 10,
             max_log_bytes: 16 << 20,
             default_timeout_s: 3600,
             max_timeout_s: 7 * 24 * 3600,

@@ -36,6 +36,15 @@ pub fn router(state: AppState) -> Router {
             method.layer(DefaultBodyLimit::max(limits.max_log_chunk_bytes)),
         )
     };
+    // Registration takes no bearer token: what anyone may make the node read stays small.
+    let register: UtoipaMethodRouter<AppState> = {
+        let (schemas, paths, method) = routes!(runner::register);
+        (
+            schemas,
+            paths,
+            method.layer(DefaultBodyLimit::max(limits.max_registration_body_bytes)),
+        )
+    };
     let (router, document) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(ops::healthz))
         .routes(routes!(ops::readyz))
@@ -59,7 +68,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::registration_token_revoke))
         .routes(routes!(webhooks::secret))
         .routes(routes!(ops::nodes))
-        .routes(routes!(runner::register))
+        .routes(register)
         .routes(routes!(runner::heartbeat))
         .routes(routes!(runner::unregister))
         .routes(routes!(runner::lease))
