@@ -332,3 +332,52 @@ async fn a_retried_start_is_idempotent_and_counts_one_attempt() {
     assert_eq!(runner.start(t.id, lease_id).await.unwrap().attempt, 1);
     assert_eq!(user.task_get(t.id).await.unwrap().attempt, 1);
 }
+
+/// Each parked lease request holds a receiver on the node: one runner may not keep more
+/// than `max_parked_per_runner` (64) waiting on a node. The one past it is answered 429
+/// at once; another runner still parks; the first runner parks again once one returns.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_cannot_park_more_lease_requests_than_its_share() {
+    let env = TestEnv::new("proto-parked-cap").await;
+    let node = env.node().await;
+    let (_, greedy) = register_runner(&node.url, &["nothing-comes"], 1).await;
+    let waiting = |runner: Client| {
+        tokio::spawn(async move {
+            runner
+                .lease(&LeaseRequest {
+                    wait_s: 30,
+                    ..lease_req(1)
+                })
+                .await
+        })
+    };
+    let parked: Vec<_> = (0..64).map(|_| waiting(greedy.clone())).collect();
+    node.wait_parked("64 parked", |n| n >= 64).await;
+    let refused = greedy
+        .lease(&LeaseRequest {
+            wait_s: 30,
+            ..lease_req(1)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.status(),
+        Some(StatusCode::TOO_MANY_REQUESTS),
+        "{refused}"
+    );
+    // A lease that does not wait is no park, and another runner parks as before.
+    assert!(greedy.lease(&lease_req(1)).await.unwrap().tasks.is_empty());
+    let (_, other) = register_runner(&node.url, &["nothing-comes"], 1).await;
+    let _other = waiting(other);
+    node.wait_parked("the other runner parked", |n| n >= 65)
+        .await;
+    // Requests given up by the runner free their places.
+    for request in &parked {
+        request.abort();
+    }
+    node.wait_parked("the given-up requests to leave", |n| n <= 1)
+        .await;
+    let _again = waiting(greedy.clone());
+    node.wait_parked("the runner parked again", |n| n >= 2)
+        .await;
+}

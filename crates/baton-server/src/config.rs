@@ -104,6 +104,9 @@ pub struct Limits {
     pub max_wait_s: u32,
     /// Most tasks one lease request may take.
     pub max_lease: u32,
+    /// Most lease requests one runner may have waiting (parked) on one node; past it,
+    /// 429. An agent parks one at a time.
+    pub max_parked_per_runner: usize,
     /// Most starts and completions in one runner exchange (and most running leases in
     /// its heartbeat).
     pub max_exchange_items: usize,
@@ -128,6 +131,7 @@ impl Default for Limits {
             max_queue_timeout_s: 30 * 86_400,
             max_wait_s: 50,
             max_lease: 64,
+            max_parked_per_runner: 64,
             max_exchange_items: 256,
             max_attempts: 100,
             max_notify_url: 2048,

@@ -53,6 +53,10 @@ impl ApiError {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, code, message)
     }
 
+    pub fn too_many(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_requests", message)
+    }
+
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
     }

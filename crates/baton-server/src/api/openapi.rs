@@ -41,6 +41,9 @@ pub enum Errors {
     /// Well-formed but invalid.
     #[response(status = 422)]
     Invalid(#[to_schema] ErrorBody),
+    /// The caller holds as many of something as it may (parked lease requests).
+    #[response(status = 429)]
+    TooMany(#[to_schema] ErrorBody),
     /// Redis or Postgres unreachable: try again.
     #[response(status = 503)]
     Unavailable(#[to_schema] ErrorBody),

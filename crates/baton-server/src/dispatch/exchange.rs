@@ -160,7 +160,17 @@ async fn answer(
     let may_park = !has_items && !call.wait.is_zero();
     // Subscribe before the first look: a task queued between the look and the park
     // leaves its wake-up in this receiver.
-    let parked = may_park.then(|| state.wake.park());
+    let parked = if may_park {
+        let limit = state.config.limits.max_parked_per_runner;
+        Some(state.wake.park(runner.id, limit).ok_or_else(|| {
+            ApiError::too_many(format!(
+                "this runner already has {limit} lease requests waiting on this node \
+                 (max_parked_per_runner); wait for an answer before asking again"
+            ))
+        })?)
+    } else {
+        None
+    };
     let first = spawn_pass(state, runner, &call, max, &replay).await?;
     if !first.tasks.is_empty() || !may_park {
         return Ok(first);
