@@ -381,3 +381,52 @@ async fn a_runner_cannot_park_more_lease_requests_than_its_share() {
     node.wait_parked("the runner parked again", |n| n >= 2)
         .await;
 }
+
+/// A log follow stream holds a receiver and a loop on the node while it is open: one
+/// token may have at most `max_follows_per_token` (32) open on a node. The next is
+/// answered 429; another token still follows; a closed stream frees its place.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_cannot_follow_more_logs_at_once_than_its_share() {
+    let env = TestEnv::new("proto-follow-cap").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let (t, _) = user.submit(&task(&[], 0)).await.unwrap();
+    let leased = lease(&runner, 1).await.tasks.remove(0);
+    runner.start(t.id, leased.lease_id).await.unwrap();
+
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/tasks/{}/logs?follow=true", node.url, t.id);
+    let follow = |token: String| {
+        let (http, url) = (http.clone(), url.clone());
+        async move { http.get(&url).bearer_auth(token).send().await.unwrap() }
+    };
+    let mut open = Vec::new();
+    for _ in 0..32 {
+        let stream = follow(API_TOKEN.to_string()).await;
+        assert_eq!(stream.status(), 200);
+        open.push(stream);
+    }
+    let refused = follow(API_TOKEN.to_string()).await;
+    assert_eq!(refused.status(), 429);
+    let reader = user
+        .token_create(&baton_client::CreateToken {
+            name: "another".into(),
+            scopes: vec![baton_client::Scope::Read],
+            expires_in_s: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(follow(reader.token).await.status(), 200);
+    // A stream the client closed gives its place back.
+    drop(open.pop());
+    wait_for(
+        "a place to be given back",
+        Duration::from_secs(10),
+        || async {
+            let again = follow(API_TOKEN.to_string()).await;
+            (again.status() == 200).then_some(again)
+        },
+    )
+    .await;
+}

@@ -107,6 +107,8 @@ pub struct Limits {
     /// Most lease requests one runner may have waiting (parked) on one node; past it,
     /// 429. An agent parks one at a time.
     pub max_parked_per_runner: usize,
+    /// Most log follow streams one API token may have open on one node; past it, 429.
+    pub max_follows_per_token: usize,
     /// Most starts and completions in one runner exchange (and most running leases in
     /// its heartbeat).
     pub max_exchange_items: usize,
@@ -132,6 +134,7 @@ impl Default for Limits {
             max_wait_s: 50,
             max_lease: 64,
             max_parked_per_runner: 64,
+            max_follows_per_token: 32,
             max_exchange_items: 256,
             max_attempts: 100,
             max_notify_url: 2048,

@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod node;
 pub mod presence;
 mod queueing;
+pub mod quota;
 pub mod services;
 pub mod state;
 pub mod webhooks;

@@ -242,6 +242,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         clocks: Arc::new(StalenessClocks::new(now_ms)),
         clock: clock.clone(),
         webhooks: Arc::new(webhooks),
+        follows: Arc::default(),
         openapi: Arc::default(),
         store,
         commit,

@@ -38,6 +38,8 @@ pub struct AppState {
     /// Completion webhooks' address policy, signing key and the client that sends them
     /// (the node makes no other outbound HTTP request a user can aim).
     pub webhooks: Arc<Webhooks>,
+    /// Log follow streams open on this node, per API token.
+    pub follows: Arc<crate::quota::Quota<String>>,
     /// The OpenAPI document, set once the router (which generates it) is built.
     pub openapi: Arc<std::sync::OnceLock<serde_json::Value>>,
     /// Cancelled when the node begins to drain (SIGTERM): readiness fails, parked leases

@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use baton_client::log_headers;
 use baton_coord::Wake;
 use baton_core::validate::Invalid;
+use futures::StreamExt;
 use serde::Deserialize;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
@@ -81,7 +82,22 @@ pub async fn logs(
     if q.follow {
         // Before its first start a task is at attempt 0: follow the first run to come.
         let attempt = q.attempt.unwrap_or(task.attempt.max(1));
-        let body = Body::from_stream(follow(state, id, attempt, offset));
+        let limit = state.config.limits.max_follows_per_token;
+        let held = state
+            .follows
+            .take(user.token_id.clone(), limit)
+            .ok_or_else(|| {
+                ApiError::too_many(format!(
+                    "this token already follows {limit} logs on this node \
+                     (max_follows_per_token); close one first"
+                ))
+            })?;
+        // The place is held as long as the stream lives.
+        let stream = follow(state, id, attempt, offset).map(move |item| {
+            let _ = &held;
+            item
+        });
+        let body = Body::from_stream(stream);
         return Ok(octet_stream(
             body.into_response(),
             task.status.as_str(),
