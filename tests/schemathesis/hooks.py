@@ -2,7 +2,10 @@
 
 A followed log (`follow=true`) streams until its task ends, by design; the fuzzer's tasks
 never run, so such a request would only hang until the fuzzer gives up. Leave it out.
+Runner operations get the ids of runners that exist.
 """
+
+import os
 
 import schemathesis
 
@@ -10,3 +13,25 @@ import schemathesis
 @schemathesis.hook
 def filter_query(ctx, query):
     return not (query and str(query.get("follow")).lower() in ("true", "1"))
+
+
+# Runner ids the test registered before the run (`BATON_ST_RUNNER_IDS`): a random id
+# only ever meets 404, so the runner operations are given ones that exist, and reach
+# their handlers (a DELETE may take one away: later calls on it meet 404, as they should).
+RUNNER_IDS = [i for i in os.environ.get("BATON_ST_RUNNER_IDS", "").split(",") if i]
+
+
+@schemathesis.hook
+def map_path_parameters(ctx, path_parameters):
+    operation = ctx.operation
+    if (
+        RUNNER_IDS
+        and operation is not None
+        and operation.path.startswith("/v1/runners/")
+        and path_parameters
+        and "id" in path_parameters
+    ):
+        # Deterministic, so a failing example replays the same way.
+        pick = sum(str(path_parameters["id"]).encode()) % len(RUNNER_IDS)
+        path_parameters["id"] = RUNNER_IDS[pick]
+    return path_parameters
