@@ -323,7 +323,8 @@ pub async fn check(
     // 3b. Each task ended as it ran: a success only after a run of its last attempt
     //     exited 0, a runner's failure with the code a run of that attempt exited with, a
     //     cancel only when the drill cancelled it — and then `cancelled`, unless it was
-    //     already running and its runner reported how it ended first.
+    //     already running and its runner reported how it ended first; a timeout only
+    //     when no run of its last attempt ended by itself (its runner killed them all).
     let before = violations.len();
     for accepted in accepted {
         let id = &accepted.id;
@@ -336,6 +337,12 @@ pub async fn check(
                 .into_iter()
                 .flatten()
                 .any(|r| r.attempt == *attempt && r.exit_code == Some(code))
+        };
+        let ended_by_itself = || {
+            runs.get(id)
+                .into_iter()
+                .flatten()
+                .any(|r| r.attempt == *attempt && r.exit_code.is_some())
         };
         let reported_code = error
             .as_deref()
@@ -356,6 +363,10 @@ pub async fn check(
             ("failed", Some(TaskStatus::Cancelling)) if reported_code.is_none() => Some(format!(
                 "cancelled while it ran, yet ended failed by the server ({error:?})"
             )),
+            // A run its runner killed (fenced off, or killed with its runner) leaves no
+            // result: the deadline passing with none is a true timeout. One that ended
+            // by itself in time had a result, and a timeout then overrode it.
+            ("timed_out", _) if !ended_by_itself() => None,
             ("timed_out" | "expired", _) => Some(format!(
                 "ended {status} ({error:?}): no task of this load outlives its timeout or its queue timeout"
             )),
