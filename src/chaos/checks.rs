@@ -349,8 +349,10 @@ pub async fn check(
             .and_then(|e| e.strip_prefix("exited with status "))
             .and_then(|c| c.parse::<i32>().ok());
         let wrong = match (status.as_str(), accepted.cancelled_as) {
-            ("cancelled", None) => Some("cancelled, though nobody cancelled it".to_string()),
-            ("cancelled", Some(_)) => None,
+            ("cancelled", None) if !accepted.cancel_unanswered => {
+                Some("cancelled, though nobody cancelled it".to_string())
+            }
+            ("cancelled", _) => None,
             (other, Some(TaskStatus::Cancelled)) => Some(format!(
                 "the cancel was answered `cancelled`, yet the task ended {other}"
             )),

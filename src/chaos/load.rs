@@ -27,6 +27,16 @@ pub struct Accepted {
     /// The status a cancel of it was answered with (`cancelled`, or `cancelling` while it
     /// ran), if the drill cancelled it and a node took the cancel.
     pub cancelled_as: Option<TaskStatus>,
+    /// A cancel of it went unanswered (a timeout, a 5xx, a node killed mid-request):
+    /// like any write whose answer was lost, it may or may not have taken effect.
+    pub cancel_unanswered: bool,
+}
+
+/// How the drill's cancel of one task went.
+#[derive(Debug, Default)]
+struct CancelOutcome {
+    answered_as: Option<TaskStatus>,
+    unanswered: bool,
 }
 
 pub struct Load {
@@ -212,43 +222,49 @@ impl Load {
                 }
             }
         };
-        let cancelled_as = match plan.cancel_after {
+        let cancel = match plan.cancel_after {
             Some(after) => {
                 tokio::time::sleep(after).await;
                 self.cancel(id).await
             }
-            None => None,
+            None => CancelOutcome::default(),
         };
         self.accepted.lock().expect("accepted lock").push(Accepted {
             id,
             notify: plan.notify,
-            cancelled_as,
+            cancelled_as: cancel.answered_as,
+            cancel_unanswered: cancel.unanswered,
         });
         Ok(())
     }
 
-    /// Cancels until a node answers (for a while): the status it answered with, or
-    /// `None` if the task had finished first or no node took the cancel.
-    async fn cancel(&self, id: Uuid) -> Option<TaskStatus> {
+    /// Cancels until a node answers (for a while): the status it answered with, none if
+    /// the task had finished first (409) or no node answered, and whether some try went
+    /// unanswered — that try may have cancelled it, and a later one then hears 409.
+    async fn cancel(&self, id: Uuid) -> CancelOutcome {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let mut outcome = CancelOutcome::default();
         loop {
             match self.client.task_cancel(id).await {
                 Ok(t) => {
                     self.note(format_args!("cancel {id} -> {}", t.status));
-                    return Some(t.status);
+                    outcome.answered_as = Some(t.status);
+                    return outcome;
                 }
                 Err(e) if e.status().is_some_and(|s| s.is_client_error()) => {
-                    // 409: it finished before the cancel.
+                    // 409: it finished before this cancel (or an unanswered one did it).
                     self.note(format_args!("cancel {id} -> refused: {e}"));
-                    return None;
+                    return outcome;
                 }
                 Err(e) if tokio::time::Instant::now() < deadline => {
                     self.note(format_args!("cancel {id} -> failed: {e}"));
+                    outcome.unanswered = true;
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
                 Err(e) => {
                     self.note(format_args!("cancel {id} -> gave up: {e}"));
-                    return None;
+                    outcome.unanswered = true;
+                    return outcome;
                 }
             }
         }
