@@ -75,7 +75,8 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_schema() {
         );
     }
     // The runner protocol answers an API token 403 whatever the input: it is fuzzed with
-    // a runner's token below. Registration takes no bearer and stays here.
+    // a runner's token below. Registration takes no bearer and stays here; its body is
+    // given the registration token (hooks.py), which a fuzzer would never guess.
     let not_the_runner_protocol = [
         "--exclude-path-regex",
         "^/v1/runner/(exchange|heartbeat|lease|unregister|tasks/)",
@@ -84,7 +85,10 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_schema() {
         &node.url,
         API_TOKEN,
         &not_the_runner_protocol,
-        &[("BATON_ST_RUNNER_IDS", runners.join(","))],
+        &[
+            ("BATON_ST_RUNNER_IDS", runners.join(",")),
+            ("BATON_ST_REGISTRATION_TOKEN", REGISTRATION_TOKEN.into()),
+        ],
         120,
         "schemathesis.txt",
     )

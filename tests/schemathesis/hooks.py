@@ -35,3 +35,23 @@ def map_path_parameters(ctx, path_parameters):
         pick = sum(str(path_parameters["id"]).encode()) % len(RUNNER_IDS)
         path_parameters["id"] = RUNNER_IDS[pick]
     return path_parameters
+
+
+# The bootstrap registration token of the node under test (`BATON_ST_REGISTRATION_TOKEN`).
+# A registration is authorized by the token in its body, which a fuzzer never guesses:
+# without it every registration meets 401, and the handler past that is never reached.
+REGISTRATION_TOKEN = os.environ.get("BATON_ST_REGISTRATION_TOKEN")
+
+
+@schemathesis.hook
+def map_body(ctx, body):
+    operation = ctx.operation
+    if (
+        REGISTRATION_TOKEN
+        and operation is not None
+        and operation.path == "/v1/runner/register"
+        and isinstance(body, dict)
+        and "registration_token" in body
+    ):
+        body["registration_token"] = REGISTRATION_TOKEN
+    return body
