@@ -6,9 +6,8 @@
 
 use crate::{Coord, CoordError};
 use futures::StreamExt;
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -96,33 +95,21 @@ impl Coord {
 pub struct WakeBus {
     tx: broadcast::Sender<Wake>,
     parked: Arc<AtomicUsize>,
-    /// Parked requests per runner: each holds a receiver, so one runner opening many
-    /// would hold the node's memory.
-    parked_by_runner: Arc<Mutex<HashMap<Uuid, usize>>>,
     /// Counts the news of queued work this node has heard (and every reconnection,
     /// after which anything may have been queued): a lease that found nothing can tell
     /// whether anything came since.
     queue_news: Arc<AtomicU64>,
 }
 
-/// A parked lease request's receiver; counted while it lives, in all and for its runner.
+/// A parked lease request's receiver; counted while it lives.
 pub struct Parked {
     pub wakes: broadcast::Receiver<Wake>,
     count: Arc<AtomicUsize>,
-    runner: Uuid,
-    by_runner: Arc<Mutex<HashMap<Uuid, usize>>>,
 }
 
 impl Drop for Parked {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::Relaxed);
-        let mut by_runner = self.by_runner.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = by_runner.get_mut(&self.runner) {
-            *n -= 1;
-            if *n == 0 {
-                by_runner.remove(&self.runner);
-            }
-        }
     }
 }
 
@@ -138,7 +125,6 @@ impl WakeBus {
         let bus = WakeBus {
             tx,
             parked: Arc::new(AtomicUsize::new(0)),
-            parked_by_runner: Arc::default(),
             queue_news: Arc::new(AtomicU64::new(0)),
         };
         tokio::spawn(subscribe_loop(
@@ -167,27 +153,13 @@ impl WakeBus {
         self.tx.subscribe()
     }
 
-    /// A receiver for `runner`'s lease request about to look for work and maybe park;
-    /// `None` when that runner already has `limit` parked on this node.
-    pub fn park(&self, runner: Uuid, limit: usize) -> Option<Parked> {
-        {
-            let mut by_runner = self
-                .parked_by_runner
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            let n = by_runner.entry(runner).or_default();
-            if *n >= limit {
-                return None;
-            }
-            *n += 1;
-        }
+    /// A receiver for a lease request about to look for work and maybe park.
+    pub fn park(&self) -> Parked {
         self.parked.fetch_add(1, Ordering::Relaxed);
-        Some(Parked {
+        Parked {
             wakes: self.tx.subscribe(),
             count: self.parked.clone(),
-            runner,
-            by_runner: self.parked_by_runner.clone(),
-        })
+        }
     }
 
     /// How many lease requests are parked (or looking for work) on this node right now.

@@ -243,6 +243,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         clock: clock.clone(),
         webhooks: Arc::new(webhooks),
         follows: Arc::default(),
+        parks: Arc::default(),
         openapi: Arc::default(),
         store,
         commit,

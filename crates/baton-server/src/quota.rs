@@ -1,6 +1,6 @@
-//! What one caller may hold open at once on a node (log follow streams per token): each
-//! open one holds memory and a receiver here, so a caller opening them without end would
-//! hold the node's.
+//! What one caller may hold open at once on a node (log follow streams per token, parked
+//! lease requests per runner): each open one holds memory and a receiver here, so a
+//! caller opening them without end would hold the node's.
 
 use std::collections::HashMap;
 use std::hash::Hash;

@@ -40,6 +40,8 @@ pub struct AppState {
     pub webhooks: Arc<Webhooks>,
     /// Log follow streams open on this node, per API token.
     pub follows: Arc<crate::quota::Quota<String>>,
+    /// Lease requests parked on this node, per runner.
+    pub parks: Arc<crate::quota::Quota<uuid::Uuid>>,
     /// The OpenAPI document, set once the router (which generates it) is built.
     pub openapi: Arc<std::sync::OnceLock<serde_json::Value>>,
     /// Cancelled when the node begins to drain (SIGTERM): readiness fails, parked leases

@@ -162,12 +162,15 @@ async fn answer(
     // leaves its wake-up in this receiver.
     let parked = if may_park {
         let limit = state.config.limits.max_parked_per_runner;
-        Some(state.wake.park(runner.id, limit).ok_or_else(|| {
+        // Each parked request holds a receiver: one runner opening them without end
+        // would hold the node's memory.
+        let place = state.parks.take(runner.id, limit).ok_or_else(|| {
             ApiError::too_many(format!(
                 "this runner already has {limit} lease requests waiting on this node \
                  (max_parked_per_runner); wait for an answer before asking again"
             ))
-        })?)
+        })?;
+        Some((state.wake.park(), place))
     } else {
         None
     };
@@ -175,7 +178,7 @@ async fn answer(
     if !first.tasks.is_empty() || !may_park {
         return Ok(first);
     }
-    let mut parked = parked.expect("subscribed when it may park");
+    let (mut parked, _place) = parked.expect("subscribed when it may park");
     let deadline = tokio::time::Instant::now() + call.wait;
     let tasks = lease::park(state, runner, &mut parked.wakes, deadline, || async {
         let lease_only = RunnerCall {
