@@ -45,7 +45,9 @@ fn node_args() -> Vec<String> {
         ("--runner-offline-after-s", "8".into()),
         ("--runner-lost-after-s", RUNNER_LOST_AFTER_S.to_string()),
         ("--presence-write-ms", PRESENCE_WRITE_MS.to_string()),
-        ("--timeout-grace-s", "2".into()),
+        // Above the runners' longest backoff step (a quarter of their fence, +20 %), so
+        // a result held through an outage lands before the server's timeout verdict.
+        ("--timeout-grace-s", "5".into()),
         ("--retry-initial-ms", "300".into()),
     ]
     .into_iter()

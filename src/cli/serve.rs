@@ -130,7 +130,7 @@ struct TimingArgs {
     /// How long a leased task may wait for its runner's start [default: 30].
     #[arg(long, env = "BATON_ACK_TIMEOUT_S")]
     ack_timeout_s: Option<u64>,
-    /// Added to a task's timeout before the server ends it [default: 30].
+    /// Added to a task's timeout before the server ends it [default: 40].
     #[arg(long, env = "BATON_TIMEOUT_GRACE_S")]
     timeout_grace_s: Option<u64>,
     /// How long a claim may sit on a still-queued task before it is undone [default: 10000].

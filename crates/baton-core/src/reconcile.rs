@@ -165,6 +165,12 @@ pub fn decide(i: &Inputs, t: &Thresholds) -> Decision {
         let from = at.map_or(i.clocks_since, |at| at.max(i.clocks_since));
         i.now - from
     };
+    // The runner was surely heard when it leased and when it started this task: both are
+    // its own requests. A presence read before them (the pass began earlier, or the
+    // node that took them writes presence lazily) must not make a runner that just
+    // started the task look long silent.
+    let heard =
+        |last_seen: Option<DateTime<Utc>>| last_seen.max(task.leased_at).max(task.started_at);
     // What the runner's state says about a task it holds, most certain first.
     let runner_verdict = || match i.runner {
         RunnerFacts::Gone => Some(Reason::RunnerDeleted),
@@ -173,7 +179,7 @@ pub fn decide(i: &Inputs, t: &Thresholds) -> Decision {
         RunnerFacts::Deleted { .. } if task.status == TaskStatus::Leased => {
             Some(Reason::RunnerDeleted)
         }
-        RunnerFacts::Deleted { last_seen } if since(last_seen) > t.runner_lost_after => {
+        RunnerFacts::Deleted { last_seen } if since(heard(last_seen)) > t.runner_lost_after => {
             Some(Reason::RunnerDeleted)
         }
         RunnerFacts::Deleted { .. } => None,
@@ -183,13 +189,17 @@ pub fn decide(i: &Inputs, t: &Thresholds) -> Decision {
         } if task.boot_id.is_some_and(|ran| is_later_boot(seen, ran)) => {
             Some(Reason::RunnerRestarted)
         }
-        RunnerFacts::Known { last_seen, .. } if since(last_seen) > t.runner_lost_after => {
+        RunnerFacts::Known { last_seen, .. } if since(heard(last_seen)) > t.runner_lost_after => {
             Some(Reason::RunnerLost)
         }
         RunnerFacts::Known { .. } => None,
     };
+    // The grace lets the runner, which enforces the timeout itself, report first; it
+    // could not while this node's stores were out, so the grace runs from the outage's
+    // end too.
     let past_timeout = task.started_at.is_some_and(|started| {
         i.now - started > Duration::seconds(task.timeout_s) + t.timeout_grace
+            && i.now - i.clocks_since > t.timeout_grace
     });
 
     match task.status {
@@ -200,7 +210,7 @@ pub fn decide(i: &Inputs, t: &Thresholds) -> Decision {
         TaskStatus::Leased => match (runner_verdict(), i.runner) {
             (Some(reason), _) => Decision::Requeue(reason),
             (None, RunnerFacts::Known { last_seen, .. })
-                if since(last_seen) > t.runner_offline_after =>
+                if since(heard(last_seen)) > t.runner_offline_after =>
             {
                 Decision::Requeue(Reason::RunnerOffline)
             }
@@ -388,7 +398,7 @@ mod tests {
             ),
             (
                 "running, runner lost",
-                inputs(task(Running), seen(0), 181),
+                inputs(task(Running), seen(0), 182),
                 fail(Reason::RunnerLost),
             ),
             (
@@ -431,7 +441,7 @@ mod tests {
                     RunnerFacts::Deleted {
                         last_seen: Some(at(0)),
                     },
-                    181,
+                    182,
                 ),
                 fail(Reason::RunnerDeleted),
             ),
@@ -468,7 +478,7 @@ mod tests {
             ),
             (
                 "cancelling, runner lost",
-                inputs(task(Cancelling), seen(0), 181),
+                inputs(task(Cancelling), seen(0), 182),
                 Decision::Cancel(Reason::RunnerLost),
             ),
             (
@@ -528,7 +538,7 @@ mod tests {
         let mut running = task(Running);
         running.max_attempts = 3;
         running.attempt = 2;
-        let d = decide(&inputs(running, seen(0), 181), &t);
+        let d = decide(&inputs(running, seen(0), 182), &t);
         assert_eq!(
             d,
             Decision::EndRun {
@@ -538,7 +548,7 @@ mod tests {
             }
         );
         running.attempt = 3;
-        let d = decide(&inputs(running, seen(0), 181), &t);
+        let d = decide(&inputs(running, seen(0), 182), &t);
         assert_eq!(
             d,
             Decision::EndRun {
@@ -546,6 +556,40 @@ mod tests {
                 status: Failed,
                 retry: false
             }
+        );
+    }
+
+    #[test]
+    fn a_timeout_waits_out_the_grace_after_our_own_outage() {
+        let t = Thresholds::default();
+        let running = task(Running);
+        // Started at 1 with a 600 s timeout and a 30 s grace: due at 631.
+        let mut i = inputs(running, seen(700), 700);
+        assert_eq!(decide(&i, &t), fail(Reason::TimedOut));
+        // Our stores came back 10 s ago: the runner's held verdict may still be coming.
+        i.clocks_since = at(690);
+        assert_eq!(decide(&i, &t), Decision::Keep);
+        i.now = at(721);
+        assert_eq!(decide(&i, &t), fail(Reason::TimedOut));
+    }
+
+    #[test]
+    fn a_start_is_contact() {
+        let t = Thresholds::default();
+        // Presence says silent for 300 s, but the runner started this task 1 s ago (a
+        // presence read before its start, or written lazily): not lost.
+        let mut running = task(Running);
+        running.leased_at = Some(at(298));
+        running.started_at = Some(at(299));
+        assert_eq!(decide(&inputs(running, seen(0), 300), &t), Decision::Keep);
+        // Nor offline when it leased the task a moment ago.
+        let mut leased = task(Leased);
+        leased.leased_at = Some(at(299));
+        assert_eq!(decide(&inputs(leased, seen(0), 300), &t), Decision::Keep);
+        // Silent long enough since the start, it is lost.
+        assert_eq!(
+            decide(&inputs(running, seen(0), 480), &t),
+            fail(Reason::RunnerLost)
         );
     }
 

@@ -133,7 +133,7 @@ impl Agent {
                     CallError::Transient(e) | CallError::StoresOut(e) => {
                         failures += 1;
                         tracing::warn!(error = %e, "registration failed; retrying");
-                        let delay = Backoff::RUNNER.delay(failures, rand::random());
+                        let delay = self.config.backoff().delay(failures, rand::random());
                         crate::metrics::backoff();
                         tokio::select! {
                             _ = shutdown.cancelled() => anyhow::bail!("stopped before registering"),
@@ -213,7 +213,8 @@ impl Agent {
         tracing::info!(runner.id = %reg.runner_id, boot.id = %boot_id, capacity = self.config.capacity, tasks_run = %isolation.describe(), "runner started");
         let results = ResultSpool::open(&self.config.results_dir())
             .map_err(|e| anyhow::anyhow!("cannot keep results in the state dir: {e}"))?;
-        let undelivered = deliver_kept(&client, boot_id, &results, &shutdown).await;
+        let undelivered =
+            deliver_kept(&client, boot_id, &results, self.config.backoff(), &shutdown).await;
         // An ephemeral runner takes exactly one task.
         let capacity = if self.config.once {
             1
@@ -278,6 +279,7 @@ impl Agent {
                 executor.reports.clone(),
                 results,
                 undelivered,
+                self.config.backoff(),
                 force_stop.clone(),
             ));
         }
@@ -423,6 +425,7 @@ async fn deliver_kept(
     client: &Client,
     boot_id: Uuid,
     results: &ResultSpool,
+    backoff: Backoff,
     shutdown: &CancellationToken,
 ) -> Vec<CompletionItem> {
     let mut kept = results.pending();
@@ -462,7 +465,7 @@ async fn deliver_kept(
                     CallError::Stop(_) => return Vec::new(),
                     error => {
                         failures += 1;
-                        let delay = Backoff::RUNNER.delay(failures, rand::random());
+                        let delay = backoff.delay(failures, rand::random());
                         if shutdown.is_cancelled() || Instant::now() + delay > deadline {
                             tracing::warn!(error = %error, "earlier results not delivered yet; sent again on the side");
                             undelivered.extend(batch);
@@ -487,6 +490,7 @@ async fn resend_kept(
     reports: exchanger::Reports,
     results: ResultSpool,
     undelivered: Vec<CompletionItem>,
+    backoff: Backoff,
     stop: CancellationToken,
 ) {
     for item in undelivered {
@@ -504,7 +508,7 @@ async fn resend_kept(
                 Err(CallError::Local(_)) => return,
                 Err(_) => {
                     failures += 1;
-                    let delay = Backoff::RUNNER.delay(failures, rand::random());
+                    let delay = backoff.delay(failures, rand::random());
                     tokio::select! {
                         _ = tokio::time::sleep(delay) => {}
                         _ = stop.cancelled() => return,

@@ -1,5 +1,6 @@
 //! Runner settings.
 
+use baton_core::backoff::Backoff;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -119,6 +120,22 @@ fn default_name() -> String {
 }
 
 impl RunnerConfig {
+    /// How the runner waits between tries after a failure: 0.5 s doubling, up to 30 s or
+    /// a quarter of `fence_after`, whichever is less. A runner cut off then tries at
+    /// least four times before it fences itself, and a result it holds through an outage
+    /// reaches the server within one short step of the outage's end — inside the
+    /// server's `timeout_grace`, so the runner's own verdict lands before a timeout's.
+    pub fn backoff(&self) -> Backoff {
+        let quarter_fence = Duration::from_secs(self.fence_after_s) / 4;
+        Backoff {
+            max: Backoff::RUNNER
+                .max
+                .min(quarter_fence)
+                .max(Backoff::RUNNER.initial),
+            ..Backoff::RUNNER
+        }
+    }
+
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs(self.shutdown_grace_s)
     }
@@ -129,5 +146,26 @@ impl RunnerConfig {
 
     pub fn log_flush(&self) -> Duration {
         Duration::from_millis(self.log_flush_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunnerConfig;
+    use std::time::Duration;
+
+    #[test]
+    fn the_backoff_stays_a_quarter_of_the_fence_at_most() {
+        let backoff = |fence_after_s| {
+            RunnerConfig {
+                fence_after_s,
+                ..RunnerConfig::default()
+            }
+            .backoff()
+            .max
+        };
+        assert_eq!(backoff(150), Duration::from_secs(30), "the default: 30 s");
+        assert_eq!(backoff(7), Duration::from_millis(1750), "a drill's fence of 7 s");
+        assert_eq!(backoff(1), Duration::from_millis(500), "never below the first step");
     }
 }

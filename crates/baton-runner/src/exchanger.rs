@@ -26,7 +26,6 @@ use baton_client::{
     Client, ClientError, CompletionItem, Exchange, ExchangeAnswer, ItemAnswer, ItemResult,
     LeasedTask, StartItem,
 };
-use baton_core::backoff::Backoff;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
@@ -425,7 +424,7 @@ fn failed(
         });
     }
     lanes.failures += 1;
-    let delay = Backoff::RUNNER.delay(lanes.failures, rand::random());
+    let delay = setup.config.backoff().delay(lanes.failures, rand::random());
     lanes.quiet_until = Instant::now() + delay;
     crate::metrics::backoff();
     tracing::warn!(error = %error, retry_in_ms = delay.as_millis() as u64, "exchange failed");

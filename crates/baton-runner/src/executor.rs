@@ -482,8 +482,7 @@ impl Executor {
                 CallError::Transient(_) | CallError::StoresOut(_) => {
                     // The result waits out any outage: nothing it says is learned again.
                     failures += 1;
-                    let delay =
-                        baton_core::backoff::Backoff::RUNNER.delay(failures, rand::random());
+                    let delay = self.config.backoff().delay(failures, rand::random());
                     crate::metrics::backoff();
                     tokio::select! {
                         _ = tokio::time::sleep(delay) => {}

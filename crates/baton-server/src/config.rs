@@ -166,7 +166,9 @@ pub struct Timings {
     pub runner_lost_after_s: u64,
     /// How long a leased task may wait for its runner's `start`.
     pub ack_timeout_s: u64,
-    /// Added to a task's `timeout_s` before the server ends it as `timed_out`.
+    /// Added to a task's `timeout_s` before the server ends it as `timed_out`, and run
+    /// again from the end of the node's own store outage. Keep it above the runners'
+    /// longest backoff step (30 s + 20 %): a result held through an outage lands first.
     pub timeout_grace_s: u64,
     /// How long a claim may sit on a task Postgres still calls `queued` before the
     /// dispatch is presumed dead.
@@ -199,7 +201,7 @@ impl Default for Timings {
             runner_offline_after_s: 90,
             runner_lost_after_s: 180,
             ack_timeout_s: 30,
-            timeout_grace_s: 30,
+            timeout_grace_s: 40,
             dispatch_grace_ms: 10_000,
             forgotten_run_after_s: 15,
             retry_initial_ms: 2_000,
