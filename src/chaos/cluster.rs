@@ -162,6 +162,7 @@ impl ChaosCluster {
 
         let mut node_args = node_args();
         node_args.extend(redis.node_flags());
+        node_args.extend(postgres.node_flags());
         let settings = NodeSettings {
             database_url: String::new(),
             redis_url: redis_url.clone(),

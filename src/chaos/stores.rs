@@ -99,7 +99,11 @@ impl RedisStore {
                 "--redis-sentinel-master".into(),
                 MASTER_NAME.into(),
             ],
-            RedisStore::Cluster(c) => vec!["--redis-cluster".into(), c.addresses().join(",")],
+            // The one-URL form, so the drill covers it too (`--redis-cluster` is the same).
+            RedisStore::Cluster(c) => vec![
+                "--redis-url".into(),
+                format!("redis+cluster://{}", c.addresses().join(",")),
+            ],
         }
     }
 
@@ -293,6 +297,15 @@ impl PostgresStore {
                 }
             }
         })
+    }
+
+    /// The `baton serve` flags this setup needs: with a standby, a node acknowledges only
+    /// what the standby confirmed (docs/stores.md), so no failover loses an answered write.
+    pub fn node_flags(&self) -> Vec<String> {
+        match self {
+            PostgresStore::Failover(_) => vec!["--require-sync-standby".into()],
+            _ => Vec::new(),
+        }
     }
 
     /// The single-host URL of each server a node connects to (each gets a fault proxy).

@@ -23,7 +23,13 @@ pub struct ServeArgs {
     /// environment is never shown by `--help`: it may hold a password.
     #[arg(long, env = "BATON_DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
-    /// Redis URL [default: redis://127.0.0.1:6379].
+    /// Acknowledge a write only when the Postgres primary that committed it has a
+    /// synchronous standby; while it has none, writes get 503 and the node is not ready
+    /// (see docs/stores.md) [default: false].
+    #[arg(long, env = "BATON_REQUIRE_SYNC_STANDBY", num_args = 0..=1, default_missing_value = "true")]
+    require_sync_standby: Option<bool>,
+    /// Redis URL [default: redis://127.0.0.1:6379]; `redis+cluster://host:port,host:port`
+    /// names a Redis Cluster's nodes, as --redis-cluster does.
     #[arg(long, env = "BATON_REDIS_URL", hide_env_values = true)]
     redis_url: Option<String>,
     /// Redis Sentinel addresses, comma-separated (`host:port,...`); used instead of

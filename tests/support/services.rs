@@ -139,12 +139,43 @@ impl PostgresProc {
         Self::start_with(settings).await
     }
 
-    async fn start_with(settings: &[&str]) -> PostgresProc {
-        // Postgres must own its data folder and be able to reach it: use /tmp.
+    /// A streaming standby of `primary`, copied from it by `pg_basebackup`, that names
+    /// itself `name` to the primary (its `cluster_name`): a primary whose
+    /// `synchronous_standby_names` lists `name` waits for it at each commit.
+    pub async fn standby_of(primary: &PostgresProc, name: &str) -> PostgresProc {
+        let data = Self::data_dir();
+        let status = as_postgres(&pg_bin("pg_basebackup"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-h", "127.0.0.1", "-p", &primary.port.to_string()])
+            .args(["-U", "postgres", "-R", "--no-sync", "-X", "stream"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("pg_basebackup");
+        assert!(status.success(), "pg_basebackup failed");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let pg = PostgresProc {
+            port: free_port(),
+            data,
+            settings: vec!["-c".into(), format!("cluster_name={name}")],
+        };
+        pg.up();
+        pg
+    }
+
+    /// An empty folder the postgres user owns, in /tmp (which it can reach).
+    fn data_dir() -> PathBuf {
         let data =
             std::env::temp_dir().join(format!("baton-test-pg-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&data).unwrap();
         let _ = Command::new("chown").arg("postgres").arg(&data).status();
+        data
+    }
+
+    async fn start_with(settings: &[&str]) -> PostgresProc {
+        let data = Self::data_dir();
         let status = as_postgres(&pg_bin("initdb"))
             .arg("-D")
             .arg(&data)

@@ -11,6 +11,9 @@ pub struct ServeConfig {
     /// Where the HTTP API listens.
     pub listen: SocketAddr,
     pub database_url: String,
+    /// Acknowledge a write only when the primary that committed it replicated it
+    /// synchronously (`baton_store::StoreOptions::require_sync_standby`).
+    pub require_sync_standby: bool,
     pub redis_url: String,
     /// Sentinel addresses (`host:port`); when set, Redis is found through them (the
     /// master named `redis_sentinel_master`) instead of `redis_url`, and a failover is
@@ -239,6 +242,7 @@ impl Default for ServeConfig {
         ServeConfig {
             listen: "127.0.0.1:8080".parse().expect("valid default address"),
             database_url: "postgres://postgres@127.0.0.1:5432/baton".into(),
+            require_sync_standby: false,
             redis_url: "redis://127.0.0.1:6379".into(),
             redis_sentinels: Vec::new(),
             redis_sentinel_master: "mymaster".into(),
@@ -272,6 +276,8 @@ impl Default for ServeConfig {
 impl ServeConfig {
     /// Where the Redis master is: through the sentinels when there are some, as a
     /// cluster when its nodes are given.
+    /// Where Redis is: `redis_cluster` or `redis_sentinels` when given, else
+    /// `redis_url` — a `redis+cluster://` URL naming a cluster's nodes.
     pub fn redis_target(&self) -> baton_coord::RedisTarget {
         let urls = |addrs: &[String]| -> Vec<String> {
             addrs
@@ -288,6 +294,19 @@ impl ServeConfig {
         if !self.redis_cluster.is_empty() {
             return baton_coord::RedisTarget::Cluster {
                 nodes: urls(&self.redis_cluster),
+            };
+        }
+        // `redis+cluster://host:port,host:port`: the cluster's nodes in one URL, for
+        // settings that hold a single Redis URL.
+        if let Some(nodes) = self.redis_url.strip_prefix(CLUSTER_SCHEME) {
+            let nodes: Vec<String> = nodes
+                .trim_end_matches('/')
+                .split(',')
+                .filter(|n| !n.is_empty())
+                .map(String::from)
+                .collect();
+            return baton_coord::RedisTarget::Cluster {
+                nodes: urls(&nodes),
             };
         }
         if self.redis_sentinels.is_empty() {
@@ -319,5 +338,34 @@ impl ServeConfig {
     pub fn replay_ttl(&self) -> Duration {
         Duration::from_secs(self.timings.ack_timeout_s + u64::from(self.limits.max_wait_s))
             + baton_core::backoff::Backoff::RUNNER.max
+    }
+}
+
+/// The scheme of a `redis_url` that names a Redis Cluster's nodes.
+const CLUSTER_SCHEME: &str = "redis+cluster://";
+
+#[cfg(test)]
+mod redis_target_tests {
+    use super::ServeConfig;
+    use baton_coord::RedisTarget;
+
+    #[test]
+    fn a_cluster_url_names_every_node() {
+        let config = ServeConfig {
+            redis_url: "redis+cluster://10.0.0.1:6379,10.0.0.2:6379/".into(),
+            ..ServeConfig::default()
+        };
+        match config.redis_target() {
+            RedisTarget::Cluster { nodes } => {
+                assert_eq!(nodes, ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"],)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_plain_url_is_one_server() {
+        let config = ServeConfig::default();
+        assert!(matches!(config.redis_target(), RedisTarget::Url(u) if u == config.redis_url));
     }
 }

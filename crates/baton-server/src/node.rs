@@ -167,6 +167,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         &StoreOptions {
             max_connections: config.db_max_connections,
             acquire_timeout: config.store_timeout(),
+            require_sync_standby: config.require_sync_standby,
             ..StoreOptions::default()
         },
     )?;
@@ -216,6 +217,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
             max_connections: config.group_commit_writers.max(1) as u32,
             acquire_timeout: config.store_timeout(),
             generic_plans: true,
+            require_sync_standby: config.require_sync_standby,
             ..StoreOptions::default()
         },
     )?;

@@ -12,6 +12,7 @@ mod hosts;
 mod logs;
 mod metered;
 mod outbox;
+mod replication;
 mod retention;
 mod runners;
 mod runs;
@@ -77,6 +78,10 @@ pub struct StoreOptions {
     /// the same few, look rows up by id, and would otherwise be planned again at every
     /// execution (planning the hot statement cost a quarter of its execution).
     pub generic_plans: bool,
+    /// Acknowledge a write only if the primary that committed it replicated it
+    /// synchronously; refuse writes (503) and report not-ready while it has no
+    /// synchronous standby (`replication.rs`).
+    pub require_sync_standby: bool,
 }
 
 impl Default for StoreOptions {
@@ -86,6 +91,7 @@ impl Default for StoreOptions {
             acquire_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(30),
             generic_plans: false,
+            require_sync_standby: false,
         }
     }
 }
@@ -112,9 +118,13 @@ impl Store {
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout);
+        let replication = || replication::Replication::new(options.require_sync_standby);
         let Some(failover) = hosts::Failover::of(url, tune)? else {
             let connect = tune(url.parse::<PgConnectOptions>().map_err(StoreError::from)?);
-            return Ok(Self::from_pool(pool.connect_lazy_with(connect)));
+            return Ok(Self::with_replication(
+                pool.connect_lazy_with(connect),
+                replication(),
+            ));
         };
         let failover = std::sync::Arc::new(failover);
         let first = failover.first();
@@ -140,12 +150,16 @@ impl Store {
             })
             .connect_lazy_with(first);
         tokio::spawn(failover.watch(pool.clone()));
-        Ok(Self::from_pool(pool))
+        Ok(Self::with_replication(pool, replication()))
     }
 
     pub fn from_pool(pool: PgPool) -> Self {
+        Self::with_replication(pool, replication::Replication::default())
+    }
+
+    fn with_replication(pool: PgPool, replication: replication::Replication) -> Self {
         Store {
-            pool: MeteredPool::new(pool),
+            pool: MeteredPool::new(pool, replication),
         }
     }
 
@@ -181,9 +195,15 @@ impl Store {
         })
     }
 
-    /// One round trip, for readiness.
+    /// One round trip, for readiness; with `require_sync_standby`, the primary must have
+    /// a synchronous standby, or every write would be refused.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        if self.pool.replication().required() {
+            let mut conn = self.pool.inner().acquire().await?;
+            self.pool.replication().ready(&mut conn).await?;
+        } else {
+            sqlx::query("SELECT 1").execute(&self.pool).await?;
+        }
         Ok(())
     }
 }

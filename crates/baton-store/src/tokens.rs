@@ -6,6 +6,9 @@ use crate::error::StoreError;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+/// A token's labels or queues: `None` allows any.
+type Scope = Option<Vec<String>>;
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ApiTokenRecord {
     pub id: Uuid,
@@ -225,7 +228,7 @@ impl Store {
         if used.rows_affected() == 1 {
             return Ok(Registration::Accepted);
         }
-        let scope: Option<(Option<Vec<String>>, Option<Vec<String>>)> = sqlx::query_as(concat!(
+        let scope: Option<(Scope, Scope)> = sqlx::query_as(concat!(
             "SELECT labels, queues FROM registration_tokens WHERE ",
             registration_token_valid!()
         ))

@@ -115,6 +115,7 @@ pub(crate) async fn write(
     }
     before_commit();
     let returned = query.fetch_all(&mut *conn).await?;
+    conn.committed().await?;
 
     let (mut started, mut ended, mut created, mut read) =
         (HashMap::new(), HashMap::new(), HashMap::new(), Vec::new());
