@@ -103,6 +103,14 @@ pub struct ServeArgs {
     /// [default: 86400].
     #[arg(long, env = "BATON_WEBHOOK_MAX_AGE_S")]
     webhook_max_age_s: Option<u64>,
+    /// Most HTTP connections open at once; the next waits until one closes
+    /// [default: 4096].
+    #[arg(long, env = "BATON_HTTP_MAX_CONNECTIONS")]
+    http_max_connections: Option<usize>,
+    /// A request's head must arrive within this many milliseconds (also while a
+    /// kept-alive connection is idle), or the connection is closed [default: 60000].
+    #[arg(long, env = "BATON_HTTP_HEADER_READ_TIMEOUT_MS")]
+    http_header_read_timeout_ms: Option<u64>,
     #[command(flatten)]
     timings: TimingArgs,
     /// Test-only fault injection (`after-pop`: abort between the Redis pop and the

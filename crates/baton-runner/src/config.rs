@@ -165,7 +165,15 @@ mod tests {
             .max
         };
         assert_eq!(backoff(150), Duration::from_secs(30), "the default: 30 s");
-        assert_eq!(backoff(7), Duration::from_millis(1750), "a drill's fence of 7 s");
-        assert_eq!(backoff(1), Duration::from_millis(500), "never below the first step");
+        assert_eq!(
+            backoff(7),
+            Duration::from_millis(1750),
+            "a drill's fence of 7 s"
+        );
+        assert_eq!(
+            backoff(1),
+            Duration::from_millis(500),
+            "never below the first step"
+        );
     }
 }

@@ -60,6 +60,13 @@ pub struct ServeConfig {
     pub redis_pool_size: usize,
     /// Bound on each Redis command and each wait for a Postgres connection.
     pub store_timeout_ms: u64,
+    /// Most HTTP connections open at once on this node; the next waits in the kernel's
+    /// backlog until one closes.
+    pub http_max_connections: usize,
+    /// A request's head must arrive within this, from a connection's start and while a
+    /// kept-alive connection waits for its next request, or the connection is closed
+    /// (a slowloris client). Keep it above the proxy's upstream keep-alive (nginx: 30 s).
+    pub http_header_read_timeout_ms: u64,
     /// After SIGTERM: how long in-flight requests may take to finish before the node
     /// exits anyway. Keep it under the orchestrator's termination grace (Kubernetes: 30 s).
     pub drain_grace_s: u64,
@@ -263,6 +270,8 @@ impl Default for ServeConfig {
             db_max_connections: 16,
             redis_pool_size: 16,
             store_timeout_ms: 2_000,
+            http_max_connections: 4096,
+            http_header_read_timeout_ms: 60_000,
             drain_grace_s: 25,
             drain_notice_ms: 2_000,
             webhook_allow: Vec::new(),

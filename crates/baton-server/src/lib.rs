@@ -9,6 +9,7 @@ mod error;
 mod extract;
 pub mod heartbeat;
 pub mod identity;
+pub mod listener;
 pub mod metrics;
 pub mod node;
 pub mod presence;

@@ -26,6 +26,7 @@ pub const QUEUE_DEPTH: &str = "baton_queue_depth";
 pub const TASKS: &str = "baton_tasks";
 pub const LIVE_NODES: &str = "baton_live_nodes";
 pub const PARKED_LEASES: &str = "baton_parked_leases";
+pub const HTTP_OPEN_CONNECTIONS: &str = "baton_http_open_connections";
 pub const TASKS_SUBMITTED: &str = "baton_tasks_submitted_total";
 pub const TASKS_LEASED: &str = "baton_tasks_leased_total";
 pub const PICKUP_LATENCY: &str = "baton_pickup_latency_seconds";
@@ -135,6 +136,10 @@ fn describe() {
         "Nodes whose liveness key is current (cluster-wide)"
     );
     describe_gauge!(PARKED_LEASES, "Lease requests parked on this node now");
+    describe_gauge!(
+        HTTP_OPEN_CONNECTIONS,
+        "HTTP connections open on this node now"
+    );
     describe_counter!(TASKS_SUBMITTED, "Tasks accepted by this node");
     describe_counter!(TASKS_LEASED, "Tasks this node handed to a runner");
     describe_counter!(
@@ -202,6 +207,7 @@ fn describe() {
         let _ = histogram!(LEASE_WAIT, "result" => result);
     }
     gauge!(PARKED_LEASES).set(0.0);
+    gauge!(HTTP_OPEN_CONNECTIONS).set(0.0);
 }
 
 /// Tasks were accepted (not those an idempotency key found).

@@ -273,6 +273,10 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
     services.push(tokio::spawn(heartbeat.run(state.shutdown.clone())));
 
     let app = api::router(state.clone());
+    let limits = crate::listener::ServeLimits {
+        max_connections: state.config.http_max_connections,
+        header_read_timeout: Duration::from_millis(state.config.http_header_read_timeout_ms),
+    };
     let stop = shutdown.clone();
     let identity = state.identity.clone();
     let drain_grace = state.config.drain_grace();
@@ -280,8 +284,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
     let (leave_coord, leave_identity) = (coord.clone(), identity.clone());
     let served = tokio::spawn(async move {
         tracing::info!(node.id = %identity.id(), %addr, "node serving");
-        let result = axum::serve(listener, app)
-            .with_graceful_shutdown(stop.cancelled_owned())
+        let result = crate::listener::serve(listener, app, limits, stop)
             .await
             .map_err(NodeError::Serve);
         for service in services {

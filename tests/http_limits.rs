@@ -1,0 +1,186 @@
+//! The HTTP server's own bounds, under a slowloris attack: connections that send a
+//! request head a byte at a time, or part of one and then nothing, are closed once
+//! `--http-header-read-timeout-ms` has passed; a kept-alive connection left idle is
+//! closed the same way; no more than `--http-max-connections` are open at once (the rest
+//! wait in the kernel's backlog), so the node's memory stays bounded while an honest
+//! client is still served.
+
+mod support;
+
+use std::time::{Duration, Instant};
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const CAP: usize = 32;
+const HEADER_TIMEOUT_MS: u64 = 1000;
+const ATTACKERS: usize = 400;
+
+fn addr(url: &str) -> String {
+    url.trim_start_matches("http://").to_string()
+}
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// The node's `baton_http_open_connections` gauge.
+async fn open_connections(url: &str) -> f64 {
+    let text = reqwest::get(format!("{url}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("baton_http_open_connections "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Whether the server closed `stream` (EOF or reset) within `within`.
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            // Whatever it says (a 408, say), it must then close.
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+/// A slowloris connection: part of a head, then a byte now and then, never the end.
+async fn slowloris(addr: String, stop: tokio::sync::watch::Receiver<bool>) -> Option<Duration> {
+    let mut stream = tokio::time::timeout(Duration::from_secs(30), TcpStream::connect(&addr))
+        .await
+        .ok()?
+        .ok()?;
+    let opened = Instant::now();
+    if stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .is_err()
+    {
+        return Some(opened.elapsed());
+    }
+    let mut buf = [0u8; 256];
+    loop {
+        if *stop.borrow() {
+            return None;
+        }
+        tokio::select! {
+            read = stream.read(&mut buf) => match read {
+                Ok(0) | Err(_) => return Some(opened.elapsed()),
+                Ok(_) => {}
+            },
+            _ = tokio::time::sleep(Duration::from_millis(300)) => {
+                if stream.write_all(b"X").await.is_err() {
+                    return Some(opened.elapsed());
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slowloris_attack_is_dropped_and_bounded() {
+    let env = TestEnv::new("http-limits").await;
+    let node = env
+        .node_with(&[
+            "--http-max-connections",
+            &CAP.to_string(),
+            "--http-header-read-timeout-ms",
+            &HEADER_TIMEOUT_MS.to_string(),
+        ])
+        .await;
+    let pid = node.child.id();
+    let before_kib = rss_kib(pid);
+
+    // A kept-alive connection that goes quiet after its answer is closed too.
+    let mut idle = TcpStream::connect(addr(&node.url)).await.unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = [0u8; 512];
+    let n = idle.read(&mut answer).await.unwrap();
+    assert!(
+        String::from_utf8_lossy(&answer[..n]).starts_with("HTTP/1.1 200"),
+        "answered first"
+    );
+    assert!(
+        closed_within(&mut idle, Duration::from_millis(HEADER_TIMEOUT_MS * 5)).await,
+        "an idle kept-alive connection is closed after the header timeout"
+    );
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let attackers: Vec<_> = (0..ATTACKERS)
+        .map(|_| tokio::spawn(slowloris(addr(&node.url), stop_rx.clone())))
+        .collect();
+
+    // While the attack goes on: never more open than the cap, and an honest client is
+    // served (its connection waits for a place, as the attackers' are dropped).
+    let mut most_open = 0.0f64;
+    let mut peak_kib = 0;
+    let honest = tokio::spawn({
+        let url = node.url.clone();
+        async move {
+            let started = Instant::now();
+            let status = reqwest::Client::new()
+                .get(format!("{url}/healthz"))
+                .timeout(Duration::from_secs(60))
+                .send()
+                .await
+                .map(|r| r.status().as_u16());
+            (status, started.elapsed())
+        }
+    });
+    let watch_until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < watch_until {
+        // The metrics request itself takes a place, and is counted.
+        most_open = most_open.max(open_connections(&node.url).await);
+        peak_kib = peak_kib.max(rss_kib(pid));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, took) = honest.await.unwrap();
+    assert_eq!(status.ok(), Some(200), "the honest client is served");
+    assert!(
+        most_open <= CAP as f64,
+        "at most {CAP} connections open at once, saw {most_open}"
+    );
+
+    // Every attacker is dropped by the server, a wave per header timeout.
+    let mut dropped = 0;
+    let mut longest = Duration::ZERO;
+    let deadline = Duration::from_secs(60);
+    for attacker in attackers {
+        if let Ok(Ok(Some(held))) = tokio::time::timeout(deadline, attacker).await {
+            dropped += 1;
+            longest = longest.max(held);
+        }
+    }
+    let _ = stop_tx.send(true);
+    assert_eq!(
+        dropped, ATTACKERS,
+        "every slowloris connection was closed by the server"
+    );
+    let grown_kib = peak_kib.saturating_sub(before_kib);
+    println!(
+        "{ATTACKERS} slowloris connections, cap {CAP}, header timeout {HEADER_TIMEOUT_MS} ms: \
+         the honest request took {took:?}, most open {most_open}, the slowest attacker was \
+         dropped after {longest:?}, the node's memory grew by {grown_kib} KiB \
+         (from {before_kib} KiB)"
+    );
+    assert!(
+        grown_kib < 64 * 1024,
+        "the node's memory stays bounded: grew {grown_kib} KiB"
+    );
+}
