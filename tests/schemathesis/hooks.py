@@ -51,7 +51,9 @@ def map_body(ctx, body):
         and operation is not None
         and operation.path == "/v1/runner/register"
         and isinstance(body, dict)
-        and "registration_token" in body
+        # Only a token of the right type is swapped: a case made to violate the schema
+        # there (null, a number) must stay invalid, and be refused.
+        and isinstance(body.get("registration_token"), str)
     ):
         body["registration_token"] = REGISTRATION_TOKEN
     return body
