@@ -21,13 +21,16 @@ def filter_query(ctx, query):
 RUNNER_IDS = [i for i in os.environ.get("BATON_ST_RUNNER_IDS", "").split(",") if i]
 
 
+def path_of(ctx):
+    """The path template of the operation a hook is called for ("" when none)."""
+    return ctx.operation.path if ctx.operation is not None else ""
+
+
 @schemathesis.hook
 def map_path_parameters(ctx, path_parameters):
-    operation = ctx.operation
     if (
         RUNNER_IDS
-        and operation is not None
-        and operation.path.startswith("/v1/runners/")
+        and path_of(ctx).startswith("/v1/runners/")
         and path_parameters
         and "id" in path_parameters
     ):
@@ -45,11 +48,9 @@ REGISTRATION_TOKEN = os.environ.get("BATON_ST_REGISTRATION_TOKEN")
 
 @schemathesis.hook
 def map_body(ctx, body):
-    operation = ctx.operation
     if (
         REGISTRATION_TOKEN
-        and operation is not None
-        and operation.path == "/v1/runner/register"
+        and path_of(ctx) == "/v1/runner/register"
         and isinstance(body, dict)
         # Only a token of the right type is swapped: a case made to violate the schema
         # there (null, a number) must stay invalid, and be refused.
