@@ -28,6 +28,8 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v psql >/dev/null 2>&1 && { command -v initdb >/dev/null 2>&1 || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; } || missing+=(postgresql)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || missing+=(faketime)
+# The store-security tests make a CA and server certificates at run time.
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # The store-failover tests run Postgres under pg_auto_failover, for the installed version.
 if ! command -v pg_autoctl >/dev/null 2>&1; then
     pg_major=$(ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -n 1)
@@ -89,6 +91,10 @@ psql "$BATON_TEST_DATABASE_URL" -qtAc \
 
 echo "test.sh: redis $BATON_TEST_REDIS_URL, postgres $BATON_TEST_DATABASE_URL"
 rm -f target/chaos-report.txt target/schemathesis.txt
+# The dependency tree's licenses, sources and advisories (deny.toml). Its failure fails
+# the run, after the tests have had their say.
+deny=0
+./scripts/deny.sh || deny=$?
 cargo test --workspace --no-fail-fast "$@"
 # For the record: the failover drill's report (tests/chaos.rs) and the fuzzer's summary
 # (tests/openapi.rs).
@@ -97,4 +103,8 @@ if [ -f target/chaos-report.txt ]; then
 fi
 if [ -f target/schemathesis.txt ]; then
     sed -n '/SUMMARY/,$p' target/schemathesis.txt
+fi
+if [ "$deny" -ne 0 ]; then
+    echo "test.sh: cargo deny failed (see above)" >&2
+    exit "$deny"
 fi

@@ -14,6 +14,12 @@ use uuid::Uuid;
 
 const DOC: &str = include_str!("../docs/authorization.md");
 
+/// The bulk actions: `own` means they take only the caller's tasks.
+const BULK: [&str; 2] = ["POST /v1/tasks/cancel", "POST /v1/tasks/retry"];
+
+/// The listings whose `own` means "lists only the caller's", with the field listing them.
+const LISTS: [(&str, &str); 2] = [("GET /v1/tasks", "tasks"), ("GET /v1/schedules", "schedules")];
+
 #[tokio::test(flavor = "multi_thread")]
 async fn every_cell_of_the_documented_matrix_holds() {
     let env = TestEnv::new("authz").await;
@@ -152,7 +158,7 @@ impl World {
                     .token_create(&CreateToken {
                         name: "authz".into(),
                         scopes,
-                        expires_in_s: None,
+                        ..Default::default()
                     })
                     .await
                     .unwrap()
@@ -193,11 +199,27 @@ impl World {
                 let (status, body) = self.attempt(operation, column, Whose::Callers).await;
                 expect(status.is_success(), "allowed on its own task", status)?;
                 let (status, others) = self.attempt(operation, column, Whose::Anothers).await;
-                if operation == "GET /v1/tasks" {
-                    // A listing is allowed, but shows only the caller's tasks.
+                if BULK.contains(&operation) {
+                    // Allowed, but it takes only the caller's tasks (each call's filter
+                    // selects a queue holding just the one task made for it).
+                    expect(status.is_success(), "allowed", status)?;
+                    return match (&body["matched"], &others["matched"]) {
+                        (mine, _) if mine != 1 => Err(format!("took not its own task: {body}")),
+                        (_, theirs) if theirs != 0 => {
+                            Err(format!("took another token's task: {others}"))
+                        }
+                        _ => Ok(()),
+                    };
+                }
+                if let Some(field) = LISTS
+                    .iter()
+                    .find(|(op, _)| *op == operation)
+                    .map(|(_, field)| *field)
+                {
+                    // A listing is allowed, but shows only the caller's own.
                     expect(status.is_success(), "allowed", status)?;
                     let ids = |v: &Value| -> Vec<String> {
-                        v["tasks"]
+                        v[field]
                             .as_array()
                             .unwrap()
                             .iter()
@@ -205,18 +227,29 @@ impl World {
                             .collect()
                     };
                     let (mine, listed) = (ids(&body), ids(&others));
-                    let foreign = self
-                        .other_submitter
-                        .task_list(&Default::default())
-                        .await
-                        .unwrap();
-                    return match foreign
-                        .tasks
-                        .iter()
-                        .find(|t| listed.contains(&format!("\"{}\"", t.id)))
-                    {
-                        Some(t) => Err(format!("lists another token's task {}", t.id)),
-                        None if mine.is_empty() => Err("lists none of its own tasks".into()),
+                    let foreign: Vec<String> = match field {
+                        "tasks" => self
+                            .other_submitter
+                            .task_list(&Default::default())
+                            .await
+                            .unwrap()
+                            .tasks
+                            .iter()
+                            .map(|t| format!("\"{}\"", t.id))
+                            .collect(),
+                        _ => self
+                            .other_submitter
+                            .schedules()
+                            .await
+                            .unwrap()
+                            .schedules
+                            .iter()
+                            .map(|s| format!("\"{}\"", s.id))
+                            .collect(),
+                    };
+                    return match foreign.iter().find(|id| listed.contains(id)) {
+                        Some(id) => Err(format!("lists another token's {id}")),
+                        None if mine.is_empty() => Err("lists none of its own".into()),
                         None => Ok(()),
                     };
                 }
@@ -297,20 +330,53 @@ impl World {
             path,
             body,
         };
-        let task_of = || async {
-            let owner = match whose {
-                Whose::Callers => Client::new(&self.base, caller.map(str::to_string)).unwrap(),
-                Whose::Anothers => self.other_submitter.clone(),
-            };
-            owner.submit(&parked_task()).await.unwrap().0.id
+        let owner = match whose {
+            Whose::Callers => Client::new(&self.base, caller.map(str::to_string)).unwrap(),
+            Whose::Anothers => self.other_submitter.clone(),
+        };
+        let task_of = || async { owner.submit(&parked_task()).await.unwrap().0.id };
+        // An ended task in a queue of its own (re-runs and bulk actions).
+        let ended_in = |queue: String| {
+            let owner = owner.clone();
+            async move {
+                let task = SubmitTask {
+                    queue: Some(queue),
+                    ..parked_task()
+                };
+                let id = owner.submit(&task).await.unwrap().0.id;
+                owner.task_cancel(id).await.unwrap();
+                id
+            }
+        };
+        let fresh_queue = || format!("authz-{}", &Uuid::new_v4().simple().to_string()[..12]);
+        let schedule_of = || {
+            let owner = owner.clone();
+            async move { owner.schedule_create(&schedule()).await.unwrap().id }
         };
         match template {
+            "/v1/schedules" if method == Method::GET => {
+                schedule_of().await;
+                call(template.into(), Body::None)
+            }
+            "/v1/schedules" => call(template.into(), Body::Json(json!(schedule()))),
+            "/v1/schedules/{id}"
+            | "/v1/schedules/{id}/pause"
+            | "/v1/schedules/{id}/resume"
+            | "/v1/schedules/{id}/trigger" => {
+                let id = schedule_of().await;
+                let body = match method {
+                    Method::PATCH => Body::Json(json!({ "jitter_s": 1 })),
+                    _ => Body::None,
+                };
+                call(template.replace("{id}", &id.to_string()), body)
+            }
             "/healthz"
             | "/readyz"
             | "/metrics"
             | "/openapi.json"
             | "/v1/tasks"
             | "/v1/runners"
+            | "/v1/queues"
             | "/v1/tokens"
             | "/v1/nodes"
             | "/v1/webhooks/secret"
@@ -327,9 +393,32 @@ impl World {
                 let id = task_of().await;
                 call(template.replace("{id}", &id.to_string()), Body::None)
             }
+            "/v1/tasks/{id}/retry" => {
+                let id = ended_in(fresh_queue()).await;
+                call(template.replace("{id}", &id.to_string()), Body::None)
+            }
+            "/v1/tasks/cancel" => {
+                let queue = fresh_queue();
+                owner
+                    .submit(&SubmitTask {
+                        queue: Some(queue.clone()),
+                        ..parked_task()
+                    })
+                    .await
+                    .unwrap();
+                call(template.into(), Body::Json(json!({ "queue": queue })))
+            }
+            "/v1/tasks/retry" => {
+                let queue = fresh_queue();
+                ended_in(queue.clone()).await;
+                call(template.into(), Body::Json(json!({ "queue": queue })))
+            }
             "/v1/runners/{id}" | "/v1/runners/{id}/pause" | "/v1/runners/{id}/resume" => {
                 let target = self.register().await;
                 call(template.replace("{id}", &target.id.to_string()), Body::None)
+            }
+            "/v1/queues/{name}/pause" | "/v1/queues/{name}/resume" => {
+                call(template.replace("{name}", "authz-queue"), Body::None)
             }
             "/v1/tokens" => call(
                 template.into(),
@@ -341,7 +430,7 @@ impl World {
                     .token_create(&CreateToken {
                         name: "to-revoke".into(),
                         scopes: vec![Scope::Read],
-                        expires_in_s: None,
+                        ..Default::default()
                     })
                     .await
                     .unwrap();
@@ -440,6 +529,7 @@ impl World {
                 wait_s: 10,
                 boot_id: Uuid::new_v4(),
                 running: vec![],
+                secrets_at_start: false,
             })
             .await
             .unwrap();
@@ -463,6 +553,16 @@ struct Registered {
 }
 
 /// A task no runner will ever lease (no runner has its label).
+/// A schedule of a parked task, a name of its own, that never fires during the walk.
+fn schedule() -> baton_client::CreateSchedule {
+    baton_client::CreateSchedule {
+        name: format!("authz-{}", &Uuid::new_v4().simple().to_string()[..12]),
+        cron: "@yearly".into(),
+        task: parked_task(),
+        ..Default::default()
+    }
+}
+
 fn parked_task() -> SubmitTask {
     SubmitTask {
         command: Some(vec!["true".into()]),
@@ -477,4 +577,84 @@ fn expect(ok: bool, what: &str, got: StatusCode) -> Result<(), String> {
     } else {
         Err(format!("expected {what}, got {got}"))
     }
+}
+
+/// A token limited to queues and labels submits there only: elsewhere, or with a label
+/// outside its list, is a 403 that writes nothing, for a single submit and for a batch
+/// with one such task in it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_limited_to_queues_and_labels_submits_nowhere_else() {
+    let env = TestEnv::new("authz-token-limits").await;
+    let node = env.node().await;
+    let admin = user_client(&node.url);
+    let made = admin
+        .token_create(&CreateToken {
+            name: "builds only".into(),
+            scopes: vec![Scope::Submit, Scope::Read],
+            queues: Some(vec!["builds".into()]),
+            labels: Some(vec!["linux".into()]),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(made.view.queues, Some(vec!["builds".to_string()]));
+    let limited = Client::new(&node.url, Some(made.token)).unwrap();
+    let task = |queue: &str, labels: &[&str]| SubmitTask {
+        queue: Some(queue.into()),
+        labels: labels.iter().map(|l| l.to_string()).collect(),
+        command: Some(vec!["true".into()]),
+        ..Default::default()
+    };
+    let status = |e: baton_client::ClientError| match e {
+        baton_client::ClientError::Api(e) => (e.status.as_u16(), e.body.error.message),
+        other => panic!("{other}"),
+    };
+
+    limited.submit(&task("builds", &["linux"])).await.unwrap();
+    limited.submit(&task("builds", &[])).await.unwrap();
+    let (code, message) = status(limited.submit(&task("deploys", &[])).await.unwrap_err());
+    assert_eq!(code, 403);
+    assert!(message.contains("builds"), "{message}");
+    let (code, message) = status(
+        limited
+            .submit(&task("builds", &["linux", "gpu"]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403);
+    assert!(message.contains("gpu"), "{message}");
+    let (code, _) = status(
+        limited
+            .submit_batch(vec![task("builds", &[]), task("default", &[])])
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403);
+    assert_eq!(env.count_tasks().await, 2, "only the allowed submits wrote");
+
+    // Limits are checked when the token is made, too.
+    let bad = admin
+        .token_create(&CreateToken {
+            name: "nowhere".into(),
+            scopes: vec![Scope::Submit],
+            queues: Some(vec![]),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status(bad).0, 422);
+    let bad = admin
+        .token_create(&CreateToken {
+            name: "limited admin".into(),
+            scopes: vec![Scope::Admin],
+            queues: Some(vec!["builds".into()]),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        status(bad).0,
+        422,
+        "an admin token's limits would bind nothing"
+    );
 }

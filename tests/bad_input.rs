@@ -184,6 +184,45 @@ async fn each_bad_request_gets_its_4xx_and_writes_nothing() {
             "invalid",
         ),
         submit(
+            "concurrency limit of 0",
+            json!({"command": ["true"], "concurrency_key": "k", "concurrency_limit": 0}),
+            422,
+            "invalid",
+        ),
+        submit(
+            "negative concurrency limit",
+            json!({"command": ["true"], "concurrency_key": "k", "concurrency_limit": -2}),
+            422,
+            "invalid",
+        ),
+        submit(
+            "concurrency limit without a key",
+            json!({"command": ["true"], "concurrency_limit": 2}),
+            422,
+            "invalid",
+        ),
+        submit(
+            "empty concurrency key",
+            json!({"command": ["true"], "concurrency_key": ""}),
+            422,
+            "invalid",
+        ),
+        submit(
+            "concurrency key too long",
+            json!({"command": ["true"], "concurrency_key": "k".repeat(129)}),
+            422,
+            "invalid",
+        ),
+        case(
+            "pause of a queue with an invalid name",
+            Method::POST,
+            "/v1/queues/Not_A_Queue/pause",
+            Auth::Api,
+            Body::Empty,
+            422,
+            "invalid",
+        ),
+        submit(
             "NUL inside the payload",
             json!({"command": ["true"], "payload": {"a": "x\u{0}y"}}),
             422,
@@ -498,6 +537,14 @@ async fn each_bad_request_gets_its_4xx_and_writes_nothing() {
         let body: Value =
             serde_json::from_str(&text).unwrap_or_else(|_| panic!("{}: not JSON: {text}", c.name));
         assert_eq!(body["error"]["code"], c.code, "{}: {text}", c.name);
+        if c.name.contains("concurrency") {
+            let field = if c.name.contains("concurrency key") {
+                "concurrency_key"
+            } else {
+                "concurrency_limit"
+            };
+            assert!(text.contains(field), "{}: names {field}: {text}", c.name);
+        }
         assert!(
             body["error"]["message"]
                 .as_str()

@@ -48,6 +48,7 @@ async fn tasks_that_have_not_started_are_cancelled_at_once() {
             wait_s: 0,
             boot_id: BOOT,
             running: vec![],
+            secrets_at_start: false,
         })
         .await
         .unwrap()
@@ -234,6 +235,7 @@ async fn started_then_cancelled(
             wait_s: 0,
             boot_id: BOOT,
             running: vec![],
+            secrets_at_start: false,
         })
         .await
         .unwrap()

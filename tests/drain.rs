@@ -68,6 +68,7 @@ async fn a_draining_node_hands_over_without_failing_a_request() {
                 wait_s: 50,
                 boot_id: Uuid::new_v4(),
                 running: Vec::new(),
+                secrets_at_start: false,
             })
             .await;
         (answer, started.elapsed())

@@ -106,6 +106,7 @@ async fn a_runner_parked_on_one_node_gets_work_submitted_on_another_at_once() {
                 wait_s: 30,
                 boot_id: Uuid::new_v4(),
                 running: vec![],
+                secrets_at_start: false,
             })
             .await
     });
@@ -148,6 +149,7 @@ async fn a_parked_lease_whose_client_hung_up_strands_nothing() {
             wait_s: 20,
             boot_id: Uuid::new_v4(),
             running: vec![],
+            secrets_at_start: false,
         })
         .send()
         .await;
@@ -168,6 +170,7 @@ async fn a_parked_lease_whose_client_hung_up_strands_nothing() {
             wait_s: 0,
             boot_id: Uuid::new_v4(),
             running: vec![],
+            secrets_at_start: false,
         })
         .await
         .unwrap();

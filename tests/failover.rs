@@ -29,6 +29,7 @@ async fn lease(runner: &Client, max: u32) -> Vec<LeasedTask> {
             wait_s: 0,
             boot_id: BOOT,
             running: vec![],
+            secrets_at_start: false,
         })
         .await
         .unwrap()
@@ -167,6 +168,7 @@ async fn a_node_killed_between_the_redis_pop_and_the_postgres_write_loses_nothin
             wait_s: 0,
             boot_id: BOOT,
             running: vec![],
+            secrets_at_start: false,
         })
         .await;
     assert!(crashed.is_err(), "the node died mid-lease");

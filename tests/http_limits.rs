@@ -187,3 +187,59 @@ async fn a_slowloris_attack_is_dropped_and_bounded() {
         "the node's memory stays bounded: grew {grown_kib} KiB"
     );
 }
+
+/// A body sent a byte at a time, each in good time, still has to arrive whole within
+/// `--http-body-read-timeout-ms`: the request is answered 408 then, and nothing is
+/// written. Before this bound, such a request held its connection (and its handler) for
+/// as long as the client kept dripping.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_sent_a_byte_at_a_time_is_answered_408_in_time() {
+    let env = TestEnv::new("http-slow-body").await;
+    let node = env
+        .node_with(&["--http-body-read-timeout-ms", "1000"])
+        .await;
+    let mut stream = TcpStream::connect(addr(&node.url)).await.unwrap();
+    let head = format!(
+        "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API_TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: 4096\r\n\r\n{{"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let (mut reader, mut writer) = stream.into_split();
+    let drip = tokio::spawn(async move {
+        // 4 KiB at a byte per 100 ms would take seven minutes.
+        while writer.write_all(b" ").await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while !String::from_utf8_lossy(&answer).contains("body_timeout") {
+        match tokio::time::timeout_at(deadline, reader.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => answer.extend_from_slice(&buf[..n]),
+            other => panic!(
+                "no answer after {:?} ({other:?}): {}",
+                started.elapsed(),
+                String::from_utf8_lossy(&answer)
+            ),
+        }
+    }
+    let took = started.elapsed();
+    drip.abort();
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        took < Duration::from_secs(5),
+        "answered after {took:?}, the bound is 1 s"
+    );
+    assert_eq!(env.count_tasks().await, 0, "nothing written");
+    // An honest submit on the same node is unaffected.
+    user_client(&node.url)
+        .submit(&baton_client::SubmitTask {
+            command: Some(vec!["true".into()]),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+}

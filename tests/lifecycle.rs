@@ -22,6 +22,7 @@ fn lease_req(max: u32) -> LeaseRequest {
         wait_s: 0,
         boot_id: BOOT,
         running: vec![],
+        secrets_at_start: false,
     }
 }
 

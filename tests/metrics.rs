@@ -35,6 +35,8 @@ const NODE_FAMILIES: &[(&str, &str)] = &[
     ("baton_postgres_query_duration_seconds", "histogram"),
     ("baton_http_requests_total", "counter"),
     ("baton_http_request_duration_seconds", "histogram"),
+    ("baton_schedule_fire_lag_seconds", "histogram"),
+    ("baton_schedule_ticks_skipped_total", "counter"),
 ];
 
 const RUNNER_FAMILIES: &[(&str, &str)] = &[

@@ -29,10 +29,24 @@ async fn the_document_lists_every_route() {
         ("/v1/tasks/{id}", "get"),
         ("/v1/tasks/{id}/logs", "get"),
         ("/v1/tasks/{id}/cancel", "post"),
+        ("/v1/tasks/{id}/retry", "post"),
+        ("/v1/tasks/cancel", "post"),
+        ("/v1/tasks/retry", "post"),
+        ("/v1/schedules", "post"),
+        ("/v1/schedules", "get"),
+        ("/v1/schedules/{id}", "get"),
+        ("/v1/schedules/{id}", "patch"),
+        ("/v1/schedules/{id}", "delete"),
+        ("/v1/schedules/{id}/pause", "post"),
+        ("/v1/schedules/{id}/resume", "post"),
+        ("/v1/schedules/{id}/trigger", "post"),
         ("/v1/runners", "get"),
         ("/v1/runners/{id}", "delete"),
         ("/v1/runners/{id}/pause", "post"),
         ("/v1/runners/{id}/resume", "post"),
+        ("/v1/queues", "get"),
+        ("/v1/queues/{name}/pause", "post"),
+        ("/v1/queues/{name}/resume", "post"),
         ("/v1/tokens", "post"),
         ("/v1/tokens", "get"),
         ("/v1/tokens/{id}", "delete"),
@@ -74,6 +88,24 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_schema() {
                 .to_string(),
         );
     }
+    // Schedules that exist, for the operations on a schedule's id (hooks.py).
+    let user = user_client(&node.url);
+    let mut schedules = Vec::new();
+    for i in 0..8 {
+        let made = user
+            .schedule_create(&baton_client::CreateSchedule {
+                name: format!("fuzzed-{i}"),
+                cron: "@yearly".into(),
+                task: baton_client::SubmitTask {
+                    command: Some(vec!["true".into()]),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        schedules.push(made.id.to_string());
+    }
     // The runner protocol answers an API token 403 whatever the input: it is fuzzed with
     // a runner's token below. Registration takes no bearer and stays here; its body is
     // given the registration token (hooks.py), which a fuzzer would never guess.
@@ -87,6 +119,7 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_schema() {
         &not_the_runner_protocol,
         &[
             ("BATON_ST_RUNNER_IDS", runners.join(",")),
+            ("BATON_ST_SCHEDULE_IDS", schedules.join(",")),
             ("BATON_ST_REGISTRATION_TOKEN", REGISTRATION_TOKEN.into()),
         ],
         120,
@@ -94,7 +127,7 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_schema() {
     )
     .await;
     assert!(
-        stdout.contains("Tested: 22"),
+        stdout.contains("Tested: 36"),
         "every operation but the runner protocol's was tested:\n{stdout}"
     );
     assert!(

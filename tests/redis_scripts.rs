@@ -20,6 +20,7 @@ fn entry(id: Uuid, queue: &str, labels: &[&str], priority: i32, at_ms: i64) -> E
         labels: LabelSet::new(labels.iter().copied()).unwrap(),
         priority,
         enqueued_at_ms: at_ms,
+        group: None,
     }
 }
 
@@ -457,4 +458,220 @@ async fn a_task_put_back_in_a_queue_its_lease_emptied_is_found_again() {
         again.iter().map(|p| p.task_id).collect::<Vec<_>>(),
         vec![id]
     );
+}
+
+/// Across many queues of several label sets, a lease takes exactly the best tasks the
+/// runner may take, in order, though it reads only the best queues of each label set
+/// (lua/queue_index.lua).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_across_many_queues_takes_the_best_tasks_it_may_take() {
+    let env = TestEnv::new("redis-index-order").await;
+    let coord = coord(&env).await;
+    let label_sets: [&[&str]; 4] = [&[], &["gpu"], &["linux"], &["gpu", "windows"]];
+    let mut entries = Vec::new();
+    for i in 0..400u32 {
+        let labels = label_sets[(i % 4) as usize];
+        // Priorities and ages spread so the best tasks sit in many different queues.
+        let priority = (i * 7 % 5) as i32;
+        let at = NOW + i64::from(i * 13 % 97);
+        entries.push(entry(
+            Uuid::now_v7(),
+            &format!("q{}", i % 50),
+            labels,
+            priority,
+            at,
+        ));
+    }
+    coord.enqueue(&entries).await.unwrap();
+    let runner_labels = labels(&["gpu", "linux"]);
+    let may_take = |e: &&Enqueue| {
+        e.labels
+            .as_slice()
+            .iter()
+            .all(|l| runner_labels.as_slice().contains(l))
+    };
+    let mut expected: Vec<&Enqueue> = entries.iter().filter(may_take).collect();
+    expected.sort_by(|a, b| {
+        let score = |e: &Enqueue| baton_core::queue::score(e.priority, e.enqueued_at_ms);
+        score(a)
+            .total_cmp(&score(b))
+            .then(a.task_id.cmp(&b.task_id))
+    });
+    let mut leased = Vec::new();
+    while leased.len() < expected.len() {
+        let leases: Vec<Uuid> = (0..7).map(|_| Uuid::new_v4()).collect();
+        let popped = pop(&coord, "n1", &runner_labels, &[], &leases, &replay(), NOW)
+            .await
+            .unwrap();
+        assert!(
+            !popped.is_empty(),
+            "work is left: {} of {}",
+            leased.len(),
+            expected.len()
+        );
+        leased.extend(popped.into_iter().map(|p| p.task_id));
+    }
+    assert_eq!(
+        leased,
+        expected.iter().map(|e| e.task_id).collect::<Vec<_>>(),
+        "best first, across every queue and label set the runner may serve"
+    );
+    // What it may not take is still there, and a runner limited to named queues finds
+    // only theirs.
+    let windows = labels(&["gpu", "windows"]);
+    let named = vec!["q3".to_string(), "q7".to_string()];
+    let leases: Vec<Uuid> = (0..64).map(|_| Uuid::new_v4()).collect();
+    let popped = pop(&coord, "n1", &windows, &named, &leases, &replay(), NOW)
+        .await
+        .unwrap();
+    assert!(!popped.is_empty());
+    assert!(
+        popped
+            .iter()
+            .all(|p| p.queue_key.starts_with("q:q3:") || p.queue_key.starts_with("q:q7:"))
+    );
+}
+
+/// Whatever empties a queue (a lease, a removal) takes it out of the index, and its label
+/// set once no queue of it has work: nothing client-named lingers in Redis.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_emptied_queue_leaves_the_index_and_so_does_its_label_set() {
+    let env = TestEnv::new("redis-index-prune").await;
+    let coord = coord(&env).await;
+    let mut redis = env.redis().await;
+    let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+    coord
+        .enqueue(&[
+            entry(a, "one", &["x"], 0, NOW),
+            entry(b, "two", &["x"], 0, NOW + 1),
+        ])
+        .await
+        .unwrap();
+    let prefix = env.redis_prefix.clone();
+    let count = |key: &str, cmd: &str| {
+        let key = format!("{prefix}{key}");
+        let cmd = cmd.to_string();
+        let mut redis = redis.clone();
+        async move {
+            let n: u64 = redis::cmd(&cmd)
+                .arg(key)
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+            n
+        }
+    };
+    assert_eq!(count("ready:x", "ZCARD").await, 2);
+    assert_eq!(count("labelsets", "HLEN").await, 1);
+    coord
+        .queue_remove(&[(a, "q:one:x".to_string())])
+        .await
+        .unwrap();
+    assert_eq!(
+        count("ready:x", "ZCARD").await,
+        1,
+        "the removal emptied `one`"
+    );
+    assert_eq!(count("queues", "HLEN").await, 1);
+    let leases = [Uuid::new_v4()];
+    let popped = pop(&coord, "n1", &labels(&["x"]), &[], &leases, &replay(), NOW)
+        .await
+        .unwrap();
+    assert_eq!(popped[0].task_id, b);
+    for (key, cmd) in [
+        ("ready:x", "EXISTS"),
+        ("labelsets", "HLEN"),
+        ("queues", "HLEN"),
+    ] {
+        assert_eq!(count(key, cmd).await, 0, "{key} is empty");
+    }
+    let _: () = redis::cmd("PING").query_async(&mut redis).await.unwrap();
+}
+
+/// The repair pass mends an index that no longer matches its queues: a queue with work
+/// the index lost is found again, and an entry for a queue with none is dropped.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_repair_check_mends_a_queue_index_that_lost_its_entries() {
+    let env = TestEnv::new("redis-index-repair").await;
+    let coord = coord(&env).await;
+    let mut redis = env.redis().await;
+    let id = Uuid::now_v7();
+    coord
+        .enqueue(&[entry(id, "kept", &[], 0, NOW)])
+        .await
+        .unwrap();
+    let prefix = &env.redis_prefix;
+    let _: () = redis::cmd("DEL")
+        .arg(format!("{prefix}ready:-"))
+        .arg(format!("{prefix}labelsets"))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg(format!("{prefix}ready:-"))
+        .arg(1)
+        .arg("q:gone:-")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(
+        pop_any(&coord, "n1", 1).await.is_empty(),
+        "lost from the index"
+    );
+    assert_eq!(coord.queue_index_repair().await.unwrap(), 3);
+    assert_eq!(
+        coord.queue_index_repair().await.unwrap(),
+        0,
+        "nothing left to mend"
+    );
+    let popped = pop_any(&coord, "n1", 1).await;
+    assert_eq!(
+        popped.iter().map(|p| p.task_id).collect::<Vec<_>>(),
+        vec![id]
+    );
+}
+
+/// A queue whose best entry is stale (its task already claimed) or whose index entry
+/// outlived its work does not leave a lease empty while other queues have work: the lease
+/// reads the next queues in line for the places left.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stale_best_queue_does_not_hide_the_next_ones() {
+    let env = TestEnv::new("redis-index-stale").await;
+    let coord = coord(&env).await;
+    let mut redis = env.redis().await;
+    let (stale, fresh) = (Uuid::now_v7(), Uuid::now_v7());
+    coord
+        .enqueue(&[
+            entry(stale, "first", &[], 5, NOW),
+            entry(fresh, "second", &[], 0, NOW),
+        ])
+        .await
+        .unwrap();
+    // The best queue's only entry is a task some lease already claimed.
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}running", env.redis_prefix))
+        .arg(stale.to_string())
+        .arg("other-node|lease|0|runner|boot")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    // And an index entry whose queue has no work at all ranks before both.
+    let _: () = redis::cmd("ZADD")
+        .arg(format!("{}ready:-", env.redis_prefix))
+        .arg(-1e18)
+        .arg("q:emptied:-")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let popped = pop_any(&coord, "n1", 1).await;
+    assert_eq!(
+        popped.iter().map(|p| p.task_id).collect::<Vec<_>>(),
+        vec![fresh]
+    );
+    let left: u64 = redis::cmd("ZCARD")
+        .arg(format!("{}ready:-", env.redis_prefix))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "the stale and the empty queue left the index");
 }

@@ -28,6 +28,7 @@ async fn the_repair_pass_mends_redis_both_ways() {
         wait_s: 0,
         boot_id: BOOT,
         running: vec![],
+        secrets_at_start: false,
     };
 
     // §4.1: a submit whose node died between the Postgres insert and the Redis add.
@@ -93,10 +94,19 @@ async fn the_repair_pass_mends_redis_both_ways() {
         )
         .await
         .unwrap();
-    let _: () = redis::cmd("ZADD")
+    // Re-added as every add does it: the entry, and its queue registered.
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("ZADD")
         .arg(key(&env, "q:default:-"))
         .arg(1)
         .arg(finished.id.to_string())
+        .ignore()
+        .cmd("HSET")
+        .arg(key(&env, "queues"))
+        .arg("q:default:-")
+        .arg(r#"{"queue":"default","labels":[]}"#)
+        .ignore()
         .query_async(&mut redis)
         .await
         .unwrap();

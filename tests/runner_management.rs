@@ -29,6 +29,7 @@ fn lease_req() -> LeaseRequest {
         wait_s: 0,
         boot_id: BOOT,
         running: vec![],
+        secrets_at_start: false,
     }
 }
 

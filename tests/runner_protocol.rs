@@ -19,6 +19,7 @@ fn lease_req(max: u32) -> LeaseRequest {
         wait_s: 0,
         boot_id: Uuid::new_v4(),
         running: vec![],
+        secrets_at_start: false,
     }
 }
 
@@ -413,7 +414,7 @@ async fn a_token_cannot_follow_more_logs_at_once_than_its_share() {
         .token_create(&baton_client::CreateToken {
             name: "another".into(),
             scopes: vec![baton_client::Scope::Read],
-            expires_in_s: None,
+            ..Default::default()
         })
         .await
         .unwrap();

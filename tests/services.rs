@@ -49,6 +49,7 @@ impl Handles {
                 id: node_id.to_string(),
                 addr: "in-process".into(),
                 started_at_ms: started.timestamp_millis(),
+                opens_sealed_secrets: true,
             },
             3_600_000,
         ));

@@ -20,22 +20,7 @@ async fn output_past_the_cap_is_acknowledged_but_not_stored() {
         .task_insert(
             &NewTask {
                 id,
-                queue: "default".into(),
-                labels: vec![],
-                command: Some(vec!["true".into()]),
-                script: None,
-                env: Default::default(),
-                secret_env: Default::default(),
-                payload: None,
-                priority: 0,
-                timeout_s: 60,
-                queue_timeout_s: 60,
-                max_attempts: 1,
-                run_at: None,
-                idempotency_key: None,
-                notify_url: None,
-                created_by: "test".into(),
-                traceparent: None,
+                ..new_task_row()
             },
             Utc::now(),
         )

@@ -1,13 +1,15 @@
 //! The store's batched run end decides retries in SQL, looking the delay up in
-//! `Backoff`'s schedule; here it is held to `baton_core::retry::after_run`, case by
-//! case, against a real Postgres, and a batch is shown to fence each row on its own. A
-//! start is fenced too: a lease whose run already ended never starts the task again.
+//! `Backoff`'s schedule or computing it from the task's own retry policy; here it is held
+//! to `baton_core::retry::after_run`, case by case, against a real Postgres, and a batch
+//! is shown to fence each row on its own. A start is fenced too: a lease whose run
+//! already ended never starts the task again.
 
 mod support;
 
 use baton_core::TaskStatus;
 use baton_core::backoff::Backoff;
-use baton_core::retry::{AfterRun, EndedBy, after_run};
+use baton_core::retry::{AfterRun, EndedBy, RunEnded, after_run, timed_out};
+use baton_core::retry_policy::RetryPolicy;
 use baton_store::{Fence, FinishPolicy, NewTask, RunEnd, Store, StoreOptions, Work};
 use chrono::Utc;
 use std::time::Duration;
@@ -29,40 +31,22 @@ fn policy(jitter_unit: f64) -> FinishPolicy {
 
 fn new_task(max_attempts: i32) -> NewTask {
     NewTask {
-        id: Uuid::now_v7(),
-        queue: "default".into(),
-        labels: vec![],
-        command: Some(vec!["true".into()]),
-        script: None,
-        env: Default::default(),
-        secret_env: Default::default(),
-        payload: None,
-        priority: 0,
-        timeout_s: 60,
-        queue_timeout_s: 60,
         max_attempts,
-        run_at: None,
-        idempotency_key: None,
-        notify_url: None,
-        created_by: "test".into(),
-        traceparent: None,
+        ..new_task_row()
     }
 }
 
-/// A task in `status` at `attempt` of `max_attempts`, held by `runner` under `lease`.
+/// `task` inserted, then put in `status` at `attempt`, held by `runner` under `lease`.
 async fn running_task(
     store: &Store,
     env: &TestEnv,
     status: TaskStatus,
     attempt: i32,
-    max_attempts: i32,
+    task: NewTask,
     runner: Uuid,
     lease: Uuid,
 ) -> Uuid {
-    let (task, _) = store
-        .task_insert(&new_task(max_attempts), Utc::now())
-        .await
-        .unwrap();
+    let (task, _) = store.task_insert(&task, Utc::now()).await.unwrap();
     sqlx::query(
         "UPDATE tasks SET status = $2, attempt = $3, runner_id = $4, lease_id = $5,
                           started_at = now() WHERE id = $1",
@@ -76,6 +60,29 @@ async fn running_task(
     .await
     .unwrap();
     task.id
+}
+
+/// The row the run end wrote at `now` is what `after_run` decided: a retry after its
+/// delay (to the microsecond Postgres keeps), or the terminal status.
+fn ended_as_decided(
+    ended: &baton_store::TaskRecord,
+    decided: AfterRun,
+    now: chrono::DateTime<Utc>,
+    case: &str,
+) {
+    match decided {
+        AfterRun::Retry { delay } => {
+            assert_eq!(ended.status, TaskStatus::Scheduled, "{case}");
+            let waits = (ended.run_at.unwrap() - now).to_std().unwrap();
+            let off = waits.as_secs_f64() - delay.as_secs_f64();
+            assert!(off.abs() < 0.001, "{case}: waits {waits:?}, not {delay:?}");
+            assert_eq!(ended.finished_at, None, "{case}");
+        }
+        AfterRun::Terminal(status) => {
+            assert_eq!(ended.status, status, "{case}");
+            assert_eq!(ended.finished_at, Some(now), "{case}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -97,9 +104,16 @@ async fn the_batched_run_end_retries_exactly_as_after_run_says() {
                 for max_attempts in 1..=3 {
                     for attempt in 1..=max_attempts {
                         let unit = 0.1 + 0.1 * f64::from(attempt);
-                        let id =
-                            running_task(&store, &env, from, attempt, max_attempts, runner, lease)
-                                .await;
+                        let id = running_task(
+                            &store,
+                            &env,
+                            from,
+                            attempt,
+                            new_task(max_attempts),
+                            runner,
+                            lease,
+                        )
+                        .await;
                         // Postgres keeps microseconds.
                         let now =
                             chrono::DateTime::from_timestamp_micros(Utc::now().timestamp_micros())
@@ -120,22 +134,9 @@ async fn the_batched_run_end_retries_exactly_as_after_run_says() {
                         let case = format!(
                             "{from} -> {outcome} by {by:?} at attempt {attempt}/{max_attempts}"
                         );
-                        match after_run(from, outcome, by, attempt, max_attempts, &BACKOFF, unit) {
-                            AfterRun::Retry { delay } => {
-                                assert_eq!(ended.status, TaskStatus::Scheduled, "{case}");
-                                let waits = (ended.run_at.unwrap() - now).to_std().unwrap();
-                                let off = waits.as_secs_f64() - delay.as_secs_f64();
-                                assert!(
-                                    off.abs() < 0.001,
-                                    "{case}: waits {waits:?}, not {delay:?}"
-                                );
-                                assert_eq!(ended.finished_at, None, "{case}");
-                            }
-                            AfterRun::Terminal(status) => {
-                                assert_eq!(ended.status, status, "{case}");
-                                assert_eq!(ended.finished_at, Some(now), "{case}");
-                            }
-                        }
+                        let run = RunEnded::without_exit_code(from, outcome, by);
+                        let decided = after_run(&run, attempt, max_attempts, None, &BACKOFF, unit);
+                        ended_as_decided(&ended, decided, now, &case);
                         cases += 1;
                     }
                 }
@@ -145,24 +146,123 @@ async fn the_batched_run_end_retries_exactly_as_after_run_says() {
     assert_eq!(cases, 2 * 2 * 4 * 6);
 }
 
+/// The same, for tasks with their own retry policy: exit-code lists, `on_timeout` (the
+/// server's `timed_out` and the runner's own timeout report), and the policy's backoff
+/// with its jitter and cap.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_policy_in_the_row_retries_exactly_as_after_run_says() {
+    let env = TestEnv::new("store-retry-policy").await;
+    let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
+    store.migrate().await.unwrap();
+    let (runner, lease) = (Uuid::new_v4(), Uuid::new_v4());
+    let backoff = RetryPolicy {
+        backoff_base_s: Some(1.5),
+        backoff_factor: Some(3.0),
+        backoff_cap_s: Some(10.0),
+        jitter: Some(0.5),
+        ..RetryPolicy::default()
+    };
+    let policies = [
+        RetryPolicy {
+            on_exit_codes: Some(vec![3, 7]),
+            ..backoff.clone()
+        },
+        RetryPolicy {
+            never_on_exit_codes: Some(vec![4]),
+            on_timeout: Some(false),
+            ..backoff.clone()
+        },
+        RetryPolicy {
+            on_timeout: Some(true),
+            ..backoff.clone()
+        },
+    ];
+    // (outcome, exit code, error)
+    let ends: [(TaskStatus, Option<i32>, Option<&str>); 6] = [
+        (TaskStatus::Failed, Some(3), None),
+        (TaskStatus::Failed, Some(4), None),
+        (TaskStatus::Failed, None, Some("timed out after 5 s")),
+        (TaskStatus::Failed, None, Some("killed by signal 9")),
+        (TaskStatus::TimedOut, None, None),
+        (TaskStatus::Succeeded, Some(0), None),
+    ];
+    let mut cases = 0;
+    for retry in &policies {
+        for (outcome, exit_code, error) in ends {
+            for attempt in 1..=4 {
+                let unit = 0.05 + 0.2 * f64::from(attempt);
+                let task = NewTask {
+                    retry_policy: Some(retry.clone()),
+                    ..new_task(4)
+                };
+                let id = running_task(
+                    &store,
+                    &env,
+                    TaskStatus::Running,
+                    attempt,
+                    task,
+                    runner,
+                    lease,
+                )
+                .await;
+                let now =
+                    chrono::DateTime::from_timestamp_micros(Utc::now().timestamp_micros()).unwrap();
+                let end = RunEnd {
+                    outcome,
+                    exit_code,
+                    error: error.map(str::to_string),
+                    outputs: None,
+                    log_size: None,
+                };
+                let fence = Fence {
+                    lease_id: lease,
+                    runner_id: Some(runner),
+                };
+                let ended = store
+                    .task_finish_run(id, fence, &end, &policy(unit), now)
+                    .await
+                    .unwrap();
+                let run = RunEnded {
+                    from: TaskStatus::Running,
+                    outcome,
+                    by: EndedBy::Runner,
+                    exit_code,
+                    timed_out: timed_out(outcome, exit_code, error),
+                };
+                let case = format!("{retry:?}: {outcome} {exit_code:?} {error:?} at {attempt}/4");
+                let decided = after_run(&run, attempt, 4, Some(retry), &BACKOFF, unit);
+                ended_as_decided(&ended, decided, now, &case);
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 3 * 6 * 4);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_batch_fences_each_row_by_its_own_lease_and_runner() {
     let env = TestEnv::new("store-batch-fence").await;
     let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
     store.migrate().await.unwrap();
     let (runner, lease) = (Uuid::new_v4(), Uuid::new_v4());
-    let ok = running_task(&store, &env, TaskStatus::Running, 1, 1, runner, lease).await;
-    let stale = running_task(&store, &env, TaskStatus::Running, 1, 1, runner, lease).await;
-    let other = running_task(
-        &store,
-        &env,
-        TaskStatus::Running,
-        1,
-        1,
-        Uuid::new_v4(),
-        lease,
-    )
-    .await;
+    let running = |runner| {
+        let (store, env) = (&store, &env);
+        async move {
+            running_task(
+                store,
+                env,
+                TaskStatus::Running,
+                1,
+                new_task(1),
+                runner,
+                lease,
+            )
+            .await
+        }
+    };
+    let ok = running(runner).await;
+    let stale = running(runner).await;
+    let other = running(Uuid::new_v4()).await;
     let end = RunEnd::by_server(TaskStatus::Succeeded, "done");
     let finish = |task, lease_id| baton_store::FinishRun {
         task,

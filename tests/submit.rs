@@ -53,6 +53,7 @@ async fn the_same_idempotency_key_twice_gives_one_task() {
             wait_s: 0,
             boot_id: uuid::Uuid::new_v4(),
             running: vec![],
+            secrets_at_start: false,
         })
         .await
         .unwrap();
@@ -69,7 +70,7 @@ async fn token_with(
         .token_create(&baton_client::CreateToken {
             name: name.into(),
             scopes: scopes.to_vec(),
-            expires_in_s: None,
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -166,6 +167,7 @@ async fn listing_filters_and_pages_newest_first() {
                 status: Some("queued".into()),
                 limit: Some(2),
                 cursor: cursor.clone(),
+                ..TaskQuery::default()
             })
             .await
             .unwrap();

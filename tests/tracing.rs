@@ -280,6 +280,7 @@ async fn an_adoption_and_the_reconcile_after_it_join_the_tasks_trace() {
             wait_s: 5,
             boot_id: uuid::Uuid::new_v4(),
             running: Vec::new(),
+            secrets_at_start: false,
         })
         .await
         .unwrap();

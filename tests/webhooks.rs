@@ -172,7 +172,7 @@ async fn webhooks_are_signed_with_the_admins_secret_and_redirects_are_not_follow
         .token_create(&baton_client::CreateToken {
             name: "hooks-submitter".into(),
             scopes: vec![baton_client::Scope::Submit],
-            expires_in_s: None,
+            ..Default::default()
         })
         .await
         .unwrap();

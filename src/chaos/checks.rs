@@ -102,6 +102,7 @@ pub struct Report {
     pub webhooks: (usize, u32, u32),
     pub faults: FaultLog,
     pub settled_after: Option<Duration>,
+    pub schedule: super::schedules::ScheduleOutcome,
     pub checks: Vec<(&'static str, bool)>,
     pub violations: Vec<String>,
 }
@@ -529,6 +530,11 @@ impl Report {
         let (keys, deliveries, refused) = self.webhooks;
         println!(
             "  webhooks     {keys} delivered ({deliveries} deliveries, {refused} refused on purpose and retried)"
+        );
+        let s = &self.schedule;
+        println!(
+            "  schedule     {} ticks fired, {} made twice, {} missing, {} skipped",
+            s.ticks, s.doubled, s.missing, s.skipped
         );
         match self.settled_after {
             Some(d) => println!("  recovery     settled {} after the last fault", secs(d)),

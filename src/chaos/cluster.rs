@@ -168,6 +168,7 @@ impl ChaosCluster {
             redis_url: redis_url.clone(),
             api_token: API_TOKEN.into(),
             registration_token: REGISTRATION_TOKEN.into(),
+            secrets_key: nodes::fresh_secrets_key(),
             fixed_ids: false,
             extra_args: node_args,
             extra_env: Vec::new(),

@@ -11,6 +11,7 @@ mod cluster;
 mod faults;
 mod load;
 mod proxy;
+mod schedules;
 mod stores;
 mod webhooks;
 
@@ -135,6 +136,11 @@ async fn drill(
         seed,
     )?);
     let submitting = tokio::spawn(load.clone().run(args.rate, stop_load.clone()));
+    let schedule = schedules::ScheduleWorkload::start(baton_client::Client::new(
+        cluster.lb_url(),
+        Some(cluster::API_TOKEN.into()),
+    )?)
+    .await?;
 
     let started = Instant::now();
     let refused = || load.retries();
@@ -163,6 +169,12 @@ async fn drill(
     report.duration = Duration::from_secs(args.duration_s);
     report.submit_retries = load.retries();
     report.violations.extend(submit_problems);
+    let before = report.violations.len();
+    report.schedule = schedule.check(cluster, &mut report.violations).await?;
+    report.checks.push((
+        "every schedule tick fired exactly once",
+        report.violations.len() == before,
+    ));
     match settled {
         Ok(()) => report.settled_after = Some(healed_at.elapsed()),
         Err(e) => report

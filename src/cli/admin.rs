@@ -49,6 +49,12 @@ pub enum TokenCommand {
         /// Seconds until it stops working [default: never].
         #[arg(long)]
         expires_in_s: Option<i64>,
+        /// The only queues it may submit to, comma-separated [default: any].
+        #[arg(long, value_delimiter = ',')]
+        queues: Option<Vec<String>>,
+        /// The only labels its tasks may carry, comma-separated [default: any].
+        #[arg(long, value_delimiter = ',')]
+        labels: Option<Vec<String>>,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -151,6 +157,8 @@ pub async fn tokens(cmd: TokenCommand) -> anyhow::Result<ExitCode> {
             name,
             scopes,
             expires_in_s,
+            queues,
+            labels,
             client,
         } => {
             let made = client
@@ -159,6 +167,8 @@ pub async fn tokens(cmd: TokenCommand) -> anyhow::Result<ExitCode> {
                     name,
                     scopes,
                     expires_in_s,
+                    queues,
+                    labels,
                 })
                 .await?;
             print_json(&made)?;

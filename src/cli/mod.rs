@@ -2,9 +2,12 @@
 
 mod admin;
 mod connect;
+mod queue;
 mod runner;
+mod schedule;
 mod serve;
 mod task;
+mod task_actions;
 
 use crate::telemetry::{LogFormat, TraceArgs};
 use clap::{Parser, Subcommand};
@@ -43,9 +46,15 @@ pub enum Command {
     /// Submit, inspect and follow tasks.
     #[command(subcommand)]
     Task(task::TaskCommand),
+    /// Cron schedules that make tasks: create, list, pause, resume, trigger, delete.
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
     /// List, pause, resume and delete runners.
     #[command(subcommand)]
     Runners(admin::RunnersCommand),
+    /// List queues, pause and resume them.
+    #[command(subcommand)]
+    Queue(queue::QueueCommand),
     /// Create, list and revoke API tokens.
     #[command(subcommand)]
     Token(admin::TokenCommand),
@@ -81,7 +90,9 @@ async fn run_other(command: Command) -> anyhow::Result<ExitCode> {
         Command::Serve(_) | Command::Runner(_) => unreachable!("dispatched by `run`"),
         Command::Migrate(args) => serve::migrate(args).await,
         Command::Task(cmd) => task::run(cmd).await,
+        Command::Schedule(cmd) => schedule::run(cmd).await,
         Command::Runners(cmd) => admin::runners(cmd).await,
+        Command::Queue(cmd) => queue::run(cmd).await,
         Command::Token(cmd) => admin::tokens(cmd).await,
         Command::RegistrationToken(cmd) => admin::registration_tokens(cmd).await,
         Command::Dev(args) => crate::dev::run(args).await,

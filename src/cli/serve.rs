@@ -28,16 +28,19 @@ pub struct ServeArgs {
     /// (see docs/stores.md) [default: false].
     #[arg(long, env = "BATON_REQUIRE_SYNC_STANDBY", num_args = 0..=1, default_missing_value = "true")]
     require_sync_standby: Option<bool>,
-    /// Redis URL [default: redis://127.0.0.1:6379]; `redis+cluster://host:port,host:port`
-    /// names a Redis Cluster's nodes, as --redis-cluster does.
+    /// Redis URL [default: redis://127.0.0.1:6379]: `redis://[user:password@]host:port`,
+    /// `rediss://` for TLS; `redis+cluster://[user:password@]host:port,host:port` (or
+    /// `rediss+cluster://`) names a Redis Cluster's nodes, as --redis-cluster does.
     #[arg(long, env = "BATON_REDIS_URL", hide_env_values = true)]
     redis_url: Option<String>,
-    /// Redis Sentinel addresses, comma-separated (`host:port,...`); used instead of
-    /// --redis-url, and failovers are followed.
+    /// Redis Sentinel addresses, comma-separated (`host:port,...`, or URLs
+    /// `redis://[user:password@]host:port`); used instead of --redis-url, and failovers
+    /// are followed.
     #[arg(
         long = "redis-sentinel",
         env = "BATON_REDIS_SENTINEL",
-        value_delimiter = ','
+        value_delimiter = ',',
+        hide_env_values = true
     )]
     redis_sentinels: Option<Vec<String>>,
     /// Redis Cluster nodes, comma-separated (`host:port,...`; some of them are enough);
@@ -46,12 +49,35 @@ pub struct ServeArgs {
     #[arg(
         long = "redis-cluster",
         env = "BATON_REDIS_CLUSTER",
-        value_delimiter = ','
+        value_delimiter = ',',
+        hide_env_values = true
     )]
     redis_cluster: Option<Vec<String>>,
     /// The master name the sentinels monitor [default: mymaster].
     #[arg(long, env = "BATON_REDIS_SENTINEL_MASTER")]
     redis_sentinel_master: Option<String>,
+    /// Redis ACL user of the servers holding the data: the one server, the master the
+    /// sentinels name, every Cluster node; wins over a user in --redis-url.
+    #[arg(long, env = "BATON_REDIS_USERNAME")]
+    redis_username: Option<String>,
+    /// That user's password (or a server's `requirepass`). Prefer the variable: a flag
+    /// shows in the process list.
+    #[arg(long, env = "BATON_REDIS_PASSWORD", hide_env_values = true)]
+    redis_password: Option<String>,
+    /// The sentinels' own ACL user, apart from the master's.
+    #[arg(long, env = "BATON_REDIS_SENTINEL_USERNAME")]
+    redis_sentinel_username: Option<String>,
+    /// The sentinels' own password (their user's, or their `requirepass`).
+    #[arg(long, env = "BATON_REDIS_SENTINEL_PASSWORD", hide_env_values = true)]
+    redis_sentinel_password: Option<String>,
+    /// Reach Redis over TLS: every server and sentinel, and the master the sentinels
+    /// name, as a `rediss://` URL does [default: false].
+    #[arg(long, env = "BATON_REDIS_TLS", num_args = 0..=1, default_missing_value = "true")]
+    redis_tls: Option<bool>,
+    /// PEM file of the CA the Redis servers' certificates must chain to
+    /// [default: the system's roots].
+    #[arg(long, env = "BATON_REDIS_CA_FILE")]
+    redis_ca_file: Option<PathBuf>,
     /// Prefix of every Redis key [default: {baton}:].
     #[arg(long, env = "BATON_REDIS_PREFIX")]
     redis_prefix: Option<String>,
@@ -96,6 +122,15 @@ pub struct ServeArgs {
     /// more); every node needs the same [default: the cluster's own, kept in Postgres].
     #[arg(long, env = "BATON_WEBHOOK_SECRET", hide_env_values = true)]
     webhook_secret: Option<String>,
+    /// The key `secret_env` is sealed with at rest: base64 of 32 bytes (`openssl rand
+    /// -base64 32`); more keys after it, one per line or comma-separated, still open what
+    /// they sealed (rotation). Every node needs the same. Unset: submits carrying
+    /// `secret_env` are refused.
+    #[arg(long, env = "BATON_SECRETS_KEY", hide_env_values = true)]
+    secrets_key: Option<String>,
+    /// A file holding --secrets-key's text (the chart mounts one).
+    #[arg(long, env = "BATON_SECRETS_KEY_FILE")]
+    secrets_key_file: Option<PathBuf>,
     /// Attempts after which a webhook is given up [default: 20].
     #[arg(long, env = "BATON_WEBHOOK_MAX_ATTEMPTS")]
     webhook_max_attempts: Option<u32>,
@@ -111,6 +146,10 @@ pub struct ServeArgs {
     /// kept-alive connection is idle), or the connection is closed [default: 60000].
     #[arg(long, env = "BATON_HTTP_HEADER_READ_TIMEOUT_MS")]
     http_header_read_timeout_ms: Option<u64>,
+    /// A request's body must arrive whole within this many milliseconds of its head, or
+    /// it is answered 408 [default: 60000].
+    #[arg(long, env = "BATON_HTTP_BODY_READ_TIMEOUT_MS")]
+    http_body_read_timeout_ms: Option<u64>,
     #[command(flatten)]
     timings: TimingArgs,
     /// Test-only fault injection (`after-pop`: abort between the Redis pop and the
@@ -132,6 +171,12 @@ struct TimingArgs {
     /// How often due scheduled tasks are promoted [default: 1000].
     #[arg(long, env = "BATON_PROMOTE_INTERVAL_MS")]
     promote_interval_ms: Option<u64>,
+    /// A schedule tick fired later than this was missed (catch-up decides) [default: 2000].
+    #[arg(long, env = "BATON_SCHEDULE_MISFIRE_GRACE_MS")]
+    schedule_misfire_grace_ms: Option<u64>,
+    /// How often the schedule service looks for new schedules [default: 1000].
+    #[arg(long, env = "BATON_SCHEDULE_POLL_MS")]
+    schedule_poll_ms: Option<u64>,
     /// How often the repair pass runs (on one node) [default: 30000].
     #[arg(long, env = "BATON_REPAIR_INTERVAL_MS")]
     repair_interval_ms: Option<u64>,

@@ -1,8 +1,9 @@
-//! `baton task submit | get | list | cancel | logs`.
+//! `baton task submit | get | list | cancel | retry | logs`.
 
 use super::connect::{ClientArgs, print_json};
+use super::task_actions::{self, Action, BulkArgs};
 use anyhow::Context;
-use baton_client::{Client, SubmitTask, Task, TaskQuery};
+use baton_client::{Client, RetryPolicy, SubmitTask, Task, TaskQuery};
 use baton_core::TaskStatus;
 use clap::{Args, Subcommand};
 use futures::StreamExt;
@@ -12,6 +13,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 use uuid::Uuid;
 
+// Parsed once per process and matched at once: the size of the biggest variant costs
+// nothing worth a Box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum TaskCommand {
     /// Submit a task: `baton task submit [options] -- CMD ARGS...`
@@ -28,6 +32,9 @@ pub enum TaskCommand {
         status: Option<String>,
         #[arg(long)]
         queue: Option<String>,
+        /// Only the tasks this schedule made.
+        #[arg(long)]
+        schedule: Option<Uuid>,
         #[arg(long, default_value_t = 50)]
         limit: u32,
         /// Continue after this task id (from a previous page).
@@ -36,9 +43,21 @@ pub enum TaskCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
-    /// Cancel a task: at once if it has not started, through its runner if it runs.
+    /// Cancel a task: at once if it has not started, through its runner if it runs. Or
+    /// the tasks a filter selects: `baton task cancel --queue Q --status queued --dry-run`.
     Cancel {
-        id: Uuid,
+        id: Option<Uuid>,
+        #[command(flatten)]
+        filter: BulkArgs,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Re-run an ended task as a new one, linked to it (`retry_of`). Or the ended tasks a
+    /// filter selects: `baton task retry --queue Q --status failed --dry-run`.
+    Retry {
+        id: Option<Uuid>,
+        #[command(flatten)]
+        filter: BulkArgs,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -55,6 +74,27 @@ pub enum TaskCommand {
 
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
+    #[command(flatten)]
+    task: TaskArgs,
+    /// A secret variable, K=V (repeatable): set in the task's process, never shown.
+    #[arg(long = "secret-env", value_parser = parse_env)]
+    secret_env: Vec<(String, String)>,
+    /// Submitting twice with the same key gives one task.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+    /// Start no earlier than this time (RFC 3339, e.g. 2026-12-01T08:00:00Z).
+    #[arg(long)]
+    run_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Follow the output and exit with the task's exit code.
+    #[arg(long, short)]
+    wait: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// What a task runs and where: shared by `task submit` and `schedule create`.
+#[derive(Debug, Args)]
+pub struct TaskArgs {
     #[arg(long, short)]
     queue: Option<String>,
     /// A label the runner must have (repeatable).
@@ -63,37 +103,58 @@ pub struct SubmitArgs {
     /// An environment variable for the task, K=V (repeatable).
     #[arg(long = "env", short, value_parser = parse_env)]
     env: Vec<(String, String)>,
-    /// A secret variable, K=V (repeatable): set in the task's process, never shown.
-    #[arg(long = "secret-env", value_parser = parse_env)]
-    secret_env: Vec<(String, String)>,
     /// Seconds the task may run.
     #[arg(long)]
     timeout: Option<i64>,
+    /// Higher runs first within a queue (-1000..1000).
     #[arg(long, allow_negative_numbers = true)]
     priority: Option<i32>,
-    /// Submitting twice with the same key gives one task.
-    #[arg(long)]
-    idempotency_key: Option<String>,
     /// Runs in all, retries included: failures and lost runners retry with backoff.
     #[arg(long)]
     max_attempts: Option<i32>,
-    /// Start no earlier than this time (RFC 3339, e.g. 2026-12-01T08:00:00Z).
-    #[arg(long)]
-    run_at: Option<chrono::DateTime<chrono::Utc>>,
     /// POST the task's final state to this URL when it ends.
     #[arg(long)]
     notify_url: Option<String>,
+    /// Its retry policy, as JSON: e.g. '{"on_exit_codes": [3], "backoff_base_s": 5}'.
+    /// (Parsed once the arguments are: kept as text, the arguments stay small.)
+    #[arg(long)]
+    retry: Option<String>,
+    /// Concurrency group: at most --concurrency-limit tasks of this key run at once.
+    #[arg(long)]
+    concurrency_key: Option<String>,
+    /// How many tasks of --concurrency-key may run at once [default: 1].
+    #[arg(long, allow_negative_numbers = true)]
+    concurrency_limit: Option<i64>,
     /// Run this script with `sh -c` instead of a command.
     #[arg(long, conflicts_with = "command")]
     script: Option<String>,
-    /// Follow the output and exit with the task's exit code.
-    #[arg(long, short)]
-    wait: bool,
     /// The command and its arguments, after `--`.
     #[arg(last = true)]
     command: Vec<String>,
-    #[command(flatten)]
-    client: ClientArgs,
+}
+
+impl TaskArgs {
+    pub fn request(self) -> anyhow::Result<SubmitTask> {
+        Ok(SubmitTask {
+            queue: self.queue,
+            labels: self.labels,
+            command: (!self.command.is_empty()).then_some(self.command),
+            script: self.script,
+            env: self.env.into_iter().collect::<BTreeMap<_, _>>(),
+            priority: self.priority.unwrap_or(0),
+            timeout_s: self.timeout,
+            max_attempts: self.max_attempts,
+            notify_url: self.notify_url,
+            concurrency_key: self.concurrency_key,
+            concurrency_limit: self.concurrency_limit,
+            retry: self.retry.as_deref().map(parse_retry).transpose()?,
+            ..SubmitTask::default()
+        })
+    }
+}
+
+fn parse_retry(s: &str) -> anyhow::Result<RetryPolicy> {
+    serde_json::from_str(s).with_context(|| format!("--retry {s:?} is not a retry policy"))
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -105,10 +166,11 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         TaskCommand::Submit(args) => submit(args).await,
-        TaskCommand::Cancel { id, client } => {
-            let task = client.client()?.task_cancel(id).await?;
-            writeln!(std::io::stdout(), "task {} {}", task.id, task.status)?;
-            Ok(ExitCode::SUCCESS)
+        TaskCommand::Cancel { id, filter, client } => {
+            task_actions::run(Action::Cancel, id, filter, client).await
+        }
+        TaskCommand::Retry { id, filter, client } => {
+            task_actions::run(Action::Retry, id, filter, client).await
         }
         TaskCommand::Get { id, client } => {
             print_json(&client.client()?.task_get(id).await?)?;
@@ -117,6 +179,7 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
         TaskCommand::List {
             status,
             queue,
+            schedule,
             limit,
             cursor,
             client,
@@ -128,6 +191,7 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
                     queue,
                     limit: Some(limit),
                     cursor,
+                    schedule_id: schedule,
                 })
                 .await?;
             let mut out = std::io::stdout().lock();
@@ -172,20 +236,10 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
 async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let client = args.client.client()?;
     let request = SubmitTask {
-        queue: args.queue,
-        labels: args.labels,
-        command: (!args.command.is_empty()).then_some(args.command),
-        script: args.script,
-        env: args.env.into_iter().collect::<BTreeMap<_, _>>(),
         secret_env: args.secret_env.into_iter().collect(),
-        payload: None,
-        priority: args.priority.unwrap_or(0),
-        timeout_s: args.timeout,
-        queue_timeout_s: None,
-        max_attempts: args.max_attempts,
         run_at: args.run_at,
         idempotency_key: args.idempotency_key,
-        notify_url: args.notify_url,
+        ..args.task.request()?
     };
     let (task, created) = client.submit(&request).await?;
     if !args.wait {

@@ -157,6 +157,7 @@ async fn bring_up(
         redis_url,
         api_token: args.api_token.clone(),
         registration_token: args.registration_token.clone(),
+        secrets_key: nodes::fresh_secrets_key(),
         fixed_ids: true,
         extra_args: Vec::new(),
         extra_env: Vec::new(),

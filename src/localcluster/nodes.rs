@@ -18,12 +18,22 @@ pub struct NodeSettings {
     pub redis_url: String,
     pub api_token: String,
     pub registration_token: String,
+    /// The key `secret_env` is sealed with (`--secrets-key`): every node the same.
+    pub secrets_key: String,
     /// `node-<index>` for every start; otherwise a random id per start, as in production.
     pub fixed_ids: bool,
     /// More `baton serve` flags (thresholds, intervals).
     pub extra_args: Vec<String>,
     /// More environment (the drill's clock skew).
     pub extra_env: Vec<(String, String)>,
+}
+
+/// A new key to seal `secret_env` with, for a cluster started here: base64 of 32 random
+/// bytes, as `openssl rand -base64 32` makes one.
+pub fn fresh_secrets_key() -> String {
+    use base64::Engine;
+    let key: [u8; 32] = rand::random();
+    base64::engine::general_purpose::STANDARD.encode(key)
 }
 
 pub fn name(index: usize) -> String {
@@ -49,6 +59,7 @@ pub fn spawn(
         .env("BATON_REDIS_URL", &settings.redis_url)
         .env("BATON_API_TOKEN", &settings.api_token)
         .env("BATON_REGISTRATION_TOKEN", &settings.registration_token)
+        .env("BATON_SECRETS_KEY", &settings.secrets_key)
         // Everything of a local cluster, the drill's webhook receiver included, is on
         // loopback, which webhooks may not reach by default.
         .env("BATON_WEBHOOK_ALLOW", "127.0.0.0/8")

@@ -350,6 +350,53 @@ def check_server(release: Release, uid: int) -> None:
         check(not any(k.startswith("OTEL_") for k in config), f"{name}: no OTLP settings when off")
 
 
+def check_store_tls(release: Release) -> None:
+    """TLS to the stores as the values ask: Postgres's sslmode (libpq's PGSSLMODE, read by
+    the nodes and the migration Job alike) and CA file, Redis's TLS and CA file, each CA a
+    read-only mount of the Secret named, at the path the setting gives; the Redis passwords
+    from the Secret, never from the ConfigMap."""
+    merged = release.merged
+    pg, redis = merged["postgres"], merged["redis"]
+    for what, template in pod_templates(release):
+        pod = template["spec"]
+        (container,) = pod["containers"]
+        where = f"{release.name}: {what}"
+        configmaps = {cm["metadata"]["name"]: cm.get("data") or {} for cm in release.all("ConfigMap")}
+        values = {e["name"]: e.get("value") for e in container.get("env", []) if "value" in e}
+        for source in container.get("envFrom", []):
+            values.update(configmaps.get(source.get("configMapRef", {}).get("name"), {}))
+        secrets = {v["name"]: v["secret"]["secretName"] for v in pod.get("volumes", []) if "secret" in v}
+        mounts = {m["mountPath"]: m for m in container.get("volumeMounts", [])}
+
+        def mounted_from(path: str | None, secret: str) -> bool:
+            mount = mounts.get(path.rsplit("/", 1)[0]) if path else None
+            return bool(mount and mount.get("readOnly") and secrets.get(mount["name"]) == secret)
+
+        command = container["args"][0]
+        if command in ("serve", "migrate"):
+            check(values.get("PGSSLMODE") == (pg["sslMode"] or None), f"{where}: PGSSLMODE {pg['sslMode']!r}")
+            if pg["caSecret"]:
+                check(mounted_from(values.get("PGSSLROOTCERT"), pg["caSecret"]),
+                      f"{where}: PGSSLROOTCERT is ca.crt of the Secret {pg['caSecret']}, mounted read-only")
+            else:
+                check("PGSSLROOTCERT" not in values, f"{where}: no PGSSLROOTCERT without postgres.caSecret")
+        if command != "serve":
+            continue
+        check((values.get("BATON_REDIS_TLS") == "true") == redis["tls"]["enabled"], f"{where}: BATON_REDIS_TLS")
+        if redis["tls"]["caSecret"]:
+            check(mounted_from(values.get("BATON_REDIS_CA_FILE"), redis["tls"]["caSecret"]),
+                  f"{where}: BATON_REDIS_CA_FILE is ca.crt of the Secret {redis['tls']['caSecret']}, mounted read-only")
+        check(values.get("BATON_REDIS_USERNAME") == (redis["username"] or None), f"{where}: BATON_REDIS_USERNAME")
+        for name in ("BATON_REDIS_PASSWORD", "BATON_REDIS_SENTINEL_PASSWORD"):
+            check(name not in values, f"{where}: {name} is not in plain sight")
+        from_secret = {e["name"]: e["valueFrom"]["secretKeyRef"]["key"]
+                       for e in container.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})}
+        check(from_secret.get("BATON_REDIS_PASSWORD") == "redis-password", f"{where}: the Redis password from the Secret")
+        if redis["sentinel"]["addresses"]:
+            check(from_secret.get("BATON_REDIS_SENTINEL_PASSWORD") == "redis-sentinel-password",
+                  f"{where}: the sentinels' password from the Secret")
+
+
 def check_security(release: Release, uid: int) -> None:
     for what, template in pod_templates(release):
         pod = template["spec"]
@@ -438,7 +485,8 @@ def check_secrets(release: Release) -> None:
                 if not ref:
                     continue
                 check(ref["name"] == expected_name, f"{release.name}: {what} {e['name']} from {expected_name}")
-                if secrets:
+                # An optional key (a Redis password) is read only where the Secret has it.
+                if secrets and not ref.get("optional"):
                     check(ref["key"] in keys, f"{release.name}: {what} {e['name']}: key {ref['key']} exists")
     if secrets and release.one("Job", "migrate"):
         hook = secrets[0]["metadata"].get("annotations", {}).get("helm.sh/hook-weight")
@@ -523,6 +571,11 @@ def main() -> int:
         "production": production,
         "no migration Job": {"migration": {"enabled": False}},
         "existing secret, no runners": {"existingSecret": "mine", "runner": {"enabled": False}},
+        "stores over TLS, own Secret": {
+            "secrets": {"redisUrl": "rediss+cluster://redis-0:6379,redis-1:6379", "redisPassword": "pw"},
+            "postgres": {"sslMode": "verify-ca", "caSecret": "pg-ca"},
+            "redis": {"username": "baton", "tls": {"enabled": True, "caSecret": "redis-ca"}},
+        },
         "every option": {
             "imagePullSecrets": [{"name": "registry"}],
             "logFormat": "human",
@@ -581,6 +634,7 @@ def main() -> int:
             (check_selectors, ()),
             (check_server, (uid,)),
             (check_security, (uid,)),
+            (check_store_tls, ()),
             (check_secrets, ()),
             (check_settings_exist, (known,)),
         ]
@@ -606,6 +660,14 @@ def main() -> int:
     prod_server = prod.one("Deployment", "server")["spec"]["template"]["spec"]
     check(bool(prod_server["containers"][0].get("resources")), "production: resources set")
     check(not releases["existing secret, no runners"].all("Secret"), "existingSecret: no Secret rendered")
+    # Production verifies both stores' certificates and names, and is told so by the chart.
+    check(prod.merged["postgres"]["sslMode"] == "verify-full", "production: Postgres sslmode verify-full")
+    check(bool(prod.merged["postgres"]["caSecret"]), "production: the Postgres CA from a Secret")
+    check(prod.merged["redis"]["tls"]["enabled"] and bool(prod.merged["redis"]["tls"]["caSecret"]),
+          "production: Redis over TLS, its CA from a Secret")
+    own = releases["stores over TLS, own Secret"].all("Secret")[0]["stringData"]
+    check(own.get("redis-password") == "pw" and "redis-sentinel-password" not in own,
+          "the chart's Secret holds the Redis passwords given, and only those")
 
     check_dashboard()
 

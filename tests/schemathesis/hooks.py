@@ -2,7 +2,7 @@
 
 A followed log (`follow=true`) streams until its task ends, by design; the fuzzer's tasks
 never run, so such a request would only hang until the fuzzer gives up. Leave it out.
-Runner operations get the ids of runners that exist.
+Runner and schedule operations get the ids of runners and schedules that exist.
 """
 
 import os
@@ -19,6 +19,8 @@ def filter_query(ctx, query):
 # only ever meets 404, so the runner operations are given ones that exist, and reach
 # their handlers (a DELETE may take one away: later calls on it meet 404, as they should).
 RUNNER_IDS = [i for i in os.environ.get("BATON_ST_RUNNER_IDS", "").split(",") if i]
+# The same for schedules (`BATON_ST_SCHEDULE_IDS`).
+SCHEDULE_IDS = [i for i in os.environ.get("BATON_ST_SCHEDULE_IDS", "").split(",") if i]
 
 
 def path_of(ctx):
@@ -28,15 +30,11 @@ def path_of(ctx):
 
 @schemathesis.hook
 def map_path_parameters(ctx, path_parameters):
-    if (
-        RUNNER_IDS
-        and path_of(ctx).startswith("/v1/runners/")
-        and path_parameters
-        and "id" in path_parameters
-    ):
-        # Deterministic, so a failing example replays the same way.
-        pick = sum(str(path_parameters["id"]).encode()) % len(RUNNER_IDS)
-        path_parameters["id"] = RUNNER_IDS[pick]
+    for prefix, ids in (("/v1/runners/", RUNNER_IDS), ("/v1/schedules/", SCHEDULE_IDS)):
+        if ids and path_of(ctx).startswith(prefix) and path_parameters and "id" in path_parameters:
+            # Deterministic, so a failing example replays the same way.
+            pick = sum(str(path_parameters["id"]).encode()) % len(ids)
+            path_parameters["id"] = ids[pick]
     return path_parameters
 
 

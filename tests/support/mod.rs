@@ -10,6 +10,7 @@
 pub mod nginx;
 pub mod procs;
 pub mod services;
+pub mod tls;
 
 use baton_client::{Client, RegisterRunner};
 use sqlx::{Connection, PgConnection};
@@ -52,6 +53,8 @@ pub const FAST_HA: &[&str] = &[
     "1000",
 ];
 pub const REGISTRATION_TOKEN: &str = "test-registration-token";
+/// The key the test nodes seal `secret_env` with (base64 of 32 bytes).
+pub const SECRETS_KEY: &str = "dGVzdC1zZWNyZXRzLWtleS0wMTIzNDU2Nzg5YWJjZGU=";
 
 pub fn admin_database_url() -> String {
     std::env::var("BATON_TEST_DATABASE_URL")
@@ -115,6 +118,11 @@ impl TestEnv {
 
     pub async fn node_with(&self, extra_args: &[&str]) -> NodeProc {
         NodeProc::start(self, extra_args).await
+    }
+
+    /// A node with more flags and environment (a blank value unsets a default).
+    pub async fn node_with_env(&self, extra_args: &[&str], vars: &[(String, String)]) -> NodeProc {
+        NodeProc::start_with_env(self, extra_args, vars).await
     }
 
     /// A `baton runner` agent process talking to `server`.
@@ -237,6 +245,40 @@ pub async fn register_runner(base: &str, labels: &[&str], capacity: i32) -> (Uui
     (id, Client::new(base, Some(token)).unwrap())
 }
 
+/// A lease of up to `max` tasks that does not wait, as agent `boot_id`.
+pub fn lease_now(boot_id: Uuid, max: u32) -> baton_client::LeaseRequest {
+    baton_client::LeaseRequest {
+        request_id: Uuid::new_v4(),
+        max,
+        wait_s: 0,
+        boot_id,
+        running: vec![],
+        secrets_at_start: false,
+    }
+}
+
+/// A task submitted on `submit_to` runs on a runner of `runner_on`, to success, and
+/// its output is stored.
+pub async fn a_task_runs(env: &TestEnv, runner_on: &procs::NodeProc, submit_to: &procs::NodeProc) {
+    let _runner = env.runner(&runner_on.url, &[], 1).await;
+    let user = user_client(&submit_to.url);
+    let (task, _) = user
+        .submit(&baton_client::SubmitTask {
+            script: Some("echo ran".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let done = env.wait_terminal(&user, task.id).await;
+    assert_eq!(
+        done.status,
+        baton_core::TaskStatus::Succeeded,
+        "task {}",
+        task.id
+    );
+    assert_eq!(read_log(&user, task.id).await, b"ran\n");
+}
+
 /// Registers a runner and returns its id and token.
 pub async fn register_runner_token(base: &str, labels: &[&str], capacity: i32) -> (Uuid, String) {
     let anon = Client::new(base, None).unwrap();
@@ -298,6 +340,36 @@ where
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));
+    }
+}
+
+/// A task row to insert through the store directly: `true`, in the default queue, with
+/// every option at its default; tests change what they are about.
+pub fn new_task_row() -> baton_store::NewTask {
+    baton_store::NewTask {
+        id: Uuid::now_v7(),
+        queue: "default".into(),
+        labels: vec![],
+        command: Some(vec!["true".into()]),
+        script: None,
+        env: Default::default(),
+        secret_env: Default::default(),
+        payload: None,
+        priority: 0,
+        timeout_s: 60,
+        queue_timeout_s: 60,
+        max_attempts: 1,
+        run_at: None,
+        idempotency_key: None,
+        notify_url: None,
+        created_by: "test".into(),
+        traceparent: None,
+        concurrency_key: None,
+        concurrency_limit: None,
+        schedule_id: None,
+        scheduled_for: None,
+        retry_of: None,
+        retry_policy: None,
     }
 }
 

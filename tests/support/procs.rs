@@ -1,7 +1,7 @@
 //! Real `baton` processes for tests: killed (SIGKILL) when dropped, their output kept in
 //! the test's folder for post-mortems.
 
-use super::{API_TOKEN, REGISTRATION_TOKEN, TestEnv};
+use super::{API_TOKEN, REGISTRATION_TOKEN, SECRETS_KEY, TestEnv};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -55,6 +55,18 @@ impl NodeProc {
         extra_args: &[&str],
         vars: &[(String, String)],
     ) -> NodeProc {
+        let node = Self::start_unready(env, extra_args, vars).await;
+        node.wait_ready().await;
+        node
+    }
+
+    /// Starts `baton serve` and returns once it listens, ready or not: for a node that
+    /// must not become ready (a store it may not trust).
+    pub async fn start_unready(
+        env: &TestEnv,
+        extra_args: &[&str],
+        vars: &[(String, String)],
+    ) -> NodeProc {
         let name = format!("node-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
         let (log, stderr) = log_file(env, &name);
         let mut child = Command::new(BATON)
@@ -65,6 +77,7 @@ impl NodeProc {
             .env("BATON_REDIS_PREFIX", &env.redis_prefix)
             .env("BATON_API_TOKEN", API_TOKEN)
             .env("BATON_REGISTRATION_TOKEN", REGISTRATION_TOKEN)
+            .env("BATON_SECRETS_KEY", SECRETS_KEY)
             // The tests' webhook receivers listen on loopback, which webhooks may not
             // reach by default; `tests/webhooks.rs` sets it back to nothing.
             .env("BATON_WEBHOOK_ALLOW", "127.0.0.0/8")
@@ -91,14 +104,12 @@ impl NodeProc {
             .await
             .unwrap()
             .unwrap_or_else(|_| panic!("node did not start; see {}", log.display()));
-        let node = NodeProc {
+        NodeProc {
             child,
             url,
             node_id: name,
             log,
-        };
-        node.wait_ready().await;
-        node
+        }
     }
 
     pub async fn wait_ready(&self) {

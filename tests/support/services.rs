@@ -174,7 +174,35 @@ impl PostgresProc {
         data
     }
 
-    async fn start_with(settings: &[&str]) -> PostgresProc {
+    /// A cluster that takes TCP connections over TLS only (`hostssl`: a client that does
+    /// not ask for TLS is refused), presenting `cert`.
+    pub async fn start_tls(cert: &super::tls::ServerCert) -> PostgresProc {
+        let data = Self::initdb();
+        // Postgres reads its key only if the key is its own and private.
+        for (from, to) in [(&cert.cert, "server.crt"), (&cert.key, "server.key")] {
+            let to = data.join(to);
+            std::fs::copy(from, &to).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600)).unwrap();
+            let _ = Command::new("chown").arg("postgres").arg(&to).status();
+        }
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\n",
+        )
+        .unwrap();
+        let settings = ["-c", "fsync=off", "-c", "ssl=on"];
+        let pg = PostgresProc {
+            port: free_port(),
+            data,
+            settings: settings.iter().map(|s| s.to_string()).collect(),
+        };
+        pg.up();
+        pg
+    }
+
+    /// A new cluster's data folder, every connection trusted.
+    fn initdb() -> PathBuf {
         let data = Self::data_dir();
         let status = as_postgres(&pg_bin("initdb"))
             .arg("-D")
@@ -185,6 +213,11 @@ impl PostgresProc {
             .status()
             .expect("initdb");
         assert!(status.success(), "initdb failed");
+        data
+    }
+
+    async fn start_with(settings: &[&str]) -> PostgresProc {
+        let data = Self::initdb();
         let pg = PostgresProc {
             port: free_port(),
             data,

@@ -1,5 +1,6 @@
 //! A typed HTTP client for the v1 API, used by the runner agent, the CLI and the tests.
 
+use crate::bulk::{BulkAnswer, BulkRequest};
 use crate::exchange::{Exchange, ExchangeAnswer};
 use crate::wire::*;
 use bytes::Bytes;
@@ -131,7 +132,7 @@ impl Client {
         req.headers(headers)
     }
 
-    async fn send(req: RequestBuilder) -> Result<Response, ClientError> {
+    pub(crate) async fn send(req: RequestBuilder) -> Result<Response, ClientError> {
         let resp = req.send().await?;
         if resp.status().is_success() {
             return Ok(resp);
@@ -144,7 +145,7 @@ impl Client {
         Err(ApiError { status, body }.into())
     }
 
-    async fn json<T: DeserializeOwned>(req: RequestBuilder) -> Result<T, ClientError> {
+    pub(crate) async fn json<T: DeserializeOwned>(req: RequestBuilder) -> Result<T, ClientError> {
         let resp = Self::send(req).await?;
         resp.json::<T>().await.map_err(ClientError::from)
     }
@@ -169,6 +170,24 @@ impl Client {
         Self::json(self.request(Method::POST, &format!("/v1/tasks/{id}/cancel"))).await
     }
 
+    /// Re-runs an ended task as a new one linked to it; `created` is false when the task
+    /// already had its re-run (which is returned).
+    pub async fn task_retry(&self, id: Uuid) -> Result<(Task, bool), ClientError> {
+        let resp = Self::send(self.request(Method::POST, &format!("/v1/tasks/{id}/retry"))).await?;
+        let created = resp.status() == StatusCode::CREATED;
+        Ok((resp.json().await?, created))
+    }
+
+    /// Cancels the tasks `filter` selects (a bounded number per call).
+    pub async fn tasks_cancel(&self, filter: &BulkRequest) -> Result<BulkAnswer, ClientError> {
+        Self::json(self.request(Method::POST, "/v1/tasks/cancel").json(filter)).await
+    }
+
+    /// Re-runs the ended tasks `filter` selects (a bounded number per call).
+    pub async fn tasks_retry(&self, filter: &BulkRequest) -> Result<BulkAnswer, ClientError> {
+        Self::json(self.request(Method::POST, "/v1/tasks/retry").json(filter)).await
+    }
+
     pub async fn runners(&self) -> Result<RunnerList, ClientError> {
         Self::json(self.request(Method::GET, "/v1/runners")).await
     }
@@ -182,6 +201,17 @@ impl Client {
     pub async fn runner_pause(&self, id: Uuid, pause: bool) -> Result<RunnerView, ClientError> {
         let action = if pause { "pause" } else { "resume" };
         Self::json(self.request(Method::POST, &format!("/v1/runners/{id}/{action}"))).await
+    }
+
+    /// Every queue with settings or unfinished tasks: depth, running, paused.
+    pub async fn queues(&self) -> Result<QueueList, ClientError> {
+        Self::json(self.request(Method::GET, "/v1/queues")).await
+    }
+
+    /// Pauses (`true`) or resumes a queue: a paused queue hands out nothing.
+    pub async fn queue_pause(&self, name: &str, pause: bool) -> Result<QueueView, ClientError> {
+        let action = if pause { "pause" } else { "resume" };
+        Self::json(self.request(Method::POST, &format!("/v1/queues/{name}/{action}"))).await
     }
 
     pub async fn token_create(&self, req: &CreateToken) -> Result<TokenCreated, ClientError> {
@@ -400,6 +430,9 @@ pub struct TaskQuery {
     pub limit: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
+    /// Only the tasks this schedule made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_id: Option<uuid::Uuid>,
 }
 
 #[derive(Debug, Clone)]

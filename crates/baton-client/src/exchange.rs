@@ -11,6 +11,7 @@ use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use uuid::Uuid;
 
 #[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -56,6 +57,10 @@ pub struct Exchange {
     /// it, a leased task waits for its start item.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub start_leased: bool,
+    /// The runner takes a task's `secret_env` with its start's answer (as
+    /// [`crate::LeaseRequest::secrets_at_start`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secrets_at_start: bool,
 }
 
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -160,6 +165,10 @@ pub struct ItemAnswer {
     pub attempt: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// For a start that is `done`: the task's secret variables, handed over only now
+    /// that its start is recorded (a lease that is never started never carries them).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_env: BTreeMap<String, String>,
 }
 
 /// How one item went.

@@ -2,12 +2,16 @@
 //! them. The server, the runner agent, the CLI and the tests all speak through these
 //! types, so the two ends cannot drift apart.
 
+pub mod bulk;
 pub mod client;
 pub mod exchange;
+pub mod schedules;
 pub mod trace_context;
 pub mod wire;
 
+pub use bulk::{BulkAnswer, BulkItem, BulkRequest};
 pub use client::{ApiError, Client, ClientError, LogSlice, TaskQuery, install_tls_provider};
 pub use exchange::*;
+pub use schedules::*;
 pub use reqwest::StatusCode;
 pub use wire::*;

@@ -1,6 +1,7 @@
 //! JSON shapes of the v1 API (design.md §6).
 
 use baton_core::TaskStatus;
+pub use baton_core::retry_policy::RetryPolicy;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -67,6 +68,24 @@ pub struct SubmitTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 2048, pattern = r"^https?://[^\u0000-\u0020]+$")]
     pub notify_url: Option<String>,
+    /// Which failed runs retry (`max_attempts` permitting) and how long each waits:
+    /// fields left out take the node's defaults. Without it: every failure, the node's
+    /// backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+    /// Concurrency group: at most `concurrency_limit` tasks of this key hold a lease at
+    /// once across the cluster; the rest wait queued in order (docs/flow-control.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\u0000-\u001f\u007f]+$"
+    )]
+    pub concurrency_key: Option<String>,
+    /// The group's limit; default 1 when a key is given. Needs `concurrency_key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 10000)]
+    pub concurrency_limit: Option<i64>,
 }
 
 /// `POST /v1/tasks/batch`: all or nothing.
@@ -138,10 +157,28 @@ pub struct Task {
     pub log_incomplete: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_limit: Option<i32>,
     /// How its completion webhook fared, once there is one to deliver (the task ended
     /// with a `notify_url`). Shown by `GET /v1/tasks/{id}` only; lists leave it out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify_state: Option<NotifyState>,
+    /// The schedule that made it, and the tick it was made for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_for: Option<DateTime<Utc>>,
+    /// Re-runs and retry policies (issue 13). Its retry policy as it applies (resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+    /// The task this one re-runs (`POST /v1/tasks/{id}/retry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_of: Option<Uuid>,
+    /// This task's re-run, once it has one. Shown by `GET /v1/tasks/{id}` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried_by: Option<Uuid>,
 }
 
 /// A task's completion webhook: where its delivery stands.
@@ -235,6 +272,11 @@ pub struct LeaseRequest {
     pub boot_id: Uuid,
     #[serde(default)]
     pub running: Vec<RunningLease>,
+    /// The runner takes a task's `secret_env` with its start's answer, so a task leased
+    /// unstarted comes without it. Left out (agents of earlier releases), secrets come
+    /// with the lease, as they used to.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secrets_at_start: bool,
 }
 
 #[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize)]
@@ -294,7 +336,8 @@ pub struct LeasedTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
     pub env: BTreeMap<String, String>,
-    /// Secret variables: set in the process, never logged or shown.
+    /// Secret variables: set in the process, never logged or shown. Only a task handed
+    /// out `started` carries them; any other gets them with its start's answer.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secret_env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -320,6 +363,9 @@ pub struct StartTask {
 pub struct Started {
     pub status: TaskStatus,
     pub attempt: i32,
+    /// The task's secret variables, handed over only now that its start is recorded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_env: BTreeMap<String, String>,
 }
 
 /// Answer to a log chunk.
@@ -417,7 +463,7 @@ pub enum Scope {
 }
 
 /// `POST /v1/tokens`.
-#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
     #[schema(
@@ -432,6 +478,12 @@ pub struct CreateToken {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub expires_in_s: Option<i64>,
+    /// The only queues it may submit to (default: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<Vec<String>>,
+    /// The only labels its tasks may carry, each one of these (default: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
 }
 
 /// An API token as listed: never the secret.
@@ -446,6 +498,12 @@ pub struct TokenView {
     pub expires_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<DateTime<Utc>>,
+    /// The only queues it may submit to; `None`: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<Vec<String>>,
+    /// The only labels its tasks may carry; `None`: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
 }
 
 /// A new API token: the secret is shown this once, and only its hash is kept.
@@ -521,6 +579,31 @@ pub struct RegistrationTokenCreated {
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct RegistrationTokenList {
     pub registration_tokens: Vec<RegistrationTokenView>,
+}
+
+/// A queue as operators see it (`GET /v1/queues`, docs/flow-control.md).
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct QueueView {
+    pub name: String,
+    /// A paused queue hands out nothing, takes submits, and its tasks do not expire.
+    pub paused: bool,
+    /// Tasks waiting in it (`queued`; a lease not yet started counts here).
+    pub depth: i64,
+    /// Tasks leased, running or cancelling.
+    pub running: i64,
+    /// When its oldest waiting task was queued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_waiting: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_at: Option<DateTime<Utc>>,
+    /// The last resume: waiting tasks expire no sooner than `queue_timeout_s` after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_at: Option<DateTime<Utc>>,
+}
+
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
+pub struct QueueList {
+    pub queues: Vec<QueueView>,
 }
 
 /// A runner as operators see it.

@@ -16,7 +16,7 @@ static TAKE_OVER: LazyLock<Script> =
 static CLAIM_IF_ABSENT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/claim_if_absent.lua")));
 pub(crate) static RUNS_END: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/runs_end.lua")));
+    LazyLock::new(|| crate::queue::indexing(include_str!("lua/runs_end.lua")));
 
 /// One entry of the `running` hash: `node|lease|claimed_at_ms|runner|boot`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -95,7 +95,11 @@ mod tests {
     #[test]
     fn it_counts_on_from_its_sample_whatever_the_wall_clock_says() {
         let clock = ClusterClock::default();
-        let redis = Utc::now() - chrono::Duration::seconds(3600);
+        // Whole microseconds, as Redis's TIME gives: the sample keeps no finer part, so
+        // a read within a microsecond would otherwise come out before it.
+        let redis = Utc
+            .timestamp_micros((Utc::now() - chrono::Duration::seconds(3600)).timestamp_micros())
+            .unwrap();
         clock.set(redis.timestamp_micros(), Instant::now());
         let read = clock.now();
         assert!(read >= redis && read - redis < chrono::Duration::seconds(1));

@@ -7,14 +7,16 @@
 //! one slot, and the cluster client follows the slot to a promoted replica.
 
 use crate::CoordError;
+use crate::access::RedisAccess;
 use deadpool::managed;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::sentinel::{SentinelClient, SentinelServerType};
+use redis::sentinel::SentinelClient;
 use redis::{
-    Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
+    AsyncConnectionConfig, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
+    ServerErrorKind, Value,
 };
 use std::time::{Duration, Instant};
 
@@ -39,7 +41,8 @@ fn timed(op: impl Into<metrics::SharedString>, started: Instant) {
         .record(started.elapsed().as_secs_f64());
 }
 
-/// How to reach the Redis master.
+/// Where Redis is. Credentials may be in the URLs (`user:password@`), `rediss://` asks
+/// for TLS; what a URL cannot say is in [`RedisAccess`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RedisTarget {
     Url(String),
@@ -55,16 +58,25 @@ pub enum RedisTarget {
     },
 }
 
-impl RedisTarget {
+/// A target and the access to it: all a new connection needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    pub(crate) target: RedisTarget,
+    pub(crate) access: RedisAccess,
+}
+
+impl Endpoint {
     /// A client for the current master — for a Cluster, for any node that answers: a
     /// message published on one node reaches subscribers on every node.
-    pub async fn master_client(&self) -> RedisResult<redis::Client> {
-        match self {
-            RedisTarget::Url(url) => redis::Client::open(url.as_str()),
+    pub(crate) async fn master_client(&self) -> RedisResult<redis::Client> {
+        let access = &self.access;
+        match &self.target {
+            RedisTarget::Url(url) => access.server_client(url, access.uses_tls(&self.target)),
             RedisTarget::Cluster { nodes } => {
+                let tls = access.tls_for(nodes.iter());
                 let mut last = None;
                 for node in nodes {
-                    let client = redis::Client::open(node.as_str())?;
+                    let client = access.server_client(node, tls)?;
                     match client.get_multiplexed_async_connection().await {
                         Ok(_) => return Ok(client),
                         Err(e) => last = Some(e),
@@ -75,35 +87,46 @@ impl RedisTarget {
                 }))
             }
             RedisTarget::Sentinel { sentinels, master } => {
-                let mut sentinel = SentinelClient::build(
-                    sentinels.clone(),
-                    master.clone(),
-                    None,
-                    SentinelServerType::Master,
-                )?;
-                sentinel.async_get_client().await
+                access
+                    .sentinel_client(sentinels, master)?
+                    .async_get_client()
+                    .await
             }
         }
     }
 }
 
-/// deadpool-redis's own managers check a connection with a round trip (`PING`, and
+/// deadpool-redis's managers check a connection with a round trip (`PING`, and
 /// `UNWATCH`) every time it leaves the pool: two commands per checkout, most of Redis's
 /// work per task. Baton's connections are multiplexed and never left mid-transaction
 /// (`MULTI` goes out whole, nothing `WATCH`es), and one that fails is taken out of the
-/// pool by [`Conn`] at once, so a checkout needs no check: this wrapper creates
-/// connections with deadpool-redis's manager and recycles them as they are.
-pub(crate) struct NoRoundTrip<M>(pub(crate) M);
+/// pool by [`Conn`] at once, so a checkout needs no check: these managers make
+/// connections (with the node's timeouts) and recycle them as they are.
+pub(crate) struct MasterManager {
+    master: Master,
+    config: AsyncConnectionConfig,
+}
 
-impl<M> managed::Manager for NoRoundTrip<M>
-where
-    M: managed::Manager<Type = MultiplexedConnection, Error = RedisError> + Sync,
-{
+/// Where a new connection goes: the one server, or the master the sentinels name now —
+/// asked at each new connection, so one made after a failover goes to the new master.
+/// The sentinel client caches its sentinel connections, hence the lock.
+enum Master {
+    Server(redis::Client),
+    Sentinel(tokio::sync::Mutex<SentinelClient>),
+}
+
+impl managed::Manager for MasterManager {
     type Type = MultiplexedConnection;
     type Error = RedisError;
 
     async fn create(&self) -> Result<MultiplexedConnection, RedisError> {
-        self.0.create().await
+        let client = match &self.master {
+            Master::Server(client) => client.clone(),
+            Master::Sentinel(sentinel) => sentinel.lock().await.async_get_client().await?,
+        };
+        client
+            .get_multiplexed_async_connection_with_config(&self.config)
+            .await
     }
 
     async fn recycle(
@@ -137,12 +160,9 @@ impl managed::Manager for ClusterManager {
     }
 }
 
-type PlainPool = managed::Pool<NoRoundTrip<deadpool_redis::Manager>>;
-type SentinelPool = managed::Pool<NoRoundTrip<deadpool_redis::sentinel::Manager>>;
-
 pub(crate) enum Pool {
-    Plain(PlainPool),
-    Sentinel(SentinelPool),
+    /// One server, or the master the sentinels name.
+    Master(managed::Pool<MasterManager>),
     Cluster {
         pool: managed::Pool<ClusterManager>,
         /// The key prefix's hash tag, whose slot holds every key.
@@ -153,8 +173,7 @@ pub(crate) enum Pool {
 }
 
 enum Pooled {
-    Plain(managed::Object<NoRoundTrip<deadpool_redis::Manager>>),
-    Sentinel(managed::Object<NoRoundTrip<deadpool_redis::sentinel::Manager>>),
+    Master(managed::Object<MasterManager>),
     Cluster(managed::Object<ClusterManager>, Route),
 }
 
@@ -208,45 +227,38 @@ impl PoolSettings {
 
 impl Pool {
     pub(crate) fn plain(
-        url: &str,
-        config: redis::AsyncConnectionConfig,
+        client: redis::Client,
+        config: AsyncConnectionConfig,
         settings: &PoolSettings,
     ) -> Result<Pool, CoordError> {
-        let manager = deadpool_redis::Manager::new_with_config(url, config)?;
-        settings
-            .apply(managed::Pool::builder(NoRoundTrip(manager)))
-            .map(Pool::Plain)
-            .map_err(|e| CoordError::Internal(e.to_string()))
+        Self::master(Master::Server(client), config, settings)
     }
 
     pub(crate) fn sentinel(
-        sentinels: &[String],
-        master: &str,
+        client: SentinelClient,
+        config: AsyncConnectionConfig,
         settings: &PoolSettings,
     ) -> Result<Pool, CoordError> {
-        let manager = deadpool_redis::sentinel::Manager::new(
-            sentinels.to_vec(),
-            master.to_string(),
-            None,
-            deadpool_redis::sentinel::SentinelServerType::Master,
-        )?;
+        let master = Master::Sentinel(tokio::sync::Mutex::new(client));
+        Self::master(master, config, settings)
+    }
+
+    fn master(
+        master: Master,
+        config: AsyncConnectionConfig,
+        settings: &PoolSettings,
+    ) -> Result<Pool, CoordError> {
         settings
-            .apply(managed::Pool::builder(NoRoundTrip(manager)))
-            .map(Pool::Sentinel)
+            .apply(managed::Pool::builder(MasterManager { master, config }))
+            .map(Pool::Master)
             .map_err(|e| CoordError::Internal(e.to_string()))
     }
 
     pub(crate) fn cluster(
-        nodes: &[String],
+        client: ClusterClient,
         prefix: &str,
-        timeouts: (std::time::Duration, std::time::Duration),
         settings: &PoolSettings,
     ) -> Result<Pool, CoordError> {
-        let (command, connect) = timeouts;
-        let client = ClusterClientBuilder::new(nodes.to_vec())
-            .response_timeout(command)
-            .connection_timeout(connect)
-            .build()?;
         let pool = settings
             .apply(managed::Pool::builder(ClusterManager(client)))
             .map_err(|e| CoordError::Internal(e.to_string()))?;
@@ -259,8 +271,7 @@ impl Pool {
 
     pub(crate) async fn get(&self) -> Result<Conn, CoordError> {
         let pooled = match self {
-            Pool::Plain(pool) => Pooled::Plain(pool.get().await.map_err(pool_error)?),
-            Pool::Sentinel(pool) => Pooled::Sentinel(pool.get().await.map_err(pool_error)?),
+            Pool::Master(pool) => Pooled::Master(pool.get().await.map_err(pool_error)?),
             Pool::Cluster { pool, tag, slot } => {
                 let mut conn = pool.get().await.map_err(pool_error)?;
                 let slot = slot
@@ -305,8 +316,7 @@ fn hash_tag(prefix: &str) -> &str {
 impl Conn {
     fn inner(&mut self) -> &mut MultiplexedConnection {
         match self.pooled.as_mut().expect("connection present until drop") {
-            Pooled::Plain(c) => c,
-            Pooled::Sentinel(c) => c,
+            Pooled::Master(c) => c,
             Pooled::Cluster(..) => unreachable!("a cluster connection is routed by slot"),
         }
     }
@@ -372,8 +382,7 @@ impl ConnectionLike for Conn {
 
     fn get_db(&self) -> i64 {
         match self.pooled.as_ref().expect("connection present until drop") {
-            Pooled::Plain(c) => c.get_db(),
-            Pooled::Sentinel(c) => c.get_db(),
+            Pooled::Master(c) => c.get_db(),
             Pooled::Cluster(c, _) => c.get_db(),
         }
     }
@@ -385,8 +394,7 @@ impl Drop for Conn {
             // Taken out of the pool for good: the next one is made afresh, through the
             // sentinels when there are some.
             match self.pooled.take() {
-                Some(Pooled::Plain(c)) => drop(managed::Object::take(c)),
-                Some(Pooled::Sentinel(c)) => drop(managed::Object::take(c)),
+                Some(Pooled::Master(c)) => drop(managed::Object::take(c)),
                 Some(Pooled::Cluster(c, _)) => drop(managed::Object::take(c)),
                 None => {}
             }

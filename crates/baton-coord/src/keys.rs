@@ -26,6 +26,18 @@ impl Keys {
         format!("{}queues", self.prefix)
     }
 
+    /// Label-set part of a queue key -> that queue's meta (`{queue, labels}`): the label
+    /// sets some queue with work has, which a lease matches a runner's labels against.
+    pub fn labelsets(&self) -> String {
+        format!("{}labelsets", self.prefix)
+    }
+
+    /// Queue key -> the score of its best entry, for the queues with work of one label
+    /// set (`lua/queue_index.lua`).
+    pub fn ready(&self, label_part: &str) -> String {
+        format!("{}ready:{label_part}", self.prefix)
+    }
+
     /// Task id -> "node|lease|claimed_at_ms": every dispatched task's one claim.
     pub fn running(&self) -> String {
         format!("{}running", self.prefix)
@@ -59,6 +71,26 @@ impl Keys {
     /// A lock (finalize `fin:<task>`, `repair`, `rebuild`), SET NX PX with an owner token.
     pub fn lock(&self, name: &str) -> String {
         format!("{}lock:{name}", self.prefix)
+    }
+
+    /// Task id -> its concurrency group entry (`lua/groups.lua`).
+    pub fn groups(&self) -> String {
+        format!("{}grp", self.prefix)
+    }
+
+    /// A concurrency group's tasks that hold a lease.
+    pub fn group_running(&self, key: &str) -> String {
+        format!("{}grun:{key}", self.prefix)
+    }
+
+    /// A concurrency group's parked tasks, by queue score.
+    pub fn group_waiting(&self, key: &str) -> String {
+        format!("{}gwait:{key}", self.prefix)
+    }
+
+    /// The names of the paused queues, mirrored from Postgres: a lease skips them.
+    pub fn paused(&self) -> String {
+        format!("{}paused", self.prefix)
     }
 
     /// The generation marker: missing means Redis lost its data.

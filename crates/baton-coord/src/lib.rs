@@ -4,12 +4,14 @@
 //! here is one Lua script or one MULTI, so a node killed mid-step leaves no half state,
 //! and every step is ordered against Postgres as design.md §4 says.
 
+mod access;
 mod claims;
 mod clock;
 mod connection;
 mod delayed;
 mod epoch;
 mod error;
+mod flow;
 mod keys;
 mod liveness;
 mod locks;
@@ -17,19 +19,21 @@ mod queue;
 mod replay;
 mod wake;
 
+pub use access::RedisAccess;
 pub use claims::{Claim, RunEnded};
 pub use clock::ClusterClock;
 pub use connection::{COMMAND_DURATION as REDIS_COMMAND_DURATION, RedisTarget};
 pub use epoch::Epoch;
 pub use error::{CoordError, ERRORS as REDIS_ERRORS};
+pub use flow::GroupRepair;
 pub use keys::Keys;
 pub use liveness::NodeInfo;
 pub use locks::Lock;
-pub use queue::{Enqueue, LeaseAsk, Leased, Popped};
+pub use queue::{Enqueue, LeaseAsk, Leased, Popped, QueueRoom};
 pub use replay::ReplayKey;
 pub use wake::{Parked, Wake, WakeBus};
 
-use connection::{Conn, Pool, PoolSettings};
+use connection::{Conn, Endpoint, Pool, PoolSettings};
 use redis::AsyncConnectionConfig;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,7 +46,7 @@ pub const DEFAULT_PREFIX: &str = "{baton}:";
 #[derive(Clone)]
 pub struct Coord {
     pool: Arc<Pool>,
-    target: RedisTarget,
+    endpoint: Endpoint,
     keys: Keys,
 }
 
@@ -52,6 +56,8 @@ pub struct CoordOptions {
     /// Bounds every command, so one stuck call cannot hang a request.
     pub command_timeout: Duration,
     pub connect_timeout: Duration,
+    /// Users, passwords and TLS beyond what the target's URLs say.
+    pub access: RedisAccess,
 }
 
 impl Default for CoordOptions {
@@ -60,6 +66,7 @@ impl Default for CoordOptions {
             pool_size: 16,
             command_timeout: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(2),
+            access: RedisAccess::default(),
         }
     }
 }
@@ -76,26 +83,32 @@ impl Coord {
             wait: options.command_timeout,
             create: options.connect_timeout,
         };
+        let config = AsyncConnectionConfig::new()
+            .set_response_timeout(Some(options.command_timeout))
+            .set_connection_timeout(Some(options.connect_timeout));
+        let access = &options.access;
         let pool = match &target {
             RedisTarget::Url(url) => {
-                let config = AsyncConnectionConfig::new()
-                    .set_response_timeout(Some(options.command_timeout))
-                    .set_connection_timeout(Some(options.connect_timeout));
-                Pool::plain(url, config, &settings)?
+                let client = access.server_client(url, access.uses_tls(&target))?;
+                Pool::plain(client, config, &settings)?
             }
-            RedisTarget::Sentinel { sentinels, master } => {
-                Pool::sentinel(sentinels, master, &settings)?
-            }
-            RedisTarget::Cluster { nodes } => Pool::cluster(
-                nodes,
-                prefix,
-                (options.command_timeout, options.connect_timeout),
+            RedisTarget::Sentinel { sentinels, master } => Pool::sentinel(
+                access.sentinel_client(sentinels, master)?,
+                config,
                 &settings,
             )?,
+            RedisTarget::Cluster { nodes } => {
+                let timeouts = (options.command_timeout, options.connect_timeout);
+                let client = access.cluster_client(nodes, timeouts)?;
+                Pool::cluster(client, prefix, &settings)?
+            }
         };
         Ok(Coord {
             pool: Arc::new(pool),
-            target,
+            endpoint: Endpoint {
+                target,
+                access: access.clone(),
+            },
             keys: Keys::new(prefix),
         })
     }

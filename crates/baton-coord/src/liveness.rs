@@ -18,6 +18,10 @@ pub struct NodeInfo {
     /// The address it serves on, for operators.
     pub addr: String,
     pub started_at_ms: i64,
+    /// It opens sealed `secret_env` values (every node from the release that seals
+    /// them); a node of an earlier release says nothing, and would hand them out sealed.
+    #[serde(default)]
+    pub opens_sealed_secrets: bool,
 }
 
 impl Coord {

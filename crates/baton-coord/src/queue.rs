@@ -3,17 +3,34 @@
 use crate::replay::ReplayKey;
 use crate::{Claim, Coord, CoordError};
 use baton_core::LabelSet;
+use baton_core::flow::Group;
 use baton_core::queue::{parse_queue_key, queue_key, score};
 use redis::Script;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use uuid::Uuid;
 
-static LEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/lease.lua")));
+/// A script that adds to or takes from queues, with the queue index's functions before it
+/// (`lua/queue_index.lua`), so every script follows the index the same way (submit's
+/// add, a MULTI rather than a script, spells `index_add` out as commands), and the
+/// concurrency groups' (`lua/groups.lua`), which put tasks back in their queues.
+pub(crate) fn indexing(body: &str) -> Script {
+    Script::new(&format!(
+        "{}\n{}\n{body}",
+        include_str!("lua/queue_index.lua"),
+        include_str!("lua/groups.lua")
+    ))
+}
+
+static LEASE: LazyLock<Script> = LazyLock::new(|| indexing(include_str!("lua/lease.lua")));
 static ENQUEUE_UNCLAIMED: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/enqueue_unclaimed.lua")));
+    LazyLock::new(|| indexing(include_str!("lua/enqueue_unclaimed.lua")));
 static CLAIM_REQUEUE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/claim_requeue.lua")));
+    LazyLock::new(|| indexing(include_str!("lua/claim_requeue.lua")));
+static QUEUE_REMOVE: LazyLock<Script> =
+    LazyLock::new(|| indexing(include_str!("lua/queue_remove.lua")));
+static QUEUE_INDEX_REPAIR: LazyLock<Script> =
+    LazyLock::new(|| indexing(include_str!("lua/queue_index_repair.lua")));
 
 /// A task to put in its queue.
 #[derive(Debug, Clone)]
@@ -23,6 +40,8 @@ pub struct Enqueue {
     pub labels: LabelSet,
     pub priority: i32,
     pub enqueued_at_ms: i64,
+    /// Its concurrency group, if any (`lua/groups.lua`).
+    pub group: Option<Group>,
 }
 
 impl Enqueue {
@@ -37,11 +56,40 @@ impl Enqueue {
     fn score(&self) -> f64 {
         score(self.priority, self.enqueued_at_ms)
     }
+
+    /// Its `grp` hash entry: the group, and where a parked task goes back to.
+    pub(crate) fn group_entry(&self) -> Option<String> {
+        let group = self.group.as_ref()?;
+        Some(
+            serde_json::json!({
+                "key": group.key,
+                "limit": group.limit,
+                "rel": self.key_rel(),
+                "meta": self.meta(),
+            })
+            .to_string(),
+        )
+    }
 }
 
 /// The `queues` hash's value for a queue key: what the lease script matches runners on.
 fn queue_meta(queue: &str, labels: &[String]) -> String {
     serde_json::json!({ "queue": queue, "labels": labels }).to_string()
+}
+
+/// A sorted-set member as `ZADD` takes it: score, task id.
+type Member = (f64, String);
+
+/// What a submit would add to the queues with work: see [`Coord::queue_room`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueRoom {
+    /// Queue keys (queue and label set) with work now.
+    pub queues: u64,
+    /// Label sets with work now.
+    pub label_sets: u64,
+    /// Of the keys asked about, those not among them.
+    pub new_queues: Vec<String>,
+    pub new_label_sets: Vec<String>,
 }
 
 /// A claimed task and the queue place it came from (or goes back to): what the lease
@@ -106,19 +154,42 @@ impl Coord {
             return Ok(());
         }
         // One registration, one ZADD and one wake-up per queue key, however many tasks.
-        let mut by_key: BTreeMap<String, (String, Vec<(f64, String)>)> = BTreeMap::new();
+        let mut by_key: BTreeMap<String, (&Enqueue, Vec<Member>)> = BTreeMap::new();
         for task in tasks {
             by_key
                 .entry(task.key_rel())
-                .or_insert_with(|| (task.meta(), Vec::new()))
+                .or_insert_with(|| (task, Vec::new()))
                 .1
                 .push((task.score(), task.task_id.to_string()));
         }
         let mut pipe = redis::pipe();
         pipe.atomic();
-        for (rel, (meta, members)) in &by_key {
-            pipe.hset(self.keys.queues(), rel, meta).ignore();
+        // A grouped task is registered with its group in the same MULTI as its entry, so
+        // no lease ever sees it without its group.
+        for task in tasks {
+            if let Some(entry) = task.group_entry() {
+                pipe.hset(self.keys.groups(), task.task_id.to_string(), entry)
+                    .ignore();
+            }
+        }
+        for (rel, (task, members)) in &by_key {
+            let meta = task.meta();
+            let head = members
+                .iter()
+                .map(|(score, _)| *score)
+                .fold(f64::INFINITY, f64::min);
             pipe.zadd_multiple(self.keys.queue(rel), members).ignore();
+            // The queue index's `index_add` (lua/queue_index.lua), as commands: this add
+            // goes out in one MULTI with its wake-up rather than as a script.
+            pipe.hset(self.keys.queues(), rel, &meta).ignore();
+            pipe.hset(self.keys.labelsets(), task.labels.key_part(), &meta)
+                .ignore();
+            pipe.cmd("ZADD")
+                .arg(self.keys.ready(&task.labels.key_part()))
+                .arg("LT")
+                .arg(head)
+                .arg(rel)
+                .ignore();
         }
         for rel in by_key.keys() {
             pipe.publish(self.keys.wake(), rel).ignore();
@@ -135,15 +206,15 @@ impl Coord {
             return Ok(0);
         }
         let mut inv = ENQUEUE_UNCLAIMED.prepare_invoke();
-        inv.key(self.keys.queues())
-            .key(self.keys.running())
+        inv.key(self.keys.running())
             .arg(self.keys.prefix())
             .arg(self.keys.wake());
         for task in tasks {
             inv.arg(task.task_id.to_string())
                 .arg(task.key_rel())
                 .arg(task.meta())
-                .arg(task.score());
+                .arg(task.score())
+                .arg(task.group_entry().unwrap_or_default());
         }
         let mut conn = self.conn().await?;
         Ok(inv.invoke_async(&mut conn).await?)
@@ -154,13 +225,57 @@ impl Coord {
         if tasks.is_empty() {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
+        let mut inv = QUEUE_REMOVE.prepare_invoke();
+        inv.arg(self.keys.prefix());
         for (id, rel) in tasks {
-            pipe.zrem(self.keys.queue(rel), id.to_string()).ignore();
+            inv.arg(id.to_string()).arg(rel);
         }
         let mut conn = self.conn().await?;
-        pipe.query_async::<()>(&mut conn).await?;
+        inv.invoke_async::<()>(&mut conn).await?;
         Ok(())
+    }
+
+    /// The repair pass's check of the queue index against the queues: returns how many
+    /// index entries were wrong (and are right now).
+    pub async fn queue_index_repair(&self) -> Result<u64, CoordError> {
+        let mut conn = self.conn().await?;
+        Ok(QUEUE_INDEX_REPAIR
+            .arg(self.keys.prefix())
+            .invoke_async(&mut conn)
+            .await?)
+    }
+
+    /// How many queue keys and label sets have work now, and which of `keys` (queue key,
+    /// label-set part) are not among them: what a submit would add. One round trip.
+    pub async fn queue_room(&self, keys: &[(String, String)]) -> Result<QueueRoom, CoordError> {
+        let mut pipe = redis::pipe();
+        pipe.hlen(self.keys.queues()).hlen(self.keys.labelsets());
+        for (rel, part) in keys {
+            pipe.hexists(self.keys.queues(), rel)
+                .hexists(self.keys.labelsets(), part);
+        }
+        let mut conn = self.conn().await?;
+        let answers: Vec<u64> = pipe.query_async(&mut conn).await?;
+        let (counts, known) = answers.split_at(2.min(answers.len()));
+        let mut room = QueueRoom {
+            queues: counts.first().copied().unwrap_or_default(),
+            label_sets: counts.get(1).copied().unwrap_or_default(),
+            new_queues: Vec::new(),
+            new_label_sets: Vec::new(),
+        };
+        for ((rel, part), known) in keys.iter().zip(known.chunks(2)) {
+            if known.first() == Some(&0) {
+                room.new_queues.push(rel.clone());
+            }
+            if known.get(1) == Some(&0) {
+                room.new_label_sets.push(part.clone());
+            }
+        }
+        room.new_queues.sort();
+        room.new_queues.dedup();
+        room.new_label_sets.sort();
+        room.new_label_sets.dedup();
+        Ok(room)
     }
 
     /// Which of `tasks` (id, queue key) are in no queue.
@@ -239,8 +354,7 @@ impl Coord {
     /// replay key, so a resend of the same request gets it back.
     pub async fn lease(&self, ask: &LeaseAsk<'_>) -> Result<Leased, CoordError> {
         let mut inv = LEASE.prepare_invoke();
-        inv.key(self.keys.queues())
-            .key(self.keys.running())
+        inv.key(self.keys.running())
             .key(self.keys.owned(ask.node))
             .key(&ask.replay.key)
             .arg(self.keys.prefix())
@@ -312,7 +426,6 @@ impl Coord {
             .key(self.keys.running())
             .key(self.keys.owned(node))
             .key(self.keys.queue(&popped.queue_key))
-            .key(self.keys.queues())
             .arg(popped.task_id.to_string())
             .arg(node)
             .arg(popped.lease_id.to_string())
@@ -320,6 +433,7 @@ impl Coord {
             .arg(self.keys.wake())
             .arg(&popped.queue_key)
             .arg(queue_meta(&queue, &labels))
+            .arg(self.keys.prefix())
             .invoke_async(&mut conn)
             .await?;
         Ok(done == 1)

@@ -128,7 +128,7 @@ impl WakeBus {
             queue_news: Arc::new(AtomicU64::new(0)),
         };
         tokio::spawn(subscribe_loop(
-            coord.target.clone(),
+            coord.endpoint.clone(),
             coord.keys.wake(),
             bus.clone(),
             shutdown,
@@ -169,7 +169,7 @@ impl WakeBus {
 }
 
 async fn subscribe_loop(
-    target: crate::RedisTarget,
+    endpoint: crate::connection::Endpoint,
     channel: String,
     bus: WakeBus,
     shutdown: CancellationToken,
@@ -178,7 +178,7 @@ async fn subscribe_loop(
     loop {
         // Through the sentinels, if any, so a reconnection after a failover finds the
         // new master.
-        let pubsub = match target.master_client().await {
+        let pubsub = match endpoint.master_client().await {
             Ok(client) => client.get_async_pubsub().await,
             Err(e) => Err(e),
         };

@@ -1,15 +1,19 @@
 //! Baton's pure domain: the task status machine, label matching, queue naming and
-//! ordering, input validation and backoff.
+//! ordering, input validation, backoff, and when schedules fire.
 //!
 //! Nothing here reads a clock, touches the network or spawns a task: time and randomness
 //! are passed in, so every rule is testable with plain tables.
 
 pub mod backoff;
+pub mod cron;
+pub mod flow;
 pub mod idempotency;
 pub mod labels;
 pub mod queue;
 pub mod reconcile;
 pub mod retry;
+pub mod schedule;
+pub mod retry_policy;
 pub mod status;
 pub mod validate;
 pub mod version;

@@ -1,10 +1,16 @@
 //! What follows a run that ended: a retry or the terminal state. `failed`, `timed_out`
-//! and a lost runner retry while attempts remain; a cancel never does, and a result that
-//! a runner reports while a cancel is pending stands as reported. A run the server ends
-//! itself while a cancel is pending (its runner lost, or the run forgotten) ends
-//! `cancelled`: the user asked for it, and no result came to stand instead.
+//! and a lost runner retry while attempts remain — and while the task's own retry policy
+//! (`retry_policy.rs`) agrees; a cancel never does, and a result that a runner reports
+//! while a cancel is pending stands as reported. A run the server ends itself while a
+//! cancel is pending (its runner lost, or the run forgotten) ends `cancelled`: the user
+//! asked for it, and no result came to stand instead.
+//!
+//! The run-end statement applies this rule in SQL, a batch at a time
+//! (`baton-store/src/transitions/sql.rs`); `tests/store_transitions.rs` holds the two to
+//! each other case by case.
 
 use crate::backoff::Backoff;
+use crate::retry_policy::RetryPolicy;
 use crate::status::TaskStatus;
 use std::time::Duration;
 
@@ -26,6 +32,32 @@ pub enum EndedBy {
     Server,
 }
 
+/// A run's end, as the retry rule reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunEnded {
+    /// The status the run was in: `running` or `cancelling`.
+    pub from: TaskStatus,
+    pub outcome: TaskStatus,
+    pub by: EndedBy,
+    pub exit_code: Option<i32>,
+    /// Stopped at its `timeout_s` (see [`timed_out`]).
+    pub timed_out: bool,
+}
+
+impl RunEnded {
+    /// An end with no exit code that is not a timeout (or is, when `outcome` is
+    /// `timed_out`): what the server decides on its own.
+    pub fn without_exit_code(from: TaskStatus, outcome: TaskStatus, by: EndedBy) -> RunEnded {
+        RunEnded {
+            from,
+            outcome,
+            by,
+            exit_code: None,
+            timed_out: outcome == TaskStatus::TimedOut,
+        }
+    }
+}
+
 /// Task retry backoff: 2 s doubling to 5 min, ±20 %.
 pub const TASK_RETRY: Backoff = Backoff {
     initial: Duration::from_secs(2),
@@ -33,28 +65,47 @@ pub const TASK_RETRY: Backoff = Backoff {
     jitter: 0.2,
 };
 
-/// `from` is the status the run was in (`running` or `cancelling`), `outcome` how it
-/// ended and `by` who said so, `attempt` the attempt that just ran (1-based). `unit` is
-/// a random draw in `[0, 1)` for the jitter.
+/// How a runner's report says it stopped a run at its timeout: `failed`, no exit code,
+/// and an error that starts so (the runner's executor writes it; runners of every
+/// release so far have). The status stays `failed` — `timed_out` is the server's verdict
+/// on a run whose runner never reported — but a retry policy's `on_timeout` judges it.
+pub const RUNNER_TIMEOUT_ERROR: &str = "timed out after ";
+
+/// Whether a run ended at its timeout: the server's `timed_out`, or the runner's own
+/// timeout as it reports it ([`RUNNER_TIMEOUT_ERROR`]).
+pub fn timed_out(outcome: TaskStatus, exit_code: Option<i32>, error: Option<&str>) -> bool {
+    outcome == TaskStatus::TimedOut
+        || (outcome == TaskStatus::Failed
+            && exit_code.is_none()
+            && error.is_some_and(|e| e.starts_with(RUNNER_TIMEOUT_ERROR)))
+}
+
+/// `attempt` is the attempt that just ran (1-based). `policy`: the task's own, or none
+/// for the node's rule, whose waits `backoff` gives. `unit` is a random draw in `[0, 1)`
+/// for the jitter.
 pub fn after_run(
-    from: TaskStatus,
-    outcome: TaskStatus,
-    by: EndedBy,
+    run: &RunEnded,
     attempt: i32,
     max_attempts: i32,
+    policy: Option<&RetryPolicy>,
     backoff: &Backoff,
     unit: f64,
 ) -> AfterRun {
-    let retryable = matches!(outcome, TaskStatus::Failed | TaskStatus::TimedOut);
-    if from == TaskStatus::Cancelling && by == EndedBy::Server {
+    let retryable = matches!(run.outcome, TaskStatus::Failed | TaskStatus::TimedOut);
+    if run.from == TaskStatus::Cancelling && run.by == EndedBy::Server {
         return AfterRun::Terminal(TaskStatus::Cancelled);
     }
-    if from == TaskStatus::Running && retryable && attempt < max_attempts {
+    let policy_agrees = policy.is_none_or(|p| p.retries(run.exit_code, run.timed_out));
+    if run.from == TaskStatus::Running && retryable && attempt < max_attempts && policy_agrees {
+        let failures = attempt.max(1) as u32;
         AfterRun::Retry {
-            delay: backoff.delay(attempt.max(1) as u32, unit),
+            delay: match policy {
+                Some(p) => p.delay(failures, unit),
+                None => backoff.delay(failures, unit),
+            },
         }
     } else {
-        AfterRun::Terminal(outcome)
+        AfterRun::Terminal(run.outcome)
     }
 }
 
@@ -63,23 +114,23 @@ mod tests {
     use super::TaskStatus::*;
     use super::*;
 
+    fn ended(from: TaskStatus, outcome: TaskStatus, by: EndedBy) -> RunEnded {
+        RunEnded::without_exit_code(from, outcome, by)
+    }
+
     fn next(from: TaskStatus, outcome: TaskStatus, attempt: i32, max: i32) -> AfterRun {
-        after_run(
-            from,
-            outcome,
-            EndedBy::Runner,
-            attempt,
-            max,
-            &TASK_RETRY,
-            0.5,
-        )
+        let run = ended(from, outcome, EndedBy::Runner);
+        after_run(&run, attempt, max, None, &TASK_RETRY, 0.5)
+    }
+
+    fn retry(secs: u64) -> AfterRun {
+        AfterRun::Retry {
+            delay: Duration::from_secs(secs),
+        }
     }
 
     #[test]
     fn retry_table() {
-        let retry = |secs| AfterRun::Retry {
-            delay: Duration::from_secs(secs),
-        };
         assert_eq!(next(Running, Failed, 1, 3), retry(2));
         assert_eq!(next(Running, Failed, 2, 3), retry(4));
         assert_eq!(next(Running, TimedOut, 1, 2), retry(2));
@@ -99,15 +150,75 @@ mod tests {
             AfterRun::Terminal(Failed),
             "a result during a cancel stands"
         );
+        let by_server = |from| ended(from, Failed, EndedBy::Server);
         assert_eq!(
-            after_run(Cancelling, Failed, EndedBy::Server, 1, 3, &TASK_RETRY, 0.5),
+            after_run(&by_server(Cancelling), 1, 3, None, &TASK_RETRY, 0.5),
             AfterRun::Terminal(Cancelled),
             "a cancel the server ends without a result is a cancel"
         );
         assert_eq!(
-            after_run(Running, Failed, EndedBy::Server, 1, 3, &TASK_RETRY, 0.5),
+            after_run(&by_server(Running), 1, 3, None, &TASK_RETRY, 0.5),
             retry(2),
             "a lost runner retries"
         );
+    }
+
+    #[test]
+    fn a_policy_narrows_which_failures_retry_and_sets_the_wait() {
+        let policy = RetryPolicy {
+            backoff_base_s: Some(10.0),
+            backoff_factor: Some(3.0),
+            backoff_cap_s: Some(60.0),
+            jitter: Some(0.0),
+            on_exit_codes: Some(vec![3]),
+            on_timeout: Some(false),
+            ..RetryPolicy::default()
+        };
+        let exited = |code| RunEnded {
+            exit_code: Some(code),
+            ..ended(Running, Failed, EndedBy::Runner)
+        };
+        let decide =
+            |run: &RunEnded, attempt| after_run(run, attempt, 5, Some(&policy), &TASK_RETRY, 0.5);
+        assert_eq!(decide(&exited(3), 1), retry(10));
+        assert_eq!(decide(&exited(3), 2), retry(30));
+        assert_eq!(decide(&exited(3), 3), retry(60), "capped");
+        assert_eq!(decide(&exited(4), 1), AfterRun::Terminal(Failed));
+        let timeout = |outcome, error| RunEnded {
+            timed_out: timed_out(outcome, None, error),
+            ..ended(Running, outcome, EndedBy::Runner)
+        };
+        assert_eq!(
+            decide(&timeout(Failed, Some("timed out after 5 s")), 1),
+            AfterRun::Terminal(Failed),
+            "the runner's own timeout, on_timeout false"
+        );
+        assert_eq!(
+            decide(&timeout(TimedOut, None), 1),
+            AfterRun::Terminal(TimedOut),
+            "the server's timeout, on_timeout false"
+        );
+        assert_eq!(
+            decide(&timeout(Failed, Some("killed by signal 9")), 1),
+            retry(10),
+            "no exit code and no timeout: retried"
+        );
+        assert_eq!(
+            after_run(&exited(3), 5, 5, Some(&policy), &TASK_RETRY, 0.5),
+            AfterRun::Terminal(Failed),
+            "max_attempts still bounds the retries"
+        );
+        let mut cancel = exited(3);
+        cancel.outcome = Cancelled;
+        assert_eq!(decide(&cancel, 1), AfterRun::Terminal(Cancelled));
+    }
+
+    #[test]
+    fn only_the_runners_timeout_report_reads_as_a_timeout() {
+        assert!(timed_out(TimedOut, None, None));
+        assert!(timed_out(Failed, None, Some("timed out after 60 s")));
+        assert!(!timed_out(Failed, Some(1), Some("timed out after 60 s")));
+        assert!(!timed_out(Failed, None, Some("killed by signal 9")));
+        assert!(!timed_out(Cancelled, None, Some("timed out after 60 s")));
     }
 }

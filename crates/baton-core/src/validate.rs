@@ -247,9 +247,9 @@ mod tests {
         let none = std::collections::BTreeMap::<String, String>::new();
         let big = "x".repeat(MAX_EXEC_STRING_BYTES);
         let fits = "x".repeat(MAX_EXEC_STRING_BYTES - 1);
-        assert!(check_exec_size(Some(&[fits.clone()]), None, &none).is_ok());
+        assert!(check_exec_size(Some(std::slice::from_ref(&fits)), None, &none).is_ok());
         assert_eq!(
-            check_exec_size(Some(&[big.clone()]), None, &none)
+            check_exec_size(Some(std::slice::from_ref(&big)), None, &none)
                 .unwrap_err()
                 .field,
             "command"

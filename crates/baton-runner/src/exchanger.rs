@@ -305,6 +305,7 @@ fn send_report(
     if leasing && lanes.poll.is_none() && lanes.unanswered.is_none() {
         exchange.max = setup.slots.available_permits() as u32;
         exchange.start_leased = true;
+        exchange.secrets_at_start = true;
     }
     start_replies.extend(completion_replies);
     lanes.report = Some((fly(&setup.client, exchange), start_replies));
@@ -332,6 +333,9 @@ fn send_poll(setup: &Setup, lanes: &mut Lanes) {
                 max: free,
                 wait_s: setup.config.wait_s,
                 start_leased: true,
+                // A parked poll's tasks arrive unstarted: their secrets come with the
+                // start's answer (executor.rs `acknowledge`).
+                secrets_at_start: true,
                 ..Exchange::default()
             }
         }

@@ -19,6 +19,7 @@ use crate::tracker::TaskControl;
 use baton_client::trace_context;
 use baton_client::{Client, CompletionItem, LeasedTask, LogTail, Outcome};
 use nix::sys::signal::Signal;
+use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -131,7 +132,7 @@ impl Executor {
 
     async fn run_traced(
         &self,
-        task: LeasedTask,
+        mut task: LeasedTask,
         stop: CancellationToken,
         control: TaskControl,
         user: Option<TaskUser>,
@@ -141,13 +142,17 @@ impl Executor {
         // at its commit, which a lost answer and our retries may have preceded.
         let deadline = Instant::now() + Duration::from_secs(task.timeout_s.max(0) as u64);
         // A task that arrived started (`start_leased`) needs no acknowledgement.
-        if let Err(e) = self.acknowledge(&task).await {
-            // Never started, so never run: the server requeues it after its ack timeout.
-            tracing::warn!(task.id = %id, error = %e, "lease not acknowledged; task not run");
-            return match e {
-                CallError::Stop(s) => stopped(s),
-                _ => RunResult::Abandoned,
-            };
+        match self.acknowledge(&task).await {
+            // The secrets come with the start's answer, not with the lease.
+            Ok(secrets) => task.secret_env.extend(secrets),
+            Err(e) => {
+                // Never started, so never run: the server requeues it after its ack timeout.
+                tracing::warn!(task.id = %id, error = %e, "lease not acknowledged; task not run");
+                return match e {
+                    CallError::Stop(s) => stopped(s),
+                    _ => RunResult::Abandoned,
+                };
+            }
         }
         let spool = match LogSpool::create(&self.config.spool_dir()) {
             Ok(spool) => Arc::new(spool),
@@ -190,9 +195,11 @@ impl Executor {
             .await
     }
 
-    async fn acknowledge(&self, task: &LeasedTask) -> Result<(), CallError> {
+    /// Records the start of a task that did not arrive started; its answer carries the
+    /// task's secrets.
+    async fn acknowledge(&self, task: &LeasedTask) -> Result<BTreeMap<String, String>, CallError> {
         if task.started {
-            return Ok(());
+            return Ok(BTreeMap::new());
         }
         let span = tracing::info_span!("runner.start", otel.kind = "client", task.id = %task.id);
         let traceparent = self.item_context(&span, task);
@@ -204,7 +211,7 @@ impl Executor {
                 .instrument(span.clone())
                 .await;
             match answer {
-                Ok(_) => return Ok(()),
+                Ok(answer) => return Ok(answer.secret_env),
                 Err(e) => {
                     crate::metrics::report_error("start");
                     retrier.pause(e).await?
@@ -413,7 +420,12 @@ impl Executor {
             Ending::TimedOut => (
                 Outcome::Failed,
                 None,
-                Some(format!("timed out after {} s", task.timeout_s)),
+                // The server's retry policy reads a timeout from these words.
+                Some(format!(
+                    "{}{} s",
+                    baton_core::retry::RUNNER_TIMEOUT_ERROR,
+                    task.timeout_s
+                )),
             ),
             Ending::CancelRequested => (Outcome::Cancelled, None, Some("cancelled".into())),
             Ending::RunnerStopping => (

@@ -44,6 +44,10 @@ pub struct User {
     /// The bootstrap token's id is `bootstrap`; created tokens use their uuid.
     pub token_id: String,
     pub scopes: Vec<Scope>,
+    /// The only queues it may submit to; `None`: any.
+    pub queues: Option<Vec<String>>,
+    /// The only labels its tasks may carry; `None`: any.
+    pub labels: Option<Vec<String>>,
 }
 
 impl User {
@@ -61,6 +65,32 @@ impl User {
         } else {
             Err(Self::refuse("administration"))
         }
+    }
+
+    /// A task this token may submit: to one of its queues, with only its labels (a token
+    /// made without limits may submit anywhere).
+    pub fn may_submit_to(&self, queue: &str, labels: &[String]) -> Result<(), ApiError> {
+        if let Some(queues) = &self.queues
+            && !queues.iter().any(|q| q == queue)
+        {
+            return Err(ApiError::forbidden(format!(
+                "this token may submit to queues {} only, not to {queue}",
+                queues.join(", ")
+            )));
+        }
+        if let Some(allowed) = &self.labels
+            && let Some(label) = labels.iter().find(|l| !allowed.contains(l))
+        {
+            return Err(ApiError::forbidden(format!(
+                "this token may submit tasks with labels {} only, not {label}",
+                if allowed.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    allowed.join(", ")
+                }
+            )));
+        }
+        Ok(())
     }
 
     /// Submitting tasks: `submit` or `admin`.
@@ -305,6 +335,8 @@ async fn identify(state: &AppState, token: &str) -> Result<Option<Bearer>, ApiEr
         return Ok(Some(Bearer::User(User {
             token_id: "bootstrap".into(),
             scopes: vec![Scope::Admin],
+            queues: None,
+            labels: None,
         })));
     }
     if token.starts_with(RUNNER_TOKEN_PREFIX) {
@@ -324,6 +356,8 @@ async fn identify(state: &AppState, token: &str) -> Result<Option<Bearer>, ApiEr
                 .iter()
                 .filter_map(|s| parse_scope(s))
                 .collect(),
+            queues: record.queues,
+            labels: record.labels,
         }))),
         Err(StoreError::NotFound) => Ok(None),
         Err(e) => Err(e.into()),

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -25,6 +26,21 @@ pub struct ServeConfig {
     pub redis_cluster: Vec<String>,
     /// Prefix of every Redis key; keep a `{hash tag}` so all keys share one Cluster slot.
     pub redis_prefix: String,
+    /// The Redis ACL user of the servers holding the data: the single server, the master
+    /// the sentinels name, every Cluster node. Wins over a user in `redis_url`.
+    pub redis_username: Option<String>,
+    /// That user's password, or the `requirepass` of a server without ACL users.
+    pub redis_password: Option<String>,
+    /// The sentinels' own user and password, apart from the master's: a sentinel has
+    /// ACLs (or a `requirepass`) of its own.
+    pub redis_sentinel_username: Option<String>,
+    pub redis_sentinel_password: Option<String>,
+    /// Reach every Redis server, sentinel and the master they name over TLS, as a
+    /// `rediss://` URL does (baton_coord::RedisAccess says the rules).
+    pub redis_tls: bool,
+    /// PEM file of the CA Redis servers' certificates must chain to, instead of the
+    /// system's roots.
+    pub redis_ca_file: Option<PathBuf>,
     /// This node's id; random per start when unset, so a restarted node never mistakes
     /// a dead predecessor's claims for its own.
     pub node_id: Option<String>,
@@ -67,6 +83,9 @@ pub struct ServeConfig {
     /// kept-alive connection waits for its next request, or the connection is closed
     /// (a slowloris client). Keep it above the proxy's upstream keep-alive (nginx: 30 s).
     pub http_header_read_timeout_ms: u64,
+    /// A request's body must arrive whole within this of its head, or the request is
+    /// answered 408 (a client sending its body a byte at a time).
+    pub http_body_read_timeout_ms: u64,
     /// After SIGTERM: how long in-flight requests may take to finish before the node
     /// exits anyway. Keep it under the orchestrator's termination grace (Kubernetes: 30 s).
     pub drain_grace_s: u64,
@@ -83,6 +102,13 @@ pub struct ServeConfig {
     /// 16 bytes. Unset: the cluster's own, generated once and kept in Postgres (an admin
     /// reads it at `GET /v1/webhooks/secret`).
     pub webhook_secret: Option<String>,
+    /// The keys `secret_env` values are sealed with (AES-256-GCM), as base64 of 32 bytes
+    /// each, one per line or comma-separated: the first seals, all open (rotation,
+    /// docs/security.md). Unset, and no `secrets_key_file`: submits that carry
+    /// `secret_env` are refused.
+    pub secrets_key: Option<String>,
+    /// A file holding `secrets_key`'s text, read once at start.
+    pub secrets_key_file: Option<std::path::PathBuf>,
     /// A webhook is given up after this many attempts...
     pub webhook_max_attempts: u32,
     /// ...or once it is this old (from the task's end), whichever comes first.
@@ -124,6 +150,13 @@ pub struct Limits {
     pub max_exchange_items: usize,
     pub max_attempts: i32,
     pub max_notify_url: usize,
+    /// Queue keys (a queue name with a label set) that may have work at once: a submit
+    /// that would add one past it gets 429. Each costs Redis a sorted set; empty ones are
+    /// dropped, so this bounds what client-chosen names can make Redis hold.
+    pub max_queues: usize,
+    /// Distinct label sets that may have work at once (429 past it). Every lease reads
+    /// them all, so this bounds a lease's cost, whatever the number of queues.
+    pub max_label_sets: usize,
 }
 
 impl Default for Limits {
@@ -148,6 +181,8 @@ impl Default for Limits {
             max_exchange_items: 256,
             max_attempts: 100,
             max_notify_url: 2048,
+            max_queues: 10_000,
+            max_label_sets: 256,
         }
     }
 }
@@ -194,6 +229,11 @@ pub struct Timings {
     pub finalize_lock_ms: u64,
     /// One webhook delivery, from resolving its host to the answer's status.
     pub webhook_timeout_ms: u64,
+    /// A schedule's tick fired later than this was missed: its schedule's catch-up
+    /// policy decides whether it fires (docs/schedules.md).
+    pub schedule_misfire_grace_ms: u64,
+    /// How often a node looks for new or changed schedules while none is due sooner.
+    pub schedule_poll_ms: u64,
 }
 
 impl Default for Timings {
@@ -219,6 +259,8 @@ impl Default for Timings {
             retention_s: 7 * 86_400,
             finalize_lock_ms: 30_000,
             webhook_timeout_ms: 10_000,
+            schedule_misfire_grace_ms: 2_000,
+            schedule_poll_ms: 1_000,
         }
     }
 }
@@ -255,6 +297,12 @@ impl Default for ServeConfig {
             redis_sentinel_master: "mymaster".into(),
             redis_cluster: Vec::new(),
             redis_prefix: baton_coord::DEFAULT_PREFIX.into(),
+            redis_username: None,
+            redis_password: None,
+            redis_sentinel_username: None,
+            redis_sentinel_password: None,
+            redis_tls: false,
+            redis_ca_file: None,
             node_id: None,
             api_token: None,
             registration_token: None,
@@ -272,10 +320,13 @@ impl Default for ServeConfig {
             store_timeout_ms: 2_000,
             http_max_connections: 4096,
             http_header_read_timeout_ms: 60_000,
+            http_body_read_timeout_ms: 60_000,
             drain_grace_s: 25,
             drain_notice_ms: 2_000,
             webhook_allow: Vec::new(),
             webhook_secret: None,
+            secrets_key: None,
+            secrets_key_file: None,
             webhook_max_attempts: 20,
             webhook_max_age_s: 86_400,
         }
@@ -283,10 +334,9 @@ impl Default for ServeConfig {
 }
 
 impl ServeConfig {
-    /// Where the Redis master is: through the sentinels when there are some, as a
-    /// cluster when its nodes are given.
     /// Where Redis is: `redis_cluster` or `redis_sentinels` when given, else
-    /// `redis_url` — a `redis+cluster://` URL naming a cluster's nodes.
+    /// `redis_url` — a `redis+cluster://` (or `rediss+cluster://`) URL naming a
+    /// cluster's nodes, or one server's `redis://` or `rediss://` URL.
     pub fn redis_target(&self) -> baton_coord::RedisTarget {
         let urls = |addrs: &[String]| -> Vec<String> {
             addrs
@@ -305,18 +355,8 @@ impl ServeConfig {
                 nodes: urls(&self.redis_cluster),
             };
         }
-        // `redis+cluster://host:port,host:port`: the cluster's nodes in one URL, for
-        // settings that hold a single Redis URL.
-        if let Some(nodes) = self.redis_url.strip_prefix(CLUSTER_SCHEME) {
-            let nodes: Vec<String> = nodes
-                .trim_end_matches('/')
-                .split(',')
-                .filter(|n| !n.is_empty())
-                .map(String::from)
-                .collect();
-            return baton_coord::RedisTarget::Cluster {
-                nodes: urls(&nodes),
-            };
+        if let Some(nodes) = cluster_nodes(&self.redis_url) {
+            return baton_coord::RedisTarget::Cluster { nodes };
         }
         if self.redis_sentinels.is_empty() {
             return baton_coord::RedisTarget::Url(self.redis_url.clone());
@@ -325,6 +365,34 @@ impl ServeConfig {
             sentinels: urls(&self.redis_sentinels),
             master: self.redis_sentinel_master.clone(),
         }
+    }
+
+    /// Who the node is to Redis beyond the URLs, with the CA file read. A CA file with
+    /// nothing asking for TLS is refused: it would be silently unused.
+    pub fn redis_access(&self) -> Result<baton_coord::RedisAccess, String> {
+        let ca_pem =
+            match &self.redis_ca_file {
+                Some(path) => Some(std::fs::read(path).map_err(|e| {
+                    format!("cannot read the Redis CA file {}: {e}", path.display())
+                })?),
+                None => None,
+            };
+        let access = baton_coord::RedisAccess {
+            username: self.redis_username.clone(),
+            password: self.redis_password.clone(),
+            sentinel_username: self.redis_sentinel_username.clone(),
+            sentinel_password: self.redis_sentinel_password.clone(),
+            tls: self.redis_tls,
+            ca_pem,
+        };
+        if access.ca_pem.is_some() && !access.uses_tls(&self.redis_target()) {
+            return Err(
+                "a Redis CA file is given, but nothing asks for TLS: set --redis-tls or use \
+                 rediss:// URLs"
+                    .into(),
+            );
+        }
+        Ok(access)
     }
 
     pub fn node_ttl(&self) -> Duration {
@@ -350,8 +418,29 @@ impl ServeConfig {
     }
 }
 
-/// The scheme of a `redis_url` that names a Redis Cluster's nodes.
-const CLUSTER_SCHEME: &str = "redis+cluster://";
+/// `redis+cluster://[user:password@]host:port,host:port` — a Redis Cluster's nodes in one
+/// URL, for settings that hold a single Redis URL; `rediss+cluster://` for TLS. The user
+/// is every node's: one URL per node, each with it.
+fn cluster_nodes(url: &str) -> Option<Vec<String>> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = match scheme.to_ascii_lowercase().as_str() {
+        "redis+cluster" => "redis",
+        "rediss+cluster" => "rediss",
+        _ => return None,
+    };
+    let rest = rest.trim_end_matches('/');
+    let (userinfo, hosts) = match rest.rsplit_once('@') {
+        Some((user, hosts)) => (format!("{user}@"), hosts),
+        None => (String::new(), rest),
+    };
+    Some(
+        hosts
+            .split(',')
+            .filter(|n| !n.is_empty())
+            .map(|node| format!("{scheme}://{userinfo}{node}"))
+            .collect(),
+    )
+}
 
 #[cfg(test)]
 mod redis_target_tests {
@@ -370,6 +459,41 @@ mod redis_target_tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_cluster_url_gives_every_node_its_user_and_tls() {
+        let config = ServeConfig {
+            redis_url: "rediss+cluster://baton:p%40ss@10.0.0.1:6379,10.0.0.2:6379".into(),
+            ..ServeConfig::default()
+        };
+        match config.redis_target() {
+            RedisTarget::Cluster { nodes } => assert_eq!(
+                nodes,
+                [
+                    "rediss://baton:p%40ss@10.0.0.1:6379",
+                    "rediss://baton:p%40ss@10.0.0.2:6379"
+                ],
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_ca_file_without_tls_is_refused() {
+        let file = std::env::temp_dir().join(format!("baton-ca-{}.pem", std::process::id()));
+        std::fs::write(&file, "not read for its content").unwrap();
+        let config = ServeConfig {
+            redis_ca_file: Some(file.clone()),
+            ..ServeConfig::default()
+        };
+        assert!(config.redis_access().unwrap_err().contains("--redis-tls"));
+        let tls = ServeConfig {
+            redis_url: "rediss://10.0.0.1:6380".into(),
+            ..config
+        };
+        assert!(tls.redis_access().unwrap().ca_pem.is_some());
+        std::fs::remove_file(file).unwrap();
     }
 
     #[test]

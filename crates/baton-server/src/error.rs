@@ -60,6 +60,17 @@ impl ApiError {
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
     }
+
+    /// The error body's detail: in an answer of its own, or one item's in a bulk answer.
+    pub fn detail(self) -> ErrorDetail {
+        ErrorDetail {
+            code: self.code.to_string(),
+            message: self.message,
+            offset: self.offset,
+            status: self.task_status,
+            presence_recorded: self.presence_recorded,
+        }
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -67,16 +78,11 @@ impl IntoResponse for ApiError {
         if self.status.is_server_error() {
             tracing::warn!(status = %self.status, code = self.code, message = %self.message, "request failed");
         }
+        let status = self.status;
         let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.code.to_string(),
-                message: self.message,
-                offset: self.offset,
-                status: self.task_status,
-                presence_recorded: self.presence_recorded,
-            },
+            error: self.detail(),
         };
-        (self.status, Json(body)).into_response()
+        (status, Json(body)).into_response()
     }
 }
 
@@ -108,6 +114,7 @@ impl From<StoreError> for ApiError {
                     ),
                 )
             },
+            StoreError::Duplicate(m) => ApiError::new(StatusCode::CONFLICT, "duplicate", m),
             StoreError::InvalidValue(m) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid",
@@ -147,7 +154,9 @@ pub fn logged(what: &str, detail: &dyn std::fmt::Display) -> String {
 }
 
 fn body_rejection(e: &BytesRejection) -> ApiError {
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+    if crate::api::body_deadline::is_body_timeout(e) {
+        crate::api::body_deadline::timed_out()
+    } else if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::too_large("body_too_large", "the request body is over the size limit")
     } else {
         ApiError::bad_request("unreadable_body", e.body_text())

@@ -79,6 +79,7 @@ impl NodeIdentity {
             id: format!("{}.{generation}", self.base),
             addr: current.addr.clone(),
             started_at_ms: now_ms,
+            opens_sealed_secrets: true,
         });
         *current = next.clone();
         self.last_beat_sent.store(0, Ordering::Relaxed);
@@ -97,6 +98,7 @@ mod tests {
                 id: "node-a".into(),
                 addr: "x".into(),
                 started_at_ms: 0,
+                opens_sealed_secrets: true,
             },
             10_000,
         );

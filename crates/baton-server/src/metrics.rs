@@ -36,6 +36,8 @@ pub const ORPHAN_ADOPTIONS: &str = "baton_orphan_adoptions_total";
 pub const REDIS_REBUILDS: &str = "baton_redis_rebuilds_total";
 pub const HTTP_REQUESTS: &str = "baton_http_requests_total";
 pub const HTTP_DURATION: &str = "baton_http_request_duration_seconds";
+pub const SCHEDULE_FIRE_LAG: &str = "baton_schedule_fire_lag_seconds";
+pub const SCHEDULE_TICKS_SKIPPED: &str = "baton_schedule_ticks_skipped_total";
 
 /// What the reconciler's actions are counted as: one per outcome of `act`.
 pub const RECONCILER_ACTION_KINDS: [&str; 6] = [
@@ -84,6 +86,7 @@ pub fn install() -> &'static PrometheusHandle {
             (PICKUP_LATENCY, PICKUP_BUCKETS),
             (LEASE_WAIT, LEASE_WAIT_BUCKETS),
             (HTTP_DURATION, HTTP_BUCKETS),
+            (SCHEDULE_FIRE_LAG, PICKUP_BUCKETS),
             (baton_coord::REDIS_COMMAND_DURATION, REDIS_BUCKETS),
             (baton_store::POSTGRES_QUERY_DURATION, POSTGRES_BUCKETS),
             (baton_store::GROUP_COMMIT_ITEMS, GROUP_COMMIT_BUCKETS),
@@ -148,6 +151,14 @@ fn describe() {
     );
     describe_histogram!(PICKUP_LATENCY, "From queued to leased, recorded at lease");
     describe_histogram!(
+        SCHEDULE_FIRE_LAG,
+        "From a schedule's tick to the commit of its task, on the node that fired it"
+    );
+    describe_counter!(
+        SCHEDULE_TICKS_SKIPPED,
+        "Schedule ticks that made no task, by reason (overlap, missed, invalid)"
+    );
+    describe_histogram!(
         LEASE_WAIT,
         "How long a lease request took to answer, parking included"
     );
@@ -202,6 +213,10 @@ fn describe() {
         counter!(baton_store::POSTGRES_ERRORS, "kind" => kind).increment(0);
     }
     let _ = histogram!(PICKUP_LATENCY);
+    let _ = histogram!(SCHEDULE_FIRE_LAG);
+    for reason in ["overlap", "missed", "invalid"] {
+        counter!(SCHEDULE_TICKS_SKIPPED, "reason" => reason).increment(0);
+    }
     let _ = histogram!(baton_store::GROUP_COMMIT_ITEMS);
     for result in ["tasks", "empty", "error"] {
         let _ = histogram!(LEASE_WAIT, "result" => result);
@@ -249,6 +264,16 @@ pub fn reconciler_ended(status: TaskStatus) {
         TaskStatus::Cancelled => "cancel",
         _ => "fail",
     });
+}
+
+/// A schedule's tick made its task `lag` after the tick.
+pub fn schedule_fired(lag: chrono::Duration) {
+    histogram!(SCHEDULE_FIRE_LAG).record(lag.to_std().unwrap_or_default().as_secs_f64());
+}
+
+/// A schedule's ticks made no task, for `reason` (`overlap`, `missed`, `invalid`).
+pub fn schedule_ticks_skipped(reason: &'static str, ticks: u64) {
+    counter!(SCHEDULE_TICKS_SKIPPED, "reason" => reason).increment(ticks);
 }
 
 pub fn orphans_adopted(n: usize) {

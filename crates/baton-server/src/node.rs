@@ -156,6 +156,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
             "give Redis Sentinel or Redis Cluster addresses, not both".into(),
         ));
     }
+    let redis_access = config.redis_access().map_err(NodeError::Config)?;
     if !config.no_migrate {
         while_postgres_away("creating the database", || {
             Store::database_create_if_missing(&config.database_url)
@@ -181,6 +182,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
             pool_size: config.redis_pool_size,
             command_timeout: config.store_timeout(),
             connect_timeout: config.store_timeout(),
+            access: redis_access,
         },
     )?;
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -198,15 +200,33 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
     if let Err(e) = clock.sync(&coord).await {
         tracing::warn!(error = %e, "cannot read the cluster's clock from redis yet; this node's own stands in");
     }
+    // Queues filled by nodes of a release before the queue index (a rolling upgrade) are
+    // indexed now rather than at the next repair pass; the repair pass keeps at it while
+    // such nodes still serve.
+    match coord.queue_index_repair().await {
+        Ok(0) => {}
+        Ok(mended) => tracing::info!(entries = mended, "queue index brought up to date"),
+        Err(e) => {
+            tracing::warn!(error = %e, "queue index not checked at start; the repair pass will")
+        }
+    }
     let now_ms = clock.now_ms();
     let identity = NodeIdentity::new(
         NodeInfo {
             id: node_id.clone(),
             addr: addr.to_string(),
             started_at_ms: now_ms,
+            opens_sealed_secrets: true,
         },
         config.node_ttl_ms,
     );
+    let secrets = crate::secrets::keyring_of(&config).map_err(NodeError::Config)?;
+    if let Some(ring) = &secrets {
+        tracing::info!(
+            key.id = ring.sealing_key_id(),
+            "secret_env is sealed at rest"
+        );
+    }
     let webhooks =
         Webhooks::new(&WebhookSettings::of(&config), store.clone()).map_err(NodeError::Config)?;
     // The group commit's own connections, one per writer, whose statements are planned
@@ -244,6 +264,8 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         clocks: Arc::new(StalenessClocks::new(now_ms)),
         clock: clock.clone(),
         webhooks: Arc::new(webhooks),
+        secrets: secrets.map(Arc::new),
+        sealing: Arc::default(),
         follows: Arc::default(),
         parks: Arc::default(),
         openapi: Arc::default(),
@@ -251,6 +273,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         commit,
         presence: Arc::default(),
         known_empty: Arc::default(),
+        known_queues: Arc::default(),
         coord: coord.clone(),
         wake,
         tokens: Arc::new(TokenCache::default()),

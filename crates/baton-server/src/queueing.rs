@@ -2,6 +2,7 @@
 
 use baton_coord::Enqueue;
 use baton_core::LabelSet;
+use baton_core::flow::Group;
 use baton_store::TaskRecord;
 
 /// The queue entry of a task: its queue, labels and priority, aged from when it was
@@ -13,5 +14,14 @@ pub fn queue_entry(task: &TaskRecord) -> Enqueue {
         labels: LabelSet::new(task.labels.clone()).expect("labels were validated on insert"),
         priority: task.priority,
         enqueued_at_ms: task.queued_at.unwrap_or(task.created_at).timestamp_millis(),
+        group: group_of(task),
     }
+}
+
+/// The task's concurrency group, as validated on insert.
+pub fn group_of(task: &TaskRecord) -> Option<Group> {
+    Some(Group {
+        key: task.concurrency_key.clone()?,
+        limit: task.concurrency_limit.unwrap_or(1),
+    })
 }

@@ -27,6 +27,8 @@ pub struct AppState {
     pub presence: Arc<PresenceBuffer>,
     /// Label sets the lease script last found nothing for (idle polls skip Redis).
     pub known_empty: Arc<KnownEmpty>,
+    /// Queue keys seen with work lately: a submit to them skips the queue caps' check.
+    pub known_queues: Arc<crate::dispatch::queue_caps::KnownQueues>,
     pub wake: WakeBus,
     pub tokens: Arc<TokenCache>,
     pub bootstrap_api_token: Option<TokenHash>,
@@ -38,6 +40,11 @@ pub struct AppState {
     /// Completion webhooks' address policy, signing key and the client that sends them
     /// (the node makes no other outbound HTTP request a user can aim).
     pub webhooks: Arc<Webhooks>,
+    /// What seals `secret_env` before Postgres sees it, and opens it for the runner that
+    /// starts the task; `None`: the cluster has no key, and takes no secrets.
+    pub secrets: Option<Arc<crate::secrets::SecretsKeyring>>,
+    /// Whether every live node opens sealed secrets yet (a rolling upgrade).
+    pub sealing: Arc<crate::sealing_gate::SealingGate>,
     /// Log follow streams open on this node, per API token.
     pub follows: Arc<crate::quota::Quota<String>>,
     /// Lease requests parked on this node, per runner.

@@ -21,6 +21,9 @@ pub enum StoreError {
     /// client's mistake that validation did not catch, never a 500.
     #[error("invalid value: {0}")]
     InvalidValue(String),
+    /// A name that must be unique is taken (a schedule's, per owner).
+    #[error("{0}")]
+    Duplicate(&'static str),
     /// A log chunk starts past the end of what the server holds.
     #[error("log chunk starts at {requested}, past the {held} bytes held")]
     LogOffsetPastEnd { requested: i64, held: i64 },

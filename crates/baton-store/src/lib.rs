@@ -1,4 +1,4 @@
-//! Postgres, the source of truth: tasks, their logs, runners and tokens.
+//! Postgres, the source of truth: tasks, their logs, runners, tokens and schedules.
 //!
 //! Every status change is a compare-and-set on the expected status (and, for a runner's
 //! report, on its lease), so two nodes racing on one task cannot both win, whatever Redis
@@ -12,10 +12,13 @@ mod hosts;
 mod logs;
 mod metered;
 mod outbox;
+mod queues;
 mod replication;
+mod rerun;
 mod retention;
 mod runners;
 mod runs;
+mod schedules;
 mod tasks;
 mod tokens;
 mod transitions;
@@ -28,11 +31,15 @@ pub use hosts::{primary_url, split as database_hosts};
 pub use logs::{LogAppend, LogChunk};
 pub use metered::{ERRORS as POSTGRES_ERRORS, QUERY_DURATION as POSTGRES_QUERY_DURATION};
 pub use outbox::{OutboxRecord, OutboxState};
+pub use rerun::{BulkAction, rerun_key};
+pub use queues::QueueRecord;
 pub use runners::{NewRunner, RunnerRecord};
 pub use runs::{Fence, FinishPolicy, RunEnd, TASKS_COMPLETED};
+pub use schedules::{Fire, ScheduleRecord, ScheduleSettings, ScheduleSkip};
 pub use tasks::{NewTask, TaskFilter, TaskRecord};
 pub use tokens::{
-    ApiTokenRecord, NewRegistrationToken, Registering, Registration, RegistrationTokenRecord,
+    ApiTokenRecord, NewApiToken, NewRegistrationToken, Registering, Registration,
+    RegistrationTokenRecord,
 };
 pub use transitions::{Apply, Done, FinishRun, LogWrite, StartRun, Started, Work};
 

@@ -192,7 +192,10 @@ impl Store {
     }
 
     /// `queued -> expired` for up to `limit` tasks nobody took within their
-    /// `queue_timeout_s`, with their outbox rows.
+    /// `queue_timeout_s`, with their outbox rows. A paused queue's tasks do not expire,
+    /// and a resume restarts the clock: a task expires only once it has waited its
+    /// `queue_timeout_s` both since it was queued and since its queue was last resumed
+    /// (docs/flow-control.md).
     pub async fn tasks_expire_due(
         &self,
         now: DateTime<Utc>,
@@ -206,6 +209,11 @@ impl Store {
              WHERE id IN (SELECT id FROM tasks
                           WHERE status = 'queued'
                             AND queued_at + make_interval(secs => queue_timeout_s) < $1
+                            AND NOT EXISTS (
+                                SELECT 1 FROM queues q
+                                WHERE q.name = tasks.queue
+                                  AND (q.paused OR q.resumed_at
+                                       + make_interval(secs => tasks.queue_timeout_s) >= $1))
                           LIMIT $2 FOR UPDATE SKIP LOCKED)
              RETURNING *",
         )

@@ -4,6 +4,7 @@ use crate::Store;
 use crate::error::StoreError;
 use crate::transitions::{Apply, Done, StartRun, Started, Work};
 use baton_core::TaskStatus;
+use baton_core::retry_policy::RetryPolicy;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
@@ -31,6 +32,16 @@ pub struct NewTask {
     pub notify_url: Option<String>,
     pub created_by: String,
     pub traceparent: Option<String>,
+    /// The schedule and tick that made it, if one did.
+    pub schedule_id: Option<Uuid>,
+    pub scheduled_for: Option<DateTime<Utc>>,
+    /// Re-runs and retry policies (issue 13): the task this one re-runs, and the task's
+    /// own retry policy, resolved (`baton_core::retry_policy`).
+    pub retry_of: Option<Uuid>,
+    pub retry_policy: Option<RetryPolicy>,
+    /// Flow control: the concurrency group, both or neither (docs/flow-control.md).
+    pub concurrency_key: Option<String>,
+    pub concurrency_limit: Option<i32>,
 }
 
 /// A row of the task table.
@@ -71,6 +82,14 @@ pub struct TaskRecord {
     pub log_size: i64,
     pub log_truncated: bool,
     pub log_incomplete: bool,
+    pub schedule_id: Option<Uuid>,
+    pub scheduled_for: Option<DateTime<Utc>>,
+    /// Re-runs and retry policies (issue 13), as in [`NewTask`].
+    pub retry_of: Option<Uuid>,
+    pub retry_policy: Option<Json<RetryPolicy>>,
+    /// Flow control: the concurrency group, both or neither (docs/flow-control.md).
+    pub concurrency_key: Option<String>,
+    pub concurrency_limit: Option<i32>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -81,7 +100,12 @@ pub struct TaskFilter {
     pub created_by: Option<String>,
     /// Only tasks older than this id (ids are UUIDv7, so older means smaller).
     pub before: Option<Uuid>,
+    /// Only tasks made by this schedule.
+    pub schedule_id: Option<Uuid>,
     pub limit: i64,
+    /// Created in this window (bulk actions, issue 13): at or after / before.
+    pub created_after: Option<DateTime<Utc>>,
+    pub created_before: Option<DateTime<Utc>>,
 }
 
 impl Store {
@@ -201,6 +225,9 @@ impl Store {
                AND ($2::text IS NULL OR queue = $2)
                AND ($3::uuid IS NULL OR id < $3)
                AND ($5::text IS NULL OR created_by = $5)
+               AND ($6::uuid IS NULL OR schedule_id = $6)
+               AND ($7::timestamptz IS NULL OR created_at >= $7)
+               AND ($8::timestamptz IS NULL OR created_at < $8)
              ORDER BY id DESC
              LIMIT $4",
         )
@@ -209,6 +236,9 @@ impl Store {
         .bind(filter.before)
         .bind(filter.limit)
         .bind(filter.created_by.as_deref())
+        .bind(filter.schedule_id)
+        .bind(filter.created_after)
+        .bind(filter.created_before)
         .fetch_all(&self.pool)
         .await?)
     }

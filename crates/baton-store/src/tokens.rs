@@ -17,6 +17,27 @@ pub struct ApiTokenRecord {
     pub created_at: DateTime<Utc>,
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// The queues it may submit to; `None`: any.
+    pub queues: Scope,
+    /// The labels its tasks may carry; `None`: any.
+    pub labels: Scope,
+}
+
+/// What a new API token is.
+#[derive(Debug, Clone, Default)]
+pub struct NewApiToken {
+    pub name: String,
+    pub scopes: Vec<String>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub queues: Scope,
+    pub labels: Scope,
+}
+
+/// The columns of [`ApiTokenRecord`].
+macro_rules! api_token_columns {
+    () => {
+        "id, name, scopes, created_at, expires_at, revoked_at, queues, labels"
+    };
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -87,11 +108,13 @@ impl Store {
         hash: &[u8],
         now: DateTime<Utc>,
     ) -> Result<ApiTokenRecord, StoreError> {
-        sqlx::query_as::<_, ApiTokenRecord>(
-            "SELECT id, name, scopes, created_at, expires_at, revoked_at FROM api_tokens
+        sqlx::query_as::<_, ApiTokenRecord>(concat!(
+            "SELECT ",
+            api_token_columns!(),
+            " FROM api_tokens
              WHERE token_hash = $1 AND revoked_at IS NULL
-               AND (expires_at IS NULL OR expires_at > $2)",
-        )
+               AND (expires_at IS NULL OR expires_at > $2)"
+        ))
         .bind(hash)
         .bind(now)
         .fetch_optional(&self.pool)
@@ -101,33 +124,36 @@ impl Store {
 
     pub async fn api_token_insert(
         &self,
-        name: &str,
-        scopes: &[String],
+        token: &NewApiToken,
         hash: &[u8],
-        expires_at: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> Result<ApiTokenRecord, StoreError> {
-        Ok(sqlx::query_as::<_, ApiTokenRecord>(
-            "INSERT INTO api_tokens (id, name, token_hash, scopes, created_at, expires_at)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             RETURNING id, name, scopes, created_at, expires_at, revoked_at",
-        )
+        Ok(sqlx::query_as::<_, ApiTokenRecord>(concat!(
+            "INSERT INTO api_tokens
+                 (id, name, token_hash, scopes, created_at, expires_at, queues, labels)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             RETURNING ",
+            api_token_columns!()
+        ))
         .bind(Uuid::now_v7())
-        .bind(name)
+        .bind(&token.name)
         .bind(hash)
-        .bind(scopes)
+        .bind(&token.scopes)
         .bind(now)
-        .bind(expires_at)
+        .bind(token.expires_at)
+        .bind(&token.queues)
+        .bind(&token.labels)
         .fetch_one(&self.pool)
         .await?)
     }
 
     /// Every API token, revoked ones included, newest first.
     pub async fn api_tokens(&self) -> Result<Vec<ApiTokenRecord>, StoreError> {
-        Ok(sqlx::query_as::<_, ApiTokenRecord>(
-            "SELECT id, name, scopes, created_at, expires_at, revoked_at FROM api_tokens
-             ORDER BY id DESC",
-        )
+        Ok(sqlx::query_as::<_, ApiTokenRecord>(concat!(
+            "SELECT ",
+            api_token_columns!(),
+            " FROM api_tokens ORDER BY id DESC"
+        ))
         .fetch_all(&self.pool)
         .await?)
     }

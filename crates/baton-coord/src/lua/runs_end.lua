@@ -1,7 +1,9 @@
 -- After Postgres recorded the end of runs (or refused leases): drop their claims,
 -- compare-and-delete on the lease so a claim taken since under another lease stays; put
 -- retries in the delayed set; tell log followers on every node, in one message. One step
--- for a whole batch of runs (design.md §4: Redis follows Postgres).
+-- for a whole batch of runs (design.md §4: Redis follows Postgres). A dropped claim of a
+-- grouped task frees its slot (groups.lua); the batch's group entries are read with one
+-- HMGET, so runs of no group cost nothing more.
 --
 -- KEYS[1] running hash   KEYS[2] delayed sorted set
 -- ARGV[1] key prefix   ARGV[2] wake channel   ARGV[3] wake payload ('' for none)
@@ -12,6 +14,7 @@ for i = 4, #ARGV, 3 do table.insert(ids, ARGV[i]) end
 local dropped, by_owner, retries = {}, {}, {}
 if #ids > 0 then
   local claims = redis.call('HMGET', KEYS[1], unpack(ids))
+  local groups = redis.call('HMGET', ARGV[1] .. 'grp', unpack(ids))
   for j = 1, #ids do
     local i = 4 + (j - 1) * 3
     local claim = claims[j]
@@ -21,7 +24,12 @@ if #ids > 0 then
         table.insert(dropped, ARGV[i])
         by_owner[node] = by_owner[node] or {}
         table.insert(by_owner[node], ARGV[i])
+        group_release(ARGV[1], ARGV[i], groups[j], true)
       end
+    else
+      -- No claim: whatever held its slot is gone; the group entry stays, as the task
+      -- may be queued again already (the repair pass drops it once the task is final).
+      group_release(ARGV[1], ARGV[i], groups[j], false)
     end
     if ARGV[i + 2] ~= '' then
       table.insert(retries, ARGV[i + 2])

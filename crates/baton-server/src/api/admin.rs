@@ -12,13 +12,14 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use baton_client::{
     CreateRegistrationToken, CreateToken, RegistrationTokenCreated, RegistrationTokenList,
-    RegistrationTokenView, RunnerList, RunnerView, TokenCreated, TokenList, TokenView,
+    RegistrationTokenView, RunnerList, RunnerView, Scope, TokenCreated, TokenList, TokenView,
 };
 use baton_coord::Wake;
 use baton_core::LabelSet;
 use baton_core::validate::{self, Invalid};
 use baton_store::{
-    ApiTokenRecord, NewRegistrationToken, RegistrationTokenRecord, RunnerRecord, StoreError,
+    ApiTokenRecord, NewApiToken, NewRegistrationToken, RegistrationTokenRecord, RunnerRecord,
+    StoreError,
 };
 use chrono::{Duration, TimeZone, Utc};
 use uuid::Uuid;
@@ -157,7 +158,40 @@ fn token_view(t: ApiTokenRecord) -> TokenView {
         created_at: t.created_at,
         expires_at: t.expires_at,
         revoked_at: t.revoked_at,
+        queues: t.queues,
+        labels: t.labels,
     }
+}
+
+/// A token's queues or labels: `None` allows any.
+type Limit = Option<Vec<String>>;
+
+/// A token's name: what operators read in listings.
+fn check_token_name(name: &str) -> Result<(), Invalid> {
+    if name.trim().is_empty() || name.chars().count() > 128 || name.chars().any(char::is_control) {
+        return Err(Invalid::new("name", "must be 1-128 printable characters"));
+    }
+    Ok(())
+}
+
+/// A token's limits to queues and labels, checked: `None` allows any; a list must name
+/// at least one queue, each valid, and valid labels (kept sorted and deduplicated).
+fn token_limits(queues: Limit, labels: Limit) -> Result<(Limit, Limit), Invalid> {
+    if let Some(queues) = &queues {
+        if queues.is_empty() {
+            return Err(Invalid::new(
+                "queues",
+                "name at least one queue, or leave it out to allow any",
+            ));
+        }
+        for queue in queues {
+            validate::check_queue(queue)?;
+        }
+    }
+    let labels = labels
+        .map(|labels| LabelSet::new(labels).map(Vec::from))
+        .transpose()?;
+    Ok((queues, labels))
 }
 
 #[utoipa::path(post, path = "/v1/tokens", tag = "admin", security(("bearer" = [])),
@@ -170,12 +204,7 @@ pub async fn token_create(
     ApiJson(req): ApiJson<CreateToken>,
 ) -> Result<(StatusCode, Json<TokenCreated>), ApiError> {
     user.require_admin()?;
-    if req.name.trim().is_empty()
-        || req.name.chars().count() > 128
-        || req.name.chars().any(char::is_control)
-    {
-        return Err(Invalid::new("name", "must be 1-128 printable characters").into());
-    }
+    check_token_name(&req.name)?;
     if req.scopes.is_empty() {
         return Err(Invalid::new("scopes", "give at least one of admin, submit, read").into());
     }
@@ -189,13 +218,27 @@ pub async fn token_create(
         )
         .into());
     }
+    let (queues, labels) = token_limits(req.queues, req.labels)?;
+    if (queues.is_some() || labels.is_some()) && req.scopes.contains(&Scope::Admin) {
+        // An admin token makes tokens: its limits would bind nothing.
+        return Err(Invalid::new(
+            "queues",
+            "an admin token cannot be limited to queues or labels (it could make an unlimited one)",
+        )
+        .into());
+    }
     let now = state.clock.now();
-    let expires_at = req.expires_in_s.map(|s| now + Duration::seconds(s));
+    let new = NewApiToken {
+        expires_at: req.expires_in_s.map(|s| now + Duration::seconds(s)),
+        scopes: req.scopes.iter().map(|s| scope_name(*s)).collect(),
+        name: req.name,
+        queues,
+        labels,
+    };
     let token = new_token(API_TOKEN_PREFIX);
-    let scopes: Vec<String> = req.scopes.iter().map(|s| scope_name(*s)).collect();
     let record = state
         .store
-        .api_token_insert(&req.name, &scopes, &hash_token(&token), expires_at, now)
+        .api_token_insert(&new, &hash_token(&token), now)
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -265,12 +308,8 @@ fn registration_limits(
     req: CreateRegistrationToken,
     now: chrono::DateTime<Utc>,
 ) -> Result<NewRegistrationToken, Invalid> {
-    if let Some(name) = &req.name
-        && (name.trim().is_empty()
-            || name.chars().count() > 128
-            || name.chars().any(char::is_control))
-    {
-        return Err(Invalid::new("name", "must be 1-128 printable characters"));
+    if let Some(name) = &req.name {
+        check_token_name(name)?;
     }
     let expires_in_s = req.expires_in_s.unwrap_or(REGISTRATION_DEFAULT_EXPIRY_S);
     if !(1..=MAX_EXPIRY_S).contains(&expires_in_s) {
@@ -283,27 +322,13 @@ fn registration_limits(
     if uses < 1 {
         return Err(Invalid::new("uses", "must be at least 1"));
     }
-    let labels = req
-        .labels
-        .map(|labels| LabelSet::new(labels).map(Vec::from))
-        .transpose()?;
-    if let Some(queues) = &req.queues {
-        if queues.is_empty() {
-            return Err(Invalid::new(
-                "queues",
-                "name at least one queue, or leave it out to allow any",
-            ));
-        }
-        for queue in queues {
-            validate::check_queue(queue)?;
-        }
-    }
+    let (queues, labels) = token_limits(req.queues, req.labels)?;
     Ok(NewRegistrationToken {
         name: req.name,
         expires_at: Some(now + Duration::seconds(expires_in_s)),
         uses: Some(uses),
         labels,
-        queues: req.queues,
+        queues,
     })
 }
 

@@ -1,15 +1,20 @@
 //! The HTTP surface (design.md §6).
 
 mod admin;
+pub(crate) mod body_deadline;
+mod bulk;
 mod draining;
 mod http_span;
 mod logs;
 mod metrics;
 mod openapi;
 mod ops;
+mod rerun;
+mod queues;
 mod runner;
 mod runner_version;
-mod tasks;
+mod schedules;
+pub(crate) mod tasks;
 mod unread_body;
 pub mod views;
 mod webhooks;
@@ -55,10 +60,21 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(tasks::get))
         .routes(routes!(logs::logs))
         .routes(routes!(tasks::cancel))
+        .routes(routes!(schedules::create, schedules::list))
+        .routes(routes!(schedules::get, schedules::update, schedules::delete))
+        .routes(routes!(schedules::pause))
+        .routes(routes!(schedules::resume))
+        .routes(routes!(schedules::trigger))
+        .routes(routes!(rerun::retry))
+        .routes(routes!(bulk::cancel_many))
+        .routes(routes!(bulk::retry_many))
         .routes(routes!(admin::runners))
         .routes(routes!(admin::runner_delete))
         .routes(routes!(admin::runner_pause))
         .routes(routes!(admin::runner_resume))
+        .routes(routes!(queues::queues))
+        .routes(routes!(queues::pause))
+        .routes(routes!(queues::resume))
         .routes(routes!(admin::token_create, admin::tokens))
         .routes(routes!(admin::token_revoke))
         .routes(routes!(
@@ -85,6 +101,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            body_deadline::bound_body_reads,
+        ))
         .layer(axum::middleware::from_fn(runner_version::gate))
         // Outside every refusal, the version gate's 426 included.
         .layer(axum::middleware::from_fn(unread_body::drain_when_unread))

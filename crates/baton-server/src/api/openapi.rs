@@ -108,9 +108,10 @@ impl Modify for CommandOrScript {
     ),
     modifiers(&BearerAuth),
     tags(
-        (name = "tasks", description = "Submit, read, follow and cancel tasks"),
+        (name = "tasks", description = "Submit, read, follow, cancel and re-run tasks, one or many"),
+        (name = "schedules", description = "Cron schedules that make tasks, each tick exactly once"),
         (name = "runner", description = "The runner protocol: register, lease, start, logs, complete"),
-        (name = "admin", description = "Runners and tokens"),
+        (name = "admin", description = "Runners, queues and tokens"),
         (name = "operations", description = "Health, readiness, nodes"),
     )
 )]

@@ -24,6 +24,7 @@ use baton_core::validate::{self, Invalid};
 use baton_core::{LabelSet, TaskStatus};
 use baton_store::{LogWrite, NewRunner, Registering, Registration, RunEnd};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -156,6 +157,7 @@ pub async fn lease(
             running: (!req.running.is_empty()).then_some(req.running),
             max: req.max,
             wait: Duration::from_secs(req.wait_s.into()),
+            secrets_at_start: req.secrets_at_start,
             ..empty_call()
         },
     )
@@ -286,6 +288,7 @@ pub async fn exchange(
             max: req.max,
             wait: Duration::from_secs(req.wait_s.into()),
             start_leased: req.start_leased,
+            secrets_at_start: req.secrets_at_start,
         },
     )
     .await;
@@ -303,7 +306,15 @@ pub async fn exchange(
         .starts
         .iter()
         .zip(answer.starts)
-        .map(|(s, r)| item_answer(s.task_id, r, |st| (Some(st.status), Some(st.attempt))))
+        .map(|(s, r)| match r {
+            Ok(answer) => ItemAnswer {
+                secret_env: answer.secret_env,
+                ..item_answer(s.task_id, Ok(answer.started), |st| {
+                    (Some(st.status), Some(st.attempt))
+                })
+            },
+            Err(e) => item_answer(s.task_id, Err::<(), _>(e), |_| (None, None)),
+        })
         .collect();
     Ok(Json(ExchangeAnswer {
         starts,
@@ -380,6 +391,7 @@ fn item_answer<T>(
                 status,
                 attempt,
                 message: None,
+                secret_env: BTreeMap::new(),
             }
         }
         Err(e) => ItemAnswer {
@@ -392,6 +404,7 @@ fn item_answer<T>(
             status: e.task_status,
             attempt: None,
             message: Some(e.message),
+            secret_env: BTreeMap::new(),
         },
     }
 }
@@ -437,11 +450,13 @@ pub async fn start(
         },
     )
     .await?;
-    let started = answer.starts.pop().expect("one answer")?;
+    let answer = answer.starts.pop().expect("one answer")?;
+    let started = answer.started;
     tracing::info!(task.id = %id, runner.id = %runner.id, attempt = started.attempt, "task started");
     Ok(Json(Started {
         status: started.status,
         attempt: started.attempt,
+        secret_env: answer.secret_env,
     }))
 }
 
@@ -460,6 +475,7 @@ fn empty_call() -> RunnerCall {
         max: 0,
         wait: Duration::ZERO,
         start_leased: false,
+        secrets_at_start: true,
     }
 }
 

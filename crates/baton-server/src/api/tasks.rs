@@ -11,7 +11,6 @@ use crate::dispatch::lease::as_leased;
 use crate::dispatch::submit;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::queueing::queue_entry;
 use crate::state::AppState;
 use crate::webhooks::AddressPolicy;
 use axum::Json;
@@ -20,7 +19,8 @@ use axum::extract::State;
 use axum::http::HeaderValue;
 use axum::http::{HeaderMap, StatusCode};
 use baton_client::{SubmitBatch, SubmitTask, Task, TaskList};
-use baton_coord::{Claim, Wake};
+use baton_coord::Claim;
+use baton_core::backoff::Backoff;
 use baton_core::validate::{self, DEFAULT_QUEUE};
 use baton_core::{LabelSet, TaskStatus};
 use baton_store::{NewTask, StoreError, TaskFilter, TaskRecord};
@@ -29,11 +29,13 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use uuid::Uuid;
 
-/// Turns a submission into a row to insert, or says which field is wrong.
-fn new_task(
+/// Turns a submission into a row to insert, or says which field is wrong. `retry_default`:
+/// the node's task backoff, which fills what a retry policy leaves out.
+pub(crate) fn new_task(
     req: SubmitTask,
     limits: &Limits,
     webhooks: &AddressPolicy,
+    retry_default: &Backoff,
     created_by: &str,
     traceparent: Option<String>,
 ) -> Result<NewTask, ApiError> {
@@ -82,6 +84,8 @@ fn new_task(
         )
         .into());
     }
+    let group =
+        baton_core::flow::check_group(req.concurrency_key.as_deref(), req.concurrency_limit)?;
     if let Some(url) = &req.notify_url {
         check_notify_url(url, limits.max_notify_url, webhooks)?;
     }
@@ -129,7 +133,58 @@ fn new_task(
         notify_url: req.notify_url,
         created_by: created_by.to_string(),
         traceparent,
+        schedule_id: None,
+        scheduled_for: None,
+        retry_of: None,
+        retry_policy: req
+            .retry
+            .map(|policy| policy.resolved(retry_default))
+            .transpose()?,
+        concurrency_key: group.as_ref().map(|g| g.key.clone()),
+        concurrency_limit: group.map(|g| g.limit),
     })
+}
+
+/// Whether these submissions' secrets are sealed now: always, once every live node opens
+/// sealed values (`crate::sealing_gate`); asked only when one carries secrets.
+async fn sealing_now(state: &AppState, tasks: &[SubmitTask]) -> bool {
+    if tasks.iter().all(|t| t.secret_env.is_empty()) {
+        return true;
+    }
+    state.sealing.every_node_opens(&state.coord).await
+}
+
+/// A task the token may submit, sealed for Postgres (see [`sealed`]).
+pub(super) fn admitted(
+    state: &AppState,
+    user: &User,
+    task: NewTask,
+    seal: bool,
+) -> Result<NewTask, ApiError> {
+    user.may_submit_to(&task.queue, &task.labels)?;
+    sealed(state, task, seal)
+}
+
+/// The task with its `secret_env` sealed for Postgres (`crate::secrets`); refused when
+/// the cluster has no key to seal with, rather than stored in the clear. While a node of
+/// an earlier release serves (`seal` false), stored as that release stored it.
+fn sealed(state: &AppState, mut task: NewTask, seal: bool) -> Result<NewTask, ApiError> {
+    if task.secret_env.is_empty() {
+        return Ok(task);
+    }
+    let Some(ring) = &state.secrets else {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "secrets_unavailable",
+            "secret_env: this cluster has no key to seal secrets with (its nodes run \
+             without --secrets-key or --secrets-key-file); submit without secret_env, or \
+             ask its operator",
+        ));
+    };
+    if seal {
+        task.secret_env = ring.seal(task.id, std::mem::take(&mut task.secret_env));
+    }
+    Ok(task)
 }
 
 /// Every float inside a JSON value must be one Postgres gives back intact.
@@ -189,7 +244,7 @@ fn check_notify_url(
 /// The trace context kept with the task, so every later span joins its trace: this
 /// request's span when traces are exported (a child of the caller's, if it sent one),
 /// otherwise the caller's own `traceparent`, passed through.
-fn traceparent(headers: &HeaderMap) -> Option<String> {
+pub(super) fn traceparent(headers: &HeaderMap) -> Option<String> {
     baton_client::trace_context::traceparent_of(&tracing::Span::current())
         .or_else(|| caller_traceparent(headers))
 }
@@ -221,13 +276,16 @@ pub async fn submit(
     ApiJson(req): ApiJson<SubmitTask>,
 ) -> Result<(StatusCode, Json<Task>), ApiError> {
     user.require_submit()?;
+    let seal = sealing_now(&state, std::slice::from_ref(&req)).await;
     let task = new_task(
         req,
         &state.config.limits,
         &state.webhooks.policy,
+        &state.config.timings.retry_backoff(),
         &user.token_id,
         traceparent(&headers),
-    )?;
+    )
+    .and_then(|t| admitted(&state, &user, t, seal))?;
     let (record, created) = submit::submit(&state, vec![task])
         .await?
         .pop()
@@ -273,6 +331,8 @@ pub async fn submit_batch(
         ));
     }
     let trace = traceparent(&headers);
+    let retry_default = state.config.timings.retry_backoff();
+    let seal = sealing_now(&state, &req.tasks).await;
     let tasks = req
         .tasks
         .into_iter()
@@ -282,9 +342,11 @@ pub async fn submit_batch(
                 t,
                 limits,
                 &state.webhooks.policy,
+                &retry_default,
                 &user.token_id,
                 trace.clone(),
             )
+            .and_then(|t| admitted(&state, &user, t, seal))
             .map_err(|mut e| {
                 e.message = format!("tasks[{i}]: {}", e.message);
                 e
@@ -374,8 +436,15 @@ pub async fn get(
             .map(notify_state),
         _ => None,
     };
+    // The same for its re-run: an ended task's only.
+    let retried_by = if task.status.is_terminal() {
+        state.store.task_rerun(&task).await?.map(|r| r.id)
+    } else {
+        None
+    };
     Ok(Json(Task {
         notify_state: webhook,
+        retried_by,
         ..task_view(task)
     }))
 }
@@ -392,6 +461,18 @@ pub async fn cancel(
     user: User,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Task>, ApiError> {
+    cancel_one(&state, &user, id)
+        .await
+        .map(|t| Json(task_view(t)))
+}
+
+/// The cancel of one task, as its caller may: the single cancel, and each task of a bulk
+/// cancel (`task_actions.rs`).
+pub(super) async fn cancel_one(
+    state: &AppState,
+    user: &User,
+    id: Uuid,
+) -> Result<TaskRecord, ApiError> {
     user.require_submit()?;
     let owner = user.task_change_scope()?;
     if let Some(owner) = owner
@@ -405,48 +486,10 @@ pub async fn cancel(
             ));
         }
     }
-    // A lease not started yet is in its claim only (best effort: without Redis, the
-    // runner's start is refused all the same, by the row).
-    let lease = match state.coord.claim_get(id).await {
-        Ok(claim) => claim.and_then(|c| Some((c.runner?, c.lease_id))),
-        Err(_) => None,
-    };
-    let cancelled = state
-        .store
-        .task_cancel(id, owner, lease, state.clock.now())
-        .await?;
+    let cancelled = crate::dispatch::cancel::cancel(&state, id, owner).await?;
     let task = &cancelled.task;
-    let redis = match cancelled.was {
-        TaskStatus::Queued => {
-            // Queued, or leased in Redis only: the entry goes, and a lease's claim with
-            // it (its runner's start is refused).
-            let place = (task.id, queue_entry(task).key_rel());
-            match (state.coord.queue_remove(&[place]).await, lease) {
-                (Ok(()), Some((_, lease))) => {
-                    state.coord.claim_release(task.id, lease).await.map(|_| ())
-                }
-                (result, _) => result,
-            }
-        }
-        TaskStatus::Scheduled => state.coord.delayed_remove(&[task.id]).await,
-        TaskStatus::Leased => match task.lease_id {
-            Some(lease) => state.coord.claim_release(task.id, lease).await.map(|_| ()),
-            None => Ok(()),
-        },
-        TaskStatus::Running => match task.runner_id {
-            Some(runner) => state.coord.publish(&Wake::Runner(runner)).await,
-            None => Ok(()),
-        },
-        _ => Ok(()),
-    };
-    if let Err(e) = redis {
-        tracing::warn!(error = %e, task.id = %id, "cancel recorded; redis tidy-up left to repair and heartbeats");
-    }
-    if task.status.is_terminal() && task.notify_url.is_some() {
-        let _ = state.coord.publish(&Wake::Outbox).await;
-    }
     tracing::info!(task.id = %id, from = %cancelled.was, to = %task.status, "task cancel");
-    Ok(Json(task_view(cancelled.task)))
+    Ok(cancelled.task)
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -461,6 +504,8 @@ pub struct ListQuery {
     limit: Option<i64>,
     /// `next_cursor` of the previous page.
     cursor: Option<Uuid>,
+    /// Only the tasks this schedule made.
+    schedule_id: Option<Uuid>,
 }
 
 const LIST_DEFAULT: i64 = 100;
@@ -497,7 +542,9 @@ pub async fn list(
             queue: q.queue,
             created_by: owner,
             before: q.cursor,
+            schedule_id: q.schedule_id,
             limit,
+            ..TaskFilter::default()
         })
         .await?;
     let next_cursor = (rows.len() as i64 == limit)
@@ -513,6 +560,7 @@ pub async fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use baton_core::retry::TASK_RETRY;
 
     #[test]
     fn traceparent_is_kept_only_when_well_formed() {
@@ -537,14 +585,16 @@ mod tests {
             ..Default::default()
         };
         let policy = AddressPolicy::default();
-        let task = new_task(ok.clone(), &limits, &policy, "t", None).unwrap();
+        let task = new_task(ok.clone(), &limits, &policy, &TASK_RETRY, "t", None).unwrap();
         assert_eq!(task.queue, DEFAULT_QUEUE);
         assert_eq!(i64::from(task.timeout_s), limits.default_timeout_s);
 
         let bad = |f: fn(&mut SubmitTask)| {
             let mut t = ok.clone();
             f(&mut t);
-            new_task(t, &limits, &policy, "t", None).unwrap_err().status
+            new_task(t, &limits, &policy, &TASK_RETRY, "t", None)
+                .unwrap_err()
+                .status
         };
         assert_eq!(
             bad(|t| t.queue = Some("Bad Queue".into())),
@@ -572,6 +622,6 @@ mod tests {
             notify_url: Some("http://169.254.169.254/hook".into()),
             ..ok.clone()
         };
-        assert!(new_task(internal, &limits, &allowing, "t", None).is_ok());
+        assert!(new_task(internal, &limits, &allowing, &TASK_RETRY, "t", None).is_ok());
     }
 }

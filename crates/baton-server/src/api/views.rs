@@ -4,6 +4,7 @@
 
 use baton_client::{LeasedTask, NotifyDelivery, NotifyState, Task};
 use baton_store::{OutboxState, TaskRecord};
+use std::collections::BTreeMap;
 
 pub fn task_view(t: TaskRecord) -> Task {
     Task {
@@ -44,7 +45,14 @@ pub fn task_view(t: TaskRecord) -> Task {
         log_truncated: t.log_truncated,
         log_incomplete: t.log_incomplete,
         traceparent: t.traceparent,
+        concurrency_key: t.concurrency_key,
+        concurrency_limit: t.concurrency_limit,
         notify_state: None,
+        schedule_id: t.schedule_id,
+        scheduled_for: t.scheduled_for,
+        retry: t.retry_policy.map(|p| p.0),
+        retry_of: t.retry_of,
+        retried_by: None,
     }
 }
 
@@ -72,7 +80,14 @@ pub fn webhook_body(t: &TaskRecord) -> serde_json::Value {
 
 /// What the runner gets of a task leased to it: `started`, its start already recorded
 /// (the row counts the attempt), or still to be acknowledged (the attempt it will be).
-pub fn leased_view(t: TaskRecord, lease_id: uuid::Uuid, started: bool) -> LeasedTask {
+/// `secret_env`: the opened secrets of a started task; none for one still to be
+/// acknowledged, which gets them with its start's answer.
+pub fn leased_view(
+    t: TaskRecord,
+    lease_id: uuid::Uuid,
+    started: bool,
+    secret_env: BTreeMap<String, String>,
+) -> LeasedTask {
     LeasedTask {
         id: t.id,
         lease_id,
@@ -81,7 +96,7 @@ pub fn leased_view(t: TaskRecord, lease_id: uuid::Uuid, started: bool) -> Leased
         command: t.command,
         script: t.script,
         env: t.env.0,
-        secret_env: t.secret_env.0,
+        secret_env,
         payload: t.payload.map(|p| p.0),
         timeout_s: t.timeout_s.into(),
         attempt: if started { t.attempt } else { t.attempt + 1 },

@@ -31,7 +31,7 @@ use baton_store::{
     Done, Fence, LogAppend, LogWrite, RunEnd, StartRun, Started, StoreError, TaskRecord, Work,
 };
 use chrono::{DateTime, TimeZone, Utc};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -73,6 +73,8 @@ pub struct RunnerCall {
     pub wait: Duration,
     /// Record the start of what is leased with the lease (the exchange's `start_leased`).
     pub start_leased: bool,
+    /// The runner takes secrets with its starts' answers, not with unstarted leases.
+    pub secrets_at_start: bool,
 }
 
 impl RunnerCall {
@@ -81,10 +83,26 @@ impl RunnerCall {
     }
 }
 
+/// A recorded start, and what only a recorded start gets: the task's secrets, opened.
+pub struct StartAnswer {
+    pub started: Started,
+    pub secret_env: BTreeMap<String, String>,
+}
+
+/// The secrets' names only: an answer logged whole must not carry their values.
+impl std::fmt::Debug for StartAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartAnswer")
+            .field("started", &self.started)
+            .field("secret_env", &self.secret_env.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
 /// Each item's answer, and the new tasks.
 #[derive(Debug, Default)]
 pub struct RunnerAnswer {
-    pub starts: Vec<Result<Started, ApiError>>,
+    pub starts: Vec<Result<StartAnswer, ApiError>>,
     pub logs: Vec<Result<LogAppend, ApiError>>,
     pub completions: Vec<Result<TaskRecord, ApiError>>,
     pub tasks: Vec<LeasedTask>,
@@ -344,11 +362,12 @@ async fn pass(
     }
     work.reads.extend(popped.iter().map(|p| p.task_id));
     work.reads.extend(replayed.iter().map(|(task, _)| *task));
+    // A start's answer carries its task's secrets, from the row it recorded.
     work.reads.extend(
         call.starts
             .iter()
             .zip(&checks)
-            .filter_map(|(s, check)| matches!(check, StartCheck::AskRow).then_some(s.task)),
+            .filter_map(|(s, check)| (!matches!(check, StartCheck::Refused(_))).then_some(s.task)),
     );
     work.reads.extend(running.iter().map(|r| r.task_id));
     // Each item joins its own task's trace, where the runner's span for it is.
@@ -390,7 +409,7 @@ async fn pass(
     // Starts Postgres refused while the task stays queued: this runner may not take it.
     let mut refused: Vec<Popped> = Vec::new();
     let mut recorded = recorded.into_iter();
-    let starts: Vec<Result<Started, ApiError>> = call
+    let starts: Vec<Result<StartAnswer, ApiError>> = call
         .starts
         .iter()
         .zip(checks)
@@ -413,13 +432,18 @@ async fn pass(
             StartCheck::AskRow => start_from_row(rows.get(&task), runner.id, lease_id),
             StartCheck::Refused(e) => Err(e),
         })
+        .zip(&call.starts)
+        .map(|(answer, start)| with_secrets(state, answer?, rows.get(&start.task)))
         .collect();
     let (tasks, not_leasable, not_for_this_runner) = lease::views(
         state,
         runner,
         (&popped, &replayed),
         &rows,
-        call.start_leased,
+        lease::Handing {
+            started: call.start_leased,
+            secrets_at_start: call.secrets_at_start,
+        },
     )
     .await;
     let completions: Vec<Result<TaskRecord, StoreError>> = finishes;
@@ -616,6 +640,29 @@ fn start_from_row(
         reason: "the task is not in a state that accepts this report",
     }
     .into())
+}
+
+/// A recorded start with its task's secrets. One whose secrets this node cannot open
+/// (it lacks the key that sealed them) is answered as not the runner's to run: run
+/// without them it would do something else than was asked. Its runner drops it unrun,
+/// and the run is ended as forgotten (`verdicts::end_forgotten_runs`).
+fn with_secrets(
+    state: &AppState,
+    started: Started,
+    row: Option<&TaskRecord>,
+) -> Result<StartAnswer, ApiError> {
+    let secret_env = match row {
+        Some(row) => lease::opened_secrets(state, row).map_err(|e| {
+            tracing::error!(task.id = %row.id, error = %e, "start recorded, but its secrets do not open on this node");
+            ApiError::new(StatusCode::FORBIDDEN, "secrets_unavailable", e.to_string())
+        })?,
+        // Deleted as it started: nothing to run, and nothing to hand over.
+        None => BTreeMap::new(),
+    };
+    Ok(StartAnswer {
+        started,
+        secret_env,
+    })
 }
 
 /// Postgres could not take the pass: what was popped goes back to its queue, claim

@@ -17,6 +17,7 @@ use crate::api::views::leased_view;
 use crate::auth::Runner;
 use crate::error::ApiError;
 use crate::queueing::queue_entry;
+use crate::secrets::OpenError;
 use crate::state::AppState;
 use baton_client::{LeasedTask, trace_context};
 use baton_coord::{Claim, CoordError, LeaseAsk, Popped, ReplayKey, Wake};
@@ -25,7 +26,7 @@ use baton_core::labels::runner_can_take;
 use baton_core::queue::parse_queue_key;
 use baton_store::{StartRun, TaskRecord};
 use chrono::{DateTime, TimeZone, Utc};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use tokio::sync::broadcast::Receiver;
 use tokio::sync::broadcast::error::RecvError;
@@ -158,8 +159,9 @@ pub async fn views(
     runner: &Runner,
     (popped, replayed): (&[Popped], &[(Uuid, Uuid)]),
     rows: &HashMap<Uuid, TaskRecord>,
-    started: bool,
+    handing: Handing,
 ) -> (Vec<LeasedTask>, Vec<(TaskRecord, Uuid)>, Vec<Popped>) {
+    let started = handing.started;
     let ours = |row: &TaskRecord, lease: Uuid| {
         if started {
             // A replayed start may have been cancelled since: the runner still gets it,
@@ -190,6 +192,9 @@ pub async fn views(
             moved_on.push((row.clone(), p.lease_id));
             continue;
         }
+        let Some(secret_env) = handing.secrets(state, row) else {
+            continue;
+        };
         crate::metrics::task_leased(row, now);
         // The lease joins the task's trace; the runner's spans hang under it.
         let span = tracing::info_span!("task.lease", task.id = %row.id, runner.id = %runner.id, lease.id = %p.lease_id, node.id = %node);
@@ -201,7 +206,7 @@ pub async fn views(
             let _start =
                 tracing::info_span!("task.start", task.id = %row.id, result = "done").entered();
         }
-        let mut view = leased_view(row.clone(), p.lease_id, started);
+        let mut view = leased_view(row.clone(), p.lease_id, started, secret_env);
         if let Some(tp) = trace_context::traceparent_of(&span) {
             view.traceparent = Some(tp);
         }
@@ -211,12 +216,51 @@ pub async fn views(
         if let Some(row) = rows.get(task) {
             let unstarted = row.status == TaskStatus::Queued
                 || (row.status == TaskStatus::Leased && row.lease_id == Some(*lease));
-            if (started && ours(row, *lease)) || (!started && unstarted) {
-                tasks.push(leased_view(row.clone(), *lease, started));
+            if ((started && ours(row, *lease)) || (!started && unstarted))
+                && let Some(secrets) = handing.secrets(state, row)
+            {
+                tasks.push(leased_view(row.clone(), *lease, started, secrets));
             }
         }
     }
     (tasks, moved_on, refused)
+}
+
+/// How tasks are handed out: started with the lease or not, and whether the runner
+/// takes secrets with its start's answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Handing {
+    pub started: bool,
+    pub secrets_at_start: bool,
+}
+
+impl Handing {
+    /// The secrets a task goes out with: opened when it goes out started, or to a runner
+    /// of an earlier release that takes them with the lease; none for one that takes
+    /// them with its start. `None`: it must not go out — this node cannot open them (it
+    /// lacks the key that sealed them), and a run without them would do something else
+    /// than was asked. A started one is then ended as forgotten
+    /// (`verdicts::end_forgotten_runs`); an unstarted one goes back at its ack timeout.
+    fn secrets(self, state: &AppState, row: &TaskRecord) -> Option<BTreeMap<String, String>> {
+        if !self.started && self.secrets_at_start {
+            return Some(BTreeMap::new());
+        }
+        match opened_secrets(state, row) {
+            Ok(secrets) => Some(secrets),
+            Err(e) => {
+                tracing::error!(task.id = %row.id, error = %e, "task not handed out: its secrets do not open on this node");
+                None
+            }
+        }
+    }
+}
+
+/// The secrets of a task whose start is recorded, opened for the runner that starts it.
+pub fn opened_secrets(
+    state: &AppState,
+    row: &TaskRecord,
+) -> Result<BTreeMap<String, String>, OpenError> {
+    crate::secrets::open(state.secrets.as_deref(), row.id, &row.secret_env.0)
 }
 
 /// Popped tasks whose rows no longer exist.

@@ -12,11 +12,13 @@ use baton_store::{NewTask, TaskRecord, Work};
 use uuid::Uuid;
 
 /// Inserts `tasks`, all or none (a repeated idempotency key gives its existing task,
-/// `false`), then queues those created.
+/// `false`), then queues those created; refused first if their queues would pass the
+/// caps (`queue_caps`).
 pub async fn submit(
     state: &AppState,
     tasks: Vec<NewTask>,
 ) -> Result<Vec<(TaskRecord, bool)>, ApiError> {
+    super::queue_caps::check(state, &tasks).await?;
     let done = state
         .commit
         .write(Work {
@@ -33,7 +35,7 @@ pub async fn submit(
 /// After the commit: queue what was created, or put it in the delayed set when it waits
 /// for its `run_at`. A Redis failure here is logged, not returned — the task is accepted,
 /// and the repair pass queues (or promotes) it.
-async fn enqueue_created(state: &AppState, created: &[&TaskRecord]) {
+pub(crate) async fn enqueue_created(state: &AppState, created: &[&TaskRecord]) {
     if created.is_empty() {
         return;
     }

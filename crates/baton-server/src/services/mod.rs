@@ -4,6 +4,7 @@
 //! `run(shutdown)` loop that runs it on a ticker until shutdown. [`spawn_all`] wires them
 //! to a node.
 
+pub mod flow_repair;
 pub mod janitor;
 pub mod orphan_cleaner;
 pub mod outbox;
@@ -13,6 +14,7 @@ pub mod rebuilder;
 pub mod reconciler;
 pub mod repairer;
 pub mod revocations;
+pub mod scheduler;
 
 use crate::state::AppState;
 use baton_coord::CoordError;
@@ -26,6 +28,7 @@ use rebuilder::Rebuilder;
 use reconciler::{Reconciler, ReconcilerSettings};
 use repairer::{Repairer, RepairerSettings};
 use revocations::RevocationListener;
+use scheduler::{Scheduler, SchedulerSettings};
 use std::future::Future;
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -126,6 +129,7 @@ pub fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
             .run(stop(), clock()),
         ),
         tokio::spawn(repairer(state).run(stop(), clock())),
+        tokio::spawn(Scheduler::new(SchedulerSettings::of(timings), state.clone()).run(stop())),
         tokio::spawn(
             Janitor::new(JanitorSettings::of(timings), store.clone(), coord.clone())
                 .run(stop(), clock()),

@@ -4,6 +4,7 @@
 //! - queued tasks nobody took within their queue timeout expire;
 //! - overdue `scheduled` tasks are promoted (the delayed set may have lost them);
 //! - `queued` rows no Redis queue holds are queued again;
+//! - the paused queues and the concurrency groups are recounted (`flow_repair`);
 //! - `leased`, `running` and `cancelling` rows with no claim are claimed by this node
 //!   (a `queued` row is never claimed here: a lease in flight has its claim, and one
 //!   Redis lost is just work to queue again);
@@ -37,7 +38,11 @@ pub struct RepairReport {
     pub claimed: usize,
     pub claims_dropped: usize,
     pub entries_dropped: usize,
+    /// Queue index entries that did not match their queues (`Coord::queue_index_repair`).
+    pub index_fixed: u64,
     pub delayed: usize,
+    /// Paused queues and concurrency groups mended from Postgres (`flow_repair`).
+    pub flow: super::flow_repair::FlowRepair,
     /// Another node held the repair lock.
     pub skipped: bool,
 }
@@ -151,15 +156,26 @@ impl Repairer {
             Mode::Rebuild => now,
         };
         self.expire(now, &mut report).await?;
+        // Claims, then the paused set and the groups (a slot is held by a claim), then
+        // the queues: after a data loss, nothing is queued again before Redis knows
+        // which queues are paused and how full each group is.
+        self.claim_unclaimed(now, &mut report).await?;
+        report.flow = super::flow_repair::repair(&self.store, &self.coord).await?;
         self.promote_overdue(now, settled_before, &mut report)
             .await?;
         self.requeue_missing(settled_before, &mut report).await?;
-        self.claim_unclaimed(now, &mut report).await?;
         if mode == Mode::Rebuild {
             self.rebuild_delayed(&mut report).await?;
         } else {
             self.drop_stale_claims(&mut report).await?;
             self.drop_stale_entries(&mut report).await?;
+        }
+        report.index_fixed = self.coord.queue_index_repair().await?;
+        if report.index_fixed > 0 {
+            tracing::warn!(
+                entries = report.index_fixed,
+                "queue index did not match the queues; mended"
+            );
         }
         Ok(report)
     }

@@ -191,7 +191,7 @@ pub(super) async fn finish(
     let statement = format!(
         "WITH ended AS ({} RETURNING t.*), webhooks AS ({}) SELECT * FROM ended",
         sql::finish(1),
-        sql::outbox_of("ended", 10)
+        sql::outbox_of("ended", 11)
     );
     let mut answered = Vec::with_capacity(finishes.len());
     for round in rounds(finishes, |f| f.task) {

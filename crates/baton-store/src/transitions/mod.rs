@@ -159,6 +159,16 @@ pub(crate) async fn write(
     Ok(done)
 }
 
+/// Inserts `tasks` inside the caller's transaction (a schedule's fire), as the general
+/// path does: a repeated idempotency key answers its existing task.
+pub(crate) async fn insert_in(
+    conn: &mut PgConnection,
+    tasks: &[NewTask],
+    now: DateTime<Utc>,
+) -> Result<Vec<Result<(TaskRecord, bool), StoreError>>, StoreError> {
+    by_kind::insert(conn, tasks, now).await
+}
+
 /// Applies `work` on `conn` by the general path (inside the caller's transaction).
 async fn apply(conn: &mut PgConnection, work: &Work, how: &Apply) -> Result<Done, StoreError> {
     // In this order: a start, then its log, then its end, then what is read.
@@ -279,6 +289,7 @@ fn bind_finishes<'q, O>(
                 .map(|f| backoff.jitter_factor(f.jitter_unit))
                 .collect::<Vec<_>>(),
         )
+        .bind(batch.iter().map(|f| f.jitter_unit).collect::<Vec<_>>())
         .bind(how.now)
         .bind(schedule)
         .bind(sql::FINISH_FROM.map(TaskStatus::as_str).to_vec())
@@ -369,6 +380,12 @@ fn insert_row(t: &NewTask) -> Value {
         "run_at": t.run_at,
         "notify_url": t.notify_url,
         "secret_env": t.secret_env,
+        "schedule_id": t.schedule_id,
+        "scheduled_for": t.scheduled_for,
+        "retry_of": t.retry_of,
+        "retry_policy": t.retry_policy,
+        "concurrency_key": t.concurrency_key,
+        "concurrency_limit": t.concurrency_limit,
     })
 }
 

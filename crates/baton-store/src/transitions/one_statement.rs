@@ -39,7 +39,7 @@ pub(crate) fn eligible(work: &Work) -> bool {
 
 /// The statement for the kinds `work` holds: only those parts, so Postgres plans no more
 /// than it runs; each set of parts is its own prepared statement. Parameters, in order:
-/// starts (8), run ends (12), inserts (2), reads (1), of the parts present.
+/// starts (8), run ends (13), inserts (2), reads (1), of the parts present.
 fn statement(work: &Work, reads: bool) -> String {
     let (mut parts, mut selects, mut next) = (Vec::new(), Vec::new(), 1);
     if !work.starts.is_empty() {
@@ -49,9 +49,9 @@ fn statement(work: &Work, reads: bool) -> String {
     }
     if !work.finishes.is_empty() {
         parts.push(format!("f AS ({} RETURNING t.*)", sql::finish(next)));
-        parts.push(format!("w AS ({})", sql::outbox_of("f", next + 9)));
+        parts.push(format!("w AS ({})", sql::outbox_of("f", next + 10)));
         selects.push("SELECT 'f' AS kind, f.* FROM f");
-        next += 12;
+        next += 13;
     }
     if !work.inserts.is_empty() {
         parts.push(format!("i AS ({})", sql::insert(next, next + 1)));

@@ -18,18 +18,24 @@ pub(super) fn insert(json: usize, now: usize) -> String {
         "INSERT INTO tasks (id, queue, labels, command, script, env, payload, priority,
                             timeout_s, queue_timeout_s, max_attempts, idempotency_key,
                             status, created_by, traceparent, created_at, updated_at, queued_at,
-                            run_at, notify_url, secret_env)
+                            run_at, notify_url, secret_env, schedule_id, scheduled_for,
+                            retry_of, retry_policy,
+                            concurrency_key, concurrency_limit)
          SELECT r.id, r.queue, r.labels, r.command, r.script, r.env, r.payload, r.priority,
                 r.timeout_s, r.queue_timeout_s, r.max_attempts, r.idempotency_key,
                 CASE WHEN r.run_at > ${now} THEN 'scheduled' ELSE 'queued' END,
                 r.created_by, r.traceparent, ${now}, ${now},
                 CASE WHEN r.run_at > ${now} THEN NULL ELSE ${now}::timestamptz END,
-                r.run_at, r.notify_url, r.secret_env
+                r.run_at, r.notify_url, r.secret_env, r.schedule_id, r.scheduled_for,
+                r.retry_of, r.retry_policy,
+                r.concurrency_key, r.concurrency_limit
          FROM jsonb_to_recordset(${json}) AS r(
                 id uuid, queue text, labels text[], command text[], script text, env jsonb,
                 payload jsonb, priority int4, timeout_s int4, queue_timeout_s int4,
                 max_attempts int4, idempotency_key text, created_by text, traceparent text,
-                run_at timestamptz, notify_url text, secret_env jsonb)
+                run_at timestamptz, notify_url text, secret_env jsonb, schedule_id uuid,
+                scheduled_for timestamptz, retry_of uuid, retry_policy jsonb,
+                concurrency_key text, concurrency_limit int4)
          ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
          RETURNING *"
     )
@@ -84,41 +90,83 @@ const RUNNER_MAY_TAKE: &str = "EXISTS (SELECT 1 FROM runners w
 
 /// The retry rule of `baton_core::retry::after_run`, as SQL over the row before the
 /// update (`t`) and the report (`r`): a `running` task whose run failed or timed out
-/// retries while attempts remain. `tests/store_transitions.rs` checks it against
-/// `after_run` case by case.
+/// retries while attempts remain and its retry policy, if it has one, agrees
+/// ([`POLICY_AGREES`]). `tests/store_transitions.rs` checks it against `after_run` case
+/// by case.
 const RETRIES: &str = "(t.status = 'running' AND r.outcome IN ('failed', 'timed_out')
-                        AND t.attempt < t.max_attempts)";
+                        AND t.attempt < t.max_attempts AND {POLICY_AGREES})";
+
+/// `RetryPolicy::retries` over the stored (resolved) policy: a timeout (the server's, or
+/// the runner's own as `retry::timed_out` reads its report) retries as `on_timeout` says;
+/// a run with no exit code otherwise always; an exit code as the lists say.
+const POLICY_AGREES: &str = "(t.retry_policy IS NULL OR CASE
+        WHEN r.outcome = 'timed_out'
+             OR (r.exit_code IS NULL AND starts_with(r.error, {RUNNER_TIMEOUT}))
+            THEN COALESCE((t.retry_policy->>'on_timeout')::boolean, true)
+        WHEN r.exit_code IS NULL THEN true
+        WHEN jsonb_typeof(t.retry_policy->'on_exit_codes') = 'array'
+            THEN t.retry_policy->'on_exit_codes' @> to_jsonb(r.exit_code)
+        WHEN jsonb_typeof(t.retry_policy->'never_on_exit_codes') = 'array'
+            THEN NOT t.retry_policy->'never_on_exit_codes' @> to_jsonb(r.exit_code)
+        ELSE true END)";
+
+/// `RetryPolicy::delay` over the stored policy, in seconds: base × factor^(failures−1),
+/// capped, spread by the report's random draw `r.unit`. Without a policy, the node's
+/// schedule `$schedule` (`Backoff::schedule`) looked up by attempt, times the report's
+/// jitter factor `r.jitter`.
+fn retry_delay(schedule: usize) -> String {
+    let max_exponent = baton_core::retry_policy::MAX_EXPONENT;
+    let field = |f: &str| format!("(t.retry_policy->>'{f}')::float8");
+    let (base, factor, cap, jitter) = (
+        field("backoff_base_s"),
+        field("backoff_factor"),
+        field("backoff_cap_s"),
+        field("jitter"),
+    );
+    format!(
+        "CASE WHEN t.retry_policy IS NULL
+             THEN (${schedule}::float8[])[LEAST(GREATEST(t.attempt, 1),
+                                          cardinality(${schedule}::float8[]))] * r.jitter
+             ELSE LEAST({cap}, {base} * power({factor}, LEAST(GREATEST(t.attempt, 1) - 1, {max_exponent})))
+                  * (1 + {jitter} * (2 * r.unit - 1)) END"
+    )
+}
 
 /// The rule of `after_run` for a server's end (no runner, so no result) of a run being
 /// cancelled: the cancel stands.
 const CANCELLED_BY_SERVER: &str = "(t.status = 'cancelling' AND r.runner IS NULL)";
 
-/// The run ends `$p..$p+8` (task, lease, runner or NULL for the server's own, outcome,
-/// exit code, error, outputs, log size, jitter factor) at `$p+9`, with the retry
-/// schedule `$p+10` (`Backoff::schedule`, in seconds) and [`FINISH_FROM`] at `$p+11`:
-/// each fenced by its lease (and runner), from `running` or `cancelling` only.
+/// The run ends `$p..$p+9` (task, lease, runner or NULL for the server's own, outcome,
+/// exit code, error, outputs, log size, jitter factor, jitter draw) at `$p+10`, with the
+/// retry schedule `$p+11` (`Backoff::schedule`, in seconds) and [`FINISH_FROM`] at
+/// `$p+12`: each fenced by its lease (and runner), from `running` or `cancelling` only.
 pub(super) fn finish(p: usize) -> String {
-    let (now, schedule, from) = (p + 9, p + 10, p + 11);
+    let (now, schedule, from) = (p + 10, p + 11, p + 12);
     let arrays: Vec<String> = [
-        "uuid", "uuid", "uuid", "text", "int4", "text", "jsonb", "int8", "float8",
+        "uuid", "uuid", "uuid", "text", "int4", "text", "jsonb", "int8", "float8", "float8",
     ]
     .iter()
     .enumerate()
     .map(|(i, ty)| format!("${}::{ty}[]", p + i))
     .collect();
+    let retries = RETRIES.replace("{POLICY_AGREES}", POLICY_AGREES).replace(
+        "{RUNNER_TIMEOUT}",
+        &format!("'{}'", baton_core::retry::RUNNER_TIMEOUT_ERROR),
+    );
+    let delay = retry_delay(schedule);
     format!(
         "UPDATE tasks t
-         SET status = CASE WHEN {RETRIES} THEN 'scheduled'
+         SET status = CASE WHEN {retries} THEN 'scheduled'
                            WHEN {CANCELLED_BY_SERVER} THEN 'cancelled'
                            ELSE r.outcome END,
-             run_at = CASE WHEN {RETRIES}
-                 THEN ${now} + make_interval(secs => (${schedule}::float8[])
-                          [LEAST(GREATEST(t.attempt, 1), cardinality(${schedule}::float8[]))] * r.jitter)
+             run_at = CASE WHEN {retries}
+                 THEN ${now} + make_interval(secs => {delay})
                  ELSE t.run_at END,
-             finished_at = CASE WHEN {RETRIES} THEN NULL ELSE ${now} END,
+             finished_at = CASE WHEN {retries} THEN NULL ELSE ${now} END,
              updated_at = ${now}, exit_code = r.exit_code, error = r.error, outputs = r.outputs,
              log_incomplete = (r.log_size IS NOT NULL AND r.log_size > t.log_size)
-         FROM unnest({}) AS r(id, lease, runner, outcome, exit_code, error, outputs, log_size, jitter)
+         FROM unnest({}) AS r(id, lease, runner, outcome, exit_code, error, outputs, log_size,
+                             jitter, unit)
          WHERE t.id = r.id AND t.lease_id = r.lease
            AND (r.runner IS NULL OR t.runner_id = r.runner)
            AND t.status = ANY(${from}::text[])",

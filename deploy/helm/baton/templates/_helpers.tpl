@@ -69,13 +69,61 @@ app.kubernetes.io/component: {{ .component }}
 {{- add .Values.server.preStopSleepSeconds .Values.server.drainGraceSeconds 5 }}
 {{- end }}
 
-{{/* An environment variable from the Secret: (dict "ctx" $ "name" "BATON_API_TOKEN" "key" "api-token"). */}}
+{{/* An environment variable from the Secret: (dict "ctx" $ "name" "BATON_API_TOKEN" "key" "api-token"),
+     with "optional" true for a key the Secret may not have (the variable is then unset). */}}
 {{- define "baton.secretEnv" -}}
 - name: {{ .name }}
   valueFrom:
     secretKeyRef:
       name: {{ include "baton.secretName" .ctx }}
       key: {{ .key }}
+      {{- if .optional }}
+      optional: true
+      {{- end }}
+{{- end }}
+
+{{/* Where a CA certificate from a Secret is mounted: (dict "store" "postgres"). */}}
+{{- define "baton.caDir" -}}
+{{- printf "/etc/baton/%s-ca" .store }}
+{{- end }}
+
+{{/* TLS to Postgres, as libpq's variables, for every pod that connects to it. */}}
+{{- define "baton.postgresTlsEnv" -}}
+{{- with .Values.postgres.sslMode }}
+- name: PGSSLMODE
+  value: {{ . | quote }}
+{{- end }}
+{{- if .Values.postgres.caSecret }}
+- name: PGSSLROOTCERT
+  value: {{ printf "%s/ca.crt" (include "baton.caDir" (dict "store" "postgres")) | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The stores' CA certificates, as volumes: (dict "ctx" $ "stores" (list "postgres" "redis")). */}}
+{{- define "baton.caVolumes" -}}
+{{- range .stores }}
+{{- $secret := ternary $.ctx.Values.postgres.caSecret $.ctx.Values.redis.tls.caSecret (eq . "postgres") }}
+{{- if $secret }}
+- name: {{ . }}-ca
+  secret:
+    secretName: {{ $secret }}
+    items:
+      - key: ca.crt
+        path: ca.crt
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* And where they are mounted, read-only. */}}
+{{- define "baton.caMounts" -}}
+{{- range .stores }}
+{{- $secret := ternary $.ctx.Values.postgres.caSecret $.ctx.Values.redis.tls.caSecret (eq . "postgres") }}
+{{- if $secret }}
+- name: {{ . }}-ca
+  mountPath: {{ include "baton.caDir" (dict "store" .) }}
+  readOnly: true
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* The OTLP settings of one component, as ConfigMap data: (dict "ctx" $ "service" "baton"). */}}

@@ -1,0 +1,186 @@
+//! Wire types of `/v1/schedules`.
+
+use crate::wire::{SubmitTask, Task};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// `POST /v1/schedules`: a task template fired on a cron expression. Unknown fields are
+/// refused.
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSchedule {
+    /// Unique among the caller's schedules.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._ -]*$")]
+    pub name: String,
+    /// Five fields (minute hour day month weekday), six with a leading seconds field, or
+    /// `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`.
+    #[schema(min_length = 1, max_length = 200)]
+    pub cron: String,
+    /// An IANA zone the expression is read in (default `UTC`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 64)]
+    pub timezone: Option<String>,
+    /// The task each tick makes: everything `POST /v1/tasks` takes, but `run_at`,
+    /// `idempotency_key` and `secret_env` (the schedule sets the first two itself).
+    pub task: SubmitTask,
+    /// A tick while a run of this schedule is unfinished: `allow` it, `skip` it (the
+    /// default), `cancel` the unfinished run, or `queue` one tick until it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^(allow|skip|cancel|queue)$")]
+    pub overlap: Option<String>,
+    /// Ticks missed while no node could fire them: fire the `latest` (the default),
+    /// `all`, or `skip` them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^(skip|latest|all)$")]
+    pub catch_up: Option<String>,
+    /// A missed tick older than this never fires (default 86400: a day).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 2592000)]
+    pub catch_up_window_s: Option<i64>,
+    /// Created paused: no tick fires until it is resumed.
+    #[serde(default)]
+    pub paused: bool,
+    /// No tick before this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<DateTime<Utc>>,
+    /// No tick after this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_at: Option<DateTime<Utc>>,
+    /// Each tick's task starts up to this many seconds late, spread evenly and the same
+    /// for the same tick whichever node fires it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 3600)]
+    pub jitter_s: Option<i64>,
+}
+
+/// `PATCH /v1/schedules/{id}`: the fields given replace the schedule's; a changed
+/// expression, zone or start time fires from the next tick after now.
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSchedule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._ -]*$")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
+    pub cron: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 64)]
+    pub timezone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<SubmitTask>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^(allow|skip|cancel|queue)$")]
+    pub overlap: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^(skip|latest|all)$")]
+    pub catch_up: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 2592000)]
+    pub catch_up_window_s: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 3600)]
+    pub jitter_s: Option<i64>,
+}
+
+/// A schedule as users see it.
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Schedule {
+    pub id: Uuid,
+    pub name: String,
+    pub cron: String,
+    pub timezone: String,
+    pub task: SubmitTask,
+    pub overlap: String,
+    pub catch_up: String,
+    pub catch_up_window_s: i64,
+    pub jitter_s: i64,
+    pub paused: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// The next tick due (absent: none left, or paused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_fire_at: Option<DateTime<Utc>>,
+    /// With `overlap: queue`, the tick held until the unfinished run ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffered_for: Option<DateTime<Utc>>,
+    /// Ticks that made a task, and ticks skipped, since it was created.
+    pub fired_count: i64,
+    pub skipped_count: i64,
+    /// The next few ticks (`GET /v1/schedules/{id}` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub next_fires: Vec<DateTime<Utc>>,
+    /// The latest ticks, newest first, each with its task or why it made none
+    /// (`GET /v1/schedules/{id}` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_runs: Vec<ScheduleRun>,
+}
+
+/// One tick, or a range of skipped ones.
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScheduleRun {
+    pub scheduled_for: DateTime<Utc>,
+    /// `fired` (see `task`), or why it made none: `skipped_overlap`, `skipped_missed`,
+    /// `skipped_invalid`.
+    pub outcome: String,
+    /// The task the tick made, with its status and outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<Task>,
+    /// For a skipped range: its last tick and how many ticks it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub through: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticks: Option<i64>,
+}
+
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
+pub struct ScheduleList {
+    pub schedules: Vec<Schedule>,
+}
+
+/// The schedule calls of the typed client.
+impl crate::Client {
+    pub async fn schedule_create(&self, req: &CreateSchedule) -> Result<Schedule, crate::ClientError> {
+        Self::json(self.request(reqwest::Method::POST, "/v1/schedules").json(req)).await
+    }
+
+    pub async fn schedules(&self) -> Result<ScheduleList, crate::ClientError> {
+        Self::json(self.request(reqwest::Method::GET, "/v1/schedules")).await
+    }
+
+    pub async fn schedule_get(&self, id: Uuid) -> Result<Schedule, crate::ClientError> {
+        Self::json(self.request(reqwest::Method::GET, &format!("/v1/schedules/{id}"))).await
+    }
+
+    pub async fn schedule_update(
+        &self,
+        id: Uuid,
+        req: &UpdateSchedule,
+    ) -> Result<Schedule, crate::ClientError> {
+        Self::json(
+            self.request(reqwest::Method::PATCH, &format!("/v1/schedules/{id}"))
+                .json(req),
+        )
+        .await
+    }
+
+    /// `pause`, `resume` or `trigger`.
+    pub async fn schedule_action(&self, id: Uuid, action: &str) -> Result<Schedule, crate::ClientError> {
+        Self::json(self.request(reqwest::Method::POST, &format!("/v1/schedules/{id}/{action}")))
+            .await
+    }
+
+    pub async fn schedule_delete(&self, id: Uuid) -> Result<(), crate::ClientError> {
+        Self::send(self.request(reqwest::Method::DELETE, &format!("/v1/schedules/{id}"))).await?;
+        Ok(())
+    }
+}

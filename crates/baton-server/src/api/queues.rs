@@ -1,0 +1,88 @@
+//! Queues as operators see and steer them (docs/flow-control.md): `GET /v1/queues` and
+//! pause/resume. Postgres holds the paused flag; Redis' `paused` set, which the lease
+//! script reads, follows it (and the repair pass mends the set if a node died between
+//! the two).
+
+use super::openapi::Errors;
+use crate::auth::User;
+use crate::error::ApiError;
+use crate::extract::ApiPath;
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use baton_client::{QueueList, QueueView};
+use baton_core::validate;
+use baton_store::QueueRecord;
+
+fn queue_view(q: QueueRecord) -> QueueView {
+    QueueView {
+        name: q.name,
+        paused: q.paused,
+        depth: q.waiting,
+        running: q.running,
+        oldest_waiting: q.oldest_waiting,
+        paused_at: q.paused_at,
+        resumed_at: q.resumed_at,
+    }
+}
+
+#[utoipa::path(get, path = "/v1/queues", tag = "admin", security(("bearer" = [])),
+    responses((status = 200, description = "Every queue with settings or unfinished tasks", body = QueueList), Errors)
+)]
+pub async fn queues(
+    State(state): State<AppState>,
+    user: User,
+) -> Result<Json<QueueList>, ApiError> {
+    user.require_read()?;
+    let queues = state.store.queues_list(None).await?;
+    Ok(Json(QueueList {
+        queues: queues.into_iter().map(queue_view).collect(),
+    }))
+}
+
+/// Postgres first (the truth), then Redis: a node killed in between leaves a flag the
+/// repair pass mirrors. A Redis failure is answered 503 and the call may be repeated
+/// (it is idempotent), since until the mirror holds, a pause is not in force.
+async fn set_paused(
+    state: AppState,
+    user: User,
+    name: String,
+    paused: bool,
+) -> Result<Json<QueueView>, ApiError> {
+    user.require_admin()?;
+    validate::check_queue(&name)?;
+    state
+        .store
+        .queue_set_paused(&name, paused, state.clock.now())
+        .await?;
+    state.coord.queue_paused_set(&name, paused).await?;
+    tracing::info!(queue = %name, paused, "queue paused or resumed");
+    let queue = state.store.queues_list(Some(&name)).await?.pop();
+    Ok(Json(queue.map(queue_view).ok_or_else(|| {
+        ApiError::not_found(format!("queue {name} vanished"))
+    })?))
+}
+
+#[utoipa::path(post, path = "/v1/queues/{name}/pause", tag = "admin", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Queue name", pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")),
+    responses((status = 200, description = "Paused: it hands out nothing, takes submits, and its tasks do not expire", body = QueueView), Errors)
+)]
+pub async fn pause(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<QueueView>, ApiError> {
+    set_paused(state, user, name, true).await
+}
+
+#[utoipa::path(post, path = "/v1/queues/{name}/resume", tag = "admin", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Queue name", pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")),
+    responses((status = 200, description = "Resumed: its tasks go out at once; their queue timeout counts again from now", body = QueueView), Errors)
+)]
+pub async fn resume(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<QueueView>, ApiError> {
+    set_paused(state, user, name, false).await
+}

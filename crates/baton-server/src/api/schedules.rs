@@ -1,0 +1,254 @@
+//! The user API for schedules: create, list, read, change, pause, resume, trigger,
+//! delete. Who may: a `submit` token makes schedules and changes its own; `read` sees
+//! them all; `admin` changes any (docs/authorization.md).
+
+use super::openapi::Errors;
+use crate::api::views::task_view;
+use crate::auth::User;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath};
+use crate::schedules::{
+    changed, clock_of, first_tick, moves_ticks, schedule_view, settings_of, tick_task,
+};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use baton_client::{CreateSchedule, Schedule, ScheduleList, ScheduleRun, UpdateSchedule};
+use baton_store::{ScheduleRecord, StoreError};
+use uuid::Uuid;
+
+/// How many next ticks and latest runs `GET /v1/schedules/{id}` shows.
+const SHOWN: usize = 10;
+
+#[utoipa::path(post, path = "/v1/schedules", tag = "schedules", security(("bearer" = [])),
+    request_body = CreateSchedule,
+    responses((status = 201, description = "Created; `next_fire_at` is its first tick", body = Schedule), Errors)
+)]
+pub async fn create(
+    State(state): State<AppState>,
+    user: User,
+    ApiJson(req): ApiJson<CreateSchedule>,
+) -> Result<(StatusCode, Json<Schedule>), ApiError> {
+    user.require_submit()?;
+    let settings = settings_of(&state, &user, req, state.clock.now(), None)?;
+    let record = state
+        .store
+        .schedule_insert(Uuid::now_v7(), &settings, &user.token_id, state.clock.now())
+        .await?;
+    tracing::info!(schedule.id = %record.id, schedule.cron = %record.cron, "schedule created");
+    Ok((StatusCode::CREATED, Json(schedule_view(record, Vec::new(), Vec::new()))))
+}
+
+#[utoipa::path(get, path = "/v1/schedules", tag = "schedules", security(("bearer" = [])),
+    responses((status = 200, description = "The schedules this token may see, by name", body = ScheduleList), Errors)
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    user: User,
+) -> Result<Json<ScheduleList>, ApiError> {
+    let owner = user.task_scope()?;
+    let rows = state.store.schedules_list(owner).await?;
+    Ok(Json(ScheduleList {
+        schedules: rows
+            .into_iter()
+            .map(|r| schedule_view(r, Vec::new(), Vec::new()))
+            .collect(),
+    }))
+}
+
+#[utoipa::path(get, path = "/v1/schedules/{id}", tag = "schedules", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Schedule id")),
+    responses((status = 200, description = "The schedule, its next ticks and its latest runs", body = Schedule), Errors)
+)]
+pub async fn get(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Schedule>, ApiError> {
+    let record = visible(&state, user.task_scope()?, id).await?;
+    let next_fires = match (record.next_fire_at, clock_of(&record)) {
+        (Some(next), Ok(clock)) if !record.paused => {
+            let mut ticks = vec![next];
+            ticks.extend(clock.upcoming(next, SHOWN - 1));
+            ticks.retain(|t| record.end_at.is_none_or(|end| *t <= end));
+            ticks
+        }
+        _ => Vec::new(),
+    };
+    let last_runs = last_runs(&state, id).await?;
+    Ok(Json(schedule_view(record, next_fires, last_runs)))
+}
+
+/// The latest ticks: tasks and skipped ranges merged, newest first.
+async fn last_runs(state: &AppState, id: Uuid) -> Result<Vec<ScheduleRun>, ApiError> {
+    let n = SHOWN as i64;
+    let mut runs: Vec<ScheduleRun> = state
+        .store
+        .schedule_runs(id, n)
+        .await?
+        .into_iter()
+        .map(|t| ScheduleRun {
+            scheduled_for: t.scheduled_for.unwrap_or(t.created_at),
+            outcome: "fired".to_string(),
+            task: Some(task_view(t)),
+            through: None,
+            ticks: None,
+        })
+        .collect();
+    runs.extend(state.store.schedule_skips(id, n).await?.into_iter().map(|s| {
+        ScheduleRun {
+            scheduled_for: s.scheduled_for,
+            outcome: format!("skipped_{}", s.reason),
+            task: None,
+            through: Some(s.through),
+            ticks: Some(s.ticks),
+        }
+    }));
+    runs.sort_by(|a, b| b.scheduled_for.cmp(&a.scheduled_for));
+    runs.truncate(SHOWN);
+    Ok(runs)
+}
+
+#[utoipa::path(patch, path = "/v1/schedules/{id}", tag = "schedules", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Schedule id")),
+    request_body = UpdateSchedule,
+    responses((status = 200, description = "Changed", body = Schedule), Errors)
+)]
+pub async fn update(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(change): ApiJson<UpdateSchedule>,
+) -> Result<Json<Schedule>, ApiError> {
+    let record = changeable(&state, &user, id).await?;
+    let after = changed(&record, change)?;
+    let keep = (!moves_ticks(&record, &after)).then_some(record.next_fire_at);
+    let settings = settings_of(&state, &user, after, state.clock.now(), keep)?;
+    let record = state
+        .store
+        .schedule_update(id, &settings, state.clock.now())
+        .await
+        .map_err(not_found)?;
+    Ok(Json(schedule_view(record, Vec::new(), Vec::new())))
+}
+
+#[utoipa::path(delete, path = "/v1/schedules/{id}", tag = "schedules", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Schedule id")),
+    responses((status = 204, description = "Deleted; the tasks it made stay"), Errors)
+)]
+pub async fn delete(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    changeable(&state, &user, id).await?;
+    state.store.schedule_delete(id).await.map_err(not_found)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/v1/schedules/{id}/pause", tag = "schedules", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Schedule id")),
+    responses((status = 200, description = "Paused: no tick fires until resumed", body = Schedule), Errors)
+)]
+pub async fn pause(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Schedule>, ApiError> {
+    set_paused(&state, &user, id, true).await
+}
+
+#[utoipa::path(post, path = "/v1/schedules/{id}/resume", tag = "schedules", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Schedule id")),
+    responses((status = 200, description = "Resumed: fires from the next tick after now; ticks while paused do not fire", body = Schedule), Errors)
+)]
+pub async fn resume(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Schedule>, ApiError> {
+    set_paused(&state, &user, id, false).await
+}
+
+/// Pausing keeps the schedule as it is; resuming starts it again from the next tick after
+/// now, so the ticks that passed while it was paused neither fire nor count as missed.
+async fn set_paused(
+    state: &AppState,
+    user: &User,
+    id: Uuid,
+    paused: bool,
+) -> Result<Json<Schedule>, ApiError> {
+    let record = changeable(state, user, id).await?;
+    if record.paused == paused {
+        return Ok(Json(schedule_view(record, Vec::new(), Vec::new())));
+    }
+    let now = state.clock.now();
+    let next = match paused {
+        true => record.next_fire_at,
+        false => first_tick(&clock_of(&record)?, now, record.start_at, record.end_at),
+    };
+    let mut req = changed(&record, UpdateSchedule::default())?;
+    req.paused = paused;
+    let settings = settings_of(state, user, req, now, Some(next))?;
+    let record = state
+        .store
+        .schedule_update(id, &settings, now)
+        .await
+        .map_err(not_found)?;
+    tracing::info!(schedule.id = %id, paused, "schedule paused or resumed");
+    Ok(Json(schedule_view(record, Vec::new(), Vec::new())))
+}
+
+#[utoipa::path(post, path = "/v1/schedules/{id}/trigger", tag = "schedules", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Schedule id")),
+    responses((status = 200, description = "A task was made from the template now, outside the ticks (overlap not applied); the schedule's latest runs show it", body = Schedule), Errors)
+)]
+pub async fn trigger(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Schedule>, ApiError> {
+    let record = changeable(&state, &user, id).await?;
+    let now = state.clock.now();
+    let key = format!("sched/{id}/trigger/{}", Uuid::now_v7());
+    let task = tick_task(&state, &record, now, key)?;
+    let made = crate::dispatch::submit::submit(&state, vec![task]).await?;
+    if let Some((task, _)) = made.first() {
+        tracing::info!(schedule.id = %id, task.id = %task.id, "schedule triggered");
+    }
+    get(State(state), user, ApiPath(id)).await
+}
+
+/// The schedule, if this caller may see it (`owner`: only its own).
+async fn visible(
+    state: &AppState,
+    owner: Option<&str>,
+    id: Uuid,
+) -> Result<ScheduleRecord, ApiError> {
+    let record = state.store.schedule_get(id).await.map_err(not_found)?;
+    if owner.is_some_and(|o| record.created_by != o) {
+        return Err(not_found(StoreError::NotFound));
+    }
+    Ok(record)
+}
+
+/// The schedule, if this caller may change it: its own, or any for `admin`. Another's it
+/// may see is forbidden to it, not missing.
+async fn changeable(state: &AppState, user: &User, id: Uuid) -> Result<ScheduleRecord, ApiError> {
+    let owner = user.task_change_scope()?;
+    let record = visible(state, user.task_scope()?, id).await?;
+    if owner.is_some_and(|o| record.created_by != o) {
+        return Err(ApiError::forbidden(
+            "this token may change only the schedules it created".to_string(),
+        ));
+    }
+    Ok(record)
+}
+
+fn not_found(e: StoreError) -> ApiError {
+    match e {
+        StoreError::NotFound => ApiError::not_found("no such schedule"),
+        other => other.into(),
+    }
+}

@@ -1,0 +1,58 @@
+//! Cancelling a task, from the API or a schedule whose overlap policy cancels the
+//! previous run. Postgres first (one compare-and-set under the row lock: a cancel racing
+//! a lease or a report ends in exactly one of them), then Redis follows: the queue or
+//! delayed entry goes, a lease's claim goes (its runner's `start` is refused), and a
+//! running task's runner is woken if it is parked.
+
+use crate::error::ApiError;
+use crate::queueing::queue_entry;
+use crate::state::AppState;
+use baton_coord::Wake;
+use baton_core::TaskStatus;
+use baton_store::Cancelled;
+use uuid::Uuid;
+
+/// Cancels `id` (`owner`: only if that token submitted it).
+pub async fn cancel(state: &AppState, id: Uuid, owner: Option<&str>) -> Result<Cancelled, ApiError> {
+    // A lease not started yet is in its claim only (best effort: without Redis, the
+    // runner's start is refused all the same, by the row).
+    let lease = match state.coord.claim_get(id).await {
+        Ok(claim) => claim.and_then(|c| Some((c.runner?, c.lease_id))),
+        Err(_) => None,
+    };
+    let cancelled = state
+        .store
+        .task_cancel(id, owner, lease, state.clock.now())
+        .await?;
+    let task = &cancelled.task;
+    let redis = match cancelled.was {
+        TaskStatus::Queued => {
+            // Queued, or leased in Redis only: the entry goes, and a lease's claim with
+            // it (its runner's start is refused).
+            let place = (task.id, queue_entry(task).key_rel());
+            match (state.coord.queue_remove(&[place]).await, lease) {
+                (Ok(()), Some((_, lease))) => {
+                    state.coord.claim_release(task.id, lease).await.map(|_| ())
+                }
+                (result, _) => result,
+            }
+        }
+        TaskStatus::Scheduled => state.coord.delayed_remove(&[task.id]).await,
+        TaskStatus::Leased => match task.lease_id {
+            Some(lease) => state.coord.claim_release(task.id, lease).await.map(|_| ()),
+            None => Ok(()),
+        },
+        TaskStatus::Running => match task.runner_id {
+            Some(runner) => state.coord.publish(&Wake::Runner(runner)).await,
+            None => Ok(()),
+        },
+        _ => Ok(()),
+    };
+    if let Err(e) = redis {
+        tracing::warn!(error = %e, task.id = %id, "cancel recorded; redis tidy-up left to repair and heartbeats");
+    }
+    if task.status.is_terminal() && task.notify_url.is_some() {
+        let _ = state.coord.publish(&Wake::Outbox).await;
+    }
+    Ok(cancelled)
+}

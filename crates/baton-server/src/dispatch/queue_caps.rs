@@ -1,0 +1,105 @@
+//! Caps on what client-chosen queue names and label sets make Redis hold: at most
+//! `max_queues` queue keys and `max_label_sets` label sets with work at once (empty ones
+//! leave Redis, so these count what is there now). A submit that would pass either is
+//! refused before anything is written (429).
+//!
+//! The check asks Redis one pipelined question per submit, unless every queue key it
+//! names was seen with work on this node within `KNOWN_FOR`: a busy queue costs nothing
+//! more. The cap is a bound, not a fence: submits checked at the same moment on several
+//! nodes may all pass before any is queued, and a queue emptied meanwhile may come back
+//! unchecked for at most `KNOWN_FOR`; either overshoots by what was in flight, never
+//! without bound. When Redis cannot answer, the
+//! submit goes ahead: the Postgres insert is what accepts a task, and a cap must not turn
+//! a Redis outage into refused work.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::http::StatusCode;
+use baton_core::LabelSet;
+use baton_core::queue::queue_key;
+use baton_store::NewTask;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const KNOWN_FOR: Duration = Duration::from_secs(10);
+const KNOWN_MAX: usize = 10_000;
+
+/// Queue keys this node has recently seen with work.
+#[derive(Debug, Default)]
+pub struct KnownQueues {
+    seen: Mutex<HashMap<String, Instant>>,
+}
+
+impl KnownQueues {
+    fn all_known(&self, keys: &[(String, String)]) -> bool {
+        let seen = self.seen.lock().expect("known queues lock");
+        keys.iter()
+            .all(|(rel, _)| seen.get(rel).is_some_and(|at| at.elapsed() < KNOWN_FOR))
+    }
+
+    fn remember(&self, keys: &[(String, String)]) {
+        let mut seen = self.seen.lock().expect("known queues lock");
+        if seen.len() + keys.len() > KNOWN_MAX {
+            seen.clear();
+        }
+        let now = Instant::now();
+        for (rel, _) in keys {
+            seen.insert(rel.clone(), now);
+        }
+    }
+}
+
+/// Refuses `tasks` when queuing them would pass `max_queues` or `max_label_sets`.
+pub async fn check(state: &AppState, tasks: &[NewTask]) -> Result<(), ApiError> {
+    let mut keys: Vec<(String, String)> = tasks
+        .iter()
+        .filter_map(|t| {
+            let labels = LabelSet::new(t.labels.clone()).ok()?;
+            Some((queue_key(&t.queue, &labels), labels.key_part()))
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    if state.known_queues.all_known(&keys) {
+        return Ok(());
+    }
+    let room = match state.coord.queue_room(&keys).await {
+        Ok(room) => room,
+        Err(e) => {
+            tracing::debug!(error = %e, "queue caps not checked: redis did not answer");
+            return Ok(());
+        }
+    };
+    let limits = &state.config.limits;
+    let queues = room.queues as usize + room.new_queues.len();
+    if !room.new_queues.is_empty() && queues > limits.max_queues {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_queues",
+            format!(
+                "{} queues (queue name and label set) have work, the most there may be \
+                 (limits.max_queues); this submit would add {}: submit to an existing \
+                 queue, or wait for some to empty",
+                room.queues,
+                room.new_queues.len()
+            ),
+        ));
+    }
+    let label_sets = room.label_sets as usize + room.new_label_sets.len();
+    if !room.new_label_sets.is_empty() && label_sets > limits.max_label_sets {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_label_sets",
+            format!(
+                "{} label sets have work, the most there may be (limits.max_label_sets); \
+                 this submit would add {}: use an existing label set, or wait for some \
+                 queues to empty",
+                room.label_sets,
+                room.new_label_sets.len()
+            ),
+        ));
+    }
+    state.known_queues.remember(&keys);
+    Ok(())
+}

@@ -1,0 +1,249 @@
+//! Schedules as a node handles them: a request checked into settings, a row shown as
+//! users see it, and a tick made into its task. When ticks fire is `baton_core::cron`
+//! and `baton_core::schedule`; firing them is `services::scheduler`.
+
+use crate::api::tasks::new_task;
+use crate::auth::User;
+use crate::error::ApiError;
+use crate::state::AppState;
+use baton_client::{CreateSchedule, Schedule, ScheduleRun, SubmitTask, UpdateSchedule};
+use baton_core::cron::CronClock;
+use baton_core::schedule::{CatchUp, Overlap};
+use baton_core::validate::{self, Invalid};
+use baton_store::{NewTask, ScheduleRecord, ScheduleSettings};
+use chrono::{DateTime, Duration, Utc};
+use uuid::Uuid;
+
+pub const DEFAULT_TIMEZONE: &str = "UTC";
+pub const DEFAULT_OVERLAP: Overlap = Overlap::Skip;
+pub const DEFAULT_CATCH_UP: CatchUp = CatchUp::Latest;
+pub const DEFAULT_CATCH_UP_WINDOW_S: i64 = 86_400;
+const MAX_CATCH_UP_WINDOW_S: i64 = 30 * 86_400;
+const MAX_JITTER_S: i64 = 3_600;
+const MAX_NAME: usize = 128;
+
+/// The task key of a tick: unique per (schedule, tick), so a tick fired twice (two nodes,
+/// a retried transaction) is one task. No user's key can equal it: theirs are stored as
+/// `<owner>:<key>`, and this has no colon.
+pub fn tick_key(schedule: Uuid, tick: DateTime<Utc>) -> String {
+    format!("sched/{schedule}/{}", tick.timestamp_millis())
+}
+
+/// The clock of a schedule's expression and zone.
+pub fn clock_of(record: &ScheduleRecord) -> Result<CronClock, Invalid> {
+    CronClock::new(&record.cron, &record.timezone)
+}
+
+/// The first tick at or after `start_at` (if later than `now`), after `now`, and not
+/// after `end_at`.
+pub fn first_tick(
+    clock: &CronClock,
+    now: DateTime<Utc>,
+    start_at: Option<DateTime<Utc>>,
+    end_at: Option<DateTime<Utc>>,
+) -> Option<DateTime<Utc>> {
+    let from = match start_at {
+        Some(start) if start > now => start - Duration::microseconds(1),
+        _ => now,
+    };
+    clock
+        .next_after(from)
+        .filter(|t| end_at.is_none_or(|end| *t <= end))
+}
+
+/// Checks a schedule request into the settings to store, the first tick computed from
+/// `now`; `keep_next` keeps an existing schedule's next tick when nothing that decides it
+/// changed.
+pub fn settings_of(
+    state: &AppState,
+    user: &User,
+    req: CreateSchedule,
+    now: DateTime<Utc>,
+    keep_next: Option<Option<DateTime<Utc>>>,
+) -> Result<ScheduleSettings, ApiError> {
+    check_name(&req.name)?;
+    let timezone = req.timezone.unwrap_or_else(|| DEFAULT_TIMEZONE.to_string());
+    let clock = CronClock::new(&req.cron, &timezone)?;
+    let overlap = req.overlap.as_deref().map(Overlap::parse).transpose()?;
+    let catch_up = req.catch_up.as_deref().map(CatchUp::parse).transpose()?;
+    let window = req.catch_up_window_s.unwrap_or(DEFAULT_CATCH_UP_WINDOW_S);
+    validate::check_seconds("catch_up_window_s", window, MAX_CATCH_UP_WINDOW_S)?;
+    let jitter = req.jitter_s.unwrap_or(0);
+    if !(0..=MAX_JITTER_S).contains(&jitter) {
+        return Err(Invalid::new("jitter_s", format!("must be between 0 and {MAX_JITTER_S}")).into());
+    }
+    if let (Some(start), Some(end)) = (req.start_at, req.end_at)
+        && end <= start
+    {
+        return Err(Invalid::new("end_at", "must be after start_at").into());
+    }
+    template_task(state, user, &req.task)?;
+    let next_fire_at = match keep_next {
+        Some(next) => next.filter(|t| req.end_at.is_none_or(|end| *t <= end)),
+        None => first_tick(&clock, now, req.start_at, req.end_at),
+    };
+    Ok(ScheduleSettings {
+        name: req.name,
+        cron: req.cron,
+        timezone,
+        template: serde_json::to_value(&req.task).expect("a task serialises"),
+        overlap: overlap.unwrap_or(DEFAULT_OVERLAP).as_str().to_string(),
+        catch_up: catch_up.unwrap_or(DEFAULT_CATCH_UP).as_str().to_string(),
+        catch_up_window_s: i32::try_from(window).expect("bounded above"),
+        jitter_s: i32::try_from(jitter).expect("bounded above"),
+        paused: req.paused,
+        start_at: req.start_at,
+        end_at: req.end_at,
+        next_fire_at,
+    })
+}
+
+/// A change applied to a schedule, as the whole request it makes.
+pub fn changed(record: &ScheduleRecord, change: UpdateSchedule) -> Result<CreateSchedule, ApiError> {
+    Ok(CreateSchedule {
+        name: change.name.unwrap_or_else(|| record.name.clone()),
+        cron: change.cron.unwrap_or_else(|| record.cron.clone()),
+        timezone: Some(change.timezone.unwrap_or_else(|| record.timezone.clone())),
+        task: match change.task {
+            Some(task) => task,
+            None => template_of(record)?,
+        },
+        overlap: Some(change.overlap.unwrap_or_else(|| record.overlap.clone())),
+        catch_up: Some(change.catch_up.unwrap_or_else(|| record.catch_up.clone())),
+        catch_up_window_s: Some(
+            change
+                .catch_up_window_s
+                .unwrap_or(record.catch_up_window_s.into()),
+        ),
+        paused: record.paused,
+        start_at: change.start_at.or(record.start_at),
+        end_at: change.end_at.or(record.end_at),
+        jitter_s: Some(change.jitter_s.unwrap_or(record.jitter_s.into())),
+    })
+}
+
+/// Whether a change moves when the schedule fires (then it fires from the next tick
+/// after now, not from the tick it was waiting for).
+pub fn moves_ticks(record: &ScheduleRecord, after: &CreateSchedule) -> bool {
+    record.cron != after.cron
+        || Some(&record.timezone) != after.timezone.as_ref()
+        || record.start_at != after.start_at
+}
+
+/// The stored template, as the request it came from.
+fn template_of(record: &ScheduleRecord) -> Result<SubmitTask, ApiError> {
+    serde_json::from_value(record.template.0.clone()).map_err(|e| {
+        ApiError::from(baton_store::StoreError::Internal(format!(
+            "schedule {} has an unreadable template: {e}",
+            record.id
+        )))
+    })
+}
+
+fn check_name(name: &str) -> Result<(), Invalid> {
+    let ok = name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.len() <= MAX_NAME
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ' '));
+    if ok {
+        Ok(())
+    } else {
+        Err(Invalid::new(
+            "name",
+            format!(
+                "{name:?} is not a valid schedule name: 1-{MAX_NAME} letters, digits, '.', \
+                 '_', '-' or spaces, starting with a letter or digit"
+            ),
+        ))
+    }
+}
+
+/// The template checked as a submit by `user` would be: every field as `POST /v1/tasks`
+/// checks it (errors named `task.<field>`), within the token's queues and labels. The
+/// schedule sets `run_at` and the key itself; secrets are not kept in templates.
+fn template_task(state: &AppState, user: &User, task: &SubmitTask) -> Result<NewTask, ApiError> {
+    let refused = |field: &str, why: &str| -> ApiError {
+        Invalid::new(format!("task.{field}"), why.to_string()).into()
+    };
+    if task.run_at.is_some() {
+        return Err(refused("run_at", "a schedule's ticks set when its tasks run"));
+    }
+    if task.idempotency_key.is_some() {
+        return Err(refused("idempotency_key", "a schedule keys each tick's task itself"));
+    }
+    if !task.secret_env.is_empty() {
+        return Err(refused(
+            "secret_env",
+            "schedules do not keep secrets; give the task its credentials another way",
+        ));
+    }
+    let made = tick_task_of(state, task.clone(), &user.token_id).map_err(prefixed)?;
+    user.may_submit_to(&made.queue, &made.labels)?;
+    Ok(made)
+}
+
+fn prefixed(mut e: ApiError) -> ApiError {
+    e.message = format!("task.{}", e.message);
+    e
+}
+
+fn tick_task_of(state: &AppState, task: SubmitTask, owner: &str) -> Result<NewTask, ApiError> {
+    new_task(
+        task,
+        &state.config.limits,
+        &state.webhooks.policy,
+        &state.config.timings.retry_backoff(),
+        owner,
+        None,
+    )
+}
+
+/// The task a tick makes, keyed to the tick, starting after the tick's jitter.
+pub fn tick_task(
+    state: &AppState,
+    record: &ScheduleRecord,
+    tick: DateTime<Utc>,
+    key: String,
+) -> Result<NewTask, ApiError> {
+    let mut task = tick_task_of(state, template_of(record)?, &record.created_by)?;
+    let jitter = u32::try_from(record.jitter_s).unwrap_or(0);
+    if jitter > 0 {
+        task.run_at = Some(tick + baton_core::schedule::jitter_of(record.id.as_u128(), tick, jitter));
+    }
+    task.idempotency_key = Some(key);
+    task.schedule_id = Some(record.id);
+    task.scheduled_for = Some(tick);
+    Ok(task)
+}
+
+/// A schedule as users see it; `detail` adds its next ticks and latest runs.
+pub fn schedule_view(
+    record: ScheduleRecord,
+    next_fires: Vec<DateTime<Utc>>,
+    last_runs: Vec<ScheduleRun>,
+) -> Schedule {
+    let task = serde_json::from_value(record.template.0).unwrap_or_default();
+    Schedule {
+        id: record.id,
+        name: record.name,
+        cron: record.cron,
+        timezone: record.timezone,
+        task,
+        overlap: record.overlap,
+        catch_up: record.catch_up,
+        catch_up_window_s: record.catch_up_window_s.into(),
+        jitter_s: record.jitter_s.into(),
+        paused: record.paused,
+        start_at: record.start_at,
+        end_at: record.end_at,
+        created_at: record.created_at,
+        updated_at: record.updated_at,
+        next_fire_at: record.next_fire_at.filter(|_| !record.paused),
+        buffered_for: record.buffered_for,
+        fired_count: record.fired_count,
+        skipped_count: record.skipped_count,
+        next_fires,
+        last_runs,
+    }
+}

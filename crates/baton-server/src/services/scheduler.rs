@@ -1,0 +1,215 @@
+//! The schedule service, on every node: fires the ticks that fall due, each exactly once
+//! across the cluster (`baton_store::Store::schedule_fire` says how), by Postgres's
+//! clock, so the nodes' own clocks may disagree or be stepped without firing a tick twice
+//! or early. It sleeps until the next tick (or `schedule_poll_ms`, to see new schedules),
+//! so an on-time tick fires within milliseconds.
+//!
+//! It submits and cancels as the API does (the queue add after the commit, a cancel's
+//! Redis tidy-up), so it holds the node's state rather than a few handles.
+
+use crate::config::Timings;
+use crate::schedules::{clock_of, tick_key, tick_task};
+use crate::services::ServiceError;
+use crate::state::AppState;
+use baton_core::schedule::{CatchUp, CatchUpRule, DueTicks, Overlap, due_ticks, plan_overlap};
+use baton_store::{Fire, NewTask, ScheduleRecord, ScheduleSkip, TaskRecord};
+use chrono::{DateTime, Duration, Utc};
+use tokio_util::sync::CancellationToken;
+
+/// Most schedules handled per pass; more due ones wait for the next (at once) pass.
+const BATCH: i64 = 100;
+/// The shortest sleep between passes, so a clock read a hair early does not spin.
+const MIN_SLEEP: std::time::Duration = std::time::Duration::from_millis(5);
+
+#[derive(Debug, Clone, Copy)]
+pub struct SchedulerSettings {
+    pub misfire_grace: Duration,
+    pub poll: std::time::Duration,
+}
+
+impl SchedulerSettings {
+    pub fn of(timings: &Timings) -> SchedulerSettings {
+        SchedulerSettings {
+            misfire_grace: Duration::milliseconds(timings.schedule_misfire_grace_ms as i64),
+            poll: std::time::Duration::from_millis(timings.schedule_poll_ms.max(1)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchedulerReport {
+    /// Ticks that made a task on this node.
+    pub fired: usize,
+    /// Ticks recorded as skipped by this node.
+    pub skipped: u64,
+    /// Schedules another node fired (or changed) first.
+    pub lost: usize,
+}
+
+pub struct Scheduler {
+    settings: SchedulerSettings,
+    state: AppState,
+}
+
+impl Scheduler {
+    pub fn new(settings: SchedulerSettings, state: AppState) -> Scheduler {
+        Scheduler { settings, state }
+    }
+
+    pub async fn run(self, shutdown: CancellationToken) {
+        loop {
+            let sleep = match self.run_once().await {
+                Ok(report) if report.fired + report.lost > 0 || report.skipped > 0 => MIN_SLEEP,
+                Ok(_) => self.until_next_tick().await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "schedule pass failed");
+                    self.settings.poll
+                }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(sleep) => {}
+            }
+        }
+    }
+
+    /// Until the next tick of any schedule by Postgres's clock, at most the poll interval.
+    async fn until_next_tick(&self) -> std::time::Duration {
+        match self.state.store.schedules_next_tick_in().await {
+            Ok(Some(wait)) => wait.to_std().unwrap_or_default().clamp(MIN_SLEEP, self.settings.poll),
+            Ok(None) | Err(_) => self.settings.poll,
+        }
+    }
+
+    /// One pass: every due schedule, fired or found fired by another node.
+    pub async fn run_once(&self) -> Result<SchedulerReport, ServiceError> {
+        let (now, due) = self.state.store.schedules_due(BATCH).await?;
+        let mut report = SchedulerReport::default();
+        for record in due {
+            self.fire(&record, now, &mut report).await?;
+        }
+        Ok(report)
+    }
+
+    async fn fire(
+        &self,
+        record: &ScheduleRecord,
+        now: DateTime<Utc>,
+        report: &mut SchedulerReport,
+    ) -> Result<(), ServiceError> {
+        let Ok(clock) = clock_of(record) else {
+            tracing::warn!(schedule.id = %record.id, "schedule's expression or zone no longer parses; not fired");
+            return Ok(());
+        };
+        let rule = CatchUpRule {
+            policy: CatchUp::parse(&record.catch_up).unwrap_or(CatchUp::Skip),
+            window: Duration::seconds(record.catch_up_window_s.into()),
+            grace: self.settings.misfire_grace,
+        };
+        let due = match record.next_fire_at {
+            Some(next) if next <= now => due_ticks(&clock, next, now, record.end_at, rule),
+            next => DueTicks {
+                next,
+                ..DueTicks::default()
+            },
+        };
+        let overlap = Overlap::parse(&record.overlap).unwrap_or(Overlap::Skip);
+        let unfinished = if overlap != Overlap::Allow || record.buffered_for.is_some() {
+            self.state.store.schedule_unfinished_runs(record.id).await?
+        } else {
+            Vec::new()
+        };
+        let plan = plan_overlap(overlap, &due.fire, !unfinished.is_empty(), record.buffered_for);
+        if plan.start.is_empty()
+            && plan.skipped.is_empty()
+            && due.skipped.is_none()
+            && plan.buffered == record.buffered_for
+            && due.next == record.next_fire_at
+        {
+            return Ok(()); // a held tick still waiting: nothing to write
+        }
+        let mut skips: Vec<ScheduleSkip> = Vec::new();
+        let mut tasks: Vec<NewTask> = Vec::new();
+        for (tick, _) in &plan.start {
+            match tick_task(&self.state, record, *tick, tick_key(record.id, *tick)) {
+                Ok(task) => tasks.push(task),
+                Err(e) => {
+                    tracing::warn!(schedule.id = %record.id, error = %e.message, "tick's task refused by today's limits; skipped");
+                    skips.push(skip(*tick, *tick, 1, "invalid", now));
+                }
+            }
+        }
+        if let Some(missed) = due.skipped {
+            skips.push(skip(missed.first, missed.last, missed.count as i64, "missed", now));
+        }
+        skips.extend(plan.skipped.iter().map(|t| skip(*t, *t, 1, "overlap", now)));
+        let fire = Fire {
+            read_next: record.next_fire_at,
+            read_buffered: record.buffered_for,
+            tasks,
+            skips,
+            next_fire_at: due.next,
+            buffered_for: plan.buffered,
+        };
+        let Some(made) = self.state.store.schedule_fire(record.id, &fire, now).await? else {
+            report.lost += 1;
+            return Ok(());
+        };
+        self.fired(record, &fire, &made, now, report).await;
+        if plan.cancel_previous {
+            for id in unfinished {
+                if let Err(e) = crate::dispatch::cancel::cancel(&self.state, id, None).await {
+                    tracing::info!(schedule.id = %record.id, task.id = %id, error = %e.message, "previous run not cancelled (it may have ended)");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After the commit: queue the tasks made (the repair pass does it if Redis fails
+    /// here), count and log.
+    async fn fired(
+        &self,
+        record: &ScheduleRecord,
+        fire: &Fire,
+        made: &[TaskRecord],
+        now: DateTime<Utc>,
+        report: &mut SchedulerReport,
+    ) {
+        let made_refs: Vec<&TaskRecord> = made.iter().collect();
+        crate::dispatch::submit::enqueue_created(&self.state, &made_refs).await;
+        for task in made {
+            if let Some(tick) = task.scheduled_for {
+                crate::metrics::schedule_fired(now - tick);
+                tracing::info!(schedule.id = %record.id, task.id = %task.id, tick = %tick, "schedule fired");
+            }
+        }
+        for s in &fire.skips {
+            let reason = match s.reason.as_str() {
+                "missed" => "missed",
+                "overlap" => "overlap",
+                _ => "invalid",
+            };
+            crate::metrics::schedule_ticks_skipped(reason, s.ticks as u64);
+            tracing::info!(schedule.id = %record.id, from = %s.scheduled_for, through = %s.through, ticks = s.ticks, reason, "schedule ticks skipped");
+        }
+        report.fired += made.len();
+        report.skipped += fire.skips.iter().map(|s| s.ticks as u64).sum::<u64>();
+    }
+}
+
+fn skip(
+    first: DateTime<Utc>,
+    last: DateTime<Utc>,
+    ticks: i64,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> ScheduleSkip {
+    ScheduleSkip {
+        scheduled_for: first,
+        through: last,
+        ticks,
+        reason: reason.to_string(),
+        recorded_at: now,
+    }
+}

@@ -1,0 +1,98 @@
+//! Queue settings (docs/flow-control.md): the paused flag that Redis mirrors, and what
+//! `GET /v1/queues` shows of each queue. A queue with no row has no settings: it runs.
+
+use crate::Store;
+use crate::error::StoreError;
+use crate::tasks::TaskRecord;
+use chrono::{DateTime, Utc};
+
+/// One queue as the operator sees it.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct QueueRecord {
+    pub name: String,
+    pub paused: bool,
+    pub paused_at: Option<DateTime<Utc>>,
+    pub resumed_at: Option<DateTime<Utc>>,
+    /// Tasks `queued` (leased ones not yet started included: a lease lives in Redis only).
+    pub waiting: i64,
+    /// Tasks `leased`, `running` or `cancelling` in Postgres.
+    pub running: i64,
+    pub oldest_waiting: Option<DateTime<Utc>>,
+}
+
+/// Every queue with settings or unfinished tasks, with its counts.
+const QUEUES: &str = "
+    WITH counts AS (
+        SELECT queue,
+               count(*) FILTER (WHERE status = 'queued') AS waiting,
+               count(*) FILTER (WHERE status IN ('leased', 'running', 'cancelling')) AS running,
+               min(queued_at) FILTER (WHERE status = 'queued') AS oldest_waiting
+        FROM tasks
+        WHERE status IN ('queued', 'leased', 'running', 'cancelling')
+        GROUP BY queue)
+    SELECT coalesce(q.name, c.queue) AS name, coalesce(q.paused, false) AS paused,
+           q.paused_at, q.resumed_at, coalesce(c.waiting, 0) AS waiting,
+           coalesce(c.running, 0) AS running, c.oldest_waiting
+    FROM queues q FULL OUTER JOIN counts c ON c.queue = q.name";
+
+impl Store {
+    /// Every queue with settings or unfinished tasks, by name; with `name`, that one
+    /// (a queue nobody named yet is shown as an empty, running queue).
+    pub async fn queues_list(&self, name: Option<&str>) -> Result<Vec<QueueRecord>, StoreError> {
+        let sql = format!(
+            "SELECT * FROM ({QUEUES}) v WHERE $1::text IS NULL OR v.name = $1 ORDER BY v.name"
+        );
+        Ok(sqlx::query_as::<_, QueueRecord>(sqlx::AssertSqlSafe(sql))
+            .bind(name)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    /// Pauses or resumes a queue (creating its settings row), at `now`. A resume records
+    /// when, which restarts the queue-timeout clock of the tasks waiting in it.
+    pub async fn queue_set_paused(
+        &self,
+        name: &str,
+        paused: bool,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO queues (name, paused, paused_at, resumed_at, updated_at)
+             VALUES ($1, $2, CASE WHEN $2 THEN $3 END, CASE WHEN $2 THEN NULL ELSE $3 END, $3)
+             ON CONFLICT (name) DO UPDATE
+             SET paused = $2, updated_at = $3,
+                 paused_at = CASE WHEN $2 AND NOT queues.paused THEN $3
+                                  ELSE queues.paused_at END,
+                 resumed_at = CASE WHEN NOT $2 AND queues.paused THEN $3
+                                   ELSE queues.resumed_at END",
+        )
+        .bind(name)
+        .bind(paused)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The names of the paused queues: what Redis' `paused` set must hold.
+    pub async fn queues_paused(&self) -> Result<Vec<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT name FROM queues WHERE paused ORDER BY name")
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Every unfinished task of a concurrency group (queued, leased, running or
+    /// cancelling), for the repair pass's recount; by key, then id.
+    pub async fn tasks_grouped_active(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(sqlx::query_as::<_, TaskRecord>(
+            "SELECT * FROM tasks
+             WHERE concurrency_key IS NOT NULL
+               AND status IN ('queued', 'leased', 'running', 'cancelling')
+             ORDER BY concurrency_key, id",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}

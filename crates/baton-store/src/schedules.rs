@@ -1,0 +1,331 @@
+//! The schedule table, and firing a tick.
+//!
+//! Every node runs the schedule service, so several may find the same tick due. Firing is
+//! one transaction: a compare-and-set moves `next_fire_at` (and the held tick) from what
+//! the node read to what comes after, and inserts the tick's tasks and skip records. The
+//! node whose compare-and-set finds the row moved rolls back and makes nothing; and each
+//! tick's task carries a key unique per (schedule, tick), so even two writers that both
+//! passed the check could not make a tick twice. A node that dies mid-fire leaves the
+//! transaction uncommitted: the tick is still due, and the next pass fires it.
+
+use crate::Store;
+use crate::error::StoreError;
+use crate::tasks::{NewTask, TaskRecord};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+/// A schedule's settings, as created or as a change leaves them.
+#[derive(Debug, Clone)]
+pub struct ScheduleSettings {
+    pub name: String,
+    pub cron: String,
+    pub timezone: String,
+    /// The task template, as `POST /v1/tasks` takes it.
+    pub template: Value,
+    pub overlap: String,
+    pub catch_up: String,
+    pub catch_up_window_s: i32,
+    pub jitter_s: i32,
+    pub paused: bool,
+    pub start_at: Option<DateTime<Utc>>,
+    pub end_at: Option<DateTime<Utc>>,
+    /// The first tick under these settings (`None`: none left).
+    pub next_fire_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ScheduleRecord {
+    pub id: Uuid,
+    pub name: String,
+    pub cron: String,
+    pub timezone: String,
+    pub template: Json<Value>,
+    pub overlap: String,
+    pub catch_up: String,
+    pub catch_up_window_s: i32,
+    pub jitter_s: i32,
+    pub paused: bool,
+    pub start_at: Option<DateTime<Utc>>,
+    pub end_at: Option<DateTime<Utc>>,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub next_fire_at: Option<DateTime<Utc>>,
+    pub buffered_for: Option<DateTime<Utc>>,
+    pub fired_count: i64,
+    pub skipped_count: i64,
+}
+
+/// Ticks that made no task.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ScheduleSkip {
+    pub scheduled_for: DateTime<Utc>,
+    pub through: DateTime<Utc>,
+    pub ticks: i64,
+    /// `overlap`, `missed` or `invalid` (the template no longer passes the limits).
+    pub reason: String,
+    pub recorded_at: DateTime<Utc>,
+}
+
+/// One pass's firing of one schedule: what it read, and what it writes.
+#[derive(Debug, Clone)]
+pub struct Fire {
+    /// `next_fire_at` and `buffered_for` as read: the compare-and-set.
+    pub read_next: Option<DateTime<Utc>>,
+    pub read_buffered: Option<DateTime<Utc>>,
+    pub tasks: Vec<NewTask>,
+    pub skips: Vec<ScheduleSkip>,
+    pub next_fire_at: Option<DateTime<Utc>>,
+    pub buffered_for: Option<DateTime<Utc>>,
+}
+
+/// Skip records kept per schedule.
+const SKIPS_KEPT: i64 = 200;
+
+impl Store {
+    pub async fn schedule_insert(
+        &self,
+        id: Uuid,
+        s: &ScheduleSettings,
+        created_by: &str,
+        now: DateTime<Utc>,
+    ) -> Result<ScheduleRecord, StoreError> {
+        sqlx::query_as::<_, ScheduleRecord>(
+            "INSERT INTO schedules (id, name, cron, timezone, template, overlap, catch_up,
+                                    catch_up_window_s, jitter_s, paused, start_at, end_at,
+                                    next_fire_at, created_by, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)
+             ON CONFLICT (created_by, name) DO NOTHING
+             RETURNING *",
+        )
+        .bind(id)
+        .bind(&s.name)
+        .bind(&s.cron)
+        .bind(&s.timezone)
+        .bind(Json(&s.template))
+        .bind(&s.overlap)
+        .bind(&s.catch_up)
+        .bind(s.catch_up_window_s)
+        .bind(s.jitter_s)
+        .bind(s.paused)
+        .bind(s.start_at)
+        .bind(s.end_at)
+        .bind(s.next_fire_at)
+        .bind(created_by)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StoreError::Duplicate("a schedule of that name exists"))
+    }
+
+    /// Replaces a schedule's settings; a held tick is dropped with the old settings.
+    pub async fn schedule_update(
+        &self,
+        id: Uuid,
+        s: &ScheduleSettings,
+        now: DateTime<Utc>,
+    ) -> Result<ScheduleRecord, StoreError> {
+        sqlx::query_as::<_, ScheduleRecord>(
+            "UPDATE schedules
+             SET name = $2, cron = $3, timezone = $4, template = $5, overlap = $6,
+                 catch_up = $7, catch_up_window_s = $8, jitter_s = $9, paused = $10,
+                 start_at = $11, end_at = $12, next_fire_at = $13, updated_at = $14,
+                 buffered_for = CASE WHEN $6 = 'queue' THEN buffered_for END
+             WHERE id = $1
+             RETURNING *",
+        )
+        .bind(id)
+        .bind(&s.name)
+        .bind(&s.cron)
+        .bind(&s.timezone)
+        .bind(Json(&s.template))
+        .bind(&s.overlap)
+        .bind(&s.catch_up)
+        .bind(s.catch_up_window_s)
+        .bind(s.jitter_s)
+        .bind(s.paused)
+        .bind(s.start_at)
+        .bind(s.end_at)
+        .bind(s.next_fire_at)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| match &e {
+            sqlx::Error::Database(d) if d.is_unique_violation() => {
+                StoreError::Duplicate("a schedule of that name exists")
+            }
+            _ => e.into(),
+        })?
+        .ok_or(StoreError::NotFound)
+    }
+
+    pub async fn schedule_get(&self, id: Uuid) -> Result<ScheduleRecord, StoreError> {
+        sqlx::query_as::<_, ScheduleRecord>("SELECT * FROM schedules WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or(StoreError::NotFound)
+    }
+
+    /// Every schedule, or `owner`'s only, by name.
+    pub async fn schedules_list(
+        &self,
+        owner: Option<&str>,
+    ) -> Result<Vec<ScheduleRecord>, StoreError> {
+        Ok(sqlx::query_as::<_, ScheduleRecord>(
+            "SELECT * FROM schedules WHERE ($1::text IS NULL OR created_by = $1)
+             ORDER BY name, id LIMIT 1000",
+        )
+        .bind(owner)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Deletes a schedule; the tasks it made stay (their `schedule_id` then names none).
+    pub async fn schedule_delete(&self, id: Uuid) -> Result<(), StoreError> {
+        let done = sqlx::query("DELETE FROM schedules WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    /// The time by Postgres's clock, and the schedules due at it: a tick at or before it,
+    /// or a held tick waiting for its previous run. Postgres's clock is the one every node
+    /// fires by, whatever their own clocks say.
+    pub async fn schedules_due(
+        &self,
+        limit: i64,
+    ) -> Result<(DateTime<Utc>, Vec<ScheduleRecord>), StoreError> {
+        let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+            .fetch_one(&self.pool)
+            .await?;
+        let due = sqlx::query_as::<_, ScheduleRecord>(
+            "SELECT * FROM schedules
+             WHERE NOT paused AND (next_fire_at <= $1 OR buffered_for IS NOT NULL)
+             ORDER BY next_fire_at LIMIT $2",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok((now, due))
+    }
+
+    /// How long until the next tick of any running schedule, by Postgres's clock.
+    pub async fn schedules_next_tick_in(&self) -> Result<Option<chrono::Duration>, StoreError> {
+        let micros: Option<i64> = sqlx::query_scalar(
+            "SELECT (EXTRACT(EPOCH FROM min(next_fire_at) - clock_timestamp()) * 1e6)::int8
+             FROM schedules WHERE NOT paused AND next_fire_at IS NOT NULL",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(micros.map(chrono::Duration::microseconds))
+    }
+
+    /// The ids of a schedule's runs that have not finished.
+    pub async fn schedule_unfinished_runs(&self, id: Uuid) -> Result<Vec<Uuid>, StoreError> {
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT id FROM tasks WHERE schedule_id = $1 AND {}",
+            *crate::UNFINISHED
+        )))
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// A schedule's latest runs, newest tick first.
+    pub async fn schedule_runs(&self, id: Uuid, n: i64) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(sqlx::query_as::<_, TaskRecord>(
+            "SELECT * FROM tasks WHERE schedule_id = $1 ORDER BY scheduled_for DESC, id DESC LIMIT $2",
+        )
+        .bind(id)
+        .bind(n)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// A schedule's latest skipped ticks, newest first.
+    pub async fn schedule_skips(&self, id: Uuid, n: i64) -> Result<Vec<ScheduleSkip>, StoreError> {
+        Ok(sqlx::query_as::<_, ScheduleSkip>(
+            "SELECT scheduled_for, through, ticks, reason, recorded_at FROM schedule_skips
+             WHERE schedule_id = $1 ORDER BY scheduled_for DESC LIMIT $2",
+        )
+        .bind(id)
+        .bind(n)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Fires one pass's ticks of schedule `id`, if nobody fired them first: `None` when
+    /// the row no longer holds what this pass read (another node fired it, or it was
+    /// changed or paused meanwhile). Returns the tasks made.
+    pub async fn schedule_fire(
+        &self,
+        id: Uuid,
+        fire: &Fire,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Vec<TaskRecord>>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let moved = sqlx::query(
+            "UPDATE schedules
+             SET next_fire_at = $4, buffered_for = $5,
+                 fired_count = fired_count + $6, skipped_count = skipped_count + $7
+             WHERE id = $1 AND NOT paused
+               AND next_fire_at IS NOT DISTINCT FROM $2
+               AND buffered_for IS NOT DISTINCT FROM $3",
+        )
+        .bind(id)
+        .bind(fire.read_next)
+        .bind(fire.read_buffered)
+        .bind(fire.next_fire_at)
+        .bind(fire.buffered_for)
+        .bind(fire.tasks.len() as i64)
+        .bind(fire.skips.iter().map(|s| s.ticks).sum::<i64>())
+        .execute(&mut *tx)
+        .await?;
+        if moved.rows_affected() == 0 {
+            return Ok(None);
+        }
+        let inserted = crate::transitions::insert_in(&mut tx, &fire.tasks, now).await?;
+        let mut made = Vec::with_capacity(inserted.len());
+        for answer in inserted {
+            let (task, created) = answer?;
+            if created {
+                made.push(task);
+            }
+        }
+        for skip in &fire.skips {
+            sqlx::query(
+                "INSERT INTO schedule_skips (schedule_id, scheduled_for, through, ticks, reason, recorded_at)
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+            )
+            .bind(id)
+            .bind(skip.scheduled_for)
+            .bind(skip.through)
+            .bind(skip.ticks)
+            .bind(&skip.reason)
+            .bind(skip.recorded_at)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !fire.skips.is_empty() {
+            sqlx::query(
+                "DELETE FROM schedule_skips WHERE schedule_id = $1 AND scheduled_for <
+                   (SELECT scheduled_for FROM schedule_skips WHERE schedule_id = $1
+                    ORDER BY scheduled_for DESC OFFSET $2 LIMIT 1)",
+            )
+            .bind(id)
+            .bind(SKIPS_KEPT)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Some(made))
+    }
+}

@@ -1,0 +1,14 @@
+-- Re-runs and retry policies (issue 13).
+--
+-- `retry_of`: the task this one re-runs (`POST /v1/tasks/{id}/retry`). No foreign key:
+-- the janitor deletes ended tasks after their retention, and a re-run must outlive the
+-- task it came from. The other direction (an ended task's re-run) is found through the
+-- re-run's idempotency key, `<owner>:retry-of:<id>`, on the unique index that already
+-- exists: no index to build here, and two nodes re-running one task make one re-run.
+--
+-- `retry_policy`: the task's own retry policy, resolved at submit (every field filled),
+-- read by the run-end statement (`transitions/sql.rs`). NULL: the node's default rule.
+--
+-- Nullable, no default: no table rewrite, and rows and nodes of the release before work
+-- as before (expand only).
+ALTER TABLE tasks ADD COLUMN retry_of uuid, ADD COLUMN retry_policy jsonb;

@@ -1,0 +1,120 @@
+//! The drill's schedule workload: a schedule firing every second for the whole drill,
+//! through node kills, pauses, store restarts and failovers and the clock steps, and the
+//! check that every tick between its first and its last fired exactly once. Its catch-up
+//! policy is `all` (within an hour), so a tick that fell in an outage of every node or of
+//! Postgres still fires once the cluster is back: none may be missing, none doubled.
+
+use super::cluster::ChaosCluster;
+use baton_client::{Client, CreateSchedule, SubmitTask};
+use chrono::{DateTime, Utc};
+use sqlx::{Connection, PgConnection};
+use std::time::Duration;
+use uuid::Uuid;
+
+pub struct ScheduleWorkload {
+    client: Client,
+    id: Uuid,
+}
+
+/// What the check saw, for the report.
+#[derive(Debug, Clone, Default)]
+pub struct ScheduleOutcome {
+    pub ticks: usize,
+    pub doubled: usize,
+    pub missing: usize,
+    pub skipped: i64,
+}
+
+impl ScheduleWorkload {
+    /// Creates the schedule (asking again while the cluster is not yet answering).
+    pub async fn start(client: Client) -> anyhow::Result<ScheduleWorkload> {
+        let request = CreateSchedule {
+            name: "chaos-every-second".into(),
+            cron: "* * * * * *".into(),
+            task: SubmitTask {
+                command: Some(vec!["true".into()]),
+                queue: Some("chaos-schedule".into()),
+                // No runner has it: the tasks wait, holding no claim, so the cluster can
+                // settle while the schedule keeps firing. Made is what is checked.
+                labels: vec!["chaos-schedule-unserved".into()],
+                ..SubmitTask::default()
+            },
+            overlap: Some("allow".into()),
+            catch_up: Some("all".into()),
+            catch_up_window_s: Some(3_600),
+            ..CreateSchedule::default()
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match client.schedule_create(&request).await {
+                Ok(made) => {
+                    return Ok(ScheduleWorkload {
+                        client,
+                        id: made.id,
+                    });
+                }
+                Err(e) if tokio::time::Instant::now() > deadline => {
+                    return Err(anyhow::anyhow!("could not create the drill's schedule: {e}"));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+    }
+
+    /// Pauses the schedule once the cluster has settled, then checks its ticks from the
+    /// first to the last: each made one task, one second after the one before; and the
+    /// last is no older than the pause (less the misfire grace), so no tick due was left.
+    pub async fn check(
+        &self,
+        cluster: &ChaosCluster,
+        violations: &mut Vec<String>,
+    ) -> anyhow::Result<ScheduleOutcome> {
+        let paused = self.client.schedule_action(self.id, "pause").await?;
+        let paused_at = paused.updated_at;
+        let mut conn = PgConnection::connect(&cluster.postgres.url_now().await?).await?;
+        let ticks: Vec<(DateTime<Utc>, i64)> = sqlx::query_as(
+            "SELECT scheduled_for, count(*) FROM tasks WHERE schedule_id = $1
+             GROUP BY scheduled_for ORDER BY scheduled_for",
+        )
+        .bind(self.id)
+        .fetch_all(&mut conn)
+        .await?;
+        let mut outcome = ScheduleOutcome {
+            ticks: ticks.len(),
+            skipped: paused.skipped_count,
+            ..ScheduleOutcome::default()
+        };
+        for (tick, n) in &ticks {
+            if *n != 1 {
+                outcome.doubled += 1;
+                violations.push(format!("schedule tick {tick} made {n} tasks"));
+            }
+        }
+        for pair in ticks.windows(2) {
+            let gap = (pair[1].0 - pair[0].0).num_seconds();
+            if gap != 1 {
+                outcome.missing += (gap - 1).max(0) as usize;
+                violations.push(format!(
+                    "schedule ticks between {} and {} never fired",
+                    pair[0].0, pair[1].0
+                ));
+            }
+        }
+        match ticks.last() {
+            None => violations.push("the drill's schedule never fired".into()),
+            Some((last, _)) if paused_at - *last > chrono::Duration::seconds(3) => {
+                violations.push(format!(
+                    "the drill's schedule fired last at {last}, though it ran until {paused_at}"
+                ));
+            }
+            Some(_) => {}
+        }
+        if paused.skipped_count > 0 {
+            violations.push(format!(
+                "the drill's schedule skipped {} ticks (catch-up `all` skips none)",
+                paused.skipped_count
+            ));
+        }
+        Ok(outcome)
+    }
+}

@@ -1,0 +1,141 @@
+//! `baton schedule create | list | get | pause | resume | trigger | delete`.
+
+use super::connect::{ClientArgs, print_json};
+use super::task::TaskArgs;
+use baton_client::CreateSchedule;
+use clap::{Args, Subcommand};
+use std::io::Write;
+use std::process::ExitCode;
+use uuid::Uuid;
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Create a schedule: `baton schedule create --name N --cron '*/5 * * * *' [task options] -- CMD ARGS...`
+    Create(CreateArgs),
+    /// List schedules by name, with their next tick.
+    List {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Show one schedule as JSON: its next ticks and its latest runs.
+    Get {
+        id: Uuid,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Stop firing until resumed.
+    Pause {
+        id: Uuid,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Fire again, from the next tick after now.
+    Resume {
+        id: Uuid,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Make a task from the schedule now, outside its ticks.
+    Trigger {
+        id: Uuid,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Delete a schedule (the tasks it made stay).
+    Delete {
+        id: Uuid,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// Unique among your schedules.
+    #[arg(long)]
+    name: String,
+    /// Five fields (minute hour day month weekday), six with seconds first, or @hourly,
+    /// @daily, @weekly, @monthly, @yearly.
+    #[arg(long)]
+    cron: String,
+    /// IANA time zone the expression is read in [default: UTC].
+    #[arg(long)]
+    timezone: Option<String>,
+    /// While the previous run is unfinished: allow, skip, cancel or queue [default: skip].
+    #[arg(long)]
+    overlap: Option<String>,
+    /// Ticks missed while no node was up: skip, latest or all [default: latest].
+    #[arg(long)]
+    catch_up: Option<String>,
+    /// Missed ticks older than this many seconds never fire [default: 86400].
+    #[arg(long)]
+    catch_up_window_s: Option<i64>,
+    /// Start each tick's task up to this many seconds late, spread per tick.
+    #[arg(long)]
+    jitter_s: Option<i64>,
+    /// No tick before this time (RFC 3339).
+    #[arg(long)]
+    start_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// No tick after this time (RFC 3339).
+    #[arg(long)]
+    end_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Create it paused.
+    #[arg(long)]
+    paused: bool,
+    #[command(flatten)]
+    task: TaskArgs,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+pub async fn run(cmd: ScheduleCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        ScheduleCommand::Create(args) => {
+            let request = CreateSchedule {
+                name: args.name,
+                cron: args.cron,
+                timezone: args.timezone,
+                task: args.task.request()?,
+                overlap: args.overlap,
+                catch_up: args.catch_up,
+                catch_up_window_s: args.catch_up_window_s,
+                paused: args.paused,
+                start_at: args.start_at,
+                end_at: args.end_at,
+                jitter_s: args.jitter_s,
+            };
+            print_json(&args.client.client()?.schedule_create(&request).await?)?;
+        }
+        ScheduleCommand::List { client } => {
+            let list = client.client()?.schedules().await?;
+            let mut out = std::io::stdout().lock();
+            for s in &list.schedules {
+                let next = match (s.paused, s.next_fire_at) {
+                    (true, _) => "paused".to_string(),
+                    (false, Some(t)) => t.format("%Y-%m-%d %H:%M:%S").to_string(),
+                    (false, None) => "ended".to_string(),
+                };
+                writeln!(
+                    out,
+                    "{}  {:<24}  {:<16}  {:<14}  next={}",
+                    s.id, s.name, s.cron, s.timezone, next
+                )?;
+            }
+        }
+        ScheduleCommand::Get { id, client } => {
+            print_json(&client.client()?.schedule_get(id).await?)?;
+        }
+        ScheduleCommand::Pause { id, client } => action(client, id, "pause").await?,
+        ScheduleCommand::Resume { id, client } => action(client, id, "resume").await?,
+        ScheduleCommand::Trigger { id, client } => action(client, id, "trigger").await?,
+        ScheduleCommand::Delete { id, client } => {
+            client.client()?.schedule_delete(id).await?;
+            writeln!(std::io::stdout(), "schedule {id} deleted")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn action(client: ClientArgs, id: Uuid, what: &str) -> anyhow::Result<()> {
+    print_json(&client.client()?.schedule_action(id, what).await?)
+}
