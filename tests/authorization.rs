@@ -18,7 +18,10 @@ const DOC: &str = include_str!("../docs/authorization.md");
 const BULK: [&str; 2] = ["POST /v1/tasks/cancel", "POST /v1/tasks/retry"];
 
 /// The listings whose `own` means "lists only the caller's", with the field listing them.
-const LISTS: [(&str, &str); 2] = [("GET /v1/tasks", "tasks"), ("GET /v1/schedules", "schedules")];
+const LISTS: [(&str, &str); 2] = [
+    ("GET /v1/tasks", "tasks"),
+    ("GET /v1/schedules", "schedules"),
+];
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_cell_of_the_documented_matrix_holds() {
@@ -420,6 +423,10 @@ impl World {
             "/v1/queues/{name}/pause" | "/v1/queues/{name}/resume" => {
                 call(template.replace("{name}", "authz-queue"), Body::None)
             }
+            "/v1/queues/{name}/defaults" => call(
+                template.replace("{name}", "authz-queue"),
+                Body::Json(json!({ "max_attempts": 2 })),
+            ),
             "/v1/tokens" => call(
                 template.into(),
                 Body::Json(json!({ "name": "made-in-authz", "scopes": ["read"] })),

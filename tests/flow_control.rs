@@ -1,16 +1,19 @@
 //! Flow control (docs/flow-control.md) against real nodes, runners, Redis and Postgres:
 //! a concurrency group never runs more than its limit at once — as the runners' own
 //! records of their runs show — even through a Redis data loss; a paused queue hands out
-//! nothing, and its tasks neither run nor expire until it is resumed.
+//! nothing, and its tasks neither run nor expire until it is resumed; a queue's defaults
+//! fill what its tasks leave out, and nothing a task gives.
 
 mod support;
 
-use baton_client::{Client, SubmitTask};
+use baton_client::{Client, CreateToken, QueueDefaults, Scope, SubmitTask, Task};
 use baton_core::TaskStatus;
 use baton_store::{NewTask, Store, StoreOptions};
 use chrono::{Duration as Span, Utc};
+use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
+use support::procs::baton_cli;
 use support::services::RedisProc;
 use support::*;
 use uuid::Uuid;
@@ -229,4 +232,200 @@ async fn the_queue_timeout_stops_while_paused_and_counts_again_from_the_resume()
         "its full queue timeout again from the resume"
     );
     assert_eq!(expired_at(resume + Span::seconds(11)).await, 1);
+}
+
+fn exits(queue: &str, code: i32) -> SubmitTask {
+    SubmitTask {
+        queue: Some(queue.into()),
+        script: Some(format!("exit {code}")),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queues_defaults_fill_what_its_tasks_leave_out_and_nothing_they_give() {
+    let env = TestEnv::new("flow-defaults").await;
+    let node = env.node().await;
+    let _runner = env.runner(&node.url, &[], 4).await;
+    let user = user_client(&node.url);
+    let before = user.submit(&exits("builds", 3)).await.unwrap().0;
+
+    // Set from the command line, as docs/flow-control.md shows it.
+    let out = baton_cli(
+        &node.url,
+        API_TOKEN,
+        &[
+            "queue",
+            "defaults",
+            "builds",
+            "--max-attempts",
+            "3",
+            "--retry",
+            r#"{"on_exit_codes": [3], "backoff_base_s": 0.2}"#,
+            "--concurrency-limit",
+            "1",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let set: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(set["defaults"]["concurrency_key"], "queue:builds", "{set}");
+
+    let record = file_tasks_may_write(&env.dir.join("runs.log"));
+    let taken = user.submit(&exits("builds", 3)).await.unwrap().0;
+    let not_listed = user.submit(&exits("builds", 4)).await.unwrap().0;
+    let own_attempts = SubmitTask {
+        max_attempts: Some(1),
+        ..exits("builds", 3)
+    };
+    let own_attempts = user.submit(&own_attempts).await.unwrap().0;
+    let own_group = SubmitTask {
+        concurrency_key: Some("elsewhere".into()),
+        ..exits("builds", 0)
+    };
+    let own_group = user.submit(&own_group).await.unwrap().0;
+    let mut grouped_ids = Vec::new();
+    for _ in 0..4 {
+        // The recording task without a group of its own: it takes the queue's, limit 1.
+        let task = SubmitTask {
+            queue: Some("builds".into()),
+            concurrency_key: None,
+            concurrency_limit: None,
+            ..grouped(&record, "-", 0.3)
+        };
+        grouped_ids.push(user.submit(&task).await.unwrap().0.id);
+    }
+
+    assert_eq!(taken.max_attempts, 3);
+    assert_eq!(taken.concurrency_key.as_deref(), Some("queue:builds"));
+    assert_eq!(taken.concurrency_limit, Some(1));
+    let policy = taken.retry.as_ref().expect("the queue's policy, resolved");
+    assert_eq!(policy.on_exit_codes, Some(vec![3]));
+    assert_eq!(policy.backoff_base_s, Some(0.2));
+    assert_eq!(policy.backoff_factor, Some(2.0), "the node fills the rest");
+    assert_eq!(own_group.concurrency_key.as_deref(), Some("elsewhere"));
+    assert_eq!(own_group.concurrency_limit, Some(1));
+
+    // (what, task, attempts it ends after)
+    for (what, task, attempts) in [
+        ("exit 3: retried up to the queue's 3 attempts", &taken, 3),
+        ("exit 4: not in the queue's on_exit_codes", &not_listed, 1),
+        ("its own max_attempts 1", &own_attempts, 1),
+    ] {
+        let done = env.wait_terminal(&user, task.id).await;
+        assert_eq!(done.status, TaskStatus::Failed, "{what}");
+        assert_eq!(done.attempt, attempts, "{what}: {:?}", done.error);
+    }
+    all_succeed(&env, &user, &grouped_ids).await;
+    all_succeed(&env, &user, &[own_group.id]).await;
+    let (most, runs) = most_at_once(&record);
+    assert_eq!(
+        (most, runs),
+        (1, 4),
+        "the queue's group of one ran them one at a time"
+    );
+
+    let before: Task = user.task_get(before.id).await.unwrap();
+    assert_eq!(
+        (before.max_attempts, before.concurrency_key),
+        (1, None),
+        "a task accepted before the defaults keeps what it was given"
+    );
+    let listed = baton_cli(&node.url, API_TOKEN, &["queue", "list"]).await;
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    assert!(
+        listed.contains(r#"defaults={"retry""#),
+        "queue list shows them:\n{listed}"
+    );
+
+    let cleared = baton_cli(
+        &node.url,
+        API_TOKEN,
+        &["queue", "defaults", "builds", "--clear"],
+    )
+    .await;
+    assert!(cleared.status.success(), "{cleared:?}");
+    let after = user.submit(&exits("builds", 0)).await.unwrap().0;
+    assert_eq!(
+        (after.max_attempts, after.concurrency_key, after.retry),
+        (1, None, None)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_queue_defaults_are_refused_by_name_and_change_nothing() {
+    let env = TestEnv::new("flow-defaults-bad").await;
+    let node = env.node().await;
+    let admin = user_client(&node.url);
+    let http = reqwest::Client::new();
+    let put = |queue: &str, token: &str, body: serde_json::Value| {
+        http.put(format!("{}/v1/queues/{queue}/defaults", node.url))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+    };
+    let cases = [
+        ("strict", json!({"max_attempts": 0}), "max_attempts"),
+        ("strict", json!({"max_attempts": 1000}), "max_attempts"),
+        (
+            "strict",
+            json!({"concurrency_limit": 0}),
+            "concurrency_limit",
+        ),
+        ("strict", json!({"concurrency_key": ""}), "concurrency_key"),
+        ("strict", json!({"retry": {"jitter": 2}}), "retry.jitter"),
+        (
+            "strict",
+            json!({"retry": {"backoff_base_s": 60, "backoff_cap_s": 1}}),
+            "backoff_cap_s",
+        ),
+        ("strict", json!({"max_atempts": 2}), "max_atempts"),
+        ("strict", json!({"max_attempts": "2"}), "invalid type"),
+        ("Bad Queue", json!({"max_attempts": 2}), "queue"),
+    ];
+    for (queue, body, field) in cases {
+        let answer = put(queue, API_TOKEN, body.clone()).await.unwrap();
+        let status = answer.status().as_u16();
+        let error: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(status, 422, "{queue} {body}: {error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains(field), "{body}: names {field}: {message}");
+    }
+
+    let submitter = admin
+        .token_create(&CreateToken {
+            name: "submitter".into(),
+            scopes: vec![Scope::Submit],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let refused = put("strict", &submitter.token, json!({"max_attempts": 5}))
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status().as_u16(),
+        403,
+        "only an admin sets a queue's defaults"
+    );
+
+    let queues = admin.queues().await.unwrap();
+    assert!(
+        queues.queues.iter().all(|q| q.defaults.is_none()),
+        "nothing was set: {queues:?}"
+    );
+    let task = admin.submit(&exits("strict", 0)).await.unwrap().0;
+    assert_eq!(task.max_attempts, 1);
+    // The defaults a client sends are the ones it reads back.
+    let set = admin
+        .queue_set_defaults(
+            "strict",
+            &QueueDefaults {
+                max_attempts: Some(2),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(set.defaults.and_then(|d| d.max_attempts), Some(2));
 }

@@ -6,8 +6,8 @@
 mod support;
 
 use baton_client::{
-    ApiError, BulkRequest, ClientError, CreateSchedule, CreateToken, Schedule, Scope, SubmitTask, TaskQuery,
-    UpdateSchedule,
+    ApiError, BulkRequest, ClientError, CreateSchedule, CreateToken, Schedule, Scope, SubmitTask,
+    TaskQuery, UpdateSchedule,
 };
 use chrono::{DateTime, Utc};
 use sqlx::Row;
@@ -54,20 +54,24 @@ async fn ticks_of(env: &TestEnv, schedule: Uuid) -> Vec<(DateTime<Utc>, i64, Dat
 
 async fn fired_past(node: &NodeProc, id: Uuid, at_least: i64) -> Schedule {
     let user = user_client(&node.url);
-    wait_for(&format!("schedule {id} to fire {at_least} ticks"), Duration::from_secs(30), || {
-        let user = user.clone();
-        async move {
-            let s = user.schedule_get(id).await.ok()?;
-            (s.fired_count >= at_least).then_some(s)
-        }
-    })
+    wait_for(
+        &format!("schedule {id} to fire {at_least} ticks"),
+        Duration::from_secs(30),
+        || {
+            let user = user.clone();
+            async move {
+                let s = user.schedule_get(id).await.ok()?;
+                (s.fired_count >= at_least).then_some(s)
+            }
+        },
+    )
     .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_tick_fires_exactly_once_while_nodes_are_killed_and_restarted() {
     let env = TestEnv::new("schedules-exactly-once").await;
-    let mut nodes = vec![env.node().await, env.node().await, env.node().await];
+    let mut nodes = [env.node().await, env.node().await, env.node().await];
     let user = user_client(&nodes[0].url);
     let schedule = user
         .schedule_create(&every_second("every-second", "allow", "all", "true"))
@@ -121,18 +125,22 @@ async fn overlap_skip_with_a_slow_task_skips_ticks_and_records_them() {
         .schedule_create(&SubmitAndSkip::schedule())
         .await
         .unwrap();
-    let s = wait_for("three runs and skipped ticks", Duration::from_secs(60), || {
-        let user = user.clone();
-        async move {
-            let s = user.schedule_get(schedule.id).await.ok()?;
-            let done = s
-                .last_runs
-                .iter()
-                .filter(|r| r.task.as_ref().is_some_and(|t| t.status.is_terminal()))
-                .count();
-            (done >= 2 && s.skipped_count >= 3).then_some(s)
-        }
-    })
+    let s = wait_for(
+        "three runs and skipped ticks",
+        Duration::from_secs(60),
+        || {
+            let user = user.clone();
+            async move {
+                let s = user.schedule_get(schedule.id).await.ok()?;
+                let done = s
+                    .last_runs
+                    .iter()
+                    .filter(|r| r.task.as_ref().is_some_and(|t| t.status.is_terminal()))
+                    .count();
+                (done >= 2 && s.skipped_count >= 3).then_some(s)
+            }
+        },
+    )
     .await;
     user.schedule_action(schedule.id, "pause").await.unwrap();
     assert!(
@@ -217,7 +225,11 @@ async fn after_every_node_was_down_latest_fires_one_missed_tick_and_skip_none() 
     };
     let latest_ticks = ticks_of(&env, latest.id).await;
     let skip_ticks = ticks_of(&env, skip.id).await;
-    assert_eq!(caught_up(&latest_ticks), 1, "latest fires one missed tick: {latest_ticks:?}");
+    assert_eq!(
+        caught_up(&latest_ticks),
+        1,
+        "latest fires one missed tick: {latest_ticks:?}"
+    );
     assert_eq!(caught_up(&skip_ticks), 0, "skip fires none: {skip_ticks:?}");
     for s in [&latest, &skip] {
         let s = user_client(&node.url).schedule_get(s.id).await.unwrap();
@@ -227,7 +239,12 @@ async fn after_every_node_was_down_latest_fires_one_missed_tick_and_skip_none() 
             .filter(|r| r.outcome == "skipped_missed")
             .filter_map(|r| r.ticks)
             .sum();
-        assert!(missed >= 6, "{}: {missed} ticks recorded missed: {:?}", s.name, s.last_runs);
+        assert!(
+            missed >= 6,
+            "{}: {missed} ticks recorded missed: {:?}",
+            s.name,
+            s.last_runs
+        );
     }
 }
 
@@ -249,11 +266,17 @@ async fn the_api_and_cli_create_show_change_pause_trigger_and_delete() {
         })
         .await
         .unwrap();
-    assert_eq!((created.overlap.as_str(), created.catch_up.as_str()), ("skip", "latest"));
+    assert_eq!(
+        (created.overlap.as_str(), created.catch_up.as_str()),
+        ("skip", "latest")
+    );
     let shown = user.schedule_get(created.id).await.unwrap();
     assert_eq!(shown.next_fires.len(), 10);
     assert!(shown.next_fires.windows(2).all(|w| w[0] < w[1]));
-    let first = shown.next_fire_at.unwrap().with_timezone(&chrono_tz::Europe::Berlin);
+    let first = shown
+        .next_fire_at
+        .unwrap()
+        .with_timezone(&chrono_tz::Europe::Berlin);
     assert_eq!(first.format("%H:%M").to_string(), "02:30", "{first}");
 
     // A change of the expression moves the next tick; pause hides it; resume brings it.
@@ -275,7 +298,11 @@ async fn the_api_and_cli_create_show_change_pause_trigger_and_delete() {
 
     // A trigger makes a task now, found by its schedule.
     let triggered = user.schedule_action(created.id, "trigger").await.unwrap();
-    let run = triggered.last_runs.first().and_then(|r| r.task.clone()).expect("the triggered run");
+    let run = triggered
+        .last_runs
+        .first()
+        .and_then(|r| r.task.clone())
+        .expect("the triggered run");
     assert_eq!(run.schedule_id, Some(created.id));
     let listed = user
         .task_list(&TaskQuery {
@@ -284,7 +311,10 @@ async fn the_api_and_cli_create_show_change_pause_trigger_and_delete() {
         })
         .await
         .unwrap();
-    assert_eq!(listed.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), vec![run.id]);
+    assert_eq!(
+        listed.tasks.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![run.id]
+    );
     // Bulk actions take a schedule's tasks: a dry run counts, then the cancel acts.
     let by_schedule = |dry_run| BulkRequest {
         schedule_id: Some(created.id),
@@ -293,22 +323,47 @@ async fn the_api_and_cli_create_show_change_pause_trigger_and_delete() {
     };
     let counted = user.tasks_cancel(&by_schedule(true)).await.unwrap();
     assert_eq!((counted.matched, counted.acted), (1, 0));
-    assert_eq!(user.task_get(run.id).await.unwrap().status.as_str(), "queued");
+    assert_eq!(
+        user.task_get(run.id).await.unwrap().status.as_str(),
+        "queued"
+    );
     let cancelled = user.tasks_cancel(&by_schedule(false)).await.unwrap();
     assert_eq!(cancelled.acted, 1);
-    assert_eq!(user.task_get(run.id).await.unwrap().status.as_str(), "cancelled");
+    assert_eq!(
+        user.task_get(run.id).await.unwrap().status.as_str(),
+        "cancelled"
+    );
 
     // The CLI creates and lists.
     let out = baton_cli(
         &node.url,
         API_TOKEN,
-        &["schedule", "create", "--name", "from-cli", "--cron", "@hourly", "--overlap", "queue", "--", "echo", "hi"],
+        &[
+            "schedule",
+            "create",
+            "--name",
+            "from-cli",
+            "--cron",
+            "@hourly",
+            "--overlap",
+            "queue",
+            "--",
+            "echo",
+            "hi",
+        ],
     )
     .await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = baton_cli(&node.url, API_TOKEN, &["schedule", "list"]).await;
     let listing = String::from_utf8_lossy(&out.stdout);
-    assert!(listing.contains("from-cli") && listing.contains("nightly"), "{listing}");
+    assert!(
+        listing.contains("from-cli") && listing.contains("nightly"),
+        "{listing}"
+    );
 
     // A name is unique per owner.
     let again = user
@@ -344,14 +399,62 @@ async fn bad_schedules_are_refused_naming_the_field_and_nothing_is_written() {
         ..CreateSchedule::default()
     };
     let cases: Vec<(&str, CreateSchedule)> = vec![
-        ("cron", CreateSchedule { cron: "61 * * * *".into(), ..good() }),
-        ("cron", CreateSchedule { cron: "every day".into(), ..good() }),
-        ("timezone", CreateSchedule { timezone: Some("Mars/Olympus".into()), ..good() }),
-        ("overlap", CreateSchedule { overlap: Some("merge".into()), ..good() }),
-        ("catch_up", CreateSchedule { catch_up: Some("sometimes".into()), ..good() }),
-        ("catch_up_window_s", CreateSchedule { catch_up_window_s: Some(0), ..good() }),
-        ("jitter_s", CreateSchedule { jitter_s: Some(-1), ..good() }),
-        ("name", CreateSchedule { name: "".into(), ..good() }),
+        (
+            "cron",
+            CreateSchedule {
+                cron: "61 * * * *".into(),
+                ..good()
+            },
+        ),
+        (
+            "cron",
+            CreateSchedule {
+                cron: "every day".into(),
+                ..good()
+            },
+        ),
+        (
+            "timezone",
+            CreateSchedule {
+                timezone: Some("Mars/Olympus".into()),
+                ..good()
+            },
+        ),
+        (
+            "overlap",
+            CreateSchedule {
+                overlap: Some("merge".into()),
+                ..good()
+            },
+        ),
+        (
+            "catch_up",
+            CreateSchedule {
+                catch_up: Some("sometimes".into()),
+                ..good()
+            },
+        ),
+        (
+            "catch_up_window_s",
+            CreateSchedule {
+                catch_up_window_s: Some(0),
+                ..good()
+            },
+        ),
+        (
+            "jitter_s",
+            CreateSchedule {
+                jitter_s: Some(-1),
+                ..good()
+            },
+        ),
+        (
+            "name",
+            CreateSchedule {
+                name: "".into(),
+                ..good()
+            },
+        ),
         (
             "end_at",
             CreateSchedule {
@@ -363,21 +466,30 @@ async fn bad_schedules_are_refused_naming_the_field_and_nothing_is_written() {
         (
             "task.queue",
             CreateSchedule {
-                task: SubmitTask { queue: Some("No Spaces".into()), ..good().task },
+                task: SubmitTask {
+                    queue: Some("No Spaces".into()),
+                    ..good().task
+                },
                 ..good()
             },
         ),
         (
             "task.run_at",
             CreateSchedule {
-                task: SubmitTask { run_at: Some(Utc::now()), ..good().task },
+                task: SubmitTask {
+                    run_at: Some(Utc::now()),
+                    ..good().task
+                },
                 ..good()
             },
         ),
         (
             "task.command",
             CreateSchedule {
-                task: SubmitTask { command: None, ..good().task },
+                task: SubmitTask {
+                    command: None,
+                    ..good().task
+                },
                 ..good()
             },
         ),
@@ -388,7 +500,11 @@ async fn bad_schedules_are_refused_naming_the_field_and_nothing_is_written() {
             panic!("{field}: {e}");
         };
         assert_eq!(status.as_u16(), 422, "{field}: {e}");
-        assert!(body.error.message.starts_with(field), "{field}: {}", body.error.message);
+        assert!(
+            body.error.message.starts_with(field),
+            "{field}: {}",
+            body.error.message
+        );
     }
     // An unknown field, and a read-only token, are refused too.
     let raw = reqwest::Client::new()

@@ -54,7 +54,9 @@ impl ScheduleWorkload {
                     });
                 }
                 Err(e) if tokio::time::Instant::now() > deadline => {
-                    return Err(anyhow::anyhow!("could not create the drill's schedule: {e}"));
+                    return Err(anyhow::anyhow!(
+                        "could not create the drill's schedule: {e}"
+                    ));
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
             }

@@ -1,7 +1,10 @@
-//! `baton queue list|pause|resume`: the operator's view of queues and their pause switch
-//! (docs/flow-control.md).
+//! `baton queue list|pause|resume|defaults`: the operator's view of queues, their pause
+//! switch and the defaults their tasks take (docs/flow-control.md).
 
 use super::connect::{ClientArgs, print_json};
+use super::task::parse_retry;
+use anyhow::bail;
+use baton_client::QueueDefaults;
 use clap::Subcommand;
 use std::io::Write;
 use std::process::ExitCode;
@@ -27,6 +30,28 @@ pub enum QueueCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Set what tasks submitted to the queue take for the fields they leave out (replacing
+    /// its defaults whole); tasks already submitted keep theirs.
+    Defaults {
+        name: String,
+        /// Runs in all, retries included.
+        #[arg(long)]
+        max_attempts: Option<i32>,
+        /// A retry policy, as JSON: e.g. '{"on_exit_codes": [3], "backoff_base_s": 5}'.
+        #[arg(long)]
+        retry: Option<String>,
+        /// A concurrency group for tasks that name none.
+        #[arg(long)]
+        concurrency_key: Option<String>,
+        /// Its limit; alone, it limits the queue's own group (`queue:<name>`).
+        #[arg(long)]
+        concurrency_limit: Option<i64>,
+        /// Remove the queue's defaults.
+        #[arg(long, conflicts_with_all = ["max_attempts", "retry", "concurrency_key", "concurrency_limit"])]
+        clear: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
 }
 
 pub async fn run(cmd: QueueCommand) -> anyhow::Result<ExitCode> {
@@ -39,14 +64,19 @@ pub async fn run(cmd: QueueCommand) -> anyhow::Result<ExitCode> {
                     .oldest_waiting
                     .map(|at| at.to_rfc3339())
                     .unwrap_or_else(|| "-".into());
+                let defaults = match &q.defaults {
+                    Some(d) => format!("  defaults={}", serde_json::to_string(d)?),
+                    None => String::new(),
+                };
                 writeln!(
                     out,
-                    "{:<24}  {:<7}  depth={}  running={}  oldest_waiting={}",
+                    "{:<24}  {:<7}  depth={}  running={}  oldest_waiting={}{}",
                     q.name,
                     if q.paused { "paused" } else { "running" },
                     q.depth,
                     q.running,
-                    oldest
+                    oldest,
+                    defaults
                 )?;
             }
         }
@@ -55,6 +85,32 @@ pub async fn run(cmd: QueueCommand) -> anyhow::Result<ExitCode> {
         }
         QueueCommand::Resume { name, client } => {
             print_json(&client.client()?.queue_pause(&name, false).await?)?;
+        }
+        QueueCommand::Defaults {
+            name,
+            max_attempts,
+            retry,
+            concurrency_key,
+            concurrency_limit,
+            clear,
+            client,
+        } => {
+            let defaults = QueueDefaults {
+                retry: retry.as_deref().map(parse_retry).transpose()?,
+                max_attempts,
+                concurrency_key,
+                concurrency_limit,
+            };
+            if defaults.is_empty() && !clear {
+                bail!(
+                    "give a default to set (--max-attempts, --retry, --concurrency-key, --concurrency-limit) or --clear"
+                );
+            }
+            let set = client
+                .client()?
+                .queue_set_defaults(&name, &defaults)
+                .await?;
+            print_json(&set)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -153,7 +153,7 @@ impl TaskArgs {
     }
 }
 
-fn parse_retry(s: &str) -> anyhow::Result<RetryPolicy> {
+pub(super) fn parse_retry(s: &str) -> anyhow::Result<RetryPolicy> {
     serde_json::from_str(s).with_context(|| format!("--retry {s:?} is not a retry policy"))
 }
 

@@ -214,6 +214,19 @@ impl Client {
         Self::json(self.request(Method::POST, &format!("/v1/queues/{name}/{action}"))).await
     }
 
+    /// Replaces a queue's task defaults (`QueueDefaults::default()` clears them).
+    pub async fn queue_set_defaults(
+        &self,
+        name: &str,
+        defaults: &QueueDefaults,
+    ) -> Result<QueueView, ClientError> {
+        Self::json(
+            self.request(Method::PUT, &format!("/v1/queues/{name}/defaults"))
+                .json(defaults),
+        )
+        .await
+    }
+
     pub async fn token_create(&self, req: &CreateToken) -> Result<TokenCreated, ClientError> {
         Self::json(self.request(Method::POST, "/v1/tokens").json(req)).await
     }

@@ -12,6 +12,6 @@ pub mod wire;
 pub use bulk::{BulkAnswer, BulkItem, BulkRequest};
 pub use client::{ApiError, Client, ClientError, LogSlice, TaskQuery, install_tls_provider};
 pub use exchange::*;
-pub use schedules::*;
 pub use reqwest::StatusCode;
+pub use schedules::*;
 pub use wire::*;

@@ -11,7 +11,11 @@ use uuid::Uuid;
 #[serde(deny_unknown_fields)]
 pub struct CreateSchedule {
     /// Unique among the caller's schedules.
-    #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._ -]*$")]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[A-Za-z0-9][A-Za-z0-9._ -]*$"
+    )]
     pub name: String,
     /// Five fields (minute hour day month weekday), six with a leading seconds field, or
     /// `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`.
@@ -60,7 +64,11 @@ pub struct CreateSchedule {
 #[serde(deny_unknown_fields)]
 pub struct UpdateSchedule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._ -]*$")]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[A-Za-z0-9][A-Za-z0-9._ -]*$"
+    )]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 200)]
@@ -149,8 +157,15 @@ pub struct ScheduleList {
 
 /// The schedule calls of the typed client.
 impl crate::Client {
-    pub async fn schedule_create(&self, req: &CreateSchedule) -> Result<Schedule, crate::ClientError> {
-        Self::json(self.request(reqwest::Method::POST, "/v1/schedules").json(req)).await
+    pub async fn schedule_create(
+        &self,
+        req: &CreateSchedule,
+    ) -> Result<Schedule, crate::ClientError> {
+        Self::json(
+            self.request(reqwest::Method::POST, "/v1/schedules")
+                .json(req),
+        )
+        .await
     }
 
     pub async fn schedules(&self) -> Result<ScheduleList, crate::ClientError> {
@@ -174,9 +189,16 @@ impl crate::Client {
     }
 
     /// `pause`, `resume` or `trigger`.
-    pub async fn schedule_action(&self, id: Uuid, action: &str) -> Result<Schedule, crate::ClientError> {
-        Self::json(self.request(reqwest::Method::POST, &format!("/v1/schedules/{id}/{action}")))
-            .await
+    pub async fn schedule_action(
+        &self,
+        id: Uuid,
+        action: &str,
+    ) -> Result<Schedule, crate::ClientError> {
+        Self::json(self.request(
+            reqwest::Method::POST,
+            &format!("/v1/schedules/{id}/{action}"),
+        ))
+        .await
     }
 
     pub async fn schedule_delete(&self, id: Uuid) -> Result<(), crate::ClientError> {

@@ -71,7 +71,11 @@ pub struct SubmitTask {
     /// Which failed runs retry (`max_attempts` permitting) and how long each waits:
     /// fields left out take the node's defaults. Without it: every failure, the node's
     /// backoff.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "object_only"
+    )]
     pub retry: Option<RetryPolicy>,
     /// Concurrency group: at most `concurrency_limit` tasks of this key hold a lease at
     /// once across the cluster; the rest wait queued in order (docs/flow-control.md).
@@ -86,6 +90,28 @@ pub struct SubmitTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 10000)]
     pub concurrency_limit: Option<i64>,
+}
+
+/// An optional object field, taken as a JSON object only: serde would also build a struct
+/// from an array of its fields in order (`[5, 2]` as a policy), which the API's document
+/// does not allow and nobody means.
+fn object_only<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    use serde::de::{Error, Unexpected};
+    match Option::<Value>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(object @ Value::Object(_)) => {
+            T::deserialize(object).map(Some).map_err(D::Error::custom)
+        }
+        Some(Value::Array(_)) => Err(D::Error::invalid_type(Unexpected::Seq, &"a JSON object")),
+        Some(_) => Err(D::Error::invalid_type(
+            Unexpected::Other("a JSON scalar"),
+            &"a JSON object",
+        )),
+    }
 }
 
 /// `POST /v1/tasks/batch`: all or nothing.
@@ -581,6 +607,45 @@ pub struct RegistrationTokenList {
     pub registration_tokens: Vec<RegistrationTokenView>,
 }
 
+/// `PUT /v1/queues/{name}/defaults`: what a task submitted to the queue takes for each
+/// field it leaves out (docs/flow-control.md, "Queue defaults"). The body replaces the
+/// queue's defaults whole; `{}` clears them.
+#[derive(utoipa::ToSchema, Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueDefaults {
+    /// A retry policy whose fields fill those a task's own `retry` leaves out (its exit
+    /// code lists go together: a task naming either list keeps its own).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "object_only"
+    )]
+    pub retry: Option<RetryPolicy>,
+    /// Runs in all for a task that gives no `max_attempts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 100)]
+    pub max_attempts: Option<i32>,
+    /// The concurrency group of a task that names none; with only a limit, the group is
+    /// the queue's own, `queue:<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\u0000-\u001f\u007f]+$"
+    )]
+    pub concurrency_key: Option<String>,
+    /// That group's limit (default 1 with a key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 10000)]
+    pub concurrency_limit: Option<i64>,
+}
+
+impl QueueDefaults {
+    pub fn is_empty(&self) -> bool {
+        *self == QueueDefaults::default()
+    }
+}
+
 /// A queue as operators see it (`GET /v1/queues`, docs/flow-control.md).
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct QueueView {
@@ -599,6 +664,9 @@ pub struct QueueView {
     /// The last resume: waiting tasks expire no sooner than `queue_timeout_s` after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_at: Option<DateTime<Utc>>,
+    /// What tasks submitted to it take for the fields they leave out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<QueueDefaults>,
 }
 
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
@@ -699,3 +767,27 @@ impl utoipa::PartialSchema for QueueName {
 }
 
 impl utoipa::ToSchema for QueueName {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_is_an_object_never_an_array_of_its_fields() {
+        let task = |retry: Value| {
+            serde_json::from_value::<SubmitTask>(serde_json::json!({ "retry": retry }))
+        };
+        assert!(task(serde_json::json!([null, null])).is_err());
+        assert!(task(serde_json::json!([5.0, 2.0])).is_err());
+        assert!(task(serde_json::json!("x")).is_err());
+        assert!(
+            task(serde_json::json!({"bogus": 1})).is_err(),
+            "unknown fields still refused"
+        );
+        let given = task(serde_json::json!({"backoff_base_s": 5.0})).unwrap();
+        assert_eq!(given.retry.unwrap().backoff_base_s, Some(5.0));
+        assert_eq!(task(Value::Null).unwrap().retry, None);
+        let defaults = serde_json::json!({ "retry": [null] });
+        assert!(serde_json::from_value::<QueueDefaults>(defaults).is_err());
+    }
+}

@@ -36,7 +36,10 @@ pub struct CronClock {
 /// Parses an expression (`field` names it in the error).
 pub fn parse_cron(field: &str, expression: &str) -> Result<Cron, Invalid> {
     if expression.trim().is_empty() || expression.len() > 200 {
-        return Err(Invalid::new(field, "must be a cron expression of 1-200 characters"));
+        return Err(Invalid::new(
+            field,
+            "must be a cron expression of 1-200 characters",
+        ));
     }
     let parser = CronParser::builder()
         .seconds(Seconds::Optional)
@@ -142,10 +145,24 @@ mod tests {
 
     #[test]
     fn five_fields_six_with_seconds_and_macros_parse() {
-        for ok in ["*/5 * * * *", "30 2 * * *", "*/10 * * * * *", "@hourly", "@daily", "0 9 * * MON-FRI"] {
+        for ok in [
+            "*/5 * * * *",
+            "30 2 * * *",
+            "*/10 * * * * *",
+            "@hourly",
+            "@daily",
+            "0 9 * * MON-FRI",
+        ] {
             assert!(parse_cron("cron", ok).is_ok(), "{ok}");
         }
-        for bad in ["", "* * *", "61 * * * *", "* * * * * * 2030", "@fortnightly", "banana"] {
+        for bad in [
+            "",
+            "* * *",
+            "61 * * * *",
+            "* * * * * * 2030",
+            "@fortnightly",
+            "banana",
+        ] {
             let e = parse_cron("cron", bad).unwrap_err();
             assert_eq!(e.field, "cron", "{bad}");
         }
@@ -155,7 +172,10 @@ mod tests {
     fn zones_are_iana_names() {
         assert!(parse_zone("timezone", "Europe/Berlin").is_ok());
         assert!(parse_zone("timezone", "UTC").is_ok());
-        assert_eq!(parse_zone("timezone", "Mars/Olympus").unwrap_err().field, "timezone");
+        assert_eq!(
+            parse_zone("timezone", "Mars/Olympus").unwrap_err().field,
+            "timezone"
+        );
     }
 
     #[test]

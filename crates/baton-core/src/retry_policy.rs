@@ -3,7 +3,7 @@
 //! policy only narrows which failures use them and spaces them out.
 //!
 //! The policy is resolved when the task is submitted — every field the submitter left
-//! out takes the node's default — and stored so. What a task's view shows is therefore
+//! out takes its queue's default, then the node's — and stored so. What a task's view shows is therefore
 //! exactly what its run ends apply, and a node with other defaults changes nothing for
 //! tasks already accepted.
 

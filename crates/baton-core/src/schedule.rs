@@ -56,8 +56,21 @@ macro_rules! named_policy {
         }
     };
 }
-named_policy!(Overlap, "overlap", Allow = "allow", Skip = "skip", Cancel = "cancel", Queue = "queue");
-named_policy!(CatchUp, "catch_up", Skip = "skip", Latest = "latest", All = "all");
+named_policy!(
+    Overlap,
+    "overlap",
+    Allow = "allow",
+    Skip = "skip",
+    Cancel = "cancel",
+    Queue = "queue"
+);
+named_policy!(
+    CatchUp,
+    "catch_up",
+    Skip = "skip",
+    Latest = "latest",
+    All = "all"
+);
 
 /// How far a pass looks at missed ticks one by one; a longer outage of a fast schedule
 /// is skipped past in one step, its count then a lower bound.
@@ -140,7 +153,12 @@ fn catch_up(
     let in_window = |t: &DateTime<Utc>| now - *t <= rule.window;
     let firing: Vec<DateTime<Utc>> = match rule.policy {
         CatchUp::Skip => Vec::new(),
-        CatchUp::Latest => missed.last().copied().filter(in_window).into_iter().collect(),
+        CatchUp::Latest => missed
+            .last()
+            .copied()
+            .filter(in_window)
+            .into_iter()
+            .collect(),
         CatchUp::All => missed.iter().copied().filter(in_window).collect(),
     };
     let rest: Vec<DateTime<Utc>> = missed
@@ -263,13 +281,30 @@ mod tests {
     fn missed_ticks_follow_the_catch_up_policy() {
         // Ticks 0..=20 due at 20 s: 18..=20 on time, 0..=17 missed.
         let skip = due_ticks(&every_second(), t(0), t(20), None, rule(CatchUp::Skip));
-        assert_eq!(skip.fire, vec![(t(18), false), (t(19), false), (t(20), false)]);
-        assert_eq!(skip.skipped, Some(SkippedRange { first: t(0), last: t(17), count: 18 }));
+        assert_eq!(
+            skip.fire,
+            vec![(t(18), false), (t(19), false), (t(20), false)]
+        );
+        assert_eq!(
+            skip.skipped,
+            Some(SkippedRange {
+                first: t(0),
+                last: t(17),
+                count: 18
+            })
+        );
 
         let latest = due_ticks(&every_second(), t(0), t(20), None, rule(CatchUp::Latest));
         assert_eq!(latest.fire[0], (t(17), true));
         assert_eq!(latest.fire.len(), 4);
-        assert_eq!(latest.skipped, Some(SkippedRange { first: t(0), last: t(16), count: 17 }));
+        assert_eq!(
+            latest.skipped,
+            Some(SkippedRange {
+                first: t(0),
+                last: t(16),
+                count: 17
+            })
+        );
 
         let all = due_ticks(&every_second(), t(0), t(20), None, rule(CatchUp::All));
         assert_eq!(all.fire.len(), 21);
@@ -286,13 +321,29 @@ mod tests {
         // 15..=17 missed within the window, 18..=20 on time.
         assert_eq!(due.fire.first(), Some(&(t(15), true)));
         assert_eq!(due.fire.len(), 6);
-        assert_eq!(due.skipped, Some(SkippedRange { first: t(0), last: t(14), count: 15 }));
+        assert_eq!(
+            due.skipped,
+            Some(SkippedRange {
+                first: t(0),
+                last: t(14),
+                count: 15
+            })
+        );
     }
 
     #[test]
     fn ticks_after_the_end_do_not_fire_and_leave_no_next() {
-        let due = due_ticks(&every_second(), t(10), t(20), Some(t(11)), rule(CatchUp::All));
-        assert_eq!(due.fire.iter().map(|(t, _)| *t).collect::<Vec<_>>(), vec![t(10), t(11)]);
+        let due = due_ticks(
+            &every_second(),
+            t(10),
+            t(20),
+            Some(t(11)),
+            rule(CatchUp::All),
+        );
+        assert_eq!(
+            due.fire.iter().map(|(t, _)| *t).collect::<Vec<_>>(),
+            vec![t(10), t(11)]
+        );
         assert_eq!(due.next, None);
     }
 

@@ -13,6 +13,7 @@ pub mod listener;
 pub mod metrics;
 pub mod node;
 pub mod presence;
+pub mod queue_defaults;
 mod queueing;
 pub mod quota;
 pub mod schedules;

@@ -266,6 +266,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         webhooks: Arc::new(webhooks),
         secrets: secrets.map(Arc::new),
         sealing: Arc::default(),
+        queue_defaults: Arc::default(),
         follows: Arc::default(),
         parks: Arc::default(),
         openapi: Arc::default(),

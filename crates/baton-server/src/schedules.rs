@@ -5,6 +5,7 @@
 use crate::api::tasks::new_task;
 use crate::auth::User;
 use crate::error::ApiError;
+use crate::queue_defaults::DefaultsByQueue;
 use crate::state::AppState;
 use baton_client::{CreateSchedule, Schedule, ScheduleRun, SubmitTask, UpdateSchedule};
 use baton_core::cron::CronClock;
@@ -70,7 +71,9 @@ pub fn settings_of(
     validate::check_seconds("catch_up_window_s", window, MAX_CATCH_UP_WINDOW_S)?;
     let jitter = req.jitter_s.unwrap_or(0);
     if !(0..=MAX_JITTER_S).contains(&jitter) {
-        return Err(Invalid::new("jitter_s", format!("must be between 0 and {MAX_JITTER_S}")).into());
+        return Err(
+            Invalid::new("jitter_s", format!("must be between 0 and {MAX_JITTER_S}")).into(),
+        );
     }
     if let (Some(start), Some(end)) = (req.start_at, req.end_at)
         && end <= start
@@ -99,7 +102,10 @@ pub fn settings_of(
 }
 
 /// A change applied to a schedule, as the whole request it makes.
-pub fn changed(record: &ScheduleRecord, change: UpdateSchedule) -> Result<CreateSchedule, ApiError> {
+pub fn changed(
+    record: &ScheduleRecord,
+    change: UpdateSchedule,
+) -> Result<CreateSchedule, ApiError> {
     Ok(CreateSchedule {
         name: change.name.unwrap_or_else(|| record.name.clone()),
         cron: change.cron.unwrap_or_else(|| record.cron.clone()),
@@ -141,7 +147,10 @@ fn template_of(record: &ScheduleRecord) -> Result<SubmitTask, ApiError> {
 }
 
 fn check_name(name: &str) -> Result<(), Invalid> {
-    let ok = name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+    let ok = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric())
         && name.len() <= MAX_NAME
         && name
             .chars()
@@ -167,10 +176,16 @@ fn template_task(state: &AppState, user: &User, task: &SubmitTask) -> Result<New
         Invalid::new(format!("task.{field}"), why.to_string()).into()
     };
     if task.run_at.is_some() {
-        return Err(refused("run_at", "a schedule's ticks set when its tasks run"));
+        return Err(refused(
+            "run_at",
+            "a schedule's ticks set when its tasks run",
+        ));
     }
     if task.idempotency_key.is_some() {
-        return Err(refused("idempotency_key", "a schedule keys each tick's task itself"));
+        return Err(refused(
+            "idempotency_key",
+            "a schedule keys each tick's task itself",
+        ));
     }
     if !task.secret_env.is_empty() {
         return Err(refused(
@@ -178,7 +193,9 @@ fn template_task(state: &AppState, user: &User, task: &SubmitTask) -> Result<New
             "schedules do not keep secrets; give the task its credentials another way",
         ));
     }
-    let made = tick_task_of(state, task.clone(), &user.token_id).map_err(prefixed)?;
+    // The template alone: its tasks take their queue's defaults as they are at each tick.
+    let made = tick_task_of(state, &DefaultsByQueue::new(), task.clone(), &user.token_id)
+        .map_err(prefixed)?;
     user.may_submit_to(&made.queue, &made.labels)?;
     Ok(made)
 }
@@ -188,9 +205,15 @@ fn prefixed(mut e: ApiError) -> ApiError {
     e
 }
 
-fn tick_task_of(state: &AppState, task: SubmitTask, owner: &str) -> Result<NewTask, ApiError> {
+fn tick_task_of(
+    state: &AppState,
+    queues: &DefaultsByQueue,
+    task: SubmitTask,
+    owner: &str,
+) -> Result<NewTask, ApiError> {
     new_task(
         task,
+        queues,
         &state.config.limits,
         &state.webhooks.policy,
         &state.config.timings.retry_backoff(),
@@ -202,14 +225,16 @@ fn tick_task_of(state: &AppState, task: SubmitTask, owner: &str) -> Result<NewTa
 /// The task a tick makes, keyed to the tick, starting after the tick's jitter.
 pub fn tick_task(
     state: &AppState,
+    queues: &DefaultsByQueue,
     record: &ScheduleRecord,
     tick: DateTime<Utc>,
     key: String,
 ) -> Result<NewTask, ApiError> {
-    let mut task = tick_task_of(state, template_of(record)?, &record.created_by)?;
+    let mut task = tick_task_of(state, queues, template_of(record)?, &record.created_by)?;
     let jitter = u32::try_from(record.jitter_s).unwrap_or(0);
     if jitter > 0 {
-        task.run_at = Some(tick + baton_core::schedule::jitter_of(record.id.as_u128(), tick, jitter));
+        task.run_at =
+            Some(tick + baton_core::schedule::jitter_of(record.id.as_u128(), tick, jitter));
     }
     task.idempotency_key = Some(key);
     task.schedule_id = Some(record.id);

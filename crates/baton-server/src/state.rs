@@ -43,6 +43,8 @@ pub struct AppState {
     /// What seals `secret_env` before Postgres sees it, and opens it for the runner that
     /// starts the task; `None`: the cluster has no key, and takes no secrets.
     pub secrets: Option<Arc<crate::secrets::SecretsKeyring>>,
+    /// Every queue's task defaults, as this node last read them (at most a second old).
+    pub queue_defaults: Arc<crate::queue_defaults::QueueDefaultsCache>,
     /// Whether every live node opens sealed secrets yet (a rolling upgrade).
     pub sealing: Arc<crate::sealing_gate::SealingGate>,
     /// Log follow streams open on this node, per API token.

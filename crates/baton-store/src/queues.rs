@@ -1,5 +1,6 @@
-//! Queue settings (docs/flow-control.md): the paused flag that Redis mirrors, and what
-//! `GET /v1/queues` shows of each queue. A queue with no row has no settings: it runs.
+//! Queue settings (docs/flow-control.md): the paused flag that Redis mirrors, the defaults
+//! its submitted tasks take, and what `GET /v1/queues` shows of each queue. A queue with
+//! no row has no settings: it runs, and its tasks take the node's defaults.
 
 use crate::Store;
 use crate::error::StoreError;
@@ -18,6 +19,8 @@ pub struct QueueRecord {
     /// Tasks `leased`, `running` or `cancelling` in Postgres.
     pub running: i64,
     pub oldest_waiting: Option<DateTime<Utc>>,
+    /// The defaults its submitted tasks take (a JSON object the API layer reads), if set.
+    pub defaults: Option<sqlx::types::Json<serde_json::Value>>,
 }
 
 /// Every queue with settings or unfinished tasks, with its counts.
@@ -32,7 +35,7 @@ const QUEUES: &str = "
         GROUP BY queue)
     SELECT coalesce(q.name, c.queue) AS name, coalesce(q.paused, false) AS paused,
            q.paused_at, q.resumed_at, coalesce(c.waiting, 0) AS waiting,
-           coalesce(c.running, 0) AS running, c.oldest_waiting
+           coalesce(c.running, 0) AS running, c.oldest_waiting, q.defaults
     FROM queues q FULL OUTER JOIN counts c ON c.queue = q.name";
 
 impl Store {
@@ -72,6 +75,35 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    /// Sets (or with `None` clears) a queue's task defaults, creating its settings row.
+    pub async fn queue_set_defaults(
+        &self,
+        name: &str,
+        defaults: Option<&serde_json::Value>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO queues (name, defaults, updated_at) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO UPDATE SET defaults = $2, updated_at = $3",
+        )
+        .bind(name)
+        .bind(defaults.map(sqlx::types::Json))
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Every queue's task defaults, by queue name: what submits read (through a cache).
+    pub async fn queues_defaults(&self) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
+        let rows: Vec<(String, sqlx::types::Json<serde_json::Value>)> = sqlx::query_as(
+            "SELECT name, defaults FROM queues WHERE defaults IS NOT NULL ORDER BY name",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|(name, d)| (name, d.0)).collect())
     }
 
     /// The names of the paused queues: what Redis' `paused` set must hold.

@@ -9,8 +9,8 @@ mod logs;
 mod metrics;
 mod openapi;
 mod ops;
-mod rerun;
 mod queues;
+mod rerun;
 mod runner;
 mod runner_version;
 mod schedules;
@@ -61,7 +61,11 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(logs::logs))
         .routes(routes!(tasks::cancel))
         .routes(routes!(schedules::create, schedules::list))
-        .routes(routes!(schedules::get, schedules::update, schedules::delete))
+        .routes(routes!(
+            schedules::get,
+            schedules::update,
+            schedules::delete
+        ))
         .routes(routes!(schedules::pause))
         .routes(routes!(schedules::resume))
         .routes(routes!(schedules::trigger))
@@ -75,6 +79,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(queues::queues))
         .routes(routes!(queues::pause))
         .routes(routes!(queues::resume))
+        .routes(routes!(queues::set_defaults))
         .routes(routes!(admin::token_create, admin::tokens))
         .routes(routes!(admin::token_revoke))
         .routes(routes!(

@@ -1,16 +1,17 @@
-//! Queues as operators see and steer them (docs/flow-control.md): `GET /v1/queues` and
-//! pause/resume. Postgres holds the paused flag; Redis' `paused` set, which the lease
+//! Queues as operators see and steer them (docs/flow-control.md): `GET /v1/queues`,
+//! pause/resume, and the defaults their tasks take. Postgres holds the paused flag; Redis' `paused` set, which the lease
 //! script reads, follows it (and the repair pass mends the set if a node died between
 //! the two).
 
 use super::openapi::Errors;
 use crate::auth::User;
 use crate::error::ApiError;
-use crate::extract::ApiPath;
+use crate::extract::{ApiJson, ApiPath};
+use crate::queue_defaults;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
-use baton_client::{QueueList, QueueView};
+use baton_client::{QueueDefaults, QueueList, QueueView};
 use baton_core::validate;
 use baton_store::QueueRecord;
 
@@ -23,6 +24,10 @@ fn queue_view(q: QueueRecord) -> QueueView {
         oldest_waiting: q.oldest_waiting,
         paused_at: q.paused_at,
         resumed_at: q.resumed_at,
+        defaults: q
+            .defaults
+            .and_then(|d| serde_json::from_value::<QueueDefaults>(d.0).ok())
+            .filter(|d| !d.is_empty()),
     }
 }
 
@@ -57,10 +62,44 @@ async fn set_paused(
         .await?;
     state.coord.queue_paused_set(&name, paused).await?;
     tracing::info!(queue = %name, paused, "queue paused or resumed");
-    let queue = state.store.queues_list(Some(&name)).await?.pop();
+    queue_now(&state, &name).await
+}
+
+async fn queue_now(state: &AppState, name: &str) -> Result<Json<QueueView>, ApiError> {
+    let queue = state.store.queues_list(Some(name)).await?.pop();
     Ok(Json(queue.map(queue_view).ok_or_else(|| {
         ApiError::not_found(format!("queue {name} vanished"))
     })?))
+}
+
+#[utoipa::path(put, path = "/v1/queues/{name}/defaults", tag = "admin", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Queue name", pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")),
+    request_body = QueueDefaults,
+    responses((status = 200, description = "Set: tasks submitted to the queue from now on take them (on every node within a second); `{}` clears them", body = QueueView), Errors)
+)]
+pub async fn set_defaults(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(req): ApiJson<QueueDefaults>,
+) -> Result<Json<QueueView>, ApiError> {
+    user.require_admin()?;
+    validate::check_queue(&name)?;
+    let defaults = queue_defaults::checked(
+        &name,
+        req,
+        &state.config.limits,
+        &state.config.timings.retry_backoff(),
+    )?;
+    let stored = (!defaults.is_empty())
+        .then(|| serde_json::to_value(&defaults).expect("defaults serialise"));
+    state
+        .store
+        .queue_set_defaults(&name, stored.as_ref(), state.clock.now())
+        .await?;
+    state.queue_defaults.forget();
+    tracing::info!(queue = %name, defaults = ?stored, "queue defaults set");
+    queue_now(&state, &name).await
 }
 
 #[utoipa::path(post, path = "/v1/queues/{name}/pause", tag = "admin", security(("bearer" = [])),

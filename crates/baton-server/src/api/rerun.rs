@@ -104,8 +104,10 @@ pub(super) async fn rerun_one(
             )
         });
     }
+    let queues = state.queue_defaults.current(&state.store).await?;
     let mut task = new_task(
         definition(&old),
+        &queues,
         &state.config.limits,
         &state.webhooks.policy,
         &state.config.timings.retry_backoff(),

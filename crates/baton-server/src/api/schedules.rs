@@ -37,7 +37,10 @@ pub async fn create(
         .schedule_insert(Uuid::now_v7(), &settings, &user.token_id, state.clock.now())
         .await?;
     tracing::info!(schedule.id = %record.id, schedule.cron = %record.cron, "schedule created");
-    Ok((StatusCode::CREATED, Json(schedule_view(record, Vec::new(), Vec::new()))))
+    Ok((
+        StatusCode::CREATED,
+        Json(schedule_view(record, Vec::new(), Vec::new())),
+    ))
 }
 
 #[utoipa::path(get, path = "/v1/schedules", tag = "schedules", security(("bearer" = [])),
@@ -96,16 +99,21 @@ async fn last_runs(state: &AppState, id: Uuid) -> Result<Vec<ScheduleRun>, ApiEr
             ticks: None,
         })
         .collect();
-    runs.extend(state.store.schedule_skips(id, n).await?.into_iter().map(|s| {
-        ScheduleRun {
-            scheduled_for: s.scheduled_for,
-            outcome: format!("skipped_{}", s.reason),
-            task: None,
-            through: Some(s.through),
-            ticks: Some(s.ticks),
-        }
-    }));
-    runs.sort_by(|a, b| b.scheduled_for.cmp(&a.scheduled_for));
+    runs.extend(
+        state
+            .store
+            .schedule_skips(id, n)
+            .await?
+            .into_iter()
+            .map(|s| ScheduleRun {
+                scheduled_for: s.scheduled_for,
+                outcome: format!("skipped_{}", s.reason),
+                task: None,
+                through: Some(s.through),
+                ticks: Some(s.ticks),
+            }),
+    );
+    runs.sort_by_key(|run| std::cmp::Reverse(run.scheduled_for));
     runs.truncate(SHOWN);
     Ok(runs)
 }
@@ -212,7 +220,8 @@ pub async fn trigger(
     let record = changeable(&state, &user, id).await?;
     let now = state.clock.now();
     let key = format!("sched/{id}/trigger/{}", Uuid::now_v7());
-    let task = tick_task(&state, &record, now, key)?;
+    let queues = state.queue_defaults.current(&state.store).await?;
+    let task = tick_task(&state, &queues, &record, now, key)?;
     let made = crate::dispatch::submit::submit(&state, vec![task]).await?;
     if let Some((task, _)) = made.first() {
         tracing::info!(schedule.id = %id, task.id = %task.id, "schedule triggered");

@@ -11,6 +11,7 @@ use crate::dispatch::lease::as_leased;
 use crate::dispatch::submit;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::queue_defaults::{self, DefaultsByQueue};
 use crate::state::AppState;
 use crate::webhooks::AddressPolicy;
 use axum::Json;
@@ -29,18 +30,26 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use uuid::Uuid;
 
-/// Turns a submission into a row to insert, or says which field is wrong. `retry_default`:
-/// the node's task backoff, which fills what a retry policy leaves out.
+/// Turns a submission into a row to insert, or says which field is wrong. `queues`: every
+/// queue's defaults, which fill what the task leaves out (`crate::queue_defaults`);
+/// `retry_default`: the node's task backoff, which fills what a retry policy still lacks.
 pub(crate) fn new_task(
-    req: SubmitTask,
+    mut req: SubmitTask,
+    queues: &DefaultsByQueue,
     limits: &Limits,
     webhooks: &AddressPolicy,
     retry_default: &Backoff,
     created_by: &str,
     traceparent: Option<String>,
 ) -> Result<NewTask, ApiError> {
-    let queue = req.queue.unwrap_or_else(|| DEFAULT_QUEUE.to_string());
+    let queue = req
+        .queue
+        .take()
+        .unwrap_or_else(|| DEFAULT_QUEUE.to_string());
     validate::check_queue(&queue)?;
+    if let Some(defaults) = queues.get(&queue) {
+        queue_defaults::fill(&mut req, defaults);
+    }
     let labels = LabelSet::new(req.labels.clone())?;
     validate::check_command(req.command.as_deref(), req.script.as_deref())?;
     validate::check_env(&req.env, limits.max_env_vars)?;
@@ -277,8 +286,10 @@ pub async fn submit(
 ) -> Result<(StatusCode, Json<Task>), ApiError> {
     user.require_submit()?;
     let seal = sealing_now(&state, std::slice::from_ref(&req)).await;
+    let queues = state.queue_defaults.current(&state.store).await?;
     let task = new_task(
         req,
+        &queues,
         &state.config.limits,
         &state.webhooks.policy,
         &state.config.timings.retry_backoff(),
@@ -333,6 +344,7 @@ pub async fn submit_batch(
     let trace = traceparent(&headers);
     let retry_default = state.config.timings.retry_backoff();
     let seal = sealing_now(&state, &req.tasks).await;
+    let queues = state.queue_defaults.current(&state.store).await?;
     let tasks = req
         .tasks
         .into_iter()
@@ -340,6 +352,7 @@ pub async fn submit_batch(
         .map(|(i, t)| {
             new_task(
                 t,
+                &queues,
                 limits,
                 &state.webhooks.policy,
                 &retry_default,
@@ -486,7 +499,7 @@ pub(super) async fn cancel_one(
             ));
         }
     }
-    let cancelled = crate::dispatch::cancel::cancel(&state, id, owner).await?;
+    let cancelled = crate::dispatch::cancel::cancel(state, id, owner).await?;
     let task = &cancelled.task;
     tracing::info!(task.id = %id, from = %cancelled.was, to = %task.status, "task cancel");
     Ok(cancelled.task)
@@ -585,14 +598,15 @@ mod tests {
             ..Default::default()
         };
         let policy = AddressPolicy::default();
-        let task = new_task(ok.clone(), &limits, &policy, &TASK_RETRY, "t", None).unwrap();
+        let none = DefaultsByQueue::new();
+        let task = new_task(ok.clone(), &none, &limits, &policy, &TASK_RETRY, "t", None).unwrap();
         assert_eq!(task.queue, DEFAULT_QUEUE);
         assert_eq!(i64::from(task.timeout_s), limits.default_timeout_s);
 
         let bad = |f: fn(&mut SubmitTask)| {
             let mut t = ok.clone();
             f(&mut t);
-            new_task(t, &limits, &policy, &TASK_RETRY, "t", None)
+            new_task(t, &none, &limits, &policy, &TASK_RETRY, "t", None)
                 .unwrap_err()
                 .status
         };
@@ -622,6 +636,6 @@ mod tests {
             notify_url: Some("http://169.254.169.254/hook".into()),
             ..ok.clone()
         };
-        assert!(new_task(internal, &limits, &allowing, &TASK_RETRY, "t", None).is_ok());
+        assert!(new_task(internal, &none, &limits, &allowing, &TASK_RETRY, "t", None).is_ok());
     }
 }

@@ -13,7 +13,11 @@ use baton_store::Cancelled;
 use uuid::Uuid;
 
 /// Cancels `id` (`owner`: only if that token submitted it).
-pub async fn cancel(state: &AppState, id: Uuid, owner: Option<&str>) -> Result<Cancelled, ApiError> {
+pub async fn cancel(
+    state: &AppState,
+    id: Uuid,
+    owner: Option<&str>,
+) -> Result<Cancelled, ApiError> {
     // A lease not started yet is in its claim only (best effort: without Redis, the
     // runner's start is refused all the same, by the row).
     let lease = match state.coord.claim_get(id).await {

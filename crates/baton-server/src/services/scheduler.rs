@@ -76,7 +76,10 @@ impl Scheduler {
     /// Until the next tick of any schedule by Postgres's clock, at most the poll interval.
     async fn until_next_tick(&self) -> std::time::Duration {
         match self.state.store.schedules_next_tick_in().await {
-            Ok(Some(wait)) => wait.to_std().unwrap_or_default().clamp(MIN_SLEEP, self.settings.poll),
+            Ok(Some(wait)) => wait
+                .to_std()
+                .unwrap_or_default()
+                .clamp(MIN_SLEEP, self.settings.poll),
             Ok(None) | Err(_) => self.settings.poll,
         }
     }
@@ -119,7 +122,12 @@ impl Scheduler {
         } else {
             Vec::new()
         };
-        let plan = plan_overlap(overlap, &due.fire, !unfinished.is_empty(), record.buffered_for);
+        let plan = plan_overlap(
+            overlap,
+            &due.fire,
+            !unfinished.is_empty(),
+            record.buffered_for,
+        );
         if plan.start.is_empty()
             && plan.skipped.is_empty()
             && due.skipped.is_none()
@@ -130,8 +138,19 @@ impl Scheduler {
         }
         let mut skips: Vec<ScheduleSkip> = Vec::new();
         let mut tasks: Vec<NewTask> = Vec::new();
+        let queues = if plan.start.is_empty() {
+            Default::default()
+        } else {
+            self.state.queue_defaults.current(&self.state.store).await?
+        };
         for (tick, _) in &plan.start {
-            match tick_task(&self.state, record, *tick, tick_key(record.id, *tick)) {
+            match tick_task(
+                &self.state,
+                &queues,
+                record,
+                *tick,
+                tick_key(record.id, *tick),
+            ) {
                 Ok(task) => tasks.push(task),
                 Err(e) => {
                     tracing::warn!(schedule.id = %record.id, error = %e.message, "tick's task refused by today's limits; skipped");
@@ -140,7 +159,13 @@ impl Scheduler {
             }
         }
         if let Some(missed) = due.skipped {
-            skips.push(skip(missed.first, missed.last, missed.count as i64, "missed", now));
+            skips.push(skip(
+                missed.first,
+                missed.last,
+                missed.count as i64,
+                "missed",
+                now,
+            ));
         }
         skips.extend(plan.skipped.iter().map(|t| skip(*t, *t, 1, "overlap", now)));
         let fire = Fire {
@@ -151,7 +176,12 @@ impl Scheduler {
             next_fire_at: due.next,
             buffered_for: plan.buffered,
         };
-        let Some(made) = self.state.store.schedule_fire(record.id, &fire, now).await? else {
+        let Some(made) = self
+            .state
+            .store
+            .schedule_fire(record.id, &fire, now)
+            .await?
+        else {
             report.lost += 1;
             return Ok(());
         };
