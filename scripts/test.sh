@@ -46,6 +46,12 @@ if ! command -v st >/dev/null 2>&1; then
     echo "test.sh: installing schemathesis"
     python3 -m pip install --quiet schemathesis
 fi
+# The Python client test validates the OpenAPI document and generates a client from it.
+if ! python3 -c 'import openapi_spec_validator' >/dev/null 2>&1 \
+    || ! command -v openapi-python-client >/dev/null 2>&1; then
+    echo "test.sh: installing openapi-spec-validator and openapi-python-client"
+    python3 -m pip install --quiet openapi-spec-validator openapi-python-client
+fi
 # The metrics test reads /metrics with Prometheus's own text parser.
 if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
     echo "test.sh: installing prometheus-client"

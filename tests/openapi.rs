@@ -73,7 +73,27 @@ async fn the_document_lists_every_route() {
     }
     let described: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
     assert_eq!(described, expected.len(), "and nothing else");
+    // A generated client names its functions after the operation ids: one each.
+    let mut ids: Vec<&str> = paths
+        .values()
+        .flat_map(|p| p.as_object().unwrap().values())
+        .map(|op| {
+            op["operationId"]
+                .as_str()
+                .expect("every operation has an id")
+        })
+        .collect();
+    ids.sort_unstable();
+    let before = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), before, "operation ids are unique: {ids:?}");
+    // Every error answer refers to the one ErrorBody, so clients get one error type.
     assert!(doc["components"]["schemas"]["ErrorBody"].is_object());
+    let not_found = &paths["/v1/tasks/{id}"]["get"]["responses"]["404"];
+    assert_eq!(
+        not_found["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/ErrorBody"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

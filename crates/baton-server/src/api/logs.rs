@@ -56,7 +56,7 @@ fn octet_stream(mut resp: Response, status: &'static str, attempt: i32) -> Respo
     resp
 }
 
-#[utoipa::path(get, path = "/v1/tasks/{id}/logs", tag = "tasks", security(("bearer" = [])),
+#[utoipa::path(operation_id = "task_logs", get, path = "/v1/tasks/{id}/logs", tag = "tasks", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Task id"), LogQuery),
     responses(
         (status = 200, description = "Raw output bytes (streamed with `follow`)", content_type = "application/octet-stream", body = Vec<u8>,

@@ -16,37 +16,37 @@ use utoipa::{Modify, OpenApi};
 pub enum Errors {
     /// Malformed: not JSON, a bad path or query parameter.
     #[response(status = 400)]
-    BadRequest(#[to_schema] ErrorBody),
+    BadRequest(ErrorBody),
     /// No token, or one the server does not know.
     #[response(status = 401)]
-    Unauthorized(#[to_schema] ErrorBody),
+    Unauthorized(ErrorBody),
     /// The token's kind or scopes do not allow this.
     #[response(status = 403)]
-    Forbidden(#[to_schema] ErrorBody),
+    Forbidden(ErrorBody),
     /// No such thing (or not the caller's to see).
     #[response(status = 404)]
-    NotFound(#[to_schema] ErrorBody),
+    NotFound(ErrorBody),
     /// The method is not served on this path.
     #[response(status = 405)]
-    MethodNotAllowed(#[to_schema] ErrorBody),
+    MethodNotAllowed(ErrorBody),
     /// A state conflict or a stale lease; `error.status` names the task's status.
     #[response(status = 409)]
-    Conflict(#[to_schema] ErrorBody),
+    Conflict(ErrorBody),
     /// A body or field over its size limit.
     #[response(status = 413)]
-    TooLarge(#[to_schema] ErrorBody),
+    TooLarge(ErrorBody),
     /// The body is not of the expected content type.
     #[response(status = 415)]
-    UnsupportedMediaType(#[to_schema] ErrorBody),
+    UnsupportedMediaType(ErrorBody),
     /// Well-formed but invalid.
     #[response(status = 422)]
-    Invalid(#[to_schema] ErrorBody),
+    Invalid(ErrorBody),
     /// The caller holds as many of something as it may (parked lease requests).
     #[response(status = 429)]
-    TooMany(#[to_schema] ErrorBody),
+    TooMany(ErrorBody),
     /// Redis or Postgres unreachable: try again.
     #[response(status = 503)]
-    Unavailable(#[to_schema] ErrorBody),
+    Unavailable(ErrorBody),
 }
 
 struct BearerAuth;

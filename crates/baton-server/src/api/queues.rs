@@ -102,7 +102,7 @@ pub async fn set_defaults(
     queue_now(&state, &name).await
 }
 
-#[utoipa::path(post, path = "/v1/queues/{name}/pause", tag = "admin", security(("bearer" = [])),
+#[utoipa::path(operation_id = "pause_queue", post, path = "/v1/queues/{name}/pause", tag = "admin", security(("bearer" = [])),
     params(("name" = String, Path, description = "Queue name", pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")),
     responses((status = 200, description = "Paused: it hands out nothing, takes submits, and its tasks do not expire", body = QueueView), Errors)
 )]
@@ -114,7 +114,7 @@ pub async fn pause(
     set_paused(state, user, name, true).await
 }
 
-#[utoipa::path(post, path = "/v1/queues/{name}/resume", tag = "admin", security(("bearer" = [])),
+#[utoipa::path(operation_id = "resume_queue", post, path = "/v1/queues/{name}/resume", tag = "admin", security(("bearer" = [])),
     params(("name" = String, Path, description = "Queue name", pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")),
     responses((status = 200, description = "Resumed: its tasks go out at once; their queue timeout counts again from now", body = QueueView), Errors)
 )]

@@ -489,7 +489,7 @@ pub struct LogChunkQuery {
     offset: i64,
 }
 
-#[utoipa::path(post, path = "/v1/runner/tasks/{id}/logs", tag = "runner", security(("bearer" = [])),
+#[utoipa::path(operation_id = "append_task_logs", post, path = "/v1/runner/tasks/{id}/logs", tag = "runner", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Task id"), LogChunkQuery),
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "Raw output bytes starting at `offset`"),
     responses(

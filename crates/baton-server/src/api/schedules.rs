@@ -43,7 +43,7 @@ pub async fn create(
     ))
 }
 
-#[utoipa::path(get, path = "/v1/schedules", tag = "schedules", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_schedules", get, path = "/v1/schedules", tag = "schedules", security(("bearer" = [])),
     responses((status = 200, description = "The schedules this token may see, by name", body = ScheduleList), Errors)
 )]
 pub async fn list(
@@ -60,7 +60,7 @@ pub async fn list(
     }))
 }
 
-#[utoipa::path(get, path = "/v1/schedules/{id}", tag = "schedules", security(("bearer" = [])),
+#[utoipa::path(operation_id = "get_schedule", get, path = "/v1/schedules/{id}", tag = "schedules", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 200, description = "The schedule, its next ticks and its latest runs", body = Schedule), Errors)
 )]
@@ -155,7 +155,7 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(post, path = "/v1/schedules/{id}/pause", tag = "schedules", security(("bearer" = [])),
+#[utoipa::path(operation_id = "pause_schedule", post, path = "/v1/schedules/{id}/pause", tag = "schedules", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 200, description = "Paused: no tick fires until resumed", body = Schedule), Errors)
 )]
@@ -167,7 +167,7 @@ pub async fn pause(
     set_paused(&state, &user, id, true).await
 }
 
-#[utoipa::path(post, path = "/v1/schedules/{id}/resume", tag = "schedules", security(("bearer" = [])),
+#[utoipa::path(operation_id = "resume_schedule", post, path = "/v1/schedules/{id}/resume", tag = "schedules", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 200, description = "Resumed: fires from the next tick after now; ticks while paused do not fire", body = Schedule), Errors)
 )]

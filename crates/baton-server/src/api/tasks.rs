@@ -426,7 +426,7 @@ async fn with_leases(state: &AppState, rows: Vec<TaskRecord>) -> Vec<TaskRecord>
         .collect()
 }
 
-#[utoipa::path(get, path = "/v1/tasks/{id}", tag = "tasks", security(("bearer" = [])),
+#[utoipa::path(operation_id = "get_task", get, path = "/v1/tasks/{id}", tag = "tasks", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Task id")),
     responses((status = 200, description = "The task", body = Task), Errors)
 )]
@@ -524,7 +524,7 @@ pub struct ListQuery {
 const LIST_DEFAULT: i64 = 100;
 const LIST_MAX: i64 = 1000;
 
-#[utoipa::path(get, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_tasks", get, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
     params(ListQuery),
     responses((status = 200, description = "Newest first; pass `next_cursor` as `cursor` for the next page", body = TaskList), Errors)
 )]
