@@ -26,12 +26,15 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(cli::run(cli.command, cli.log_format, cli.traces)) {
+    match runtime.block_on(cli::run(cli.command)) {
         Ok(code) => code,
         // `baton task list | head`: the reader has what it wanted.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("baton: {e:#}");
+            if let Some(hint) = cli::hint(&e) {
+                eprintln!("baton: {hint}");
+            }
             ExitCode::FAILURE
         }
     }

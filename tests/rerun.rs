@@ -366,6 +366,8 @@ async fn a_retry_policy_decides_which_failures_retry() {
         &[
             "task",
             "submit",
+            "--output",
+            "json",
             "--label",
             "rr",
             "--max-attempts",

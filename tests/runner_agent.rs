@@ -245,11 +245,23 @@ async fn the_cli_waits_streams_the_output_and_exits_with_the_task_code() {
     let listed = baton_task(&node.url, &["list", "--status", "failed"]).await;
     assert!(listed.status.success());
     let listing = String::from_utf8_lossy(&listed.stdout);
-    assert_eq!(listing.lines().count(), 1, "{listing}");
-    assert!(
-        listing.contains("failed") && listing.contains("exit=7"),
-        "{listing}"
-    );
+    // A header, then the one failed task; piped, so no colour codes.
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(lines.len(), 2, "{listing}");
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(header, ["ID", "STATUS", "QUEUE", "EXIT", "CREATED"]);
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!((row[1], row[3]), ("failed", "7"), "{listing}");
+    assert!(!listing.contains('\u{1b}'), "{listing:?}");
+
+    let json = baton_task(
+        &node.url,
+        &["list", "--status", "failed", "--output", "json"],
+    )
+    .await;
+    let page: baton_client::TaskList = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(page.tasks.len(), 1);
+    assert_eq!(page.tasks[0].exit_code, Some(7));
 }
 
 /// Runs `baton task ARGS...` against `server` with the admin token.

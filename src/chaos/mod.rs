@@ -32,8 +32,10 @@ pub struct ChaosArgs {
     /// How long faults are injected, in seconds.
     #[arg(long, default_value_t = 120)]
     pub duration_s: u64,
+    /// Nodes in the drill's cluster (at least 2: one must be left to adopt).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(2..))]
     pub nodes: u16,
+    /// Runner agents taking the drill's tasks.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
     pub runners: u16,
     /// Tasks submitted per second.

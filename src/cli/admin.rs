@@ -17,12 +17,14 @@ pub enum RunnersCommand {
     },
     /// Stop a runner leasing new tasks; what it runs carries on.
     Pause {
+        /// The runner's id.
         id: Uuid,
         #[command(flatten)]
         client: ClientArgs,
     },
     /// Let a paused runner lease again.
     Resume {
+        /// The runner's id.
         id: Uuid,
         #[command(flatten)]
         client: ClientArgs,
@@ -30,6 +32,7 @@ pub enum RunnersCommand {
     /// Delete a runner: its token stops working and its running tasks are ended as lost
     /// (and retried if they may) once it is surely gone.
     Delete {
+        /// The runner's id.
         id: Uuid,
         #[command(flatten)]
         client: ClientArgs,
@@ -65,6 +68,7 @@ pub enum TokenCommand {
     },
     /// Revoke an API token: refused on its next request, on every node.
     Revoke {
+        /// The token's id (from the list; never its secret).
         id: Uuid,
         #[command(flatten)]
         client: ClientArgs,
@@ -102,6 +106,7 @@ pub enum RegistrationTokenCommand {
     },
     /// Revoke a registration token: no runner registers with it any more.
     Revoke {
+        /// The token's id (from the list; never its secret).
         id: Uuid,
         #[command(flatten)]
         client: ClientArgs,

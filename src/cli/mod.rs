@@ -1,6 +1,7 @@
 //! The command line.
 
 mod admin;
+mod completions;
 mod connect;
 mod queue;
 mod runner;
@@ -8,10 +9,13 @@ mod schedule;
 mod serve;
 mod task;
 mod task_actions;
+mod task_table;
 
-use crate::telemetry::{LogFormat, TraceArgs};
+use crate::telemetry::LogFormat;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+
+pub use connect::hint;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -20,17 +24,6 @@ use std::process::ExitCode;
     about = "High-availability multi-node task scheduler"
 )]
 pub struct Cli {
-    /// Log output format.
-    #[arg(
-        long,
-        global = true,
-        env = "BATON_LOG_FORMAT",
-        value_enum,
-        default_value_t
-    )]
-    pub log_format: LogFormat,
-    #[command(flatten)]
-    pub traces: TraceArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -52,7 +45,7 @@ pub enum Command {
     /// List, pause, resume and delete runners.
     #[command(subcommand)]
     Runners(admin::RunnersCommand),
-    /// List queues, pause and resume them.
+    /// List queues, pause and resume them, set the defaults their tasks take.
     #[command(subcommand)]
     Queue(queue::QueueCommand),
     /// Create, list and revoke API tokens.
@@ -66,20 +59,18 @@ pub enum Command {
     /// The failover drill: a cluster under load, nodes, runners and Redis killed at
     /// random, the invariants checked at the end.
     Chaos(crate::chaos::ChaosArgs),
+    /// Print a shell completion script: `baton completions bash > /etc/bash_completion.d/baton`.
+    Completions(completions::CompletionsArgs),
 }
 
-pub async fn run(
-    command: Command,
-    log_format: LogFormat,
-    traces: TraceArgs,
-) -> anyhow::Result<ExitCode> {
+pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     // The node and the runner export traces (they know their identity once their
     // settings are read); the other commands only log.
     match command {
-        Command::Serve(args) => serve::serve(*args, log_format, traces).await,
-        Command::Runner(args) => runner::run(args, log_format, traces).await,
+        Command::Serve(args) => serve::serve(*args).await,
+        Command::Runner(args) => runner::run(args).await,
         command => {
-            crate::telemetry::init_logs(log_format);
+            crate::telemetry::init_logs(LogFormat::from_env());
             run_other(command).await
         }
     }
@@ -97,6 +88,7 @@ async fn run_other(command: Command) -> anyhow::Result<ExitCode> {
         Command::RegistrationToken(cmd) => admin::registration_tokens(cmd).await,
         Command::Dev(args) => crate::dev::run(args).await,
         Command::Chaos(args) => crate::chaos::run(args).await,
+        Command::Completions(args) => completions::print(args),
     }
 }
 
@@ -107,5 +99,38 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    /// Every option and argument of every command says what it is for, in a line.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "baton", &mut missing);
+        assert!(missing.is_empty(), "no help: {missing:#?}");
     }
 }

@@ -20,12 +20,14 @@ pub enum QueueCommand {
     /// Stop a queue handing out tasks; it still takes submits, and its tasks do not
     /// expire while it is paused.
     Pause {
+        /// The queue's name.
         name: String,
         #[command(flatten)]
         client: ClientArgs,
     },
     /// Let a paused queue hand out tasks again.
     Resume {
+        /// The queue's name.
         name: String,
         #[command(flatten)]
         client: ClientArgs,
@@ -33,6 +35,7 @@ pub enum QueueCommand {
     /// Set what tasks submitted to the queue take for the fields they leave out (replacing
     /// its defaults whole); tasks already submitted keep theirs.
     Defaults {
+        /// The queue's name.
         name: String,
         /// Runs in all, retries included.
         #[arg(long)]

@@ -1,7 +1,7 @@
 //! `baton runner`.
 
 use crate::settings;
-use crate::telemetry::{self, LogFormat, TraceArgs};
+use crate::telemetry::{self, TelemetryArgs};
 use baton_runner::{Agent, AgentExit, IncompatibleRunner, RunnerConfig};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -81,13 +81,13 @@ pub struct RunnerArgs {
     /// Test-only: the version the agent announces instead of its own, to rehearse skew.
     #[arg(long, env = "BATON_RUNNER_REPORTED_VERSION", hide = true)]
     reported_version: Option<String>,
+    /// Last: the heading it sets stays with its own flags.
+    #[command(flatten)]
+    #[serde(skip)]
+    telemetry: TelemetryArgs,
 }
 
-pub async fn run(
-    mut args: RunnerArgs,
-    log_format: LogFormat,
-    traces: TraceArgs,
-) -> anyhow::Result<ExitCode> {
+pub async fn run(mut args: RunnerArgs) -> anyhow::Result<ExitCode> {
     // `--labels ""` means no labels, not one empty label.
     for list in [&mut args.labels, &mut args.queues].into_iter().flatten() {
         list.retain(|item| !item.trim().is_empty());
@@ -99,8 +99,8 @@ pub async fn run(
         config.registration_token = Some(token.trim().to_string());
     }
     let telemetry = telemetry::init(
-        log_format,
-        &traces,
+        args.telemetry.log_format,
+        &args.telemetry.traces,
         telemetry::Service {
             name: "baton-runner",
             instance: &config.name,

@@ -19,30 +19,35 @@ pub enum ScheduleCommand {
     },
     /// Show one schedule as JSON: its next ticks and its latest runs.
     Get {
+        /// The schedule's id.
         id: Uuid,
         #[command(flatten)]
         client: ClientArgs,
     },
     /// Stop firing until resumed.
     Pause {
+        /// The schedule's id.
         id: Uuid,
         #[command(flatten)]
         client: ClientArgs,
     },
     /// Fire again, from the next tick after now.
     Resume {
+        /// The schedule's id.
         id: Uuid,
         #[command(flatten)]
         client: ClientArgs,
     },
     /// Make a task from the schedule now, outside its ticks.
     Trigger {
+        /// The schedule's id.
         id: Uuid,
         #[command(flatten)]
         client: ClientArgs,
     },
     /// Delete a schedule (the tasks it made stay).
     Delete {
+        /// The schedule's id.
         id: Uuid,
         #[command(flatten)]
         client: ClientArgs,

@@ -1,7 +1,7 @@
 //! `baton serve` and `baton migrate`.
 
 use crate::settings;
-use crate::telemetry::{self, LogFormat, TraceArgs};
+use crate::telemetry::{self, TelemetryArgs};
 use baton_server::ServeConfig;
 use baton_store::{Store, StoreOptions};
 use serde::Serialize;
@@ -157,6 +157,10 @@ pub struct ServeArgs {
     /// group commit).
     #[arg(long, env = "BATON_FAULT", hide = true)]
     fault: Option<String>,
+    /// Last: the heading it sets stays with its own flags.
+    #[command(flatten)]
+    #[serde(skip)]
+    telemetry: TelemetryArgs,
 }
 
 /// The services' intervals and thresholds (`[timings]` in the settings file).
@@ -223,11 +227,7 @@ struct TimingArgs {
     webhook_timeout_ms: Option<u64>,
 }
 
-pub async fn serve(
-    args: ServeArgs,
-    log_format: LogFormat,
-    traces: TraceArgs,
-) -> anyhow::Result<ExitCode> {
+pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut config: ServeConfig = settings::load(args.config.as_deref(), &args)?;
     // Fixed here, not in the node, so the traces' resource names the node too.
     let node_id = config
@@ -235,8 +235,8 @@ pub async fn serve(
         .get_or_insert_with(baton_server::node::random_node_id)
         .clone();
     let telemetry = telemetry::init(
-        log_format,
-        &traces,
+        args.telemetry.log_format,
+        &args.telemetry.traces,
         telemetry::Service {
             name: "baton-server",
             instance: &node_id,
@@ -263,6 +263,7 @@ pub async fn serve(
 
 #[derive(Debug, clap::Args)]
 pub struct MigrateArgs {
+    /// Postgres URL. Its value from the environment is never shown: it may hold a password.
     #[arg(
         long,
         env = "BATON_DATABASE_URL",

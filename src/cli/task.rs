@@ -1,7 +1,8 @@
 //! `baton task submit | get | list | cancel | retry | logs`.
 
-use super::connect::{ClientArgs, print_json};
+use super::connect::{ClientArgs, Output, print_json};
 use super::task_actions::{self, Action, BulkArgs};
+use super::task_table;
 use anyhow::Context;
 use baton_client::{Client, RetryPolicy, SubmitTask, Task, TaskQuery};
 use baton_core::TaskStatus;
@@ -22,30 +23,38 @@ pub enum TaskCommand {
     Submit(SubmitArgs),
     /// Show one task as JSON.
     Get {
+        /// The task's id.
         id: Uuid,
         #[command(flatten)]
         client: ClientArgs,
     },
     /// List tasks, newest first.
     List {
+        /// Only tasks in this status (queued, running, succeeded, failed, ...).
         #[arg(long)]
         status: Option<String>,
+        /// Only tasks of this queue.
         #[arg(long)]
         queue: Option<String>,
         /// Only the tasks this schedule made.
         #[arg(long)]
         schedule: Option<Uuid>,
+        /// How many tasks to show, at most.
         #[arg(long, default_value_t = 50)]
         limit: u32,
         /// Continue after this task id (from a previous page).
         #[arg(long)]
         cursor: Option<String>,
+        /// text: aligned columns; json: the page as the API gives it.
+        #[arg(long, short, value_enum, default_value_t)]
+        output: Output,
         #[command(flatten)]
         client: ClientArgs,
     },
     /// Cancel a task: at once if it has not started, through its runner if it runs. Or
     /// the tasks a filter selects: `baton task cancel --queue Q --status queued --dry-run`.
     Cancel {
+        /// The task's id; none with a filter.
         id: Option<Uuid>,
         #[command(flatten)]
         filter: BulkArgs,
@@ -55,6 +64,7 @@ pub enum TaskCommand {
     /// Re-run an ended task as a new one, linked to it (`retry_of`). Or the ended tasks a
     /// filter selects: `baton task retry --queue Q --status failed --dry-run`.
     Retry {
+        /// The ended task's id; none with a filter.
         id: Option<Uuid>,
         #[command(flatten)]
         filter: BulkArgs,
@@ -63,6 +73,7 @@ pub enum TaskCommand {
     },
     /// Print a task's output.
     Logs {
+        /// The task's id.
         id: Uuid,
         /// Keep printing new output until the task finishes.
         #[arg(long, short)]
@@ -88,6 +99,9 @@ pub struct SubmitArgs {
     /// Follow the output and exit with the task's exit code.
     #[arg(long, short)]
     wait: bool,
+    /// text: the task's id; json: the whole task.
+    #[arg(long, short, value_enum, default_value_t)]
+    output: Output,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -95,6 +109,7 @@ pub struct SubmitArgs {
 /// What a task runs and where: shared by `task submit` and `schedule create`.
 #[derive(Debug, Args)]
 pub struct TaskArgs {
+    /// The queue it waits in [default: default].
     #[arg(long, short)]
     queue: Option<String>,
     /// A label the runner must have (repeatable).
@@ -116,7 +131,7 @@ pub struct TaskArgs {
     #[arg(long)]
     notify_url: Option<String>,
     /// Its retry policy, as JSON: e.g. '{"on_exit_codes": [3], "backoff_base_s": 5}'.
-    /// (Parsed once the arguments are: kept as text, the arguments stay small.)
+    // Parsed once the arguments are: kept as text, the arguments stay small.
     #[arg(long)]
     retry: Option<String>,
     /// Concurrency group: at most --concurrency-limit tasks of this key run at once.
@@ -182,6 +197,7 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
             schedule,
             limit,
             cursor,
+            output,
             client,
         } => {
             let page = client
@@ -194,20 +210,12 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
                     schedule_id: schedule,
                 })
                 .await?;
-            let mut out = std::io::stdout().lock();
-            for t in &page.tasks {
-                writeln!(
-                    out,
-                    "{}  {:<10}  {:<16}  exit={:<4}  {}",
-                    t.id,
-                    t.status,
-                    t.queue,
-                    t.exit_code
-                        .map(|c| c.to_string())
-                        .unwrap_or_else(|| "-".into()),
-                    t.created_at.format("%Y-%m-%d %H:%M:%S")
-                )?;
+            if output == Output::Json {
+                print_json(&page)?;
+                return Ok(ExitCode::SUCCESS);
             }
+            let colour = task_table::colour_wanted();
+            task_table::write(&mut std::io::stdout().lock(), &page.tasks, colour)?;
             if let Some(next) = page.next_cursor {
                 eprintln!("more: --cursor {next}");
             }
@@ -243,7 +251,10 @@ async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     };
     let (task, created) = client.submit(&request).await?;
     if !args.wait {
-        print_json(&task)?;
+        match args.output {
+            Output::Text => writeln!(std::io::stdout(), "{}", task.id)?,
+            Output::Json => print_json(&task)?,
+        }
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!(

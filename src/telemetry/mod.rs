@@ -26,6 +26,29 @@ pub enum LogFormat {
     Json,
 }
 
+impl LogFormat {
+    /// `BATON_LOG_FORMAT` for the commands that take no telemetry flags (`migrate`, the
+    /// CLI): a migration Job logs as its nodes do. Anything unreadable is `human`.
+    pub fn from_env() -> LogFormat {
+        std::env::var("BATON_LOG_FORMAT")
+            .ok()
+            .and_then(|v| clap::ValueEnum::from_str(&v, true).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// How a long-running process (`serve`, `runner`) logs and exports traces: flags of those
+/// commands only, under a heading of their own, out of the way of the CLI's.
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Telemetry")]
+pub struct TelemetryArgs {
+    /// Log output format.
+    #[arg(long, env = "BATON_LOG_FORMAT", value_enum, default_value_t)]
+    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub traces: TraceArgs,
+}
+
 /// Who is exporting: `service.name` and the instance (a node id, a runner name).
 pub struct Service<'a> {
     pub name: &'a str,

@@ -26,31 +26,20 @@ pub struct TraceArgs {
     /// OTLP collector to send traces to, e.g. http://jaeger:4317 (gRPC) or
     /// http://jaeger:4318 (HTTP; `/v1/traces` is appended). Unset: no traces. Falls back
     /// to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as is), then OTEL_EXPORTER_OTLP_ENDPOINT.
-    #[arg(long, env = "BATON_OTLP_ENDPOINT", global = true)]
+    #[arg(long, env = "BATON_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
     /// OTLP transport.
-    #[arg(
-        long,
-        env = "OTEL_EXPORTER_OTLP_PROTOCOL",
-        value_enum,
-        default_value_t,
-        global = true
-    )]
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_PROTOCOL", value_enum, default_value_t)]
     pub otlp_protocol: OtlpProtocol,
     /// Share of traces kept, 0.0–1.0, decided from the trace id, so every process of a
     /// trace decides alike.
-    #[arg(
-        long,
-        env = "OTEL_TRACES_SAMPLER_ARG",
-        default_value_t = 1.0,
-        global = true
-    )]
+    #[arg(long, env = "OTEL_TRACES_SAMPLER_ARG", default_value_t = 1.0)]
     pub trace_sample_ratio: f64,
     /// Keep every trace a caller marked sampled (its `traceparent`), past the ratio:
     /// for callers you trust, such as your own services. Otherwise a caller's mark is
     /// judged by the ratio like any trace, so no client can make this process export
     /// all of its requests.
-    #[arg(long, env = "BATON_TRACE_TRUST_PARENT", global = true)]
+    #[arg(long, env = "BATON_TRACE_TRUST_PARENT")]
     pub trace_trust_parent: bool,
 }
 
