@@ -69,6 +69,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve(args) => serve::serve(*args).await,
         Command::Runner(args) => runner::run(args).await,
+        Command::Migrate(args) => serve::migrate(args).await,
         command => {
             crate::telemetry::init_logs(LogFormat::from_env());
             run_other(command).await
@@ -78,8 +79,9 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
 
 async fn run_other(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Serve(_) | Command::Runner(_) => unreachable!("dispatched by `run`"),
-        Command::Migrate(args) => serve::migrate(args).await,
+        Command::Serve(_) | Command::Runner(_) | Command::Migrate(_) => {
+            unreachable!("dispatched by `run`")
+        }
         Command::Task(cmd) => task::run(cmd).await,
         Command::Schedule(cmd) => schedule::run(cmd).await,
         Command::Runners(cmd) => admin::runners(cmd).await,

@@ -271,9 +271,13 @@ pub struct MigrateArgs {
         default_value = "postgres://postgres@127.0.0.1:5432/baton"
     )]
     database_url: String,
+    /// Log output format (a migration Job logs as its nodes do).
+    #[arg(long, env = "BATON_LOG_FORMAT", value_enum, default_value_t)]
+    log_format: telemetry::LogFormat,
 }
 
 pub async fn migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
+    telemetry::init_logs(args.log_format);
     Store::database_create_if_missing(&args.database_url).await?;
     let store = Store::connect_lazy(&args.database_url, &StoreOptions::default())?;
     store.migrate().await?;

@@ -27,8 +27,9 @@ pub enum LogFormat {
 }
 
 impl LogFormat {
-    /// `BATON_LOG_FORMAT` for the commands that take no telemetry flags (`migrate`, the
-    /// CLI): a migration Job logs as its nodes do. Anything unreadable is `human`.
+    /// `BATON_LOG_FORMAT` for the commands that take no telemetry flags (the CLI, `dev`,
+    /// `chaos`), so one setting in a shell's environment covers them too. Anything
+    /// unreadable is `human`.
     pub fn from_env() -> LogFormat {
         std::env::var("BATON_LOG_FORMAT")
             .ok()
