@@ -1,8 +1,13 @@
 //! The newcomer's command: `baton dev` brings up Redis, Postgres, three nodes behind nginx
-//! and two runners, runs a demo task through the load balancer, and tears it all down.
+//! and two runners, runs a demo task through the load balancer, and tears it all down; a
+//! member killed by hand is started again, and the cluster carries on whole.
 
+use baton_client::{Client, SubmitTask};
+use baton_core::TaskStatus;
 use std::net::TcpListener;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 #[test]
 fn baton_dev_brings_up_a_cluster_runs_the_demo_and_stops_everything() {
@@ -39,4 +44,217 @@ fn baton_dev_brings_up_a_cluster_runs_the_demo_and_stops_everything() {
     // Nothing it started still listens on the load balancer's port.
     assert!(TcpListener::bind(("127.0.0.1", port)).is_ok());
     let _ = std::fs::remove_dir_all(dir);
+}
+
+const BATON: &str = env!("CARGO_BIN_EXE_baton");
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running `baton dev`, stopped with Ctrl-C (SIGINT) however the test ends: its members
+/// live in process groups of their own, which only its own stop reaches.
+struct Dev {
+    child: Child,
+    out: PathBuf,
+}
+
+impl Dev {
+    fn interrupt(&mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "baton dev did not stop on Ctrl-C"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn said(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.interrupt();
+        }
+    }
+}
+
+fn dev_cmd(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(BATON)
+        .arg("dev")
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
+/// `baton dev status`, as (name, pid, state) per member.
+fn status(dir: &Path) -> Vec<(String, i32, String)> {
+    let out = dev_cmd(dir, &["status"]);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .skip(2)
+        .map(|line| {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            (
+                cells[0].to_string(),
+                cells[2].parse().unwrap(),
+                cells[3].to_string(),
+            )
+        })
+        .collect()
+}
+
+fn pid_of(dir: &Path, name: &str) -> i32 {
+    status(dir)
+        .into_iter()
+        .find(|(n, _, _)| n == name)
+        .unwrap()
+        .1
+}
+
+async fn poll<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(found) = check() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_killed_by_hand_is_started_again_and_its_running_task_succeeds() {
+    let port = free_port();
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("baton-dev-break-{}", uuid::Uuid::new_v4().simple()));
+    let dir = base.join("dev");
+    std::fs::create_dir_all(&base).unwrap();
+    let out = base.join("dev.out");
+    let child = Command::new(BATON)
+        .args([
+            "dev",
+            "--nodes",
+            "2",
+            "--runners",
+            "1",
+            "--restart-after-s",
+            "1",
+        ])
+        .args(["--port", &port.to_string()])
+        .arg("--dir")
+        .arg(&dir)
+        .env_remove("BATON_DATABASE_URL")
+        .env_remove("BATON_REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(base.join("dev.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut dev = Dev { child, out };
+    poll("the cluster to be up", Duration::from_secs(240), || {
+        dev.said().contains("The cluster is up.").then_some(())
+    })
+    .await;
+    let members = status(&dir);
+    for name in ["node-1", "node-2", "runner-1", "nginx", "redis", "postgres"] {
+        let member = members.iter().find(|(n, _, _)| n == name);
+        assert!(
+            member.is_some_and(|(_, _, state)| state == "up"),
+            "{name}: {members:?}"
+        );
+    }
+
+    let lb = format!("http://127.0.0.1:{port}");
+    let client = Client::new(&lb, Some("dev-admin-token".into())).unwrap();
+    let task = SubmitTask {
+        script: Some("sleep 4; echo survived".into()),
+        ..Default::default()
+    };
+    let (task, _) = client.submit(&task).await.unwrap();
+    let mut running = false;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !running {
+        assert!(Instant::now() < deadline, "the task never ran");
+        running = client.task_get(task.id).await.unwrap().status == TaskStatus::Running;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The node that owns the running task is the one to kill.
+    let owner = client
+        .nodes()
+        .await
+        .unwrap()
+        .nodes
+        .into_iter()
+        .find(|n| n.claims > 0)
+        .expect("a node owns the running task")
+        .id;
+    let before = pid_of(&dir, &owner);
+    let killed = dev_cmd(&dir, &["kill", &owner]);
+    assert!(killed.status.success(), "{killed:?}");
+
+    let after = poll(
+        "the killed node to run again",
+        Duration::from_secs(60),
+        || {
+            status(&dir)
+                .into_iter()
+                .find(|(n, pid, state)| n == &owner && *pid != before && state == "up")
+                .map(|(_, pid, _)| pid)
+        },
+    )
+    .await;
+    assert_ne!(after, before);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let done = loop {
+        let t = client.task_get(task.id).await.unwrap();
+        if t.status.is_terminal() {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "the task did not end: {t:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(done.status, TaskStatus::Succeeded, "{done:?}");
+    assert_eq!(done.attempt, 1, "not run twice");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while client.nodes().await.map(|n| n.nodes.len()).unwrap_or(0) < 2 {
+        assert!(Instant::now() < deadline, "the cluster is not whole again");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let said = dev.said();
+    assert!(
+        said.contains(&format!("baton dev: {owner} died"))
+            && said.contains(&format!("{owner} is running again")),
+        "{said}"
+    );
+
+    // A graceful restart by hand.
+    let runner_before = pid_of(&dir, "runner-1");
+    let restarted = dev_cmd(&dir, &["restart", "runner-1"]);
+    assert!(restarted.status.success(), "{restarted:?}");
+    assert_ne!(pid_of(&dir, "runner-1"), runner_before);
+
+    let stopped = dev.interrupt();
+    assert!(stopped.success(), "{}", dev.said());
+    assert!(dev.said().contains(&format!("stopped {owner}")));
+    assert!(TcpListener::bind(("127.0.0.1", port)).is_ok());
+    let _ = std::fs::remove_dir_all(base);
 }

@@ -1,8 +1,12 @@
 //! `baton dev`: a local cluster for newcomers. It starts what is missing (Redis, Postgres),
 //! the nodes behind nginx and the runners, runs a demo task through the load balancer,
-//! says how to use the cluster, and on Ctrl-C stops everything it started.
+//! says how to use the cluster, keeps it whole — a member that dies is started again, so
+//! a newcomer can kill a node and watch the failover — and on Ctrl-C stops everything
+//! it started. `baton dev status|kill|restart` steer it from another terminal.
 
+mod control;
 mod demo;
+mod supervise;
 
 use crate::localcluster::cluster::{Cluster, Role};
 use crate::localcluster::nodes::NodeSettings;
@@ -23,6 +27,7 @@ fn runner_spec() -> RunnerSpec {
 }
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct DevArgs {
@@ -53,9 +58,27 @@ pub struct DevArgs {
     /// Bring everything up, check the demo task, tear down: exit 0 only if all of it worked.
     #[arg(long)]
     smoke: bool,
+    /// Seconds before a node, runner, nginx or Redis that died is started again.
+    #[arg(long, default_value_t = 2.0, value_parser = parse_delay)]
+    restart_after_s: f64,
+    /// Leave a member that died down (`baton dev restart NAME` starts it again).
+    #[arg(long)]
+    no_restart: bool,
+    #[command(subcommand)]
+    action: Option<control::DevAction>,
 }
 
-pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
+fn parse_delay(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds from 0 to 3600")),
+    }
+}
+
+pub async fn run(mut args: DevArgs) -> anyhow::Result<ExitCode> {
+    if let Some(action) = args.action.take() {
+        return control::run(action).await;
+    }
     let mut ports = Ports::default();
     ports.claim(args.port)?;
     let work = WorkDir::recreate(&args.dir)?;
@@ -82,7 +105,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Brings the cluster up and runs the demo; then, with `--smoke`, returns, or else keeps
-/// the cluster up until a member exits (an error). Ctrl-C is the caller's business.
+/// the cluster whole until Ctrl-C, which is the caller's business.
 async fn up_and_running(
     args: &DevArgs,
     work: &WorkDir,
@@ -100,7 +123,8 @@ async fn up_and_running(
         return Ok(());
     }
     print_next_steps(&lb_url, &args.api_token, work);
-    Err(cluster.any_exit().await)
+    let restart_after = (!args.no_restart).then(|| Duration::from_secs_f64(args.restart_after_s));
+    supervise::keep_up(cluster, work.root(), &lb_url, restart_after).await
 }
 
 /// Starts every member, each once the ones it needs are ready. Returns the cluster's URL.
@@ -116,7 +140,12 @@ async fn bring_up(
     let redis_url = match &args.redis_url {
         None => {
             let port = ports.pick()?;
-            let redis = cluster.add(Role::Redis, redis::spawn(work, port)?);
+            let again = work.clone();
+            let redis = cluster.add_restartable(
+                Role::Redis,
+                Some(redis::url(port)),
+                Box::new(move || redis::spawn(&again, port)),
+            )?;
             redis::wait_ready(cluster.get(redis), port).await?;
             println!("  redis     {}", redis::url(port));
             redis::url(port)
@@ -167,8 +196,12 @@ async fn bring_up(
     let mut node_members = Vec::new();
     for index in 1..=usize::from(args.nodes) {
         let port = ports.pick()?;
-        let node = nodes::spawn(&exe, work, index, port, &settings)?;
-        let node = cluster.add(Role::Node, node);
+        let (exe, again, settings) = (exe.clone(), work.clone(), settings.clone());
+        let node = cluster.add_restartable(
+            Role::Node,
+            Some(format!("http://127.0.0.1:{port}")),
+            Box::new(move || nodes::spawn(&exe, &again, index, port, &settings)),
+        )?;
         if index == 1 {
             nodes::wait_ready(cluster.get(node), port).await?;
         }
@@ -181,16 +214,29 @@ async fn bring_up(
     }
 
     let lb_url = format!("http://127.0.0.1:{}", args.port);
-    let lb = nginx::spawn(work, args.port, &node_ports, as_root)?;
-    let lb = cluster.add(Role::LoadBalancer, lb);
+    let (again, lb_port, upstream) = (work.clone(), args.port, node_ports.clone());
+    let lb = cluster.add_restartable(
+        Role::LoadBalancer,
+        Some(lb_url.clone()),
+        Box::new(move || nginx::spawn(&again, lb_port, &upstream, as_root)),
+    )?;
     nginx::wait_ready(cluster.get(lb), &lb_url).await?;
     println!("  nginx     {lb_url}");
 
     let spec = runner_spec();
     for index in 1..=usize::from(args.runners) {
-        let runner = runners::spawn(&exe, work, index, &lb_url, &args.registration_token, &spec)?;
-        println!("  {:<9} labels {}", runner.name(), spec.labels);
-        cluster.add(Role::Runner, runner);
+        let (exe, again, spec, url) = (exe.clone(), work.clone(), spec.clone(), lb_url.clone());
+        let token = args.registration_token.clone();
+        let runner = cluster.add_restartable(
+            Role::Runner,
+            None,
+            Box::new(move || runners::spawn(&exe, &again, index, &url, &token, &spec)),
+        )?;
+        println!(
+            "  {:<9} labels {}",
+            cluster.get(runner).name(),
+            runner_spec().labels
+        );
     }
     Ok(lb_url)
 }
@@ -206,6 +252,10 @@ fn print_next_steps(lb_url: &str, api_token: &str, work: &WorkDir) {
          \n  export BATON_SERVER={lb_url} BATON_TOKEN={api_token}\
          \n  {baton} task submit --wait -- echo hi\
          \n  {baton} task list\
+         \n\nBreak it and watch it mend (a member that dies is started again):\
+         \n  {baton} dev status          # what runs, with pids and addresses\
+         \n  {baton} dev kill node-2     # SIGKILL, as a crash; its tasks are adopted\
+         \n  {baton} dev restart node-2\
          \n\nCtrl-C stops everything.",
         logs = work.logs().display(),
     );

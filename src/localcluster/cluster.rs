@@ -1,4 +1,5 @@
-//! Everything `baton dev` started, so it can watch it and stop it in the right order.
+//! Everything `baton dev` started, so it can watch it, start again what dies, and stop
+//! it all in the right order.
 
 use super::processes::{Stopped, Supervised};
 use futures::future::select_all;
@@ -7,7 +8,8 @@ use std::path::PathBuf;
 /// What a process is to the cluster. Declared in stop order: runners first, so no task is
 /// mid-flight when the nodes go; nodes before nginx, so nothing hits a half-gone proxy;
 /// the stores last, once nobody uses them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Role {
     Runner,
     Node,
@@ -16,57 +18,157 @@ pub enum Role {
     Redis,
 }
 
+/// How to start a member again, as it was first started (same port, same state dir).
+pub type Respawn = Box<dyn FnMut() -> anyhow::Result<Supervised> + Send>;
+
+struct Entry {
+    role: Role,
+    process: Supervised,
+    respawn: Option<Respawn>,
+    /// Where it listens, shown by `baton dev status`.
+    address: Option<String>,
+    /// Exited and left so (`--no-restart`, or a restart that failed): not waited on.
+    down: bool,
+}
+
 #[derive(Default)]
 pub struct Cluster {
-    members: Vec<(Role, Supervised)>,
+    members: Vec<Entry>,
     /// Folders to remove once everything has stopped.
     scratch: Vec<PathBuf>,
 }
 
-/// A handle on one member, valid for the cluster's life.
-#[derive(Debug, Clone, Copy)]
+/// A handle on one member, valid for the cluster's life (a restart keeps it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Member(usize);
+
+/// One member as `baton dev status` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MemberState {
+    pub name: String,
+    pub role: Role,
+    pub pid: i32,
+    pub address: Option<String>,
+    pub log: PathBuf,
+    pub up: bool,
+}
 
 impl Cluster {
     pub fn add(&mut self, role: Role, process: Supervised) -> Member {
-        self.members.push((role, process));
+        self.members.push(Entry {
+            role,
+            process,
+            respawn: None,
+            address: None,
+            down: false,
+        });
         Member(self.members.len() - 1)
     }
 
+    /// Adds a member that `respawn` can start again after it died.
+    pub fn add_restartable(
+        &mut self,
+        role: Role,
+        address: Option<String>,
+        mut respawn: Respawn,
+    ) -> anyhow::Result<Member> {
+        let process = respawn()?;
+        let member = self.add(role, process);
+        let entry = &mut self.members[member.0];
+        entry.respawn = Some(respawn);
+        entry.address = address;
+        Ok(member)
+    }
+
     pub fn get(&mut self, member: Member) -> &mut Supervised {
-        &mut self.members[member.0].1
+        &mut self.members[member.0].process
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<Member> {
+        self.members
+            .iter()
+            .position(|e| e.process.name() == name)
+            .map(Member)
     }
 
     pub fn remove_after_stop(&mut self, dir: PathBuf) {
         self.scratch.push(dir);
     }
 
-    /// Resolves when any member exits, with what to tell the user. While the cluster is
-    /// up nothing should exit, so any exit is a failure.
-    pub async fn any_exit(&mut self) -> anyhow::Error {
-        if self.members.is_empty() {
+    /// Resolves when a member that is not down exits: which, and how it ended.
+    /// Cancel-safe. Pending forever while every member is down.
+    pub async fn next_exit(&mut self) -> (Member, String) {
+        let exits: Vec<_> = self
+            .members
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, e)| !e.down)
+            .map(|(i, e)| {
+                Box::pin(async move {
+                    let how = match e.process.exited().await {
+                        Ok(status) => status.to_string(),
+                        Err(e) => format!("could not wait for it: {e}"),
+                    };
+                    (Member(i), how)
+                })
+            })
+            .collect();
+        if exits.is_empty() {
             return std::future::pending().await;
         }
-        let exits = self.members.iter_mut().map(|(_, process)| {
-            Box::pin(async move {
-                let status = match process.exited().await {
-                    Ok(status) => status.to_string(),
-                    Err(e) => format!("could not wait for it: {e}"),
-                };
-                anyhow::anyhow!(
-                    "{} exited unexpectedly ({status}); see {}",
-                    process.name(),
-                    process.log().display()
-                )
-            })
-        });
         select_all(exits).await.0
+    }
+
+    /// Resolves when any member exits, with what to tell the user: for the bring-up, when
+    /// nothing should exit.
+    pub async fn any_exit(&mut self) -> anyhow::Error {
+        let (member, how) = self.next_exit().await;
+        let process = self.get(member);
+        anyhow::anyhow!(
+            "{} exited unexpectedly ({how}); see {}",
+            process.name(),
+            process.log().display()
+        )
+    }
+
+    /// Stops `member` (gracefully, if it still runs) and starts it again. A member with no
+    /// way to start again, or whose start fails, is left down, and the error says why.
+    pub async fn restart(&mut self, member: Member) -> anyhow::Result<()> {
+        let entry = &mut self.members[member.0];
+        entry.process.stop().await;
+        entry.down = true;
+        let Some(respawn) = entry.respawn.as_mut() else {
+            anyhow::bail!("{} cannot be started again", entry.process.name());
+        };
+        entry.process = respawn()?;
+        entry.down = false;
+        Ok(())
+    }
+
+    /// Leaves `member` down: it is not waited on until it is restarted.
+    pub fn leave_down(&mut self, member: Member) {
+        self.members[member.0].down = true;
+    }
+
+    pub fn states(&mut self) -> Vec<MemberState> {
+        self.members
+            .iter_mut()
+            .map(|e| MemberState {
+                name: e.process.name().to_string(),
+                role: e.role,
+                pid: e.process.pid(),
+                address: e.address.clone(),
+                log: e.process.log().to_path_buf(),
+                up: !e.down && e.process.try_exited().is_none(),
+            })
+            .collect()
     }
 
     /// Stops every member, in `Role` order, each with its own signal and grace period.
     pub async fn stop(&mut self) {
-        self.members.sort_by_key(|(role, _)| *role);
-        for (_, process) in &mut self.members {
+        self.members.sort_by_key(|e| e.role);
+        for entry in &mut self.members {
+            let process = &mut entry.process;
             match process.stop().await {
                 Stopped::Already => {}
                 Stopped::Gracefully => println!("  stopped {}", process.name()),

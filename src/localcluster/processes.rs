@@ -102,6 +102,11 @@ impl Supervised {
         &self.name
     }
 
+    /// Its pid, which is also its process group's id.
+    pub fn pid(&self) -> i32 {
+        self.pid.as_raw()
+    }
+
     pub fn log(&self) -> &Path {
         &self.log
     }
