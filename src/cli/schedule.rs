@@ -8,6 +8,8 @@ use std::io::Write;
 use std::process::ExitCode;
 use uuid::Uuid;
 
+// Parsed once per process and matched at once, as `TaskCommand`.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum ScheduleCommand {
     /// Create a schedule: `baton schedule create --name N --cron '*/5 * * * *' [task options] -- CMD ARGS...`

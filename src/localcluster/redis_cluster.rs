@@ -253,10 +253,9 @@ impl RedisCluster {
         while since.elapsed() < Duration::from_secs(60) {
             if let Ok(Ok(mut conn)) =
                 tokio::time::timeout(Duration::from_secs(2), client.get_async_connection()).await
+                && super::redis::takes_a_write(&mut conn, &probe).await
             {
-                if super::redis::takes_a_write(&mut conn, &probe).await {
-                    return Ok(since.elapsed());
-                }
+                return Ok(since.elapsed());
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -273,10 +273,9 @@ impl RedisSentinel {
             if let Ok(now) = self.master().await
                 && now != old
                 && let Ok(mut conn) = connect(self.redis_ports[now]).await
+                && super::redis::takes_a_write(&mut conn, "baton-failover-probe").await
             {
-                if super::redis::takes_a_write(&mut conn, "baton-failover-probe").await {
-                    return Ok(since.elapsed());
-                }
+                return Ok(since.elapsed());
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
