@@ -2,12 +2,15 @@
 //! and two runners, runs a demo task through the load balancer, and tears it all down; a
 //! member killed by hand is started again, and the cluster carries on whole.
 
+mod support;
+
 use baton_client::{Client, SubmitTask};
 use baton_core::TaskStatus;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::wait_for;
 
 #[test]
 fn baton_dev_brings_up_a_cluster_runs_the_demo_and_stops_everything() {
@@ -130,17 +133,6 @@ fn pid_of(dir: &Path, name: &str) -> i32 {
         .1
 }
 
-async fn poll<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(found) = check() {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_killed_by_hand_is_started_again_and_its_running_task_succeeds() {
     let port = free_port();
@@ -170,8 +162,9 @@ async fn a_node_killed_by_hand_is_started_again_and_its_running_task_succeeds() 
         .spawn()
         .unwrap();
     let mut dev = Dev { child, out };
-    poll("the cluster to be up", Duration::from_secs(240), || {
-        dev.said().contains("The cluster is up.").then_some(())
+    wait_for("the cluster to be up", Duration::from_secs(240), || {
+        let up = dev.said().contains("The cluster is up.");
+        async move { up.then_some(()) }
     })
     .await;
     let members = status(&dir);
@@ -190,13 +183,11 @@ async fn a_node_killed_by_hand_is_started_again_and_its_running_task_succeeds() 
         ..Default::default()
     };
     let (task, _) = client.submit(&task).await.unwrap();
-    let mut running = false;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !running {
-        assert!(Instant::now() < deadline, "the task never ran");
-        running = client.task_get(task.id).await.unwrap().status == TaskStatus::Running;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for("the task to run", Duration::from_secs(60), || async {
+        let now = client.task_get(task.id).await.unwrap();
+        (now.status == TaskStatus::Running).then_some(())
+    })
+    .await;
     // The node that owns the running task is the one to kill.
     let owner = client
         .nodes()
@@ -211,34 +202,35 @@ async fn a_node_killed_by_hand_is_started_again_and_its_running_task_succeeds() 
     let killed = dev_cmd(&dir, &["kill", &owner]);
     assert!(killed.status.success(), "{killed:?}");
 
-    let after = poll(
+    let after = wait_for(
         "the killed node to run again",
         Duration::from_secs(60),
         || {
-            status(&dir)
+            let again = status(&dir)
                 .into_iter()
                 .find(|(n, pid, state)| n == &owner && *pid != before && state == "up")
-                .map(|(_, pid, _)| pid)
+                .map(|(_, pid, _)| pid);
+            async move { again }
         },
     )
     .await;
     assert_ne!(after, before);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let done = loop {
+    let done = wait_for("the task to end", Duration::from_secs(90), || async {
         let t = client.task_get(task.id).await.unwrap();
-        if t.status.is_terminal() {
-            break t;
-        }
-        assert!(Instant::now() < deadline, "the task did not end: {t:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        t.status.is_terminal().then_some(t)
+    })
+    .await;
     assert_eq!(done.status, TaskStatus::Succeeded, "{done:?}");
     assert_eq!(done.attempt, 1, "not run twice");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while client.nodes().await.map(|n| n.nodes.len()).unwrap_or(0) < 2 {
-        assert!(Instant::now() < deadline, "the cluster is not whole again");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for(
+        "the cluster to be whole again",
+        Duration::from_secs(60),
+        || async {
+            let nodes = client.nodes().await.map(|n| n.nodes.len()).unwrap_or(0);
+            (nodes >= 2).then_some(())
+        },
+    )
+    .await;
     let said = dev.said();
     assert!(
         said.contains(&format!("baton dev: {owner} died"))

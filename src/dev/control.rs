@@ -52,34 +52,7 @@ pub struct State {
     /// The pid of the `baton dev` that writes this: a state whose writer is gone is stale.
     pub supervisor: i32,
     pub load_balancer: String,
-    pub members: Vec<StateMember>,
-}
-
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct StateMember {
-    pub name: String,
-    pub role: String,
-    pub pid: i32,
-    pub address: Option<String>,
-    pub log: PathBuf,
-    pub up: bool,
-}
-
-impl From<MemberState> for StateMember {
-    fn from(m: MemberState) -> Self {
-        let role = serde_json::to_value(m.role)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        StateMember {
-            name: m.name,
-            role,
-            pid: m.pid,
-            address: m.address,
-            log: m.log,
-            up: m.up,
-        }
-    }
+    pub members: Vec<MemberState>,
 }
 
 /// Writes what the cluster holds now, whole or not at all (a rename), for `status`.
@@ -87,11 +60,7 @@ pub fn write_state(root: &Path, load_balancer: &str, cluster: &mut Cluster) -> a
     let state = State {
         supervisor: i32::try_from(std::process::id())?,
         load_balancer: load_balancer.to_string(),
-        members: cluster
-            .states()
-            .into_iter()
-            .map(StateMember::from)
-            .collect(),
+        members: cluster.states(),
     };
     let partial = root.join(format!("{STATE_FILE}.partial"));
     std::fs::write(&partial, serde_json::to_vec_pretty(&state)?)?;
@@ -121,7 +90,7 @@ fn read_state(dir: &Path) -> anyhow::Result<State> {
     Ok(state)
 }
 
-fn member<'a>(state: &'a State, name: &str) -> anyhow::Result<&'a StateMember> {
+fn member<'a>(state: &'a State, name: &str) -> anyhow::Result<&'a MemberState> {
     state
         .members
         .iter()
@@ -165,7 +134,7 @@ pub async fn run(action: DevAction) -> anyhow::Result<ExitCode> {
                     out,
                     "{:<10}  {:<13}  {:<7}  {:<5}  {:<22}  {}",
                     m.name,
-                    m.role,
+                    m.role.as_str(),
                     m.pid,
                     if up { "up" } else { "down" },
                     m.address.as_deref().unwrap_or("-"),

@@ -1,7 +1,7 @@
 //! Keeping a `baton dev` cluster whole, so a newcomer can break it and watch: a member
 //! that dies is reported (what died, how, where its log is) and started again after a
 //! short delay, or left down with `--no-restart`; restart requests from
-//! `baton dev restart` are carried out. The state file follows every change.
+//! `baton dev restart` are carried out. The state file is rewritten at every change.
 
 use super::control::{take_restart_requests, write_state};
 use crate::localcluster::cluster::Cluster;
@@ -19,8 +19,9 @@ pub async fn keep_up(
     restart_after: Option<Duration>,
 ) -> anyhow::Result<()> {
     let mut control = tokio::time::interval(CONTROL_EVERY);
+    // Written at each change only: `status` checks the pids itself.
+    write_state(root, load_balancer, cluster)?;
     loop {
-        write_state(root, load_balancer, cluster)?;
         tokio::select! {
             (member, how) = cluster.next_exit() => {
                 let process = cluster.get(member);
@@ -29,6 +30,7 @@ pub async fn keep_up(
                 let Some(delay) = restart_after else {
                     cluster.leave_down(member);
                     println!("baton dev: {name} left down (--no-restart); `baton dev restart {name}` starts it again");
+                    write_state(root, load_balancer, cluster)?;
                     continue;
                 };
                 println!("baton dev: starting {name} again in {} s", delay.as_secs_f64());
@@ -37,12 +39,17 @@ pub async fn keep_up(
                 restart(cluster, &name).await;
             }
             _ = control.tick() => {
-                for name in take_restart_requests(root) {
+                let asked = take_restart_requests(root);
+                if asked.is_empty() {
+                    continue;
+                }
+                for name in asked {
                     println!("\nbaton dev: restarting {name}, as asked");
                     restart(cluster, &name).await;
                 }
             }
         }
+        write_state(root, load_balancer, cluster)?;
     }
 }
 

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 /// What a process is to the cluster. Declared in stop order: runners first, so no task is
 /// mid-flight when the nodes go; nodes before nginx, so nothing hits a half-gone proxy;
 /// the stores last, once nobody uses them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Runner,
@@ -16,6 +18,18 @@ pub enum Role {
     LoadBalancer,
     Postgres,
     Redis,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Runner => "runner",
+            Role::Node => "node",
+            Role::LoadBalancer => "load_balancer",
+            Role::Postgres => "postgres",
+            Role::Redis => "redis",
+        }
+    }
 }
 
 /// How to start a member again, as it was first started (same port, same state dir).
@@ -43,7 +57,7 @@ pub struct Cluster {
 pub struct Member(usize);
 
 /// One member as `baton dev status` shows it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct MemberState {
     pub name: String,
     pub role: Role,

@@ -61,16 +61,21 @@ impl QueueDefaultsCache {
 
 fn parse(rows: Vec<(String, serde_json::Value)>) -> DefaultsByQueue {
     rows.into_iter()
-        .filter_map(|(queue, value)| match serde_json::from_value(value) {
-            Ok(defaults) => Some((queue, defaults)),
-            Err(error) => {
-                // Written by a release that knew other fields: the queue's tasks take the
-                // node's defaults rather than every submit to it failing.
-                tracing::warn!(%queue, %error, "queue defaults this node cannot read are ignored");
-                None
-            }
-        })
+        .filter_map(|(queue, value)| Some((queue.clone(), read(&queue, value)?)))
         .collect()
+}
+
+/// A queue's stored defaults, if this node can read them. Written by a release that knew
+/// other fields, they are ignored (and said so): the queue's tasks take the node's
+/// defaults rather than every submit to it failing.
+pub fn read(queue: &str, stored: serde_json::Value) -> Option<QueueDefaults> {
+    match serde_json::from_value::<QueueDefaults>(stored) {
+        Ok(defaults) => Some(defaults).filter(|d| !d.is_empty()),
+        Err(error) => {
+            tracing::warn!(%queue, %error, "queue defaults this node cannot read are ignored");
+            None
+        }
+    }
 }
 
 /// The defaults as they are stored, or which field is wrong. Checked with the same rules

@@ -16,6 +16,7 @@ use baton_core::validate;
 use baton_store::QueueRecord;
 
 fn queue_view(q: QueueRecord) -> QueueView {
+    let defaults = q.defaults.and_then(|d| queue_defaults::read(&q.name, d.0));
     QueueView {
         name: q.name,
         paused: q.paused,
@@ -24,10 +25,7 @@ fn queue_view(q: QueueRecord) -> QueueView {
         oldest_waiting: q.oldest_waiting,
         paused_at: q.paused_at,
         resumed_at: q.resumed_at,
-        defaults: q
-            .defaults
-            .and_then(|d| serde_json::from_value::<QueueDefaults>(d.0).ok())
-            .filter(|d| !d.is_empty()),
+        defaults,
     }
 }
 
