@@ -178,7 +178,7 @@ struct TimingArgs {
     /// A schedule tick fired later than this was missed (catch-up decides) [default: 2000].
     #[arg(long, env = "BATON_SCHEDULE_MISFIRE_GRACE_MS")]
     schedule_misfire_grace_ms: Option<u64>,
-    /// How often the schedule service looks for new schedules [default: 1000].
+    /// How often the schedule service looks for new schedules when no wake-up came [default: 30000].
     #[arg(long, env = "BATON_SCHEDULE_POLL_MS")]
     schedule_poll_ms: Option<u64>,
     /// How often the repair pass runs (on one node) [default: 30000].

@@ -31,6 +31,9 @@ pub enum Wake {
     /// Webhooks were written to the outbox: deliverers look now rather than at their
     /// next idle poll.
     Outbox,
+    /// A schedule was made or changed: schedule services look again now rather than at
+    /// their next poll.
+    Schedules,
     /// Anything may have changed (the subscriber reconnected and may have missed
     /// messages): everyone should look again.
     All,
@@ -51,6 +54,7 @@ impl Wake {
                     .join(",")
             ),
             Wake::Outbox => "outbox".into(),
+            Wake::Schedules => "schedules".into(),
             Wake::All => "all".into(),
         }
     }
@@ -71,6 +75,7 @@ impl Wake {
         match payload {
             "all" => vec![Wake::All],
             "outbox" => vec![Wake::Outbox],
+            "schedules" => vec![Wake::Schedules],
             key => vec![Wake::Queue(key.into())],
         }
     }

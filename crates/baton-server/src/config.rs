@@ -232,7 +232,8 @@ pub struct Timings {
     /// A schedule's tick fired later than this was missed: its schedule's catch-up
     /// policy decides whether it fires (docs/schedules.md).
     pub schedule_misfire_grace_ms: u64,
-    /// How often a node looks for new or changed schedules while none is due sooner.
+    /// How often a node looks for new or changed schedules while none is due sooner and
+    /// no wake-up said one changed: a backstop, since every change wakes every node.
     pub schedule_poll_ms: u64,
 }
 
@@ -260,7 +261,7 @@ impl Default for Timings {
             finalize_lock_ms: 30_000,
             webhook_timeout_ms: 10_000,
             schedule_misfire_grace_ms: 2_000,
-            schedule_poll_ms: 1_000,
+            schedule_poll_ms: 30_000,
         }
     }
 }

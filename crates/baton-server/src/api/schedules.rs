@@ -15,6 +15,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use baton_client::{CreateSchedule, Schedule, ScheduleList, ScheduleRun, UpdateSchedule};
+use baton_coord::Wake;
 use baton_store::{ScheduleRecord, StoreError};
 use uuid::Uuid;
 
@@ -37,6 +38,7 @@ pub async fn create(
         .schedule_insert(Uuid::now_v7(), &settings, &user.token_id, state.clock.now())
         .await?;
     tracing::info!(schedule.id = %record.id, schedule.cron = %record.cron, "schedule created");
+    schedules_changed(&state).await;
     Ok((
         StatusCode::CREATED,
         Json(schedule_view(record, Vec::new(), Vec::new())),
@@ -138,6 +140,7 @@ pub async fn update(
         .schedule_update(id, &settings, state.clock.now())
         .await
         .map_err(not_found)?;
+    schedules_changed(&state).await;
     Ok(Json(schedule_view(record, Vec::new(), Vec::new())))
 }
 
@@ -205,6 +208,7 @@ async fn set_paused(
         .await
         .map_err(not_found)?;
     tracing::info!(schedule.id = %id, paused, "schedule paused or resumed");
+    schedules_changed(state).await;
     Ok(Json(schedule_view(record, Vec::new(), Vec::new())))
 }
 
@@ -227,6 +231,12 @@ pub async fn trigger(
         tracing::info!(schedule.id = %id, task.id = %task.id, "schedule triggered");
     }
     get(State(state), user, ApiPath(id)).await
+}
+
+/// Wakes every node's schedule service, which otherwise looks for new or changed schedules
+/// only every `schedule_poll_ms`. Lost (Redis down), the change is seen at that poll.
+async fn schedules_changed(state: &AppState) {
+    let _ = state.coord.publish(&Wake::Schedules).await;
 }
 
 /// The schedule, if this caller may see it (`owner`: only its own).

@@ -1,8 +1,10 @@
 //! The schedule service, on every node: fires the ticks that fall due, each exactly once
 //! across the cluster (`baton_store::Store::schedule_fire` says how), by Postgres's
 //! clock, so the nodes' own clocks may disagree or be stepped without firing a tick twice
-//! or early. It sleeps until the next tick (or `schedule_poll_ms`, to see new schedules),
-//! so an on-time tick fires within milliseconds.
+//! or early. It sleeps until the next tick, or until a schedule is made or changed on
+//! any node (`Wake::Schedules`), or at most `schedule_poll_ms` (a backstop for a lost
+//! wake-up): an on-time tick fires within milliseconds, and a cluster with nothing due
+//! soon asks Postgres only at that poll.
 //!
 //! It submits and cancels as the API does (the queue add after the commit, a cancel's
 //! Redis tidy-up), so it holds the node's state rather than a few handles.
@@ -11,9 +13,11 @@ use crate::config::Timings;
 use crate::schedules::{clock_of, tick_key, tick_task};
 use crate::services::ServiceError;
 use crate::state::AppState;
+use baton_coord::Wake;
 use baton_core::schedule::{CatchUp, CatchUpRule, DueTicks, Overlap, due_ticks, plan_overlap};
 use baton_store::{Fire, NewTask, ScheduleRecord, ScheduleSkip, TaskRecord};
 use chrono::{DateTime, Duration, Utc};
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 /// Most schedules handled per pass; more due ones wait for the next (at once) pass.
@@ -57,6 +61,7 @@ impl Scheduler {
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
+        let mut wakes = self.state.wake.subscribe();
         loop {
             let sleep = match self.run_once().await {
                 Ok(report) if report.fired + report.lost > 0 || report.skipped > 0 => MIN_SLEEP,
@@ -66,9 +71,23 @@ impl Scheduler {
                     self.settings.poll
                 }
             };
+            let changed = async {
+                loop {
+                    match wakes.recv().await {
+                        Ok(Wake::Schedules | Wake::All) => return,
+                        // Missed messages may have held one.
+                        Err(broadcast::error::RecvError::Lagged(_)) => return,
+                        Err(broadcast::error::RecvError::Closed) => {
+                            std::future::pending::<()>().await
+                        }
+                        Ok(_) => {}
+                    }
+                }
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(sleep) => {}
+                _ = changed => {}
             }
         }
     }
