@@ -35,6 +35,10 @@ if ! command -v pg_autoctl >/dev/null 2>&1; then
     pg_major=$(ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -n 1)
     missing+=("postgresql-${pg_major:-15}-auto-failover")
 fi
+# The console test (tests/ui.rs) drives Chromium with playwright-core, under Node.js.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "test.sh: installing ${missing[*]}"
     as_root apt-get update
@@ -62,6 +66,14 @@ fi
 if ! python3 -c 'import helm_python, kubernetes_validate' >/dev/null 2>&1; then
     echo "test.sh: installing helm-python-sdk and kubernetes-validate"
     python3 -m pip install --quiet helm-python-sdk kubernetes-validate
+fi
+
+# playwright-core at the version tests/ui/package-lock.json pins; it downloads no browser
+# (the test uses the system's Chromium).
+if [ ! -d tests/ui/node_modules/playwright-core ] \
+    || [ tests/ui/package-lock.json -nt tests/ui/node_modules/.package-lock.json ]; then
+    echo "test.sh: installing playwright-core"
+    (cd tests/ui && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
 if ! redis-cli -u "$BATON_TEST_REDIS_URL" ping >/dev/null 2>&1; then

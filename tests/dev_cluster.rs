@@ -177,6 +177,11 @@ async fn a_node_killed_by_hand_is_started_again_and_its_running_task_succeeds() 
     }
 
     let lb = format!("http://127.0.0.1:{port}");
+    // The console, through the load balancer, at the address it printed.
+    assert!(dev.said().contains(&format!("{lb}/ui/")), "{}", dev.said());
+    let console = reqwest::get(format!("{lb}/ui/")).await.unwrap();
+    assert_eq!(console.status(), 200);
+    assert!(console.text().await.unwrap().contains("<title>"));
     let client = Client::new(&lb, Some("dev-admin-token".into())).unwrap();
     let task = SubmitTask {
         script: Some("sleep 4; echo survived".into()),

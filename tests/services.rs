@@ -69,6 +69,7 @@ impl Handles {
                 },
                 now: Arc::new(Utc::now),
                 fault: None,
+                observer: None,
             },
         );
         Handles {

@@ -11,6 +11,9 @@
 //! - **real agent**: the same drain with two `baton runner` agents (16 slots each)
 //!   running `true`, beside the rate of spawning `true` 20,000 times, 32 at once, with no
 //!   scheduler (the floor of this machine);
+//! - **events**: the drain again with one event-stream subscriber on each node (all
+//!   task events, `GET /v1/events`), beside the drain without: the rate and the counts
+//!   per task with and without subscribers, and the events each subscriber received;
 //! - **pickup**: a runner parked on one node, 200 tasks submitted on another 20 ms apart,
 //!   through nginx: submit sent → task in the runner's hands;
 //! - per task, for each phase: Postgres commits (`pg_stat_database`) and statements
@@ -109,7 +112,7 @@ fn median_figure(mut rounds: Vec<Figure>) -> Figure {
     rounds.swap_remove(rounds.len() / 2)
 }
 
-/// `--only PHASE` (drain, agent, pickup, idle, full): one phase, for profiling.
+/// `--only PHASE` (drain, events, agent, pickup, idle, full): one phase, for profiling.
 fn only() -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     let i = args.iter().position(|a| a == "--only")?;
@@ -161,6 +164,12 @@ async fn bench() {
             drains.push(drain);
         }
     }
+    let mut subscribed = Vec::new();
+    if runs("events") {
+        for round in 0..scale.rounds {
+            subscribed.push(subscribed_drain(&stack, &scale, &sources, &processes, round).await);
+        }
+    }
     let (mut agents, mut floors) = (Vec::new(), Vec::new());
     if runs("agent") {
         for round in 0..scale.rounds {
@@ -194,6 +203,8 @@ async fn bench() {
     }
     let drain = median_figure(drains);
     let submit = median_figure(submits);
+    let least_received = subscribed.iter().map(|(_, r)| *r).min().unwrap_or(0);
+    let subscribed = median_figure(subscribed.into_iter().map(|(f, _)| f).collect());
     let agent = median_figure(agents);
     let floor = median(floors);
     let pickup_at = |i: usize| median(pickups.iter().map(|p| p[i]).collect());
@@ -208,6 +219,14 @@ async fn bench() {
         drain.rate
     );
     println!("  {}", drain.usage.per_task(drain.tasks));
+    println!(
+        "drain with 3 event subscribers (one per node, every task event): {:.0} tasks/s \
+         ({:+.1} % of the rate without); each subscriber received at least {least_received} of {} events",
+        subscribed.rate,
+        (subscribed.rate / drain.rate - 1.0) * 100.0,
+        3 * scale.drain
+    );
+    println!("  {}", subscribed.usage.per_task(subscribed.tasks));
     println!(
         "drain with {} finished tasks in the table: {:.0} tasks/s ({:+.1} % of the empty-table rate)",
         scale.finished_rows,
@@ -389,6 +408,51 @@ async fn protocol_drain(
     println!("{}", drain.usage.top_statements(drain.tasks, 8));
 
     (submit, drain)
+}
+
+/// The drain with a subscriber to every task event on each node; and the fewest events
+/// a subscriber received (each task has three: queued, running, succeeded).
+async fn subscribed_drain(
+    stack: &Stack,
+    scale: &Scale,
+    sources: &impl Fn(&[(String, Vec<u32>)]) -> Sources,
+    processes: &[(String, Vec<u32>)],
+    round: usize,
+) -> (Figure, u64) {
+    let filter = baton_client::EventFilter {
+        kind: Some("task".into()),
+        ..Default::default()
+    };
+    let mut counts = Vec::new();
+    let mut subscribers = Vec::new();
+    for node in &stack.nodes {
+        let frames = user_client(&node.url)
+            .events(&filter, None)
+            .await
+            .expect("subscribe");
+        let count = Arc::new(AtomicU64::new(0));
+        counts.push(count.clone());
+        subscribers.push(tokio::spawn(async move {
+            use futures::StreamExt;
+            let mut frames = std::pin::pin!(frames);
+            while let Some(Ok(_)) = frames.next().await {
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let (_, drain) = protocol_drain(stack, scale, sources, processes, 200 + round).await;
+    // The last events reach the subscribers within moments of the last commit.
+    let expected = 3 * scale.drain as u64;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while counts.iter().any(|c| c.load(Ordering::Relaxed) < expected) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for s in subscribers {
+        s.abort();
+    }
+    let least = counts.iter().map(|c| c.load(Ordering::Relaxed)).min().unwrap_or(0);
+    println!("round {round} with subscribers: drain {:.0} tasks/s; events received {least} of {expected}", drain.rate);
+    (drain, least)
 }
 
 async fn agent_drain(

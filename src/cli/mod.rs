@@ -10,6 +10,7 @@ mod serve;
 mod task;
 mod task_actions;
 mod task_table;
+mod task_watch;
 
 use crate::telemetry::LogFormat;
 use clap::{Parser, Subcommand};

@@ -150,6 +150,11 @@ pub struct ServeArgs {
     /// it is answered 408 [default: 60000].
     #[arg(long, env = "BATON_HTTP_BODY_READ_TIMEOUT_MS")]
     http_body_read_timeout_ms: Option<u64>,
+    /// Where the web console (/ui) links a task's trace: an http(s) URL with
+    /// `{trace_id}` in it, e.g. `https://jaeger.example.com/trace/{trace_id}`
+    /// [default: no trace links].
+    #[arg(long, env = "BATON_UI_TRACE_URL")]
+    ui_trace_url: Option<String>,
     #[command(flatten)]
     timings: TimingArgs,
     /// Test-only fault injection (`after-pop`: abort between the Redis pop and the
@@ -181,6 +186,9 @@ struct TimingArgs {
     /// How often the schedule service looks for new schedules when no wake-up came [default: 30000].
     #[arg(long, env = "BATON_SCHEDULE_POLL_MS")]
     schedule_poll_ms: Option<u64>,
+    /// How long the event stream's history is held for resuming (`Last-Event-ID`) [default: 600].
+    #[arg(long, env = "BATON_EVENT_RETENTION_S")]
+    event_retention_s: Option<u64>,
     /// How often the repair pass runs (on one node) [default: 30000].
     #[arg(long, env = "BATON_REPAIR_INTERVAL_MS")]
     repair_interval_ms: Option<u64>,

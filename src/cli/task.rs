@@ -1,8 +1,9 @@
-//! `baton task submit | get | list | cancel | retry | logs`.
+//! `baton task submit | get | list | cancel | retry | logs | watch`.
 
 use super::connect::{ClientArgs, Output, print_json};
 use super::task_actions::{self, Action, BulkArgs};
 use super::task_table;
+use super::task_watch;
 use anyhow::Context;
 use baton_client::{Client, RetryPolicy, SubmitTask, Task, TaskQuery};
 use baton_core::TaskStatus;
@@ -68,6 +69,24 @@ pub enum TaskCommand {
         id: Option<Uuid>,
         #[command(flatten)]
         filter: BulkArgs,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Print events as they happen: task status changes, runners and nodes joining and
+    /// leaving, schedules firing. Taken up again after the last event if the stream breaks.
+    Watch {
+        /// Only the events of this queue's tasks.
+        #[arg(long, short)]
+        queue: Option<String>,
+        /// Only the events of this task.
+        #[arg(long)]
+        task: Option<Uuid>,
+        /// Only these kinds, comma-separated: task, runner, node, schedule.
+        #[arg(long)]
+        kind: Option<String>,
+        /// text: one line per event; json: each event's JSON on a line.
+        #[arg(long, short, value_enum, default_value_t)]
+        output: Output,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -221,6 +240,17 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        TaskCommand::Watch {
+            queue,
+            task,
+            kind,
+            output,
+            client,
+        } => {
+            let filter = baton_client::EventFilter { queue, task, kind };
+            task_watch::watch(&client.client()?, filter, output == Output::Json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         TaskCommand::Logs { id, follow, client } => {
             let client = client.client()?;
             if follow {
@@ -270,12 +300,15 @@ async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
 
 /// Prints output as it arrives until the task is terminal, then returns the final task.
 /// The server streams it (following the output on any node); each attempt has its own
-/// log, and a retry's output follows a marker line on stderr. A stream cut short (its
-/// node went away) is picked up again from where it stopped.
+/// log, and a retry's output follows a marker line on stderr. Which attempt is the last
+/// and when the task has ended, the event stream tells (`task_watch`); a log stream
+/// cut short (its node went away) is picked up again from where it stopped.
 async fn follow_logs(client: &Client, id: Uuid) -> anyhow::Result<Task> {
+    let (mut news, watcher) = task_watch::watch_task(client, id).await?;
     let mut offset = 0;
     let mut attempt = None;
     loop {
+        let mut received = false;
         match client.task_logs_follow(id, attempt, offset).await {
             Ok((followed, stream)) => {
                 attempt = Some(followed);
@@ -285,24 +318,33 @@ async fn follow_logs(client: &Client, id: Uuid) -> anyhow::Result<Task> {
                     out.write_all(&bytes)?;
                     out.flush()?;
                     offset += bytes.len() as i64;
+                    received = true;
                 }
             }
             Err(e) if e.status().is_some() => return Err(e.into()),
-            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            Err(_) => {}
         }
-        let task = client.task_get(id).await.context("reading the task")?;
+        let now = *news.borrow();
         match attempt {
-            Some(followed) if task.attempt > followed => {
+            Some(followed) if now.attempt > followed => {
                 if followed > 0 {
-                    eprintln!("--- attempt {} ---", task.attempt);
+                    eprintln!("--- attempt {} ---", now.attempt);
                 }
-                attempt = Some(task.attempt);
+                attempt = Some(now.attempt);
                 offset = 0;
+                continue;
             }
-            _ if task.status.is_terminal() => return Ok(task),
+            _ if now.status.is_terminal() => break,
             _ => {}
         }
+        if !received {
+            // Nothing came: wait for news rather than asking again at once (a stream
+            // cut by its node is taken up again within the second).
+            let _ = tokio::time::timeout(Duration::from_secs(1), news.changed()).await;
+        }
     }
+    watcher.abort();
+    client.task_get(id).await.context("reading the task")
 }
 
 fn describe(task: &Task) -> String {

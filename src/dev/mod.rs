@@ -246,12 +246,14 @@ fn print_next_steps(lb_url: &str, api_token: &str, work: &WorkDir) {
     println!(
         "\nThe cluster is up.\n\
          \n  load balancer  {lb_url}\
+         \n  console        {lb_url}/ui/  (sign in with the API token)\
          \n  API token      {api_token}\
          \n  logs           {logs}/\
          \n\nIn another terminal:\
          \n  export BATON_SERVER={lb_url} BATON_TOKEN={api_token}\
          \n  {baton} task submit --wait -- echo hi\
          \n  {baton} task list\
+         \n  {baton} task watch         # every status change, as it happens\
          \n\nBreak it and watch it mend (a member that dies is started again):\
          \n  {baton} dev status          # what runs, with pids and addresses\
          \n  {baton} dev kill node-2     # SIGKILL, as a crash; its tasks are adopted\

@@ -231,6 +231,11 @@ impl Client {
         Self::json(self.request(Method::POST, "/v1/tokens").json(req)).await
     }
 
+    /// The calling token and what it may do.
+    pub async fn me(&self) -> Result<Caller, ClientError> {
+        Self::json(self.request(Method::GET, "/v1/me")).await
+    }
+
     pub async fn tokens(&self) -> Result<TokenList, ClientError> {
         Self::json(self.request(Method::GET, "/v1/tokens")).await
     }

@@ -4,12 +4,14 @@
 
 pub mod bulk;
 pub mod client;
+pub mod events;
 pub mod exchange;
 pub mod schedules;
 pub mod trace_context;
 pub mod wire;
 
 pub use bulk::{BulkAnswer, BulkItem, BulkRequest};
+pub use events::{EventFilter, EventFrame};
 pub use client::{ApiError, Client, ClientError, LogSlice, TaskQuery, install_tls_provider};
 pub use exchange::*;
 pub use reqwest::StatusCode;

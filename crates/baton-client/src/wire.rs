@@ -205,6 +205,10 @@ pub struct Task {
     /// This task's re-run, once it has one. Shown by `GET /v1/tasks/{id}` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retried_by: Option<Uuid>,
+    /// The node holding its claim — the one that reconciles it — while a runner holds
+    /// it. Shown by `GET /v1/tasks/{id}` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
 }
 
 /// A task's completion webhook: where its delivery stands.
@@ -486,6 +490,21 @@ pub enum Scope {
     Admin,
     Submit,
     Read,
+}
+
+/// `GET /v1/me`: the calling API token and what it may do, so a client (the console)
+/// offers only what would be allowed.
+#[derive(utoipa::ToSchema, Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Caller {
+    /// `bootstrap` for the token given to the nodes; a created token's id otherwise.
+    pub token_id: String,
+    pub scopes: Vec<Scope>,
+    /// The only queues it may submit to; `None`: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<Vec<String>>,
+    /// The only labels its tasks may carry; `None`: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
 }
 
 /// `POST /v1/tokens`.

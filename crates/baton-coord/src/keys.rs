@@ -58,6 +58,11 @@ impl Keys {
         format!("{}presence", self.prefix)
     }
 
+    /// The event history: a stream of what happened, read by `GET /v1/events`.
+    pub fn events(&self) -> String {
+        format!("{}events", self.prefix)
+    }
+
     /// Pub/sub channel announcing newly queued work (payload: the queue key).
     pub fn wake(&self) -> String {
         format!("{}wake", self.prefix)

@@ -113,6 +113,9 @@ pub struct ServeConfig {
     pub webhook_max_attempts: u32,
     /// ...or once it is this old (from the task's end), whichever comes first.
     pub webhook_max_age_s: u64,
+    /// Where the web console links a task's trace: a URL with `{trace_id}` in it (a
+    /// Jaeger UI's `.../trace/{trace_id}`). Unset: the console shows no trace links.
+    pub ui_trace_url: Option<crate::ui::TraceUrlTemplate>,
 }
 
 /// Input limits: each one breached is answered with a JSON 413 or 422.
@@ -235,6 +238,9 @@ pub struct Timings {
     /// How often a node looks for new or changed schedules while none is due sooner and
     /// no wake-up said one changed: a backstop, since every change wakes every node.
     pub schedule_poll_ms: u64,
+    /// How long the event history (`GET /v1/events`) holds events: a subscriber that
+    /// reconnects after longer is told to `resync`.
+    pub event_retention_s: u64,
 }
 
 impl Default for Timings {
@@ -262,6 +268,7 @@ impl Default for Timings {
             webhook_timeout_ms: 10_000,
             schedule_misfire_grace_ms: 2_000,
             schedule_poll_ms: 30_000,
+            event_retention_s: 600,
         }
     }
 }
@@ -330,6 +337,7 @@ impl Default for ServeConfig {
             secrets_key_file: None,
             webhook_max_attempts: 20,
             webhook_max_age_s: 86_400,
+            ui_trace_url: None,
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod config;
 pub mod dispatch;
 mod error;
+pub mod events;
 mod extract;
 pub mod heartbeat;
 pub mod identity;
@@ -21,6 +22,7 @@ pub mod sealing_gate;
 pub mod secrets;
 pub mod services;
 pub mod state;
+pub mod ui;
 pub mod webhooks;
 
 pub use config::ServeConfig;

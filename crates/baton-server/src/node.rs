@@ -241,6 +241,12 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
             ..StoreOptions::default()
         },
     )?;
+    let events = crate::events::EventLog::new(
+        coord.clone(),
+        clock.clone(),
+        node_id.clone(),
+        Duration::from_secs(config.timings.event_retention_s),
+    );
     let commit = GroupCommit::spawn(
         committing,
         GroupCommitSettings {
@@ -257,6 +263,13 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
                 Arc::new(move || clock.now())
             },
             fault: config.fault.clone(),
+            observer: Some({
+                let events = events.clone();
+                Arc::new(move |transitions| {
+                    let events = events.clone();
+                    Box::pin(async move { events.committed(transitions).await })
+                })
+            }),
         },
     );
     let state = AppState {
@@ -268,6 +281,8 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         sealing: Arc::default(),
         queue_defaults: Arc::default(),
         follows: Arc::default(),
+        subscriptions: Arc::default(),
+        events,
         parks: Arc::default(),
         openapi: Arc::default(),
         store,
@@ -293,6 +308,10 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         state.clock.clone(),
     );
     heartbeat.run_once(state.clock.now()).await;
+    state
+        .events
+        .node(crate::events::NodeChange::Joined, &node_id, None)
+        .await;
     let mut services = crate::services::spawn_all(&state);
     services.push(tokio::spawn(heartbeat.run(state.shutdown.clone())));
 
@@ -306,6 +325,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
     let drain_grace = state.config.drain_grace();
     let drain_notice = Duration::from_millis(state.config.drain_notice_ms);
     let (leave_coord, leave_identity) = (coord.clone(), identity.clone());
+    let events = state.events.clone();
     let served = tokio::spawn(async move {
         tracing::info!(node.id = %identity.id(), %addr, "node serving");
         let result = crate::listener::serve(listener, app, limits, stop)
@@ -315,6 +335,9 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
             let _ = service.await;
         }
         let id = identity.id();
+        events
+            .node(crate::events::NodeChange::Left, &id, None)
+            .await;
         if let Err(e) = coord.node_leave(&id).await {
             tracing::warn!(error = %e, node.id = %id, "could not remove liveness key; it will expire");
         }

@@ -49,6 +49,11 @@ pub struct AppState {
     pub sealing: Arc<crate::sealing_gate::SealingGate>,
     /// Log follow streams open on this node, per API token.
     pub follows: Arc<crate::quota::Quota<String>>,
+    /// Event streams open on this node, per API token.
+    pub subscriptions: Arc<crate::quota::Quota<String>>,
+    /// The event history: what status changes and cluster news are appended to, and
+    /// `GET /v1/events` reads.
+    pub events: crate::events::EventLog,
     /// Lease requests parked on this node, per runner.
     pub parks: Arc<crate::quota::Quota<uuid::Uuid>>,
     /// The OpenAPI document, set once the router (which generates it) is built.

@@ -22,6 +22,7 @@
 use crate::Store;
 use crate::error::StoreError;
 use crate::runs::FinishPolicy;
+use crate::transition::Transition;
 use crate::transitions::{Apply, Done, Work};
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,7 +53,17 @@ pub struct GroupCommitSettings {
     /// `fail-after-commit` answers every committed batch with an error, as a connection
     /// lost after the commit would.
     pub fault: Option<String>,
+    pub observer: Option<CommitObserver>,
 }
+
+/// Told of every batch's status changes once they are committed, before any of its
+/// requests is answered — so what a caller does next (queue the task, answer the runner)
+/// comes after the news of it: the node's event stream (`baton-server/src/events/`).
+pub type CommitObserver = Arc<
+    dyn Fn(Vec<Transition>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// The node's committer. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -185,11 +196,16 @@ async fn write_one(
     work: &Work,
     how: &Apply,
 ) -> Result<Done, StoreError> {
-    let done = crate::transitions::write(&store.pool, work, how, || {
+    let mut done = crate::transitions::write(&store.pool, work, how, || {
         fault(settings, "abort-before-commit")
     })
     .await?;
     fault(settings, "abort-after-commit");
+    if let Some(observer) = &settings.observer
+        && !done.transitions.is_empty()
+    {
+        observer(std::mem::take(&mut done.transitions)).await;
+    }
     if settings.fault.as_deref() == Some("fail-after-commit") {
         // The commit took effect, but its answer never reached the node: the ambiguous
         // case every caller must treat as "may have happened".
@@ -252,8 +268,9 @@ fn split(done: Done, sizes: &[Sizes]) -> Vec<Done> {
         logs,
         finishes,
         reads,
-        // Counted already, for the batch as a whole.
+        // Counted and told already, for the batch as a whole.
         ended: _,
+        transitions: _,
     } = done;
     let rows: std::collections::HashMap<uuid::Uuid, crate::TaskRecord> =
         reads.into_iter().map(|t| (t.id, t)).collect();
@@ -275,6 +292,7 @@ fn split(done: Done, sizes: &[Sizes]) -> Vec<Done> {
                 .iter()
                 .filter_map(|id| rows.get(id).cloned())
                 .collect(),
+            transitions: Vec::new(),
             ended: Vec::new(),
         })
         .collect()

@@ -21,12 +21,15 @@ mod runs;
 mod schedules;
 mod tasks;
 mod tokens;
+mod transition;
 mod transitions;
 mod webhook_secret;
 
 pub use cancel::Cancelled;
 pub use error::{StoreError, unavailable_seen};
-pub use group_commit::{BATCH_ITEMS as GROUP_COMMIT_ITEMS, GroupCommit, GroupCommitSettings, Now};
+pub use group_commit::{
+    BATCH_ITEMS as GROUP_COMMIT_ITEMS, CommitObserver, GroupCommit, GroupCommitSettings, Now,
+};
 pub use hosts::{primary_url, split as database_hosts};
 pub use logs::{LogAppend, LogChunk};
 pub use metered::{ERRORS as POSTGRES_ERRORS, QUERY_DURATION as POSTGRES_QUERY_DURATION};
@@ -37,6 +40,7 @@ pub use runners::{NewRunner, RunnerRecord};
 pub use runs::{Fence, FinishPolicy, RunEnd, TASKS_COMPLETED};
 pub use schedules::{Fire, ScheduleRecord, ScheduleSettings, ScheduleSkip};
 pub use tasks::{NewTask, TaskFilter, TaskRecord};
+pub use transition::Transition;
 pub use tokens::{
     ApiTokenRecord, NewApiToken, NewRegistrationToken, Registering, Registration,
     RegistrationTokenRecord,

@@ -219,8 +219,25 @@ impl Store {
 
     /// Newest first, keyset-paginated on the id.
     pub async fn task_list(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>, StoreError> {
+        self.task_list_matching(filter, None, None).await
+    }
+
+    /// [`Store::task_list`], narrowed further to the tasks carrying `label` and those
+    /// whose command (its words joined by spaces) or script contains `text`, ignoring
+    /// case and taking `%` and `_` literally. What a person looks for in a list, which is
+    /// why these two are not in [`TaskFilter`]: a bulk action takes every field of that
+    /// (`rerun::filter_sql`), and acts only on filters a caller can state exactly.
+    ///
+    /// No index serves either: the newest tasks are read in id order until `limit` match,
+    /// so a rare text costs a walk of the table. Callers bound the text's length.
+    pub async fn task_list_matching(
+        &self,
+        filter: &TaskFilter,
+        label: Option<&str>,
+        text: Option<&str>,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
         Ok(sqlx::query_as::<_, TaskRecord>(
-            "SELECT * FROM tasks
+            r"SELECT * FROM tasks
              WHERE ($1::text IS NULL OR status = $1)
                AND ($2::text IS NULL OR queue = $2)
                AND ($3::uuid IS NULL OR id < $3)
@@ -228,6 +245,10 @@ impl Store {
                AND ($6::uuid IS NULL OR schedule_id = $6)
                AND ($7::timestamptz IS NULL OR created_at >= $7)
                AND ($8::timestamptz IS NULL OR created_at < $8)
+               AND ($9::text IS NULL OR $9 = ANY(labels))
+               AND ($10::text IS NULL
+                    OR array_to_string(command, ' ') ILIKE $10 ESCAPE '\'
+                    OR script ILIKE $10 ESCAPE '\')
              ORDER BY id DESC
              LIMIT $4",
         )
@@ -239,6 +260,8 @@ impl Store {
         .bind(filter.schedule_id)
         .bind(filter.created_after)
         .bind(filter.created_before)
+        .bind(label)
+        .bind(text.map(contains_pattern))
         .fetch_all(&self.pool)
         .await?)
     }
@@ -267,5 +290,32 @@ impl Store {
     /// Applies `work` in a transaction of its own, at once.
     pub async fn write_now(&self, work: &Work, how: &Apply) -> Result<Done, StoreError> {
         crate::transitions::write(&self.pool, work, how, || {}).await
+    }
+}
+
+/// A `LIKE` pattern matching any text that contains `text`: its own `%`, `_` and the
+/// escape character are escaped, so a user's search is never a wildcard.
+fn contains_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
+#[cfg(test)]
+mod contains_pattern_tests {
+    use super::contains_pattern;
+
+    #[test]
+    fn wildcards_in_the_text_are_taken_literally() {
+        assert_eq!(contains_pattern("make"), "%make%");
+        assert_eq!(contains_pattern("100%_done"), r"%100\%\_done%");
+        assert_eq!(contains_pattern(r"C:\tmp"), r"%C:\\tmp%");
     }
 }

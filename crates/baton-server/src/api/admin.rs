@@ -3,6 +3,7 @@
 //! Redis, so the change holds on its very next request.
 
 use super::openapi::Errors;
+use crate::events::RunnerChange;
 use crate::auth::{API_TOKEN_PREFIX, User, hash_token, new_token, parse_scope, scope_name};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
@@ -11,7 +12,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use baton_client::{
-    CreateRegistrationToken, CreateToken, RegistrationTokenCreated, RegistrationTokenList,
+    Caller, CreateRegistrationToken, CreateToken, RegistrationTokenCreated, RegistrationTokenList,
     RegistrationTokenView, RunnerList, RunnerView, Scope, TokenCreated, TokenList, TokenView,
 };
 use baton_coord::Wake;
@@ -97,6 +98,7 @@ pub async fn runner_delete(
         .map_err(not_found("runner"))?;
     forget_runner(&state, id).await;
     tracing::info!(runner.id = %id, "runner deleted");
+    state.events.runner(RunnerChange::Deleted, id).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -116,6 +118,12 @@ async fn set_paused(
     // A paused runner's parked lease answers now; a resumed one looks for work at once.
     let _ = state.coord.publish(&Wake::Runner(id)).await;
     tracing::info!(runner.id = %id, paused, "runner paused or resumed");
+    let change = if paused {
+        RunnerChange::Paused
+    } else {
+        RunnerChange::Resumed
+    };
+    state.events.runner(change, id).await;
     Ok(Json(runner_view(&state, runner, 0, None)))
 }
 
@@ -247,6 +255,19 @@ pub async fn token_create(
             token,
         }),
     ))
+}
+
+/// The calling token: any API token may ask.
+#[utoipa::path(get, path = "/v1/me", tag = "admin", security(("bearer" = [])),
+    responses((status = 200, description = "The calling token and what it may do", body = Caller), Errors)
+)]
+pub async fn me(user: User) -> Json<Caller> {
+    Json(Caller {
+        token_id: user.token_id,
+        scopes: user.scopes,
+        queues: user.queues,
+        labels: user.labels,
+    })
 }
 
 #[utoipa::path(get, path = "/v1/tokens", tag = "admin", security(("bearer" = [])),

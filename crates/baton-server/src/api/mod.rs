@@ -4,6 +4,7 @@ mod admin;
 pub(crate) mod body_deadline;
 mod bulk;
 mod draining;
+mod events;
 mod http_span;
 mod logs;
 mod metrics;
@@ -80,6 +81,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(queues::pause))
         .routes(routes!(queues::resume))
         .routes(routes!(queues::set_defaults))
+        .routes(routes!(admin::me))
         .routes(routes!(admin::token_create, admin::tokens))
         .routes(routes!(admin::token_revoke))
         .routes(routes!(
@@ -89,6 +91,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(admin::registration_token_revoke))
         .routes(routes!(webhooks::secret))
         .routes(routes!(ops::nodes))
+        .routes(routes!(events::events))
         .routes(register)
         .routes(routes!(runner::heartbeat))
         .routes(routes!(runner::unregister))
@@ -103,6 +106,7 @@ pub fn router(state: AppState) -> Router {
     let document = serde_json::to_value(&document).expect("the OpenAPI document serialises");
     let _ = state.openapi.set(document);
     router
+        .merge(crate::ui::router())
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))

@@ -5,6 +5,7 @@
 //! anything (design.md invariant 2).
 
 use super::openapi::Errors;
+use crate::events::RunnerChange;
 use crate::api::views::task_view;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
 use crate::dispatch::exchange::{self, Completion, RunnerCall, Start};
@@ -119,6 +120,7 @@ pub async fn register(
         )
         .await?;
     tracing::info!(runner.id = %runner.id, runner.name = %runner.name, "runner registered");
+    state.events.runner(RunnerChange::Joined, runner.id).await;
     Ok((
         StatusCode::CREATED,
         Json(RunnerRegistered {
@@ -423,6 +425,10 @@ pub async fn unregister(
         .await?;
     crate::auth::revoke_everywhere(&state, runner.id).await;
     tracing::info!(runner.id = %runner.id, "runner unregistered itself");
+    state
+        .events
+        .runner(RunnerChange::Deleted, runner.id)
+        .await;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -440,6 +440,16 @@ pub async fn get(
         .await
         .pop()
         .expect("one row");
+    // Which node answers for it while a runner holds it (best effort: without Redis,
+    // not shown).
+    let node_id = if task.status.is_dispatched() {
+        match state.coord.claims_get(&[id]).await {
+            Ok(mut claims) => claims.pop().flatten().map(|c| c.node),
+            Err(_) => None,
+        }
+    } else {
+        None
+    };
     // Only here, not in lists: one more indexed read, for one task.
     let webhook = match &task.notify_url {
         Some(_) if task.status.is_terminal() => state
@@ -458,6 +468,7 @@ pub async fn get(
     Ok(Json(Task {
         notify_state: webhook,
         retried_by,
+        node_id,
         ..task_view(task)
     }))
 }
@@ -519,10 +530,24 @@ pub struct ListQuery {
     cursor: Option<Uuid>,
     /// Only the tasks this schedule made.
     schedule_id: Option<Uuid>,
+    /// Only the tasks carrying this label.
+    #[param(pattern = r"^[a-zA-Z0-9][a-zA-Z0-9._:=/-]{0,63}$")]
+    label: Option<String>,
+    /// Only the tasks whose command (its words joined by spaces) or script contains this
+    /// text, ignoring case; `%` and `_` are plain characters.
+    #[param(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*$"
+    )]
+    text: Option<String>,
 }
 
 const LIST_DEFAULT: i64 = 100;
 const LIST_MAX: i64 = 1000;
+/// The longest text searched for: no index serves the search, and a short text is
+/// what a person types.
+const TEXT_MAX_CHARS: usize = 200;
 
 #[utoipa::path(operation_id = "list_tasks", get, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
     params(ListQuery),
@@ -548,17 +573,36 @@ pub async fn list(
             validate::Invalid::new("limit", format!("must be between 1 and {LIST_MAX}")).into(),
         );
     }
+    if let Some(label) = &q.label {
+        baton_core::labels::check_label(label)
+            .map_err(|e| validate::Invalid::new("label", e.message))?;
+    }
+    if let Some(text) = &q.text
+        && (text.is_empty()
+            || text.chars().count() > TEXT_MAX_CHARS
+            || text.chars().any(char::is_control))
+    {
+        return Err(validate::Invalid::new(
+            "text",
+            format!("must be 1-{TEXT_MAX_CHARS} characters, none of them control characters"),
+        )
+        .into());
+    }
     let rows = state
         .store
-        .task_list(&TaskFilter {
-            status,
-            queue: q.queue,
-            created_by: owner,
-            before: q.cursor,
-            schedule_id: q.schedule_id,
-            limit,
-            ..TaskFilter::default()
-        })
+        .task_list_matching(
+            &TaskFilter {
+                status,
+                queue: q.queue,
+                created_by: owner,
+                before: q.cursor,
+                schedule_id: q.schedule_id,
+                limit,
+                ..TaskFilter::default()
+            },
+            q.label.as_deref(),
+            q.text.as_deref(),
+        )
         .await?;
     let next_cursor = (rows.len() as i64 == limit)
         .then(|| rows.last().map(|t| t.id.to_string()))

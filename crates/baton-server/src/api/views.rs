@@ -53,6 +53,7 @@ pub fn task_view(t: TaskRecord) -> Task {
         retry: t.retry_policy.map(|p| p.0),
         retry_of: t.retry_of,
         retried_by: None,
+        node_id: None,
     }
 }
 

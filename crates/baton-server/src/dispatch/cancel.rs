@@ -29,6 +29,10 @@ pub async fn cancel(
         .task_cancel(id, owner, lease, state.clock.now())
         .await?;
     let task = &cancelled.task;
+    if task.status != cancelled.was {
+        // Before the runner hears of it: its report of the end comes after this news.
+        state.events.tasks(&[task]).await;
+    }
     let redis = match cancelled.was {
         TaskStatus::Queued => {
             // Queued, or leased in Redis only: the entry goes, and a lease's claim with

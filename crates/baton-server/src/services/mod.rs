@@ -80,6 +80,7 @@ fn reconciler(state: &AppState) -> Reconciler {
         state.clocks.clone(),
         state.finalizer(),
     )
+    .with_events(state.events.clone())
 }
 
 fn repairer(state: &AppState) -> Repairer {
@@ -89,6 +90,7 @@ fn repairer(state: &AppState) -> Repairer {
         state.store.clone(),
         state.coord.clone(),
     )
+    .with_events(state.events.clone())
 }
 
 /// Starts every background service of a node (the liveness heartbeat aside: the node
@@ -118,6 +120,7 @@ pub fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
                 store.clone(),
                 reconciler(state),
             )
+            .with_events(state.events.clone())
             .run(stop(), clock()),
         ),
         tokio::spawn(
@@ -126,6 +129,7 @@ pub fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
                 store.clone(),
                 coord.clone(),
             )
+            .with_events(state.events.clone())
             .run(stop(), clock()),
         ),
         tokio::spawn(repairer(state).run(stop(), clock())),

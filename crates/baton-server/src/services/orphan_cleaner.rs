@@ -3,6 +3,7 @@
 //! still dead — so exactly one live node adopts each orphan. The adopter reconciles them
 //! at once (design.md invariant 5).
 
+use crate::events::{EventLog, NodeChange};
 use super::ServiceError;
 use super::reconciler::Reconciler;
 use crate::identity::NodeIdentity;
@@ -29,6 +30,7 @@ pub struct OrphanCleaner {
     store: Store,
     /// Reconciles what was adopted at once, not at its next pass.
     reconciler: Reconciler,
+    events: Option<EventLog>,
 }
 
 impl OrphanCleaner {
@@ -45,6 +47,15 @@ impl OrphanCleaner {
             coord,
             store,
             reconciler,
+            events: None,
+        }
+    }
+
+    /// Tells the event stream of the nodes it finds lost.
+    pub fn with_events(self, events: EventLog) -> Self {
+        OrphanCleaner {
+            events: Some(events),
+            ..self
         }
     }
 
@@ -92,6 +103,10 @@ impl OrphanCleaner {
             if !adopted.is_empty() {
                 tracing::warn!(node.dead = %owner, node.id = %me, adopted = adopted.len(), "adopted a dead node's claims");
                 self.trace_adoptions(&adopted, &owner, &me).await;
+                if let Some(events) = &self.events {
+                    let adoption = (me.clone(), adopted.len());
+                    events.node(NodeChange::Lost, &owner, Some(adoption)).await;
+                }
                 report.adopted += adopted.len();
                 crate::metrics::orphans_adopted(adopted.len());
                 report.dead_nodes.push(owner);

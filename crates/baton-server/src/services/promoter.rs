@@ -5,6 +5,7 @@
 
 use super::ServiceError;
 use crate::queueing::queue_entry;
+use crate::events::EventLog;
 use baton_coord::{ClusterClock, Coord};
 use baton_core::TaskStatus;
 use baton_store::Store;
@@ -27,6 +28,7 @@ pub struct Promoter {
     interval: Duration,
     store: Store,
     coord: Coord,
+    events: Option<EventLog>,
 }
 
 impl Promoter {
@@ -35,6 +37,15 @@ impl Promoter {
             interval,
             store,
             coord,
+            events: None,
+        }
+    }
+
+    /// Tells the event stream of the tasks it queues.
+    pub fn with_events(self, events: EventLog) -> Self {
+        Promoter {
+            events: Some(events),
+            ..self
         }
     }
 
@@ -56,6 +67,9 @@ impl Promoter {
             return Ok(PromoteReport::default());
         }
         let promoted = self.store.tasks_promote(&due, now).await?;
+        if let Some(events) = &self.events {
+            events.tasks(&promoted.iter().collect::<Vec<_>>()).await;
+        }
         let entries: Vec<_> = promoted.iter().map(queue_entry).collect();
         self.coord.enqueue_unclaimed(&entries).await?;
         // Those still scheduled but not due (their run_at moved) go back to wait.

@@ -11,6 +11,7 @@
 //! since the claim was made. Taking it back is then Redis alone — the claim swapped for
 //! the queue entry, in one script — since Postgres never recorded the lease.
 
+use crate::events::EventLog;
 use super::ServiceError;
 use crate::config::Timings;
 use crate::dispatch::finish::ServerFinalizer;
@@ -65,6 +66,7 @@ pub struct Reconciler {
     coord: Coord,
     clocks: Arc<StalenessClocks>,
     finalizer: ServerFinalizer,
+    events: Option<EventLog>,
 }
 
 fn ms(t: i64) -> DateTime<Utc> {
@@ -87,6 +89,15 @@ impl Reconciler {
             coord,
             clocks,
             finalizer,
+            events: None,
+        }
+    }
+
+    /// Tells the event stream of the tasks it requeues.
+    pub fn with_events(self, events: EventLog) -> Self {
+        Reconciler {
+            events: Some(events),
+            ..self
         }
     }
 
@@ -253,6 +264,9 @@ impl Reconciler {
             Decision::Requeue(reason) => {
                 let lease_id = claim.lease_id;
                 if let Some(requeued) = self.store.task_requeue(task.id, lease_id, now).await? {
+                    if let Some(events) = &self.events {
+                        events.tasks(&[&requeued]).await;
+                    }
                     let place = Popped::of(&queue_entry(&requeued), lease_id);
                     if !self.coord.claim_requeue(&node, &place).await? {
                         self.coord

@@ -14,6 +14,7 @@
 //! The same walk, without grace periods and rebuilding the delayed set, is the full
 //! rebuild after Redis lost its data (see `rebuilder`).
 
+use crate::events::EventLog;
 use super::ServiceError;
 use crate::config::Timings;
 use crate::identity::NodeIdentity;
@@ -81,6 +82,7 @@ pub struct Repairer {
     identity: Arc<NodeIdentity>,
     store: Store,
     coord: Coord,
+    events: Option<EventLog>,
 }
 
 impl Repairer {
@@ -95,6 +97,21 @@ impl Repairer {
             identity,
             store,
             coord,
+            events: None,
+        }
+    }
+
+    /// Tells the event stream of the tasks it expires or queues.
+    pub fn with_events(self, events: EventLog) -> Self {
+        Repairer {
+            events: Some(events),
+            ..self
+        }
+    }
+
+    async fn tell(&self, rows: &[TaskRecord]) {
+        if let Some(events) = &self.events {
+            events.tasks(&rows.iter().collect::<Vec<_>>()).await;
         }
     }
 
@@ -187,6 +204,7 @@ impl Repairer {
     ) -> Result<(), ServiceError> {
         loop {
             let expired = self.store.tasks_expire_due(now, PAGE).await?;
+            self.tell(&expired).await;
             let places: Vec<(Uuid, String)> = expired
                 .iter()
                 .map(|t| (t.id, queue_entry(t).key_rel()))
@@ -213,6 +231,7 @@ impl Repairer {
                 .store
                 .tasks_promote_overdue(due_before, now, PAGE)
                 .await?;
+            self.tell(&promoted).await;
             let entries: Vec<Enqueue> = promoted.iter().map(queue_entry).collect();
             self.coord.enqueue_unclaimed(&entries).await?;
             report.promoted += promoted.len();

@@ -226,6 +226,10 @@ impl Scheduler {
         report: &mut SchedulerReport,
     ) {
         let made_refs: Vec<&TaskRecord> = made.iter().collect();
+        // Told before they are queued: a task's events follow its transitions.
+        for task in made {
+            self.state.events.schedule_fired(record.id, task).await;
+        }
         crate::dispatch::submit::enqueue_created(&self.state, &made_refs).await;
         for task in made {
             if let Some(tick) = task.scheduled_for {

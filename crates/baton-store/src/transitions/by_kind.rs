@@ -11,6 +11,7 @@ use super::{
 use crate::error::StoreError;
 use crate::logs::LogAppend;
 use crate::tasks::{NewTask, TaskRecord};
+use crate::transition::Transition;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -42,20 +43,22 @@ pub(super) async fn start(
     conn: &mut PgConnection,
     starts: &[StartRun],
     now: DateTime<Utc>,
+    transitions: &mut Vec<Transition>,
 ) -> Result<Vec<Result<Started, StoreError>>, StoreError> {
-    let statement = format!("{} RETURNING t.id, t.attempt", sql::start(1));
+    let statement = format!("{} RETURNING t.*", sql::start(1));
     let mut answered = Vec::with_capacity(starts.len());
     for round in rounds(starts, |s| s.task) {
         let batch: Vec<&StartRun> = round.iter().map(|&i| &starts[i]).collect();
-        let changed: HashMap<Uuid, i32> = super::bind_starts(
-            sqlx::query_as::<_, (Uuid, i32)>(sqlx::AssertSqlSafe(statement.clone())),
-            &batch,
-            now,
-        )
-        .fetch_all(&mut *conn)
-        .await?
-        .into_iter()
-        .collect();
+        let changed = super::by_id(
+            super::bind_starts(
+                sqlx::query_as::<_, TaskRecord>(sqlx::AssertSqlSafe(statement.clone())),
+                &batch,
+                now,
+            )
+            .fetch_all(&mut *conn)
+            .await?,
+        );
+        transitions.extend(Transition::all(changed.values()));
         let refused: Vec<Uuid> = batch
             .iter()
             .filter(|s| !changed.contains_key(&s.task))
@@ -64,9 +67,9 @@ pub(super) async fn start(
         let holders = holders_of(conn, &refused).await?;
         for (&i, s) in round.iter().zip(&batch) {
             let answer = match changed.get(&s.task) {
-                Some(&attempt) => Ok(Started {
+                Some(row) => Ok(Started {
                     status: TaskStatus::Running,
-                    attempt,
+                    attempt: row.attempt,
                 }),
                 None => super::start_refused(holders.get(&s.task), s),
             };
@@ -174,6 +177,7 @@ pub(super) async fn log_append(
 pub(super) struct Finished {
     pub(super) answers: Vec<Result<TaskRecord, StoreError>>,
     pub(super) ended: Vec<TaskStatus>,
+    pub(super) transitions: Vec<Transition>,
 }
 
 pub(super) async fn finish(
@@ -186,6 +190,7 @@ pub(super) async fn finish(
         return Ok(Finished {
             answers: Vec::new(),
             ended: written,
+            transitions: Vec::new(),
         });
     }
     let statement = format!(
@@ -194,6 +199,7 @@ pub(super) async fn finish(
         sql::outbox_of("ended", 11)
     );
     let mut answered = Vec::with_capacity(finishes.len());
+    let mut transitions = Vec::new();
     for round in rounds(finishes, |f| f.task) {
         let batch: Vec<&FinishRun> = round.iter().map(|&i| &finishes[i]).collect();
         let ended = super::by_id(
@@ -206,6 +212,7 @@ pub(super) async fn finish(
             .await?,
         );
         written.extend(ended.values().map(|t| t.status).filter(|s| s.is_terminal()));
+        transitions.extend(Transition::all(ended.values()));
         let refused: Vec<Uuid> = batch
             .iter()
             .filter(|f| !ended.contains_key(&f.task))
@@ -223,6 +230,7 @@ pub(super) async fn finish(
     Ok(Finished {
         answers: in_order(finishes.len(), answered),
         ended: written,
+        transitions,
     })
 }
 

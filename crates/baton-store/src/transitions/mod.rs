@@ -23,6 +23,7 @@ use crate::logs::LogAppend;
 use crate::metered::MeteredPool;
 use crate::runs::{Fence, FinishPolicy, RunEnd};
 use crate::tasks::{NewTask, TaskRecord};
+use crate::transition::Transition;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -109,6 +110,9 @@ pub struct Done {
     pub finishes: Vec<Result<TaskRecord, StoreError>>,
     /// The rows of `reads` that exist.
     pub reads: Vec<TaskRecord>,
+    /// The status changes this work wrote, for the event stream: inserts, starts and
+    /// run ends that took effect (a repeated report is no change).
+    pub transitions: Vec<Transition>,
     /// The terminal statuses this work wrote (not those a repeated report found), to
     /// count once committed.
     pub(crate) ended: Vec<TaskStatus>,
@@ -173,17 +177,28 @@ pub(crate) async fn insert_in(
 async fn apply(conn: &mut PgConnection, work: &Work, how: &Apply) -> Result<Done, StoreError> {
     // In this order: a start, then its log, then its end, then what is read.
     let inserts = by_kind::insert(conn, &work.inserts, how.now).await?;
-    let starts = by_kind::start(conn, &work.starts, how.now).await?;
+    let mut transitions = created(&inserts);
+    let starts = by_kind::start(conn, &work.starts, how.now, &mut transitions).await?;
     let logs = by_kind::log_append(conn, &work.logs, how.log_cap).await?;
     let finishes = by_kind::finish(conn, &work.finishes, how).await?;
+    transitions.extend(finishes.transitions);
     Ok(Done {
         inserts,
         starts,
         logs,
+        transitions,
         ended: finishes.ended,
         finishes: finishes.answers,
         reads: by_kind::read(conn, &work.reads).await?,
     })
+}
+
+/// The inserts that created their task (not those that found its idempotency key).
+fn created(inserts: &[Result<(TaskRecord, bool), StoreError>]) -> Vec<Transition> {
+    Transition::all(inserts.iter().filter_map(|r| match r {
+        Ok((row, true)) => Some(row),
+        _ => None,
+    }))
 }
 
 /// Each insert's answer from the rows `created` (by id): the others repeated an

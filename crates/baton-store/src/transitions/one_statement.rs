@@ -14,6 +14,7 @@ use super::{
 use crate::error::StoreError;
 use crate::metered::MeteredPool;
 use crate::tasks::TaskRecord;
+use crate::transition::Transition;
 use baton_core::TaskStatus;
 use serde_json::Value;
 use sqlx::types::Json;
@@ -146,6 +147,8 @@ pub(crate) async fn write(
         )
         .collect();
     let as_they_stand = super::rows_of(&mut conn, &refused).await?;
+    let mut transitions = Transition::all(created.values());
+    transitions.extend(Transition::all(started.values().chain(ended.values())));
     let inserts = with_repeated_keys(&mut conn, &work.inserts, created).await?;
     read.extend(read_written.iter().filter_map(|id| {
         started
@@ -180,6 +183,7 @@ pub(crate) async fn write(
             })
             .collect(),
         reads: read,
+        transitions,
         ended: written,
     })
 }
