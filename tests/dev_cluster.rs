@@ -179,6 +179,7 @@ async fn a_node_killed_by_hand_is_started_again_and_its_running_task_succeeds() 
     let lb = format!("http://127.0.0.1:{port}");
     // The console, through the load balancer, at the address it printed.
     assert!(dev.said().contains(&format!("{lb}/ui/")), "{}", dev.said());
+    baton_client::install_tls_provider();
     let console = reqwest::get(format!("{lb}/ui/")).await.unwrap();
     assert_eq!(console.status(), 200);
     assert!(console.text().await.unwrap().contains("<title>"));

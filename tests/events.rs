@@ -23,7 +23,8 @@ fn true_task() -> SubmitTask {
     }
 }
 
-/// Reads `client`'s event stream into a channel until the receiver is dropped.
+/// Reads `client`'s events into a channel until the receiver is dropped (the frames
+/// that only say a place to resume from are left out).
 async fn subscribe(
     client: &Client,
     filter: EventFilter,
@@ -37,6 +38,9 @@ async fn subscribe(
     tokio::spawn(async move {
         let mut frames = std::pin::pin!(frames);
         while let Some(Ok(frame)) = frames.next().await {
+            if frame.is_place_only() {
+                continue;
+            }
             if tx.send(frame).is_err() {
                 return;
             }
@@ -377,4 +381,26 @@ async fn the_cli_watches_events_and_waits_on_them() {
         ["queued", "running", "scheduled", "queued", "running", "failed"],
         "a failed attempt retried once"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_says_its_place_first_so_nothing_after_its_answer_is_missed() {
+    let env = TestEnv::new("events-place").await;
+    let node = env.node().await;
+    let client = user_client(&node.url);
+    // Once the answer has come, the stream's place is taken: the first frame says it,
+    // before any event, and resuming from it gives everything that came after.
+    let frames = client.events(&EventFilter::default(), None).await.unwrap();
+    let (task, _) = client.submit(&true_task()).await.unwrap();
+    let mut frames = std::pin::pin!(frames);
+    let place = frames.next().await.unwrap().unwrap();
+    assert!(place.is_place_only(), "{place:?}");
+    let queued = frames.next().await.unwrap().unwrap();
+    assert_eq!(data(&queued)["task_id"], task.id.to_string());
+    drop(frames);
+
+    let mut rx = subscribe(&client, EventFilter::default(), place.id.clone()).await;
+    let mut again = Vec::new();
+    receive_until(&mut rx, &mut again, "the queued event again", |g| !g.is_empty()).await;
+    assert_eq!(again[0].id, queued.id, "resumed from the place, the same event first");
 }

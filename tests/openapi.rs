@@ -32,6 +32,8 @@ async fn the_document_lists_every_route() {
         ("/v1/tasks/{id}/retry", "post"),
         ("/v1/tasks/cancel", "post"),
         ("/v1/tasks/retry", "post"),
+        ("/v1/events", "get"),
+        ("/v1/me", "get"),
         ("/v1/schedules", "post"),
         ("/v1/schedules", "get"),
         ("/v1/schedules/{id}", "get"),

@@ -12,7 +12,7 @@ use futures::StreamExt;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 // Parsed once per process and matched at once: the size of the biggest variant costs
@@ -303,10 +303,16 @@ async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
 /// log, and a retry's output follows a marker line on stderr. Which attempt is the last
 /// and when the task has ended, the event stream tells (`task_watch`); a log stream
 /// cut short (its node went away) is picked up again from where it stopped.
+/// With no output and no news for this long, the task itself is read: a change the event
+/// stream could not tell (a node killed between a commit and its event) is not waited
+/// for for ever.
+const QUIET_CHECK: Duration = Duration::from_secs(30);
+
 async fn follow_logs(client: &Client, id: Uuid) -> anyhow::Result<Task> {
     let (mut news, watcher) = task_watch::watch_task(client, id).await?;
     let mut offset = 0;
     let mut attempt = None;
+    let mut quiet_since = Instant::now();
     loop {
         let mut received = false;
         match client.task_logs_follow(id, attempt, offset).await {
@@ -322,9 +328,16 @@ async fn follow_logs(client: &Client, id: Uuid) -> anyhow::Result<Task> {
                 }
             }
             Err(e) if e.status().is_some() => return Err(e.into()),
-            Err(_) => {}
+            // No node answered: a moment before asking again.
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
-        let now = *news.borrow();
+        let mut now = *news.borrow();
+        if news.has_changed().is_err() || quiet_since.elapsed() >= QUIET_CHECK {
+            // The watcher has given up, or nothing was heard for long: ask the task.
+            let task = client.task_get(id).await.context("reading the task")?;
+            (now.status, now.attempt) = (task.status, task.attempt);
+            quiet_since = Instant::now();
+        }
         match attempt {
             Some(followed) if now.attempt > followed => {
                 if followed > 0 {
@@ -337,10 +350,14 @@ async fn follow_logs(client: &Client, id: Uuid) -> anyhow::Result<Task> {
             _ if now.status.is_terminal() => break,
             _ => {}
         }
-        if !received {
-            // Nothing came: wait for news rather than asking again at once (a stream
-            // cut by its node is taken up again within the second).
-            let _ = tokio::time::timeout(Duration::from_secs(1), news.changed()).await;
+        if received {
+            quiet_since = Instant::now();
+        } else if let Ok(Ok(())) =
+            tokio::time::timeout(Duration::from_secs(1), news.changed()).await
+        {
+            // Nothing came: news was waited for rather than asking again at once (a
+            // stream cut by its node is taken up again within the second).
+            quiet_since = Instant::now();
         }
     }
     watcher.abort();

@@ -23,7 +23,9 @@ pub struct EventFilter {
 }
 
 /// One frame: its id (the position to resume after; none for a `resync` made for this
-/// subscriber), its kind (`task`, …, `resync`) and its JSON data.
+/// subscriber), its kind (`task`, …, `resync`) and its JSON data. A frame with an id and
+/// no data is a place only (the stream's first frame says where it starts): nothing
+/// happened, but it is where to resume from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventFrame {
     pub id: Option<String>,
@@ -32,6 +34,10 @@ pub struct EventFrame {
 }
 
 impl EventFrame {
+    pub fn is_place_only(&self) -> bool {
+        self.data.is_empty()
+    }
+
     pub fn json(&self) -> Result<serde_json::Value, ClientError> {
         serde_json::from_str(&self.data)
             .map_err(|e| ClientError::Protocol(format!("event data is not JSON: {e}")))
@@ -87,8 +93,8 @@ pub fn frames(
     })
 }
 
-/// The first whole frame in `buffer`, removed from it: `Some(None)` for one with no
-/// data (a comment), `None` when no frame is whole yet.
+/// The first whole frame in `buffer`, removed from it: `Some(None)` for one with neither
+/// data nor id (a comment), `None` when no frame is whole yet.
 fn take_frame(buffer: &mut String) -> Option<Option<EventFrame>> {
     let normalized = buffer.replace("\r\n", "\n");
     if normalized.len() != buffer.len() {
@@ -111,7 +117,11 @@ fn take_frame(buffer: &mut String) -> Option<Option<EventFrame>> {
         }
     }
     if data.is_empty() {
-        return Some(None);
+        return Some(id.map(|id| EventFrame {
+            id: Some(id),
+            event: String::new(),
+            data: String::new(),
+        }));
     }
     Some(Some(EventFrame {
         id,
@@ -126,9 +136,12 @@ mod tests {
 
     #[test]
     fn frames_are_cut_at_blank_lines_and_comments_skipped() {
-        let mut buffer =
-            String::from(": ping\n\nid: 1-0:0\nevent: task\ndata: {\"a\":1}\n\nid: 1-0:1\nev");
+        let mut buffer = String::from(
+            ": ping\n\nid: 0-0\n\nid: 1-0:0\nevent: task\ndata: {\"a\":1}\n\nid: 1-0:1\nev",
+        );
         assert_eq!(take_frame(&mut buffer), Some(None));
+        let place = take_frame(&mut buffer).flatten().unwrap();
+        assert!(place.is_place_only() && place.id.as_deref() == Some("0-0"));
         assert_eq!(
             take_frame(&mut buffer),
             Some(Some(EventFrame {

@@ -51,6 +51,8 @@ pub struct HistoryEntry {
 pub struct HistoryBounds {
     pub last: Option<EntryId>,
     pub first: Option<EntryId>,
+    /// Whether anything was ever trimmed away.
+    pub trimmed: bool,
 }
 
 impl HistoryBounds {
@@ -60,6 +62,10 @@ impl HistoryBounds {
     /// it, so it is not held — unless nothing came after it at all. A Redis that lost
     /// its data (or a position made up) does not know `seen`, and does not hold it.
     pub fn holds_since(&self, seen: EntryId) -> bool {
+        if seen == EntryId::default() {
+            // From before the first entry: all of it, unless some went.
+            return !self.trimmed;
+        }
         let Some(last) = self.last else {
             return false;
         };
@@ -183,9 +189,14 @@ impl Coord {
             Some(Value::Array(entry)) => entry.first().and_then(id_in),
             _ => None,
         };
+        let count = |name: &str| match field(name) {
+            Some(Value::Int(n)) => *n,
+            _ => 0,
+        };
         Ok(HistoryBounds {
             last: field("last-generated-id").and_then(id_in),
             first,
+            trimmed: count("entries-added") > count("length"),
         })
     }
 }
@@ -266,17 +277,22 @@ mod tests {
         let bounds = HistoryBounds {
             last: Some(id("100-0")),
             first: Some(id("50-0")),
+            trimmed: true,
         };
         assert!(bounds.holds_since(id("50-0")));
         assert!(bounds.holds_since(id("100-0")));
         assert!(!bounds.holds_since(id("49-0")), "trimmed away");
         assert!(!bounds.holds_since(id("101-0")), "newer than anything given");
-        assert!(!HistoryBounds::default().holds_since(id("1-0")));
+        assert!(!HistoryBounds::default().holds_since(id("1-0")), "unknown");
         let emptied = HistoryBounds {
             last: Some(id("100-0")),
             first: None,
+            trimmed: true,
         };
         assert!(emptied.holds_since(id("100-0")), "nothing came after it");
         assert!(!emptied.holds_since(id("99-0")));
+        // From the very start: held while nothing was trimmed (a new, empty history too).
+        assert!(HistoryBounds::default().holds_since(EntryId::default()));
+        assert!(!emptied.holds_since(EntryId::default()));
     }
 }

@@ -40,16 +40,6 @@ impl Coord {
         Ok(previous.is_some())
     }
 
-    /// Whether the node's liveness key exists.
-    pub async fn node_is_live(&self, node: &str) -> Result<bool, CoordError> {
-        let mut conn = self.conn().await?;
-        let exists: bool = redis::cmd("EXISTS")
-            .arg(self.keys.node(node))
-            .query_async(&mut conn)
-            .await?;
-        Ok(exists)
-    }
-
     /// Deletes the node's liveness key: a clean exit, so others need not wait for its TTL.
     pub async fn node_leave(&self, node: &str) -> Result<(), CoordError> {
         let mut conn = self.conn().await?;

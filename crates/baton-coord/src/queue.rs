@@ -413,9 +413,10 @@ impl Coord {
     }
 
     /// Puts a claimed task back in its queue and drops the claim, in one script, only if
-    /// the claim is still `node`'s under the same lease: when Postgres could not record a
-    /// lease (design.md §4.3), and when the reconciler takes back a task whose runner never
-    /// started it. False when the claim is no longer this lease's.
+    /// the claim is still `node`'s under the same lease: when a lease pass's group commit
+    /// failed (its leases voided in Postgres first, design.md §4.3), and when the
+    /// reconciler takes back a task whose runner never started it. False when the claim is
+    /// no longer this lease's.
     pub async fn claim_requeue(&self, node: &str, popped: &Popped) -> Result<bool, CoordError> {
         let (queue, labels) = parse_queue_key(&popped.queue_key).ok_or_else(|| {
             CoordError::Internal(format!("not a queue key: {:?}", popped.queue_key))

@@ -1,5 +1,6 @@
 //! Lease replay (design.md §4.7). What a lease request (or runner exchange) leased is
-//! recorded by the lease script itself, under the request's id, for `ack_timeout`. A
+//! recorded by the lease script itself, under the request's id, for the node's
+//! `replay_ttl` (the ack timeout, the longest park and a runner's longest backoff). A
 //! resend of the request — its first answer was lost on the wire — is looked up there
 //! first and gets the same tasks back, on any node, instead of stranding them until their
 //! ack timeout.

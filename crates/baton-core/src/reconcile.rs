@@ -239,11 +239,6 @@ pub fn decide(i: &Inputs, t: &Thresholds) -> Decision {
     }
 }
 
-/// A queued task nobody took within its `queue_timeout_s` expires.
-pub fn queue_expired(queued_at: DateTime<Utc>, queue_timeout_s: i64, now: DateTime<Utc>) -> bool {
-    now - queued_at > Duration::seconds(queue_timeout_s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::TaskStatus::*;

@@ -169,16 +169,4 @@ impl Store {
         .await?
         .ok_or(StoreError::NotFound)
     }
-
-    pub async fn runner_get(&self, id: Uuid) -> Result<RunnerRecord, StoreError> {
-        sqlx::query_as::<_, RunnerRecord>(concat!(
-            "SELECT ",
-            runner_columns!(),
-            " FROM runners WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or(StoreError::NotFound)
-    }
 }

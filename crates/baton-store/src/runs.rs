@@ -4,8 +4,9 @@
 //! Every transition is a compare-and-set on the status and, for anything touching a run,
 //! on its lease id — the fencing token that keeps a stale runner or a node that lost its
 //! claims from changing anything. A terminal transition writes its side effects (the
-//! completion webhook) to the outbox in the same transaction, so they happen exactly once
-//! even if the node dies right after the commit (design.md §4.8).
+//! completion webhook) to the outbox in the same transaction, so they are recorded exactly
+//! once even if the node dies right after the commit, and delivered at least once
+//! (design.md §4.8).
 
 use crate::Store;
 use crate::error::StoreError;

@@ -40,7 +40,7 @@ const OUTBOX: usize = 256;
 #[utoipa::path(get, path = "/v1/events", tag = "events", security(("bearer" = [])),
     params(
         EventsQuery,
-        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event (the `id` of the last one received): every event since is sent first, or a `resync` event when the history no longer holds them"),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this place (the last `id` received): every event since is sent first, or a `resync` event when the history no longer holds them. The stream's first frame is an `id` alone: the place it starts from"),
     ),
     responses(
         (status = 200, description = "Server-Sent Events: `event` is the kind, `id` the position to resume from, `data` the event", content_type = "text/event-stream", body = Event),
@@ -67,7 +67,7 @@ pub async fn events(
                 .ok_or_else(|| {
                     Invalid::new(
                         "Last-Event-ID",
-                        "must be the id of an event received (<ms>-<seq>:<index>)",
+                        "must be an id the stream sent (<ms>-<seq>:<index> or <ms>-<seq>)",
                     )
                 })?,
         ),
@@ -88,11 +88,16 @@ pub async fn events(
         kinds,
         owner,
     };
+    // The place is taken before the answer goes out: whatever happens once the client
+    // has its 200 is in the stream.
+    let start = subscription::start(&state.events, resume)
+        .await
+        .map_err(|e| ApiError::unavailable(format!("the event history cannot be read: {e}")))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Sent>(OUTBOX);
     tokio::spawn(subscription::run(
         state.events.clone(),
         filter,
-        resume,
+        start,
         tx,
         state.draining.clone(),
     ));
@@ -111,14 +116,18 @@ pub async fn events(
 }
 
 fn frame(sent: Sent) -> sse::Event {
-    let frame = sse::Event::default().event(sent.event.name());
     let frame = match sent.id {
-        Some(id) => frame.id(id),
-        None => frame,
+        Some(id) => sse::Event::default().id(id),
+        None => sse::Event::default(),
     };
-    frame
-        .json_data(&sent.event)
-        .expect("events serialize to JSON")
+    match sent.event {
+        Some(event) => frame
+            .event(event.name())
+            .json_data(&event)
+            .expect("events serialize to JSON"),
+        // Only a place to resume from.
+        None => frame,
+    }
 }
 
 fn parse_kinds(list: &str) -> Result<Vec<Kind>, Invalid> {

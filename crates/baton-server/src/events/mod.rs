@@ -35,6 +35,11 @@ pub enum Event {
         queue: String,
         status: TaskStatus,
         attempt: i32,
+        /// Where this status stands in the task's life: a later state has a larger
+        /// step. The history holds a task's events in the order of its transitions,
+        /// except when two nodes change one task at the same moment (a cancel racing its
+        /// runner's report): a client keeps the event with the largest step.
+        step: i64,
         runner_id: Option<Uuid>,
         /// The node that made the change.
         node_id: String,
@@ -78,6 +83,8 @@ pub enum Event {
 #[serde(rename_all = "snake_case")]
 pub enum RunnerChange {
     Joined,
+    /// Its tasks were taken from it because nobody heard from it (told once per runner
+    /// within [`RUNNER_LOST_TOLD_FOR`], by the node whose reconciler acted first).
     Lost,
     Paused,
     Resumed,
@@ -155,6 +162,10 @@ impl Stored {
     }
 }
 
+/// A runner found lost is told so once in this long, however many of its tasks the
+/// nodes' reconcilers take back.
+pub const RUNNER_LOST_TOLD_FOR: Duration = Duration::from_secs(600);
+
 /// After an append failed, appends are not tried again for this long: a Redis that is
 /// away would otherwise hold up every commit for a timeout.
 const BACKOFF_AFTER_FAILURE: Duration = Duration::from_secs(1);
@@ -175,6 +186,8 @@ struct Inner {
     retention: Duration,
     /// Events were lost since the last append that worked: the next carries `resync`.
     lost: AtomicBool,
+    /// A task is appending the owed `resync` on its own, for a node that goes quiet.
+    repairing: AtomicBool,
     failed_at_ms: AtomicI64,
     tail: Tail,
 }
@@ -194,6 +207,7 @@ impl EventLog {
                 node_id,
                 retention,
                 lost: AtomicBool::new(false),
+                repairing: AtomicBool::new(false),
                 failed_at_ms: AtomicI64::new(0),
             }),
         }
@@ -228,6 +242,7 @@ impl EventLog {
                     queue: t.queue.clone(),
                     status: t.status,
                     attempt: t.attempt,
+                    step: step(t.status, t.attempt),
                     runner_id: t.runner_id,
                     node_id: self.inner.node_id.clone(),
                     schedule_id: t.schedule_id,
@@ -294,10 +309,10 @@ impl EventLog {
     /// Appends `events` as one entry. Never fails the caller: the change it reports has
     /// happened; a lost append is owed as a `resync` in the next one.
     pub async fn append(&self, mut events: Vec<Stored>) {
-        if events.is_empty() {
+        let inner = &self.inner;
+        if events.is_empty() && !inner.lost.load(Ordering::Acquire) {
             return;
         }
-        let inner = &self.inner;
         let now_ms = inner.clock.now_ms();
         if inner.lost.load(Ordering::Acquire)
             && now_ms - inner.failed_at_ms.load(Ordering::Relaxed)
@@ -330,7 +345,40 @@ impl EventLog {
         tracing::warn!(error, events = events.len(), "events not appended to the history; subscribers will be told to resync");
         inner.failed_at_ms.store(now_ms, Ordering::Relaxed);
         inner.lost.store(true, Ordering::Release);
+        self.repair_later();
     }
+
+    /// Appends the owed `resync` once Redis takes it, even if this node has nothing
+    /// else to append by then.
+    fn repair_later(&self) {
+        if self.inner.repairing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let log = self.clone();
+        tokio::spawn(async move {
+            while log.inner.lost.load(Ordering::Acquire) {
+                tokio::time::sleep(BACKOFF_AFTER_FAILURE).await;
+                log.append(Vec::new()).await;
+            }
+            log.inner.repairing.store(false, Ordering::Release);
+        });
+    }
+}
+
+/// A task's states in the order its life passes through them. Waiting (`scheduled`,
+/// `queued`, `leased`) belongs to the attempt to come — the row's `attempt` counts starts
+/// — running and cancelling to the attempt under way, and an end comes after all of it.
+pub fn step(status: TaskStatus, attempt: i32) -> i64 {
+    let attempt = i64::from(attempt.max(0));
+    let (phase, rank) = match status {
+        TaskStatus::Scheduled => (attempt + 1, 0),
+        TaskStatus::Queued => (attempt + 1, 1),
+        TaskStatus::Leased => (attempt + 1, 2),
+        TaskStatus::Running => (attempt, 3),
+        TaskStatus::Cancelling => (attempt, 4),
+        _ => (attempt + 1, 5),
+    };
+    phase * 8 + rank
 }
 
 /// Where a subscriber stands: after event `index` of entry `entry` (`index: None`:
@@ -350,12 +398,23 @@ impl Position {
         format!("{entry}:{index}")
     }
 
+    /// This position as an SSE id: `<entry>:<index>`, or `<entry>` after a whole entry.
+    pub fn to_id(&self) -> String {
+        match self.index {
+            Some(index) => Position::id(self.entry, index),
+            None => self.entry.to_string(),
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Position> {
-        let (entry, index) = s.trim().split_once(':')?;
-        Some(Position {
-            entry: entry.parse().ok()?,
-            index: Some(index.parse().ok()?),
-        })
+        let s = s.trim();
+        match s.split_once(':') {
+            Some((entry, index)) => Some(Position {
+                entry: entry.parse().ok()?,
+                index: Some(index.parse().ok()?),
+            }),
+            None => Some(Position::after_entry(s.parse().ok()?)),
+        }
     }
 
     /// Whether event `index` of `entry` comes after this position.
@@ -385,6 +444,27 @@ mod tests {
     }
 
     #[test]
+    fn steps_follow_a_task_through_retries_and_cancels() {
+        use TaskStatus::*;
+        // queued, run 1 fails and retries, run 2 is cancelled.
+        let life = [
+            (Queued, 0),
+            (Running, 1),
+            (Scheduled, 1),
+            (Queued, 1),
+            (Running, 2),
+            (Cancelling, 2),
+            (Cancelled, 2),
+        ];
+        let steps: Vec<i64> = life.iter().map(|&(s, a)| step(s, a)).collect();
+        assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+        // Ended before it ever started: still after its waiting.
+        assert!(step(Expired, 0) > step(Queued, 0));
+        assert!(step(Cancelled, 0) > step(Scheduled, 0));
+        assert!(step(Succeeded, 1) > step(Running, 1));
+    }
+
+    #[test]
     fn positions_round_trip_and_order() {
         let p = Position::parse("17-2:3").unwrap();
         let e: EntryId = "17-2".parse().unwrap();
@@ -394,7 +474,10 @@ mod tests {
         assert!(p.before("17-3".parse().unwrap(), 0));
         assert!(!p.before("17-1".parse().unwrap(), 9));
         assert!(!Position::after_entry(e).before(e, 9));
-        assert!(Position::parse("17-2").is_none());
+        assert_eq!(Position::parse("17-2"), Some(Position::after_entry(e)));
+        assert_eq!(Position::after_entry(e).to_id(), "17-2");
+        assert_eq!(p.to_id(), "17-2:3");
         assert!(Position::parse("x:1").is_none());
+        assert!(Position::parse("17-2:x").is_none());
     }
 }

@@ -3,8 +3,10 @@
 //! once, in the history's order.
 
 use super::tail::{READ_MAX, parse};
-use super::{Event, EventLog, Kind, Position, Stored};
+use super::{Batch, Event, EventLog, Kind, Position, Stored};
 use baton_coord::{CoordError, HistoryEntry};
+use std::sync::Arc;
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -50,12 +52,13 @@ impl Filter {
     }
 }
 
-/// One event to send: its SSE id (`None` for a `resync` made for this subscriber alone,
-/// which is no place in the history) and the event.
+/// One frame to send: an event with its SSE id (`None` for a `resync` made for this
+/// subscriber alone, which is no place in the history), or — `event: None` — only a
+/// place, so a client that has received no event yet still has an id to resume from.
 #[derive(Debug, Clone)]
 pub struct Sent {
     pub id: Option<String>,
-    pub event: Event,
+    pub event: Option<Event>,
 }
 
 /// How a subscription ended early.
@@ -71,16 +74,47 @@ impl From<CoordError> for Stop {
     }
 }
 
+/// A subscription with its place taken: listening to the node's reader, and where it
+/// starts decided. Made before the answer goes out, so everything that happens once the
+/// client has its answer reaches it.
+pub struct Start {
+    news: broadcast::Receiver<Arc<Batch>>,
+    at: Position,
+    resync: Option<String>,
+}
+
+/// Takes the place of a new subscriber: after `resume` if the history still holds it,
+/// else from now (with a `resync` to send first when `resume` was not held).
+pub async fn start(log: &EventLog, resume: Option<Position>) -> Result<Start, CoordError> {
+    // Listen before looking, so an entry appended between the two is not missed.
+    let news = log.tail().subscribe();
+    let bounds = log.coord().history_bounds().await?;
+    let now = Position::after_entry(bounds.last.unwrap_or_default());
+    let (at, resync) = match resume {
+        Some(p) if bounds.holds_since(p.entry) => (p, None),
+        Some(_) => (now, Some(not_held(log))),
+        None => (now, None),
+    };
+    Ok(Start { news, at, resync })
+}
+
+fn not_held(log: &EventLog) -> String {
+    format!(
+        "the history no longer holds what came after this id (it is held for {} s, and lost with Redis's data); read the state again",
+        log.retention().as_secs()
+    )
+}
+
 /// Feeds `out` until the client goes, the node drains, or Redis fails (the client then
 /// reconnects, to this node or another, from the last id it got).
 pub async fn run(
     log: EventLog,
     filter: Filter,
-    resume: Option<Position>,
+    start: Start,
     out: mpsc::Sender<Sent>,
     draining: CancellationToken,
 ) {
-    match feed(&log, &filter, resume, &out, &draining).await {
+    match feed(&log, &filter, start, &out, &draining).await {
         Ok(()) | Err(Stop::Gone) => {}
         Err(Stop::Redis(e)) => {
             tracing::debug!(error = %e, "event subscription ended: redis unreadable")
@@ -91,26 +125,19 @@ pub async fn run(
 async fn feed(
     log: &EventLog,
     filter: &Filter,
-    resume: Option<Position>,
+    start: Start,
     out: &mpsc::Sender<Sent>,
     draining: &CancellationToken,
 ) -> Result<(), Stop> {
-    // Listen before looking, so an entry appended between the two is not missed.
-    let mut news = log.tail().subscribe();
-    let bounds = log.coord().history_bounds().await?;
-    let now = Position::after_entry(bounds.last.unwrap_or_default());
-    let mut at = match resume {
-        Some(p) if bounds.holds_since(p.entry) => p,
-        Some(_) => {
-            let reason = format!(
-                "the history no longer holds what came after this id (it is held for {} s, and lost with Redis's data); read the state again",
-                log.retention().as_secs()
-            );
-            send(out, None, Event::Resync { reason }).await?;
-            now
-        }
-        None => now,
-    };
+    let Start {
+        mut news,
+        mut at,
+        resync,
+    } = start;
+    if let Some(reason) = resync {
+        send(out, None, Some(Event::Resync { reason })).await?;
+    }
+    send(out, Some(at.to_id()), None).await?;
     catch_up(log, filter, &mut at, out).await?;
     loop {
         let batch = tokio::select! {
@@ -127,13 +154,20 @@ async fn feed(
     }
 }
 
-/// Reads the history from `at` to its end.
+/// Reads the history from `at` to its end. If what follows `at` has been trimmed away
+/// meanwhile (a subscriber slower than the retention), it says `resync` and goes on
+/// from the oldest entry held.
 async fn catch_up(
     log: &EventLog,
     filter: &Filter,
     at: &mut Position,
     out: &mpsc::Sender<Sent>,
 ) -> Result<(), Stop> {
+    let bounds = log.coord().history_bounds().await?;
+    if !bounds.holds_since(at.entry) {
+        send(out, None, Some(Event::Resync { reason: not_held(log) })).await?;
+        *at = Position::after_entry(bounds.last.unwrap_or_default());
+    }
     loop {
         // Part of `at`'s entry may be left to send.
         let inclusive = at.index.is_some();
@@ -152,20 +186,22 @@ async fn catch_up(
 }
 
 /// Sends what of entry `entry` comes after `at` and passes the filter; `at` moves past
-/// the entry.
+/// the entry. Events are numbered by their place in the entry as written, those this
+/// release cannot read (`None`) included, so every node gives an event the same id.
 async fn deliver(
     filter: &Filter,
     at: &mut Position,
     entry: baton_coord::EntryId,
-    events: &[Stored],
+    events: &[Option<Stored>],
     out: &mpsc::Sender<Sent>,
 ) -> Result<(), Stop> {
     for (index, stored) in events.iter().enumerate() {
+        let Some(stored) = stored else { continue };
         if at.before(entry, index) && filter.admits(stored) {
             send(
                 out,
                 Some(Position::id(entry, index)),
-                stored.event.clone(),
+                Some(stored.event.clone()),
             )
             .await?;
         }
@@ -176,7 +212,11 @@ async fn deliver(
     Ok(())
 }
 
-async fn send(out: &mpsc::Sender<Sent>, id: Option<String>, event: Event) -> Result<(), Stop> {
+async fn send(
+    out: &mpsc::Sender<Sent>,
+    id: Option<String>,
+    event: Option<Event>,
+) -> Result<(), Stop> {
     out.send(Sent { id, event }).await.map_err(|_| Stop::Gone)
 }
 
@@ -194,6 +234,7 @@ mod tests {
                 queue: queue.into(),
                 status: TaskStatus::Queued,
                 attempt: 0,
+                step: 0,
                 runner_id: None,
                 node_id: "n".into(),
                 schedule_id: None,

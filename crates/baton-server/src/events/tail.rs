@@ -20,7 +20,7 @@ pub struct Batch {
     /// The entry read before it (the reader's position when it read this one).
     pub after: EntryId,
     pub entry: EntryId,
-    pub events: Vec<Stored>,
+    pub events: Vec<Option<Stored>>,
 }
 
 /// How long one wait on the stream lasts: under the Redis command timeout, and the most
@@ -62,12 +62,13 @@ impl Tail {
     }
 }
 
-/// Parses an entry; events this release does not know are skipped (a newer node's).
-pub fn parse(events: &str) -> Vec<Stored> {
+/// Parses an entry, each event in its place: one this release does not know (a newer
+/// node's) is `None`, so the others keep the index every node gives them.
+pub fn parse(events: &str) -> Vec<Option<Stored>> {
     match serde_json::from_str::<Vec<serde_json::Value>>(events) {
         Ok(values) => values
             .into_iter()
-            .filter_map(|v| serde_json::from_value(v).ok())
+            .map(|v| serde_json::from_value(v).ok())
             .collect(),
         Err(e) => {
             tracing::warn!(error = %e, "an event history entry is not a JSON array; skipped");

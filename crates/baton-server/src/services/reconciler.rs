@@ -8,8 +8,9 @@
 //!
 //! A task leased but not yet started is `queued` in Postgres: its claim is the lease
 //! (it names the runner, its boot and when), and the decision treats it as `leased`
-//! since the claim was made. Taking it back is then Redis alone — the claim swapped for
-//! the queue entry, in one script — since Postgres never recorded the lease.
+//! since the claim was made. Taking it back voids the lease in Postgres first (so a start
+//! still on its way can never land), then swaps the claim for the queue entry in one
+//! Redis script.
 
 use crate::events::EventLog;
 use super::ServiceError;
@@ -90,6 +91,34 @@ impl Reconciler {
             clocks,
             finalizer,
             events: None,
+        }
+    }
+
+    /// A task taken from a runner nobody hears from: the event stream is told the runner
+    /// is lost, once (a marker in Redis says it was, for every node's reconciler).
+    async fn tell_if_runner_lost(&self, task: &TaskRecord, claim: &Claim, decision: &Decision) {
+        let reason = match decision {
+            Decision::Requeue(r) | Decision::Cancel(r) => *r,
+            Decision::EndRun { reason, .. } => *reason,
+            _ => return,
+        };
+        let (Some(events), Some(runner)) = (&self.events, task.runner_id.or(claim.runner))
+        else {
+            return;
+        };
+        if !matches!(reason, Reason::RunnerLost | Reason::RunnerOffline) {
+            return;
+        }
+        let first = self
+            .coord
+            .lock_acquire(
+                &format!("told-lost:{runner}"),
+                &self.identity.id(),
+                crate::events::RUNNER_LOST_TOLD_FOR,
+            )
+            .await;
+        if let Ok(Some(_)) = first {
+            events.runner(crate::events::RunnerChange::Lost, runner).await;
         }
     }
 
@@ -243,6 +272,7 @@ impl Reconciler {
         report: &mut ReconcileReport,
     ) -> Result<(), ServiceError> {
         let node = self.identity.id();
+        self.tell_if_runner_lost(task, claim, &decision).await;
         match decision {
             Decision::Keep => {}
             Decision::Requeue(reason) if task.status == TaskStatus::Queued => {

@@ -18,6 +18,7 @@ export function mount(main, { access, config, toast }, route) {
   /// The node that made the task's latest change, as its event said: the REST view of a
   /// task does not say which node holds it.
   let node = null;
+  let lastStep = null;
   let shownAttempt = null;
   let logRun = null;
 
@@ -165,6 +166,10 @@ export function mount(main, { access, config, toast }, route) {
 
   function onEvent(event) {
     if (event.kind !== 'task' || event.task_id !== id) return true;
+    // Two nodes changing the task at once may tell it out of order: the later state has
+    // the larger step.
+    if (lastStep !== null && event.step <= lastStep) return false;
+    lastStep = event.step;
     if (event.node_id) node = event.node_id;
     if (task) {
       task.status = event.status;

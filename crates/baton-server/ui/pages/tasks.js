@@ -188,6 +188,10 @@ export function mount(main, { access, toast }, route) {
     if (event.kind !== 'task') return false;
     const task = rows.find((t) => t.id === event.task_id);
     if (!task) return false;
+    // Two nodes changing one task at once may tell it out of order: the later state
+    // has the larger step.
+    if (task.step !== undefined && event.step <= task.step) return false;
+    task.step = event.step;
     task.status = event.status;
     if (event.attempt !== undefined) task.attempt = event.attempt;
     const tr = body.querySelector(`tr[data-task-id="${CSS.escape(task.id)}"]`);
