@@ -113,6 +113,9 @@ rm -f target/chaos-report.txt target/schemathesis.txt
 # the run, after the tests have had their say.
 deny=0
 ./scripts/deny.sh || deny=$?
+# Lints stay clean: a clippy warning fails the run, after the tests have had their say.
+clippy=0
+cargo clippy --workspace --all-targets --quiet -- -D warnings || clippy=$?
 cargo test --workspace --no-fail-fast "$@"
 # For the record: the failover drill's report (tests/chaos.rs) and the fuzzer's summary
 # (tests/openapi.rs).
@@ -121,6 +124,10 @@ if [ -f target/chaos-report.txt ]; then
 fi
 if [ -f target/schemathesis.txt ]; then
     sed -n '/SUMMARY/,$p' target/schemathesis.txt
+fi
+if [ "$clippy" -ne 0 ]; then
+    echo "test.sh: cargo clippy found warnings (see above)" >&2
+    exit "$clippy"
 fi
 if [ "$deny" -ne 0 ]; then
     echo "test.sh: cargo deny failed (see above)" >&2

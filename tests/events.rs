@@ -392,7 +392,7 @@ async fn a_stream_says_its_place_first_so_nothing_after_its_answer_is_missed() {
     // before any event, and resuming from it gives everything that came after.
     let frames = client.events(&EventFilter::default(), None).await.unwrap();
     let (task, _) = client.submit(&true_task()).await.unwrap();
-    let mut frames = std::pin::pin!(frames);
+    let mut frames = Box::pin(frames);
     let place = frames.next().await.unwrap().unwrap();
     assert!(place.is_place_only(), "{place:?}");
     let queued = frames.next().await.unwrap().unwrap();
