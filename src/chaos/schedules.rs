@@ -63,6 +63,25 @@ impl ScheduleWorkload {
         }
     }
 
+    /// Pauses the schedule, asking again while the cluster answers 5xx or not at all: a
+    /// Postgres primary killed last in the drill may still be waiting for its synchronous
+    /// standby when the drill has settled otherwise. (A pause is the same asked twice.)
+    async fn pause(&self) -> anyhow::Result<baton_client::Schedule> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            match self.client.schedule_action(self.id, "pause").await {
+                Ok(paused) => return Ok(paused),
+                Err(e)
+                    if e.status().is_some_and(|s| !s.is_server_error())
+                        || tokio::time::Instant::now() > deadline =>
+                {
+                    return Err(anyhow::anyhow!("could not pause the drill's schedule: {e}"));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+    }
+
     /// Pauses the schedule once the cluster has settled, then checks its ticks from the
     /// first to the last: each made one task, one second after the one before; and the
     /// last is no older than the pause (less the misfire grace), so no tick due was left.
@@ -71,7 +90,7 @@ impl ScheduleWorkload {
         cluster: &ChaosCluster,
         violations: &mut Vec<String>,
     ) -> anyhow::Result<ScheduleOutcome> {
-        let paused = self.client.schedule_action(self.id, "pause").await?;
+        let paused = self.pause().await?;
         let paused_at = paused.updated_at;
         let mut conn = PgConnection::connect(&cluster.postgres.url_now().await?).await?;
         let ticks: Vec<(DateTime<Utc>, i64)> = sqlx::query_as(

@@ -4,6 +4,7 @@
 
 pub mod bulk;
 pub mod client;
+pub mod error_code;
 pub mod events;
 pub mod exchange;
 pub mod schedules;
@@ -11,6 +12,7 @@ pub mod trace_context;
 pub mod wire;
 
 pub use bulk::{BulkAnswer, BulkItem, BulkRequest};
+pub use error_code::ErrorCode;
 pub use events::{EventFilter, EventFrame};
 pub use client::{ApiError, Client, ClientError, LogSlice, TaskQuery, install_tls_provider};
 pub use exchange::*;

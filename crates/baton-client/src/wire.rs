@@ -468,6 +468,13 @@ pub struct ErrorDetail {
     pub presence_recorded: Option<bool>,
 }
 
+impl ErrorDetail {
+    /// Whether this is an error of that code.
+    pub fn is(&self, code: crate::ErrorCode) -> bool {
+        self.code == code.as_str()
+    }
+}
+
 /// Sent by the runner agent on every runner API request: its version, so a server can
 /// refuse (426) a runner too old for it with a reason, instead of failing obscurely.
 pub const RUNNER_VERSION_HEADER: &str = "x-baton-runner-version";

@@ -44,12 +44,7 @@ pub fn check_group(key: Option<&str>, limit: Option<i64>) -> Result<Option<Group
         ));
     }
     let limit = limit.unwrap_or(1);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(Invalid::new(
-            "concurrency_limit",
-            format!("must be between 1 and {MAX_LIMIT}, got {limit}"),
-        ));
-    }
+    crate::validate::check_range("concurrency_limit", limit, 1, MAX_LIMIT)?;
     Ok(Some(Group {
         key: key.to_string(),
         limit: i32::try_from(limit).expect("bounded by MAX_LIMIT"),

@@ -65,21 +65,30 @@ pub const PRIORITY_MIN: i32 = -1000;
 pub const PRIORITY_MAX: i32 = 1000;
 
 pub fn check_priority(priority: i32) -> Result<(), Invalid> {
-    if !(PRIORITY_MIN..=PRIORITY_MAX).contains(&priority) {
-        return Err(Invalid::new(
-            "priority",
-            format!("must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {priority}"),
-        ));
-    }
-    Ok(())
+    check_range("priority", priority, PRIORITY_MIN, PRIORITY_MAX)
+}
+
+/// A number within `min..=max`: every bound a client is held to is told this one way.
+pub fn check_range<T>(field: &str, value: T, min: T, max: T) -> Result<(), Invalid>
+where
+    T: PartialOrd + std::fmt::Display,
+{
+    in_range(field, value, min, max, "")
 }
 
 /// A duration in seconds within `1..=max`.
 pub fn check_seconds(field: &str, value: i64, max: i64) -> Result<(), Invalid> {
-    if !(1..=max).contains(&value) {
+    in_range(field, value, 1, max, " seconds")
+}
+
+fn in_range<T>(field: &str, value: T, min: T, max: T, unit: &str) -> Result<(), Invalid>
+where
+    T: PartialOrd + std::fmt::Display,
+{
+    if value < min || value > max {
         return Err(Invalid::new(
             field,
-            format!("must be between 1 and {max} seconds, got {value}"),
+            format!("must be between {min} and {max}{unit}, got {value}"),
         ));
     }
     Ok(())

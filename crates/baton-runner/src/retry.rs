@@ -43,7 +43,7 @@ pub enum CallError {
 pub fn outage_with_presence(e: &ClientError) -> bool {
     matches!(e, ClientError::Api(api)
         if api.status == StatusCode::SERVICE_UNAVAILABLE
-            && api.body.error.code == "unavailable"
+            && api.body.error.is(baton_client::ErrorCode::Unavailable)
             && api.body.error.presence_recorded == Some(true))
 }
 

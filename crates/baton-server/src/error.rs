@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use baton_client::{ErrorBody, ErrorDetail};
+use baton_client::{ErrorBody, ErrorCode, ErrorDetail};
 use baton_coord::CoordError;
 use baton_core::{Invalid, TaskStatus};
 use baton_store::StoreError;
@@ -14,7 +14,7 @@ use baton_store::StoreError;
 #[derive(Debug, Clone)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     pub offset: Option<i64>,
     pub task_status: Option<TaskStatus>,
@@ -22,7 +22,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
             status,
             code,
@@ -33,38 +33,38 @@ impl ApiError {
         }
     }
 
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, message)
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+        Self::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message)
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+        Self::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+        Self::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, message)
     }
 
-    pub fn too_large(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn too_large(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, code, message)
     }
 
     pub fn too_many(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_requests", message)
+        Self::new(StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyRequests, message)
     }
 
     pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable, message)
     }
 
     /// The error body's detail: in an answer of its own, or one item's in a bulk answer.
     pub fn detail(self) -> ErrorDetail {
         ErrorDetail {
-            code: self.code.to_string(),
+            code: self.code.as_str().to_string(),
             message: self.message,
             offset: self.offset,
             status: self.task_status,
@@ -76,7 +76,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if self.status.is_server_error() {
-            tracing::warn!(status = %self.status, code = self.code, message = %self.message, "request failed");
+            tracing::warn!(status = %self.status, code = self.code.as_str(), message = %self.message, "request failed");
         }
         let status = self.status;
         let body = ErrorBody {
@@ -88,7 +88,7 @@ impl IntoResponse for ApiError {
 
 impl From<Invalid> for ApiError {
     fn from(e: Invalid) -> Self {
-        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", e.to_string())
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::Invalid, e.to_string())
     }
 }
 
@@ -100,7 +100,7 @@ impl From<StoreError> for ApiError {
                 task_status: Some(status),
                 ..ApiError::new(
                     StatusCode::CONFLICT,
-                    "conflict",
+                    ErrorCode::Conflict,
                     format!("{reason} (task is {status})"),
                 )
             },
@@ -108,22 +108,22 @@ impl From<StoreError> for ApiError {
                 offset: Some(held),
                 ..ApiError::new(
                     StatusCode::RANGE_NOT_SATISFIABLE,
-                    "log_offset_past_end",
+                    ErrorCode::LogOffsetPastEnd,
                     format!(
                         "chunk starts at {requested} but the server holds {held} bytes: resend from {held}"
                     ),
                 )
             },
-            StoreError::Duplicate(m) => ApiError::new(StatusCode::CONFLICT, "duplicate", m),
+            StoreError::Duplicate(m) => ApiError::new(StatusCode::CONFLICT, ErrorCode::Duplicate, m),
             StoreError::InvalidValue(m) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid",
+                ErrorCode::Invalid,
                 format!("a value was refused: {m}"),
             ),
             StoreError::Unavailable(m) => ApiError::unavailable(logged("database unavailable", &m)),
             StoreError::Internal(m) => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
+                ErrorCode::Internal,
                 logged("database error", &m),
             ),
         }
@@ -136,7 +136,7 @@ impl From<CoordError> for ApiError {
             CoordError::Unavailable(m) => ApiError::unavailable(logged("redis unavailable", &m)),
             CoordError::Internal(m) => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
+                ErrorCode::Internal,
                 logged("redis error", &m),
             ),
         }
@@ -157,9 +157,9 @@ fn body_rejection(e: &BytesRejection) -> ApiError {
     if crate::api::body_deadline::is_body_timeout(e) {
         crate::api::body_deadline::timed_out()
     } else if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::too_large("body_too_large", "the request body is over the size limit")
+        ApiError::too_large(ErrorCode::BodyTooLarge, "the request body is over the size limit")
     } else {
-        ApiError::bad_request("unreadable_body", e.body_text())
+        ApiError::bad_request(ErrorCode::UnreadableBody, e.body_text())
     }
 }
 
@@ -171,12 +171,12 @@ impl From<BytesRejection> for ApiError {
 
 impl From<QueryRejection> for ApiError {
     fn from(e: QueryRejection) -> Self {
-        ApiError::bad_request("invalid_query", e.body_text())
+        ApiError::bad_request(ErrorCode::InvalidQuery, e.body_text())
     }
 }
 
 impl From<PathRejection> for ApiError {
     fn from(e: PathRejection) -> Self {
-        ApiError::bad_request("invalid_path", e.body_text())
+        ApiError::bad_request(ErrorCode::InvalidPath, e.body_text())
     }
 }

@@ -1,6 +1,7 @@
 //! Axum extractors that answer bad input with our JSON error body instead of axum's
 //! plain-text rejections.
 
+use baton_client::ErrorCode;
 use crate::error::ApiError;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
@@ -57,13 +58,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         if !is_json(&req) {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 "send the body as JSON with Content-Type: application/json",
             ));
         }
         let bytes = Bytes::from_request(req, state).await?;
         let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            ApiError::bad_request("malformed_json", format!("the body is not valid JSON: {e}"))
+            ApiError::bad_request(ErrorCode::MalformedJson, format!("the body is not valid JSON: {e}"))
         })?;
         if !value.is_object() {
             return Err(invalid_body("the body must be a JSON object"));
@@ -75,7 +76,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 }
 
 fn invalid_body(message: &str) -> ApiError {
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::InvalidBody, message)
 }
 
 #[derive(FromRequestParts)]

@@ -90,13 +90,8 @@ pub fn checked(
     if let Some(policy) = &defaults.retry {
         policy.clone().resolved(node_backoff)?;
     }
-    if let Some(n) = defaults.max_attempts
-        && !(1..=limits.max_attempts).contains(&n)
-    {
-        return Err(Invalid::new(
-            "max_attempts",
-            format!("must be between 1 and {}", limits.max_attempts),
-        ));
+    if let Some(n) = defaults.max_attempts {
+        baton_core::validate::check_range("max_attempts", n, 1, limits.max_attempts)?;
     }
     let key = defaults
         .concurrency_key

@@ -70,11 +70,7 @@ pub fn settings_of(
     let window = req.catch_up_window_s.unwrap_or(DEFAULT_CATCH_UP_WINDOW_S);
     validate::check_seconds("catch_up_window_s", window, MAX_CATCH_UP_WINDOW_S)?;
     let jitter = req.jitter_s.unwrap_or(0);
-    if !(0..=MAX_JITTER_S).contains(&jitter) {
-        return Err(
-            Invalid::new("jitter_s", format!("must be between 0 and {MAX_JITTER_S}")).into(),
-        );
-    }
+    validate::check_range("jitter_s", jitter, 0, MAX_JITTER_S)?;
     if let (Some(start), Some(end)) = (req.start_at, req.end_at)
         && end <= start
     {

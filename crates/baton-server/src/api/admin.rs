@@ -216,15 +216,8 @@ pub async fn token_create(
     if req.scopes.is_empty() {
         return Err(Invalid::new("scopes", "give at least one of admin, submit, read").into());
     }
-    if req
-        .expires_in_s
-        .is_some_and(|s| !(1..=MAX_EXPIRY_S).contains(&s))
-    {
-        return Err(Invalid::new(
-            "expires_in_s",
-            format!("must be between 1 and {MAX_EXPIRY_S} seconds"),
-        )
-        .into());
+    if let Some(s) = req.expires_in_s {
+        validate::check_seconds("expires_in_s", s, MAX_EXPIRY_S)?;
     }
     let (queues, labels) = token_limits(req.queues, req.labels)?;
     if (queues.is_some() || labels.is_some()) && req.scopes.contains(&Scope::Admin) {
@@ -333,12 +326,7 @@ fn registration_limits(
         check_token_name(name)?;
     }
     let expires_in_s = req.expires_in_s.unwrap_or(REGISTRATION_DEFAULT_EXPIRY_S);
-    if !(1..=MAX_EXPIRY_S).contains(&expires_in_s) {
-        return Err(Invalid::new(
-            "expires_in_s",
-            format!("must be between 1 and {MAX_EXPIRY_S} seconds"),
-        ));
-    }
+    validate::check_seconds("expires_in_s", expires_in_s, MAX_EXPIRY_S)?;
     let uses = req.uses.unwrap_or(REGISTRATION_DEFAULT_USES);
     if uses < 1 {
         return Err(Invalid::new("uses", "must be at least 1"));

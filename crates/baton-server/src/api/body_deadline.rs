@@ -4,6 +4,7 @@
 //! bound what a body may hold; this bounds how long it may take. Only the reading is
 //! timed: a parked lease or a followed log is a long answer to a short request.
 
+use baton_client::ErrorCode;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::body::{Body, Bytes, HttpBody};
@@ -88,7 +89,7 @@ pub fn is_body_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
 pub fn timed_out() -> ApiError {
     ApiError::new(
         StatusCode::REQUEST_TIMEOUT,
-        "body_timeout",
+        ErrorCode::BodyTimeout,
         "the request body did not arrive in time (http_body_read_timeout_ms)",
     )
 }

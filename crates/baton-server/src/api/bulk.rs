@@ -164,9 +164,7 @@ fn filter_of(user: &User, req: &BulkRequest, action: BulkAction) -> Result<TaskF
         return Err(Invalid::new("created_before", "must be later than created_after").into());
     }
     let limit = req.limit.unwrap_or(BULK_DEFAULT);
-    if !(1..=BULK_MAX).contains(&limit) {
-        return Err(Invalid::new("limit", format!("must be between 1 and {BULK_MAX}")).into());
-    }
+    validate::check_range("limit", limit, 1, BULK_MAX)?;
     Ok(TaskFilter {
         status,
         queue: req.queue.clone(),

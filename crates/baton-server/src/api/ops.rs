@@ -1,5 +1,6 @@
 //! Operations endpoints: liveness and readiness, what a load balancer probes.
 
+use baton_client::ErrorCode;
 use super::openapi::Errors;
 use crate::auth::User;
 use crate::error::ApiError;
@@ -72,7 +73,7 @@ pub async fn not_found() -> ApiError {
 pub async fn method_not_allowed() -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         "method not allowed on this endpoint",
     )
 }

@@ -14,6 +14,7 @@
 //! (409 `secrets_erased`): the values were erased when it ended, and a re-run without
 //! them would be another task under the same name.
 
+use baton_client::ErrorCode;
 use super::openapi::Errors;
 use super::tasks::{admitted, new_task, traceparent};
 use crate::api::views::task_view;
@@ -95,7 +96,7 @@ pub(super) async fn rerun_one(
             task_status: Some(old.status),
             ..ApiError::new(
                 StatusCode::CONFLICT,
-                "secrets_erased",
+                ErrorCode::SecretsErased,
                 format!(
                     "the task ran with secret_env ({}), whose values were erased when it \
                      ended; a re-run cannot have them: submit it again with its secrets",
@@ -129,7 +130,7 @@ pub(super) async fn rerun_one(
         // Only a task its owner submitted with this very key can hold it.
         return Err(ApiError::new(
             StatusCode::CONFLICT,
-            "conflict",
+            ErrorCode::Conflict,
             format!(
                 "task {} holds the idempotency key of this task's re-run (retry-of:{})",
                 rerun.id, old.id

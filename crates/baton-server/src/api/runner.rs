@@ -4,6 +4,7 @@
 //! store's compare-and-set on it is the fence that keeps a stale runner from changing
 //! anything (design.md invariant 2).
 
+use baton_client::ErrorCode;
 use super::openapi::Errors;
 use crate::events::RunnerChange;
 use crate::api::views::task_view;
@@ -47,11 +48,7 @@ fn validate_registration(req: &RegisterRunner) -> Result<LabelSet, ApiError> {
     for queue in &req.queues {
         validate::check_queue(queue)?;
     }
-    if !(1..=MAX_CAPACITY).contains(&req.capacity) {
-        return Err(
-            Invalid::new("capacity", format!("must be between 1 and {MAX_CAPACITY}")).into(),
-        );
-    }
+    validate::check_range("capacity", req.capacity, 1, MAX_CAPACITY)?;
     if req.version.chars().count() > 64 || req.version.contains('\0') {
         return Err(Invalid::new("version", "at most 64 characters").into());
     }
@@ -140,11 +137,7 @@ pub async fn lease(
     ApiJson(req): ApiJson<LeaseRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
     let limits = &state.config.limits;
-    if req.max == 0 || req.max > limits.max_lease {
-        return Err(
-            Invalid::new("max", format!("must be between 1 and {}", limits.max_lease)).into(),
-        );
-    }
+    validate::check_range("max", req.max, 1, limits.max_lease)?;
     check_wait(req.wait_s, limits.max_wait_s)?;
     let started = std::time::Instant::now();
     let answer = exchange::handle(
@@ -174,10 +167,7 @@ pub async fn lease(
 }
 
 fn check_wait(wait_s: u32, max: u32) -> Result<(), ApiError> {
-    if wait_s > max {
-        return Err(Invalid::new("wait_s", format!("must be between 0 and {max}")).into());
-    }
-    Ok(())
+    Ok(validate::check_range("wait_s", wait_s, 0, max)?)
 }
 
 /// A runner's proof of life while it runs tasks, and its way to learn which of them to
@@ -229,16 +219,12 @@ pub async fn exchange(
     ApiJson(req): ApiJson<Exchange>,
 ) -> Result<Json<ExchangeAnswer>, ApiError> {
     let limits = &state.config.limits;
-    if req.max > limits.max_lease {
-        return Err(
-            Invalid::new("max", format!("must be between 0 and {}", limits.max_lease)).into(),
-        );
-    }
+    validate::check_range("max", req.max, 0, limits.max_lease)?;
     check_wait(req.wait_s, limits.max_wait_s)?;
     let items = req.starts.len() + req.completions.len();
     if items > limits.max_exchange_items {
         return Err(ApiError::too_large(
-            "exchange_too_large",
+            ErrorCode::ExchangeTooLarge,
             format!(
                 "{items} items in one exchange, over the limit of {}",
                 limits.max_exchange_items
@@ -251,7 +237,7 @@ pub async fn exchange(
         .is_some_and(|r| r.len() > limits.max_exchange_items)
     {
         return Err(ApiError::too_large(
-            "exchange_too_large",
+            ErrorCode::ExchangeTooLarge,
             format!("over {} running leases", limits.max_exchange_items),
         ));
     }
@@ -354,7 +340,7 @@ fn completion(
             })?;
             if data.len() > state.config.limits.max_log_chunk_bytes {
                 return Err(ApiError::too_large(
-                    "log_tail_too_large",
+                    ErrorCode::LogTailTooLarge,
                     "the log tail is over the log chunk limit",
                 ));
             }
@@ -585,7 +571,7 @@ fn run_end(
 ) -> Result<RunEnd, ApiError> {
     if error.as_ref().is_some_and(|e| e.len() > MAX_ERROR_TEXT) {
         return Err(ApiError::too_large(
-            "error_too_large",
+            ErrorCode::ErrorTooLarge,
             format!("error text over {MAX_ERROR_TEXT} bytes"),
         ));
     }
@@ -596,7 +582,7 @@ fn run_end(
             .unwrap_or(usize::MAX);
         if size > state.config.limits.max_payload_bytes {
             return Err(ApiError::too_large(
-                "outputs_too_large",
+                ErrorCode::OutputsTooLarge,
                 format!("outputs of {size} bytes, over the limit"),
             ));
         }

@@ -3,6 +3,7 @@
 //! failing on a field it does not know. A request without the header is served: agents
 //! older than the header, and hand-written clients, speak the base protocol.
 
+use baton_client::ErrorCode;
 use crate::error::ApiError;
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -25,7 +26,7 @@ pub async fn gate(request: Request, next: Next) -> Response {
         if let Err(reason) = runner_compatible(*SERVER_VERSION, &announced) {
             return ApiError::new(
                 StatusCode::UPGRADE_REQUIRED,
-                "runner_version_unsupported",
+                ErrorCode::RunnerVersionUnsupported,
                 reason,
             )
             .into_response();

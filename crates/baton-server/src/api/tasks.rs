@@ -3,6 +3,7 @@
 //! Submitting goes through `dispatch::submit` (design.md §4.1: the Postgres insert
 //! commits first, then the Redis add); this layer checks the input field by field.
 
+use baton_client::ErrorCode;
 use super::openapi::Errors;
 use crate::api::views::{notify_state, task_view};
 use crate::auth::User;
@@ -86,13 +87,7 @@ pub(crate) fn new_task(
         validate::check_idempotency_key(key)?;
     }
     let max_attempts = req.max_attempts.unwrap_or(1);
-    if !(1..=limits.max_attempts).contains(&max_attempts) {
-        return Err(validate::Invalid::new(
-            "max_attempts",
-            format!("must be between 1 and {}", limits.max_attempts),
-        )
-        .into());
-    }
+    validate::check_range("max_attempts", max_attempts, 1, limits.max_attempts)?;
     let group =
         baton_core::flow::check_group(req.concurrency_key.as_deref(), req.concurrency_limit)?;
     if let Some(url) = &req.notify_url {
@@ -114,7 +109,7 @@ pub(crate) fn new_task(
             .unwrap_or(usize::MAX);
         if size > limits.max_payload_bytes {
             return Err(ApiError::too_large(
-                "payload_too_large",
+                ErrorCode::PayloadTooLarge,
                 format!(
                     "payload is {size} bytes, over the limit of {}",
                     limits.max_payload_bytes
@@ -184,7 +179,7 @@ fn sealed(state: &AppState, mut task: NewTask, seal: bool) -> Result<NewTask, Ap
     let Some(ring) = &state.secrets else {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "secrets_unavailable",
+            ErrorCode::SecretsUnavailable,
             "secret_env: this cluster has no key to seal secrets with (its nodes run \
              without --secrets-key or --secrets-key-file); submit without secret_env, or \
              ask its operator",
@@ -333,7 +328,7 @@ pub async fn submit_batch(
     }
     if req.tasks.len() > limits.max_batch {
         return Err(ApiError::too_large(
-            "batch_too_large",
+            ErrorCode::BatchTooLarge,
             format!(
                 "{} tasks in one batch, over the limit of {}",
                 req.tasks.len(),
@@ -568,11 +563,7 @@ pub async fn list(
         validate::check_queue(queue)?;
     }
     let limit = q.limit.unwrap_or(LIST_DEFAULT);
-    if !(1..=LIST_MAX).contains(&limit) {
-        return Err(
-            validate::Invalid::new("limit", format!("must be between 1 and {LIST_MAX}")).into(),
-        );
-    }
+    validate::check_range("limit", limit, 1, LIST_MAX)?;
     if let Some(label) = &q.label {
         baton_core::labels::check_label(label)
             .map_err(|e| validate::Invalid::new("label", e.message))?;

@@ -16,6 +16,7 @@
 //! pass runs in a task of its own, so it completes even if the runner hangs up: what it
 //! leased is recorded for the runner's resend.
 
+use baton_client::ErrorCode;
 use super::finish::{AfterCommit, finish_item};
 use super::lease::{self, Pop};
 use super::verdicts::{self, Verdicts};
@@ -486,11 +487,11 @@ async fn pass(
     let (logs, completions) = before_start(state, runner, call, logs, completions).await;
     let results = starts
         .iter()
-        .map(|r| r.as_ref().map(|_| ()).map_err(|e| e.code))
+        .map(|r| r.as_ref().map(|_| ()).map_err(|e| e.code.as_str()))
         .chain(
             completions
                 .iter()
-                .map(|r| r.as_ref().map(|_| ()).map_err(|e| e.code)),
+                .map(|r| r.as_ref().map(|_| ()).map_err(|e| e.code.as_str())),
         );
     for (span, result) in spans.iter().zip(results) {
         span.record("result", result.err().unwrap_or("done"));
@@ -654,7 +655,7 @@ fn with_secrets(
     let secret_env = match row {
         Some(row) => lease::opened_secrets(state, row).map_err(|e| {
             tracing::error!(task.id = %row.id, error = %e, "start recorded, but its secrets do not open on this node");
-            ApiError::new(StatusCode::FORBIDDEN, "secrets_unavailable", e.to_string())
+            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::SecretsUnavailable, e.to_string())
         })?,
         // Deleted as it started: nothing to run, and nothing to hand over.
         None => BTreeMap::new(),

@@ -12,6 +12,7 @@
 //! submit goes ahead: the Postgres insert is what accepts a task, and a cap must not turn
 //! a Redis outage into refused work.
 
+use baton_client::ErrorCode;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::http::StatusCode;
@@ -76,7 +77,7 @@ pub async fn check(state: &AppState, tasks: &[NewTask]) -> Result<(), ApiError> 
     if !room.new_queues.is_empty() && queues > limits.max_queues {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
-            "too_many_queues",
+            ErrorCode::TooManyQueues,
             format!(
                 "{} queues (queue name and label set) have work, the most there may be \
                  (limits.max_queues); this submit would add {}: submit to an existing \
@@ -90,7 +91,7 @@ pub async fn check(state: &AppState, tasks: &[NewTask]) -> Result<(), ApiError> 
     if !room.new_label_sets.is_empty() && label_sets > limits.max_label_sets {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
-            "too_many_label_sets",
+            ErrorCode::TooManyLabelSets,
             format!(
                 "{} label sets have work, the most there may be (limits.max_label_sets); \
                  this submit would add {}: use an existing label set, or wait for some \
