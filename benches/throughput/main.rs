@@ -435,8 +435,11 @@ async fn subscribed_drain(
         subscribers.push(tokio::spawn(async move {
             use futures::StreamExt;
             let mut frames = std::pin::pin!(frames);
-            while let Some(Ok(_)) = frames.next().await {
-                count.fetch_add(1, Ordering::Relaxed);
+            while let Some(Ok(frame)) = frames.next().await {
+                // The stream's first frame is its place, no event.
+                if !frame.is_place_only() {
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }));
     }
