@@ -171,7 +171,10 @@ async fn a_subscriber_resumes_on_another_node_with_every_event_once_and_in_order
         .map(|f| data(f)["node_id"].as_str().unwrap().to_string())
         .collect();
     assert!(
-        nodes.is_subset(&HashSet::from([node_a.node_id.clone(), node_b.node_id.clone()])),
+        nodes.is_subset(&HashSet::from([
+            node_a.node_id.clone(),
+            node_b.node_id.clone()
+        ])),
         "{nodes:?}"
     );
 }
@@ -200,17 +203,21 @@ async fn a_position_the_history_no_longer_holds_gets_resync() {
     drop(rx);
 
     // Once the retention has passed and later appends trimmed it away: resync.
-    let resync = wait_for("a resync for a trimmed position", Duration::from_secs(30), || {
-        let (client, old_id) = (client.clone(), old_id.clone());
-        async move {
-            client.submit(&true_task()).await.unwrap();
-            let mut rx = subscribe(&client, EventFilter::default(), Some(old_id)).await;
-            let first = tokio::time::timeout(Duration::from_secs(5), rx.recv())
-                .await
-                .ok()??;
-            (first.event == "resync").then_some(first)
-        }
-    })
+    let resync = wait_for(
+        "a resync for a trimmed position",
+        Duration::from_secs(30),
+        || {
+            let (client, old_id) = (client.clone(), old_id.clone());
+            async move {
+                client.submit(&true_task()).await.unwrap();
+                let mut rx = subscribe(&client, EventFilter::default(), Some(old_id)).await;
+                let first = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+                    .await
+                    .ok()??;
+                (first.event == "resync").then_some(first)
+            }
+        },
+    )
     .await;
     assert!(resync.id.is_none(), "a resync is no place in the history");
     assert!(
@@ -242,9 +249,12 @@ async fn a_submit_token_sees_the_events_of_its_own_tasks_only() {
     let (own, _) = submitter.submit(&true_task()).await.unwrap();
 
     let mut seen_by_admin = Vec::new();
-    receive_until(&mut everything, &mut seen_by_admin, "both tasks' ends", |g| {
-        succeeded(g, &[theirs.id, own.id])
-    })
+    receive_until(
+        &mut everything,
+        &mut seen_by_admin,
+        "both tasks' ends",
+        |g| succeeded(g, &[theirs.id, own.id]),
+    )
     .await;
     assert!(
         seen_by_admin
@@ -343,9 +353,8 @@ async fn the_cli_watches_events_and_waits_on_them() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(
-        watch.stdout.take().unwrap(),
-    ));
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(watch.stdout.take().unwrap()));
 
     // `submit --wait` prints the output and exits with the task's own code; the retry
     // between its attempts is learnt from the events.
@@ -353,7 +362,12 @@ async fn the_cli_watches_events_and_waits_on_them() {
         &node.url,
         API_TOKEN,
         &[
-            "task", "submit", "--wait", "--max-attempts", "2", "--script",
+            "task",
+            "submit",
+            "--wait",
+            "--max-attempts",
+            "2",
+            "--script",
             "echo attempt; exit 3",
         ],
     )
@@ -378,7 +392,14 @@ async fn the_cli_watches_events_and_waits_on_them() {
     }
     assert_eq!(
         statuses,
-        ["queued", "running", "scheduled", "queued", "running", "failed"],
+        [
+            "queued",
+            "running",
+            "scheduled",
+            "queued",
+            "running",
+            "failed"
+        ],
         "a failed attempt retried once"
     );
 }
@@ -401,6 +422,12 @@ async fn a_stream_says_its_place_first_so_nothing_after_its_answer_is_missed() {
 
     let mut rx = subscribe(&client, EventFilter::default(), place.id.clone()).await;
     let mut again = Vec::new();
-    receive_until(&mut rx, &mut again, "the queued event again", |g| !g.is_empty()).await;
-    assert_eq!(again[0].id, queued.id, "resumed from the place, the same event first");
+    receive_until(&mut rx, &mut again, "the queued event again", |g| {
+        !g.is_empty()
+    })
+    .await;
+    assert_eq!(
+        again[0].id, queued.id,
+        "resumed from the place, the same event first"
+    );
 }

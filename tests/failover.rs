@@ -261,10 +261,14 @@ async fn a_paused_node_resumed_after_its_claims_were_adopted_does_not_act_on_the
     assert_eq!(finished.status, TaskStatus::Succeeded);
     // Node A says why it came back under a new id (its log is written as it goes: read
     // until the line is there).
-    wait_for("node A to log that it had lapsed", Duration::from_secs(10), || {
-        let log = std::fs::read_to_string(&node_a.log).unwrap_or_default();
-        async move { log.contains("rejoining under a new id").then_some(()) }
-    })
+    wait_for(
+        "node A to log that it had lapsed",
+        Duration::from_secs(10),
+        || {
+            let log = std::fs::read_to_string(&node_a.log).unwrap_or_default();
+            async move { log.contains("rejoining under a new id").then_some(()) }
+        },
+    )
     .await;
 }
 

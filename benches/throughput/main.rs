@@ -423,6 +423,7 @@ async fn subscribed_drain(
         kind: Some("task".into()),
         ..Default::default()
     };
+    let expected = 3 * scale.drain as u64;
     let mut counts = Vec::new();
     let mut subscribers = Vec::new();
     for node in &stack.nodes {
@@ -432,29 +433,34 @@ async fn subscribed_drain(
             .expect("subscribe");
         let count = Arc::new(AtomicU64::new(0));
         counts.push(count.clone());
+        // Each subscriber ends once it has every event (or its stream does).
         subscribers.push(tokio::spawn(async move {
             use futures::StreamExt;
             let mut frames = std::pin::pin!(frames);
             while let Some(Ok(frame)) = frames.next().await {
                 // The stream's first frame is its place, no event.
-                if !frame.is_place_only() {
-                    count.fetch_add(1, Ordering::Relaxed);
+                if !frame.is_place_only() && count.fetch_add(1, Ordering::Relaxed) + 1 >= expected {
+                    return;
                 }
             }
         }));
     }
     let (_, drain) = protocol_drain(stack, scale, sources, processes, 200 + round).await;
     // The last events reach the subscribers within moments of the last commit.
-    let expected = 3 * scale.drain as u64;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while counts.iter().any(|c| c.load(Ordering::Relaxed) < expected) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let all = futures::future::join_all(subscribers.iter_mut());
+    let _ = tokio::time::timeout(Duration::from_secs(10), all).await;
     for s in subscribers {
         s.abort();
     }
-    let least = counts.iter().map(|c| c.load(Ordering::Relaxed)).min().unwrap_or(0);
-    println!("round {round} with subscribers: drain {:.0} tasks/s; events received {least} of {expected}", drain.rate);
+    let least = counts
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .min()
+        .unwrap_or(0);
+    println!(
+        "round {round} with subscribers: drain {:.0} tasks/s; events received {least} of {expected}",
+        drain.rate
+    );
     (drain, least)
 }
 

@@ -24,26 +24,49 @@ fn for_good(e: &ClientError) -> bool {
         .is_some_and(|s| s.is_client_error() && s != StatusCode::TOO_MANY_REQUESTS)
 }
 
-/// Calls `each` with every event `filter` selects, for ever (or until `each` says
-/// stop), taking the stream up again after the last id whenever it breaks. Refusals
-/// for good end it with the error.
-pub async fn follow_events(
+/// An open event stream.
+pub type Frames =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<EventFrame, ClientError>> + Send>>;
+
+/// Calls `each` with every event `filter` selects (starting with `first`, a stream
+/// already open, if given), for ever or until `each` says stop, taking the stream up
+/// again after the last id whenever it breaks. A stream taken up with no id to resume
+/// from (the last broke before its first frame) may have missed events: `each` is told
+/// so with a `resync`. Refusals for good end it with the error.
+pub async fn follow_events<F>(
     client: &Client,
     filter: &EventFilter,
-    mut each: impl FnMut(&EventFrame) -> anyhow::Result<bool>,
-) -> anyhow::Result<()> {
+    first: Option<Frames>,
+    mut each: impl FnMut(EventFrame) -> F,
+) -> anyhow::Result<()>
+where
+    F: std::future::Future<Output = anyhow::Result<bool>>,
+{
     let mut last_id: Option<String> = None;
     let mut pause = RECONNECT_FIRST;
+    let mut first = first;
+    let mut opened = 0;
     loop {
-        match client.events(filter, last_id.as_deref()).await {
-            Ok(frames) => {
-                let mut frames = std::pin::pin!(frames);
+        let frames = match first.take() {
+            Some(frames) => Ok(frames),
+            None => client
+                .events(filter, last_id.as_deref())
+                .await
+                .map(|frames| Box::pin(frames) as Frames),
+        };
+        match frames {
+            Ok(mut frames) => {
+                let mut blind = last_id.is_none() && opened > 0;
+                opened += 1;
                 while let Some(Ok(frame)) = frames.next().await {
                     pause = RECONNECT_FIRST;
                     if let Some(id) = &frame.id {
                         last_id = Some(id.clone());
                     }
-                    if !frame.is_place_only() && !each(&frame)? {
+                    if std::mem::take(&mut blind) && !each(blind_resync()).await? {
+                        return Ok(());
+                    }
+                    if !frame.is_place_only() && !each(frame).await? {
                         return Ok(());
                     }
                 }
@@ -53,6 +76,15 @@ pub async fn follow_events(
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(RECONNECT_MAX);
+    }
+}
+
+/// What a stream taken up with nothing to resume from tells its reader.
+fn blind_resync() -> EventFrame {
+    EventFrame {
+        id: None,
+        event: "resync".into(),
+        data: r#"{"kind":"resync","reason":"the stream broke before saying where it stood: events may have been missed"}"#.into(),
     }
 }
 
@@ -99,12 +131,12 @@ pub fn describe(frame: &EventFrame) -> anyhow::Result<String> {
 
 /// `baton task watch`: prints events until interrupted.
 pub async fn watch(client: &Client, filter: EventFilter, json: bool) -> anyhow::Result<()> {
-    follow_events(client, &filter, |frame| {
+    follow_events(client, &filter, None, |frame| async move {
         let mut out = std::io::stdout().lock();
         if json {
             writeln!(out, "{}", frame.data)?;
         } else {
-            writeln!(out, "{}", describe(frame)?)?;
+            writeln!(out, "{}", describe(&frame)?)?;
         }
         out.flush()?;
         Ok(true)
@@ -147,39 +179,12 @@ pub async fn watch_task(
     });
     let client = client.clone();
     let watcher = tokio::spawn(async move {
-        let mut last_id: Option<String> = None;
-        let mut frames = Some(Box::pin(frames));
-        let mut pause = RECONNECT_FIRST;
-        loop {
-            if tx.borrow().status.is_terminal() {
-                return;
-            }
-            let mut stream = match frames.take() {
-                Some(stream) => stream,
-                None => match client.events(&filter, last_id.as_deref()).await {
-                    Ok(stream) if last_id.is_none() => {
-                        // Nothing to resume from (the last stream broke before its first
-                        // frame): what happened meanwhile, from the task, now that the
-                        // new stream has its place.
-                        if let Some(news) = now_of(&client, id).await {
-                            tx.send_replace(news);
-                        }
-                        Box::pin(stream)
-                    }
-                    Ok(stream) => Box::pin(stream),
-                    Err(e) if for_good(&e) => return,
-                    Err(_) => {
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(RECONNECT_MAX);
-                        continue;
-                    }
-                },
-            };
-            while let Some(Ok(frame)) = stream.next().await {
-                pause = RECONNECT_FIRST;
-                if let Some(id) = &frame.id {
-                    last_id = Some(id.clone());
-                }
+        let first = Some(Box::pin(frames) as Frames);
+        let tx = std::sync::Arc::new(tx);
+        // A refusal for good ends the watcher: the receiver then says no more.
+        let _ = follow_events(&client.clone(), &filter, first, |frame| {
+            let (client, tx) = (client.clone(), tx.clone());
+            async move {
                 let news = match frame.event.as_str() {
                     "task" => news_of(&frame),
                     // Events were lost: the task as it stands now.
@@ -195,14 +200,11 @@ pub async fn watch_task(
                     if newer {
                         tx.send_replace(news);
                     }
-                    if tx.borrow().status.is_terminal() {
-                        return;
-                    }
                 }
+                Ok(!tx.borrow().status.is_terminal())
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(RECONNECT_MAX);
-        }
+        })
+        .await;
     });
     Ok((rx, watcher))
 }
@@ -245,6 +247,9 @@ mod tests {
             })
         );
         let line = describe(&frame).unwrap();
-        assert!(line.contains("running") && line.contains("attempt=2"), "{line}");
+        assert!(
+            line.contains("running") && line.contains("attempt=2"),
+            "{line}"
+        );
     }
 }

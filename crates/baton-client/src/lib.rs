@@ -12,9 +12,9 @@ pub mod trace_context;
 pub mod wire;
 
 pub use bulk::{BulkAnswer, BulkItem, BulkRequest};
+pub use client::{ApiError, Client, ClientError, LogSlice, TaskQuery, install_tls_provider};
 pub use error_code::ErrorCode;
 pub use events::{EventFilter, EventFrame};
-pub use client::{ApiError, Client, ClientError, LogSlice, TaskQuery, install_tls_provider};
 pub use exchange::*;
 pub use reqwest::StatusCode;
 pub use schedules::*;

@@ -33,7 +33,9 @@ impl FromStr for EntryId {
         let (ms, seq) = s.split_once('-').ok_or("an entry id is <ms>-<seq>")?;
         Ok(EntryId {
             ms: ms.parse().map_err(|_| "an entry id's time is a number")?,
-            seq: seq.parse().map_err(|_| "an entry id's sequence is a number")?,
+            seq: seq
+                .parse()
+                .map_err(|_| "an entry id's sequence is a number")?,
         })
     }
 }
@@ -173,7 +175,10 @@ impl Coord {
         let fields = match reply {
             Ok(v) => pairs(v),
             // No such key: nothing was ever appended (or Redis lost it).
-            Err(e) if e.code() == Some("ERR") && e.detail().is_some_and(|d| d.contains("no such key")) => {
+            Err(e)
+                if e.code() == Some("ERR")
+                    && e.detail().is_some_and(|d| d.contains("no such key")) =>
+            {
                 return Ok(HistoryBounds::default());
             }
             Err(e) => return Err(e.into()),
@@ -248,7 +253,11 @@ fn entries(reply: Value) -> Result<Vec<HistoryEntry>, CoordError> {
         let id = text(&pair[0])
             .and_then(|s| s.parse::<EntryId>().ok())
             .ok_or_else(|| CoordError::Internal("a stream entry without an id".into()))?;
-        if let Some(events) = fields.iter().find(|(k, _)| k == FIELD).and_then(|(_, v)| text(v)) {
+        if let Some(events) = fields
+            .iter()
+            .find(|(k, _)| k == FIELD)
+            .and_then(|(_, v)| text(v))
+        {
             out.push(HistoryEntry { id, events });
         }
     }
@@ -282,7 +291,10 @@ mod tests {
         assert!(bounds.holds_since(id("50-0")));
         assert!(bounds.holds_since(id("100-0")));
         assert!(!bounds.holds_since(id("49-0")), "trimmed away");
-        assert!(!bounds.holds_since(id("101-0")), "newer than anything given");
+        assert!(
+            !bounds.holds_since(id("101-0")),
+            "newer than anything given"
+        );
         assert!(!HistoryBounds::default().holds_since(id("1-0")), "unknown");
         let emptied = HistoryBounds {
             last: Some(id("100-0")),

@@ -54,11 +54,19 @@ impl ApiError {
     }
 
     pub fn too_many(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyRequests, message)
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::TooManyRequests,
+            message,
+        )
     }
 
     pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable, message)
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Unavailable,
+            message,
+        )
     }
 
     /// The error body's detail: in an answer of its own, or one item's in a bulk answer.
@@ -88,7 +96,11 @@ impl IntoResponse for ApiError {
 
 impl From<Invalid> for ApiError {
     fn from(e: Invalid) -> Self {
-        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::Invalid, e.to_string())
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::Invalid,
+            e.to_string(),
+        )
     }
 }
 
@@ -114,7 +126,9 @@ impl From<StoreError> for ApiError {
                     ),
                 )
             },
-            StoreError::Duplicate(m) => ApiError::new(StatusCode::CONFLICT, ErrorCode::Duplicate, m),
+            StoreError::Duplicate(m) => {
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::Duplicate, m)
+            }
             StoreError::InvalidValue(m) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 ErrorCode::Invalid,
@@ -157,7 +171,10 @@ fn body_rejection(e: &BytesRejection) -> ApiError {
     if crate::api::body_deadline::is_body_timeout(e) {
         crate::api::body_deadline::timed_out()
     } else if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::too_large(ErrorCode::BodyTooLarge, "the request body is over the size limit")
+        ApiError::too_large(
+            ErrorCode::BodyTooLarge,
+            "the request body is over the size limit",
+        )
     } else {
         ApiError::bad_request(ErrorCode::UnreadableBody, e.body_text())
     }

@@ -1,11 +1,11 @@
 //! Axum extractors that answer bad input with our JSON error body instead of axum's
 //! plain-text rejections.
 
-use baton_client::ErrorCode;
 use crate::error::ApiError;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
+use baton_client::ErrorCode;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -64,7 +64,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         }
         let bytes = Bytes::from_request(req, state).await?;
         let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            ApiError::bad_request(ErrorCode::MalformedJson, format!("the body is not valid JSON: {e}"))
+            ApiError::bad_request(
+                ErrorCode::MalformedJson,
+                format!("the body is not valid JSON: {e}"),
+            )
         })?;
         if !value.is_object() {
             return Err(invalid_body("the body must be a JSON object"));
@@ -76,7 +79,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 }
 
 fn invalid_body(message: &str) -> ApiError {
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::InvalidBody, message)
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorCode::InvalidBody,
+        message,
+    )
 }
 
 #[derive(FromRequestParts)]

@@ -40,11 +40,11 @@ pub use runners::{NewRunner, RunnerRecord};
 pub use runs::{Fence, FinishPolicy, RunEnd, TASKS_COMPLETED};
 pub use schedules::{Fire, ScheduleRecord, ScheduleSettings, ScheduleSkip};
 pub use tasks::{NewTask, TaskFilter, TaskRecord};
-pub use transition::Transition;
 pub use tokens::{
     ApiTokenRecord, NewApiToken, NewRegistrationToken, Registering, Registration,
     RegistrationTokenRecord,
 };
+pub use transition::Transition;
 pub use transitions::{Apply, Done, FinishRun, LogWrite, StartRun, Started, Work};
 
 use metered::MeteredPool;

@@ -3,9 +3,9 @@
 //! Redis, so the change holds on its very next request.
 
 use super::openapi::Errors;
-use crate::events::RunnerChange;
 use crate::auth::{API_TOKEN_PREFIX, User, hash_token, new_token, parse_scope, scope_name};
 use crate::error::ApiError;
+use crate::events::RunnerChange;
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
 use axum::Json;

@@ -4,7 +4,6 @@
 //! bound what a body may hold; this bounds how long it may take. Only the reading is
 //! timed: a parked lease or a followed log is a long answer to a short request.
 
-use baton_client::ErrorCode;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::body::{Body, Bytes, HttpBody};
@@ -12,6 +11,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
+use baton_client::ErrorCode;
 use http_body::{Frame, SizeHint};
 use std::future::Future;
 use std::pin::Pin;

@@ -60,17 +60,12 @@ pub async fn events(
     let kinds = q.kind.as_deref().map(parse_kinds).transpose()?;
     let resume = match headers.get("last-event-id") {
         None => None,
-        Some(v) => Some(
-            v.to_str()
-                .ok()
-                .and_then(Position::parse)
-                .ok_or_else(|| {
-                    Invalid::new(
-                        "Last-Event-ID",
-                        "must be an id the stream sent (<ms>-<seq>:<index> or <ms>-<seq>)",
-                    )
-                })?,
-        ),
+        Some(v) => Some(v.to_str().ok().and_then(Position::parse).ok_or_else(|| {
+            Invalid::new(
+                "Last-Event-ID",
+                "must be an id the stream sent (<ms>-<seq>:<index> or <ms>-<seq>)",
+            )
+        })?),
     };
     let limit = state.config.limits.max_follows_per_token;
     let held = state

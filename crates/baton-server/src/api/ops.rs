@@ -1,6 +1,5 @@
 //! Operations endpoints: liveness and readiness, what a load balancer probes.
 
-use baton_client::ErrorCode;
 use super::openapi::Errors;
 use crate::auth::User;
 use crate::error::ApiError;
@@ -8,6 +7,7 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use baton_client::ErrorCode;
 use baton_client::{NodeList, NodeView};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};

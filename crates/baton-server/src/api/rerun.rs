@@ -14,7 +14,6 @@
 //! (409 `secrets_erased`): the values were erased when it ended, and a re-run without
 //! them would be another task under the same name.
 
-use baton_client::ErrorCode;
 use super::openapi::Errors;
 use super::tasks::{admitted, new_task, traceparent};
 use crate::api::views::task_view;
@@ -26,6 +25,7 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use baton_client::ErrorCode;
 use baton_client::{SubmitTask, Task};
 use baton_store::{StoreError, TaskRecord, rerun_key};
 use uuid::Uuid;

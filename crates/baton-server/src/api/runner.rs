@@ -4,19 +4,19 @@
 //! store's compare-and-set on it is the fence that keeps a stale runner from changing
 //! anything (design.md invariant 2).
 
-use baton_client::ErrorCode;
 use super::openapi::Errors;
-use crate::events::RunnerChange;
 use crate::api::views::task_view;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
 use crate::dispatch::exchange::{self, Completion, RunnerCall, Start};
 use crate::error::ApiError;
+use crate::events::RunnerChange;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use baton_client::ErrorBody;
+use baton_client::ErrorCode;
 use baton_client::{
     CompleteTask, CompletionItem, Exchange, ExchangeAnswer, Heartbeat, HeartbeatResponse,
     ItemAnswer, ItemResult, LeaseRequest, LeaseResponse, LogAck, Outcome, RegisterRunner,
@@ -411,10 +411,7 @@ pub async fn unregister(
         .await?;
     crate::auth::revoke_everywhere(&state, runner.id).await;
     tracing::info!(runner.id = %runner.id, "runner unregistered itself");
-    state
-        .events
-        .runner(RunnerChange::Deleted, runner.id)
-        .await;
+    state.events.runner(RunnerChange::Deleted, runner.id).await;
     Ok(StatusCode::NO_CONTENT)
 }
 

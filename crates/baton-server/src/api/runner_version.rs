@@ -3,12 +3,12 @@
 //! failing on a field it does not know. A request without the header is served: agents
 //! older than the header, and hand-written clients, speak the base protocol.
 
-use baton_client::ErrorCode;
 use crate::error::ApiError;
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use baton_client::ErrorCode;
 use baton_client::RUNNER_VERSION_HEADER;
 use baton_core::version::{Version, runner_compatible};
 use std::sync::LazyLock;

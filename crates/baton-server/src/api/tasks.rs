@@ -3,7 +3,6 @@
 //! Submitting goes through `dispatch::submit` (design.md §4.1: the Postgres insert
 //! commits first, then the Redis add); this layer checks the input field by field.
 
-use baton_client::ErrorCode;
 use super::openapi::Errors;
 use crate::api::views::{notify_state, task_view};
 use crate::auth::User;
@@ -20,6 +19,7 @@ use axum::extract::State;
 #[cfg(test)]
 use axum::http::HeaderValue;
 use axum::http::{HeaderMap, StatusCode};
+use baton_client::ErrorCode;
 use baton_client::{SubmitBatch, SubmitTask, Task, TaskList};
 use baton_coord::Claim;
 use baton_core::backoff::Backoff;

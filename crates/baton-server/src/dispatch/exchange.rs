@@ -16,7 +16,6 @@
 //! pass runs in a task of its own, so it completes even if the runner hangs up: what it
 //! leased is recorded for the runner's resend.
 
-use baton_client::ErrorCode;
 use super::finish::{AfterCommit, finish_item};
 use super::lease::{self, Pop};
 use super::verdicts::{self, Verdicts};
@@ -25,6 +24,7 @@ use crate::error::ApiError;
 use crate::queueing::queue_entry;
 use crate::state::AppState;
 use axum::http::StatusCode;
+use baton_client::ErrorCode;
 use baton_client::{LeasedTask, RunningLease};
 use baton_coord::{Claim, Popped, ReplayKey};
 use baton_core::TaskStatus;

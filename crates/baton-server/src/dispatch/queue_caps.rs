@@ -12,10 +12,10 @@
 //! submit goes ahead: the Postgres insert is what accepts a task, and a cap must not turn
 //! a Redis outage into refused work.
 
-use baton_client::ErrorCode;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::http::StatusCode;
+use baton_client::ErrorCode;
 use baton_core::LabelSet;
 use baton_core::queue::queue_key;
 use baton_store::NewTask;

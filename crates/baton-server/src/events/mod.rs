@@ -273,12 +273,7 @@ impl EventLog {
         self.append(vec![Stored::public(event)]).await;
     }
 
-    pub async fn node(
-        &self,
-        change: NodeChange,
-        node_id: &str,
-        adopted: Option<(String, usize)>,
-    ) {
+    pub async fn node(&self, change: NodeChange, node_id: &str, adopted: Option<(String, usize)>) {
         let (adopted_by, claims) = adopted.unzip();
         let event = Event::Node {
             event: change,
@@ -342,7 +337,11 @@ impl EventLog {
             Ok(Err(e)) => e.to_string(),
             Err(_) => "timed out".to_string(),
         };
-        tracing::warn!(error, events = events.len(), "events not appended to the history; subscribers will be told to resync");
+        tracing::warn!(
+            error,
+            events = events.len(),
+            "events not appended to the history; subscribers will be told to resync"
+        );
         inner.failed_at_ms.store(now_ms, Ordering::Relaxed);
         inner.lost.store(true, Ordering::Release);
         self.repair_later();

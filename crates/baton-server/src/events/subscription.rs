@@ -165,7 +165,14 @@ async fn catch_up(
 ) -> Result<(), Stop> {
     let bounds = log.coord().history_bounds().await?;
     if !bounds.holds_since(at.entry) {
-        send(out, None, Some(Event::Resync { reason: not_held(log) })).await?;
+        send(
+            out,
+            None,
+            Some(Event::Resync {
+                reason: not_held(log),
+            }),
+        )
+        .await?;
         *at = Position::after_entry(bounds.last.unwrap_or_default());
     }
     loop {

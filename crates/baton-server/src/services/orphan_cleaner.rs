@@ -3,9 +3,9 @@
 //! still dead — so exactly one live node adopts each orphan. The adopter reconciles them
 //! at once (design.md invariant 5).
 
-use crate::events::{EventLog, NodeChange};
 use super::ServiceError;
 use super::reconciler::Reconciler;
+use crate::events::{EventLog, NodeChange};
 use crate::identity::NodeIdentity;
 use baton_client::trace_context;
 use baton_coord::{ClusterClock, Coord};

@@ -4,8 +4,8 @@
 //! nodes do not promote the same batch; Postgres is asked only when something is due.
 
 use super::ServiceError;
-use crate::queueing::queue_entry;
 use crate::events::EventLog;
+use crate::queueing::queue_entry;
 use baton_coord::{ClusterClock, Coord};
 use baton_core::TaskStatus;
 use baton_store::Store;

@@ -12,10 +12,10 @@
 //! still on its way can never land), then swaps the claim for the queue entry in one
 //! Redis script.
 
-use crate::events::EventLog;
 use super::ServiceError;
 use crate::config::Timings;
 use crate::dispatch::finish::ServerFinalizer;
+use crate::events::EventLog;
 use crate::identity::NodeIdentity;
 use crate::queueing::queue_entry;
 use crate::state::StalenessClocks;
@@ -102,8 +102,7 @@ impl Reconciler {
             Decision::EndRun { reason, .. } => *reason,
             _ => return,
         };
-        let (Some(events), Some(runner)) = (&self.events, task.runner_id.or(claim.runner))
-        else {
+        let (Some(events), Some(runner)) = (&self.events, task.runner_id.or(claim.runner)) else {
             return;
         };
         if !matches!(reason, Reason::RunnerLost | Reason::RunnerOffline) {
@@ -118,7 +117,9 @@ impl Reconciler {
             )
             .await;
         if let Ok(Some(_)) = first {
-            events.runner(crate::events::RunnerChange::Lost, runner).await;
+            events
+                .runner(crate::events::RunnerChange::Lost, runner)
+                .await;
         }
     }
 

@@ -14,9 +14,9 @@
 //! The same walk, without grace periods and rebuilding the delayed set, is the full
 //! rebuild after Redis lost its data (see `rebuilder`).
 
-use crate::events::EventLog;
 use super::ServiceError;
 use crate::config::Timings;
+use crate::events::EventLog;
 use crate::identity::NodeIdentity;
 use crate::queueing::queue_entry;
 use baton_coord::{ClusterClock, Coord, Enqueue};
