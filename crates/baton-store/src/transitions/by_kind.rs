@@ -3,10 +3,11 @@
 //! once). Log chunks are decided against the rows locked first; everything else is a
 //! compare-and-set that says which rows it changed.
 
+use super::binds::{bind_finishes, bind_starts, insert_row};
 use super::sql;
 use super::{
     Apply, FinishRun, Holder, LogWrite, StartRun, Started, accept_chunk, finish_refused, in_order,
-    insert_row, rounds,
+    rounds,
 };
 use crate::error::StoreError;
 use crate::logs::LogAppend;
@@ -50,7 +51,7 @@ pub(super) async fn start(
     for round in rounds(starts, |s| s.task) {
         let batch: Vec<&StartRun> = round.iter().map(|&i| &starts[i]).collect();
         let changed = super::by_id(
-            super::bind_starts(
+            bind_starts(
                 sqlx::query_as::<_, TaskRecord>(sqlx::AssertSqlSafe(statement.clone())),
                 &batch,
                 now,
@@ -203,7 +204,7 @@ pub(super) async fn finish(
     for round in rounds(finishes, |f| f.task) {
         let batch: Vec<&FinishRun> = round.iter().map(|&i| &finishes[i]).collect();
         let ended = super::by_id(
-            super::bind_finishes(
+            bind_finishes(
                 sqlx::query_as::<_, TaskRecord>(sqlx::AssertSqlSafe(statement.clone())),
                 &batch,
                 how,

@@ -7,13 +7,14 @@
 //! written as **one statement** (`one_statement.rs`): one round trip to Postgres and one
 //! commit, however many kinds it holds. Any other batch takes the general path
 //! (`by_kind.rs`): a transaction with one statement per kind. Both are built from the
-//! same SQL (`sql.rs`).
+//! same SQL (`sql.rs`), bound by the same code (`binds.rs`).
 //!
 //! Rows the compare-and-set did not change are read once more, together, to tell the
 //! caller why (a repeat of a report that already took effect, a stale lease, another
 //! runner's task). A batch never fails for one item's sake: each item gets its own
 //! answer.
 
+mod binds;
 mod by_kind;
 mod one_statement;
 mod sql;
@@ -26,11 +27,7 @@ use crate::tasks::{NewTask, TaskRecord};
 use crate::transition::Transition;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use sqlx::PgConnection;
-use sqlx::postgres::PgArguments;
-use sqlx::query::QueryAs;
-use sqlx::types::Json;
 use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
@@ -253,82 +250,6 @@ async fn rows_of(
 ) -> Result<HashMap<Uuid, TaskRecord>, StoreError> {
     Ok(by_id(by_kind::read(conn, ids).await?))
 }
-
-/// `batch` in task id order. Every statement that updates several rows takes their locks
-/// in this one order, so two writers of the group commit whose batches share tasks wait
-/// for each other instead of deadlocking.
-fn by_task<'a, T>(batch: &[&'a T], task: impl Fn(&T) -> Uuid) -> Vec<&'a T> {
-    let mut sorted = batch.to_vec();
-    sorted.sort_by_key(|t| task(t));
-    sorted
-}
-
-/// The binds of `sql::finish` for `batch`, in order.
-fn bind_finishes<'q, O>(
-    query: QueryAs<'q, sqlx::Postgres, O, PgArguments>,
-    batch: &[&FinishRun],
-    how: &Apply,
-) -> QueryAs<'q, sqlx::Postgres, O, PgArguments> {
-    let batch = by_task(batch, |f| f.task);
-    let backoff = &how.policy.backoff;
-    // The delay of a retry is looked up by attempt (the doubling stays in `Backoff`) and
-    // scaled by each report's own jitter.
-    let schedule: Vec<f64> = backoff.schedule().iter().map(|d| d.as_secs_f64()).collect();
-    query
-        .bind(batch.iter().map(|f| f.task).collect::<Vec<_>>())
-        .bind(batch.iter().map(|f| f.fence.lease_id).collect::<Vec<_>>())
-        .bind(batch.iter().map(|f| f.fence.runner_id).collect::<Vec<_>>())
-        .bind(
-            batch
-                .iter()
-                .map(|f| f.end.outcome.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(batch.iter().map(|f| f.end.exit_code).collect::<Vec<_>>())
-        .bind(
-            batch
-                .iter()
-                .map(|f| f.end.error.clone())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            batch
-                .iter()
-                .map(|f| f.end.outputs.clone().map(Json))
-                .collect::<Vec<_>>(),
-        )
-        .bind(batch.iter().map(|f| f.end.log_size).collect::<Vec<_>>())
-        .bind(
-            batch
-                .iter()
-                .map(|f| backoff.jitter_factor(f.jitter_unit))
-                .collect::<Vec<_>>(),
-        )
-        .bind(batch.iter().map(|f| f.jitter_unit).collect::<Vec<_>>())
-        .bind(how.now)
-        .bind(schedule)
-        .bind(sql::FINISH_FROM.map(TaskStatus::as_str).to_vec())
-}
-
-/// The binds of `sql::start` for `batch`, in order.
-fn bind_starts<'q, O>(
-    query: QueryAs<'q, sqlx::Postgres, O, PgArguments>,
-    batch: &[&StartRun],
-    now: DateTime<Utc>,
-) -> QueryAs<'q, sqlx::Postgres, O, PgArguments> {
-    let batch = by_task(batch, |s| s.task);
-    let [queued, leased] = sql::START_FROM.map(TaskStatus::as_str);
-    query
-        .bind(batch.iter().map(|s| s.task).collect::<Vec<_>>())
-        .bind(batch.iter().map(|s| s.lease_id).collect::<Vec<_>>())
-        .bind(batch.iter().map(|s| s.runner_id).collect::<Vec<_>>())
-        .bind(batch.iter().map(|s| s.boot_id).collect::<Vec<_>>())
-        .bind(batch.iter().map(|s| s.leased_at).collect::<Vec<_>>())
-        .bind(now)
-        .bind(queued)
-        .bind(leased)
-}
-
 /// Why a start changed nothing (`holder`: the row as it stands).
 fn start_refused(holder: Option<&Holder>, s: &StartRun) -> Result<Started, StoreError> {
     refusal(holder, s.runner_id, s.lease_id, |h| {
@@ -373,35 +294,6 @@ fn in_order<R>(len: usize, answered: Vec<(usize, R)>) -> Vec<R> {
         .into_iter()
         .map(|r| r.expect("every item answered"))
         .collect()
-}
-
-/// One task as `jsonb_to_recordset` reads it.
-fn insert_row(t: &NewTask) -> Value {
-    serde_json::json!({
-        "id": t.id,
-        "queue": t.queue,
-        "labels": t.labels,
-        "command": t.command,
-        "script": t.script,
-        "env": t.env,
-        "payload": t.payload,
-        "priority": t.priority,
-        "timeout_s": t.timeout_s,
-        "queue_timeout_s": t.queue_timeout_s,
-        "max_attempts": t.max_attempts,
-        "idempotency_key": t.idempotency_key,
-        "created_by": t.created_by,
-        "traceparent": t.traceparent,
-        "run_at": t.run_at,
-        "notify_url": t.notify_url,
-        "secret_env": t.secret_env,
-        "schedule_id": t.schedule_id,
-        "scheduled_for": t.scheduled_for,
-        "retry_of": t.retry_of,
-        "retry_policy": t.retry_policy,
-        "concurrency_key": t.concurrency_key,
-        "concurrency_limit": t.concurrency_limit,
-    })
 }
 
 /// Who holds a task now, for telling a refused report why.
@@ -541,91 +433,4 @@ fn finish_refused(task: Option<&TaskRecord>, f: &FinishRun) -> Result<TaskRecord
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rounds_hold_each_task_once() {
-        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
-        let items = [a, b, a, a, b];
-        assert_eq!(
-            rounds(&items, |&i| i),
-            vec![vec![0, 1], vec![2, 4], vec![3]]
-        );
-        assert_eq!(
-            in_order(3, vec![(2, 'c'), (0, 'a'), (1, 'b')]),
-            vec!['a', 'b', 'c']
-        );
-    }
-
-    fn holder(status: TaskStatus, size: i64) -> Holder {
-        Holder {
-            id: Uuid::nil(),
-            status,
-            runner_id: Some(Uuid::from_u128(1)),
-            lease_id: Some(Uuid::from_u128(2)),
-            attempt: 1,
-            log_size: size,
-        }
-    }
-
-    fn chunk(offset: i64, data: &[u8]) -> LogWrite {
-        LogWrite {
-            task: Uuid::nil(),
-            runner_id: Uuid::from_u128(1),
-            lease_id: Uuid::from_u128(2),
-            offset,
-            data: data.to_vec(),
-        }
-    }
-
-    #[test]
-    fn chunks_are_taken_once_and_in_order() {
-        let mut h = holder(TaskStatus::Running, 4);
-        let overlap = chunk(2, b"cdef");
-        let (ok, stored) = accept_chunk(Some(&mut h), &overlap, 100).unwrap();
-        assert_eq!(ok.ack.acked, 6, "an overlap stores only its new tail");
-        assert_eq!(stored, Some((1, 4, &b"ef"[..])));
-        let resend = chunk(0, b"abcdef");
-        let (again, stored) = accept_chunk(Some(&mut h), &resend, 100).unwrap();
-        assert_eq!(
-            (again.ack.acked, stored),
-            (6, None),
-            "a resend stores nothing"
-        );
-        assert!(matches!(
-            accept_chunk(Some(&mut h), &chunk(9, b"x"), 100),
-            Err(StoreError::LogOffsetPastEnd {
-                requested: 9,
-                held: 6
-            })
-        ));
-        let past_cap = chunk(6, b"ghij");
-        let (capped, stored) = accept_chunk(Some(&mut h), &past_cap, 8).unwrap();
-        assert!(capped.truncated);
-        assert_eq!((capped.ack.acked, stored), (10, Some((1, 6, &b"gh"[..]))));
-    }
-
-    #[test]
-    fn chunks_of_a_stale_lease_or_another_runner_are_refused() {
-        let mut h = holder(TaskStatus::Running, 0);
-        let mut stale = chunk(0, b"x");
-        stale.lease_id = Uuid::from_u128(9);
-        assert!(matches!(
-            accept_chunk(Some(&mut h), &stale, 100),
-            Err(StoreError::Conflict { .. })
-        ));
-        let mut other = chunk(0, b"x");
-        other.runner_id = Uuid::from_u128(9);
-        assert!(matches!(
-            accept_chunk(Some(&mut h), &other, 100),
-            Err(StoreError::NotFound)
-        ));
-        let mut done = holder(TaskStatus::Succeeded, 0);
-        assert!(matches!(
-            accept_chunk(Some(&mut done), &chunk(0, b"x"), 100),
-            Err(StoreError::Conflict { .. })
-        ));
-        assert_eq!(h.log_size, 0, "nothing refused moves the log on");
-    }
-}
+mod tests;

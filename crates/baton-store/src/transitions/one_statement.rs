@@ -6,10 +6,10 @@
 //! task the batch writes is answered from what the write returned (or, when it changed
 //! nothing, from a read after the statement), never from the snapshot.
 
+use super::binds::{bind_finishes, bind_starts, insert_row};
 use super::sql;
 use super::{
-    Apply, Done, Holder, Started, Work, bind_finishes, bind_starts, finish_refused, insert_row,
-    start_refused, with_repeated_keys,
+    Apply, Done, Holder, Started, Work, finish_refused, start_refused, with_repeated_keys,
 };
 use crate::error::StoreError;
 use crate::metered::MeteredPool;

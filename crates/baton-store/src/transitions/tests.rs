@@ -1,0 +1,88 @@
+//! The log-chunk and batching rules of the hot path's writes, without a database.
+
+use super::*;
+
+#[test]
+fn rounds_hold_each_task_once() {
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    let items = [a, b, a, a, b];
+    assert_eq!(
+        rounds(&items, |&i| i),
+        vec![vec![0, 1], vec![2, 4], vec![3]]
+    );
+    assert_eq!(
+        in_order(3, vec![(2, 'c'), (0, 'a'), (1, 'b')]),
+        vec!['a', 'b', 'c']
+    );
+}
+
+fn holder(status: TaskStatus, size: i64) -> Holder {
+    Holder {
+        id: Uuid::nil(),
+        status,
+        runner_id: Some(Uuid::from_u128(1)),
+        lease_id: Some(Uuid::from_u128(2)),
+        attempt: 1,
+        log_size: size,
+    }
+}
+
+fn chunk(offset: i64, data: &[u8]) -> LogWrite {
+    LogWrite {
+        task: Uuid::nil(),
+        runner_id: Uuid::from_u128(1),
+        lease_id: Uuid::from_u128(2),
+        offset,
+        data: data.to_vec(),
+    }
+}
+
+#[test]
+fn chunks_are_taken_once_and_in_order() {
+    let mut h = holder(TaskStatus::Running, 4);
+    let overlap = chunk(2, b"cdef");
+    let (ok, stored) = accept_chunk(Some(&mut h), &overlap, 100).unwrap();
+    assert_eq!(ok.ack.acked, 6, "an overlap stores only its new tail");
+    assert_eq!(stored, Some((1, 4, &b"ef"[..])));
+    let resend = chunk(0, b"abcdef");
+    let (again, stored) = accept_chunk(Some(&mut h), &resend, 100).unwrap();
+    assert_eq!(
+        (again.ack.acked, stored),
+        (6, None),
+        "a resend stores nothing"
+    );
+    assert!(matches!(
+        accept_chunk(Some(&mut h), &chunk(9, b"x"), 100),
+        Err(StoreError::LogOffsetPastEnd {
+            requested: 9,
+            held: 6
+        })
+    ));
+    let past_cap = chunk(6, b"ghij");
+    let (capped, stored) = accept_chunk(Some(&mut h), &past_cap, 8).unwrap();
+    assert!(capped.truncated);
+    assert_eq!((capped.ack.acked, stored), (10, Some((1, 6, &b"gh"[..]))));
+}
+
+#[test]
+fn chunks_of_a_stale_lease_or_another_runner_are_refused() {
+    let mut h = holder(TaskStatus::Running, 0);
+    let mut stale = chunk(0, b"x");
+    stale.lease_id = Uuid::from_u128(9);
+    assert!(matches!(
+        accept_chunk(Some(&mut h), &stale, 100),
+        Err(StoreError::Conflict { .. })
+    ));
+    let mut other = chunk(0, b"x");
+    other.runner_id = Uuid::from_u128(9);
+    assert!(matches!(
+        accept_chunk(Some(&mut h), &other, 100),
+        Err(StoreError::NotFound)
+    ));
+    let mut done = holder(TaskStatus::Succeeded, 0);
+    assert!(matches!(
+        accept_chunk(Some(&mut done), &chunk(0, b"x"), 100),
+        Err(StoreError::Conflict { .. })
+    ));
+    assert_eq!(h.log_size, 0, "nothing refused moves the log on");
+}
