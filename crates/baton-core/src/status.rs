@@ -52,24 +52,32 @@ impl TaskStatus {
         TaskStatus::Expired,
     ];
 
+    /// The terminal statuses, in the order of [`TaskStatus::ALL`]: the one list the
+    /// store's SQL writes them from.
+    pub const TERMINAL: [TaskStatus; 5] = [
+        TaskStatus::Succeeded,
+        TaskStatus::Failed,
+        TaskStatus::Cancelled,
+        TaskStatus::TimedOut,
+        TaskStatus::Expired,
+    ];
+
+    /// The statuses in which a runner holds the task and a node holds a claim on it, in
+    /// the order of [`TaskStatus::ALL`].
+    pub const DISPATCHED: [TaskStatus; 3] = [
+        TaskStatus::Leased,
+        TaskStatus::Running,
+        TaskStatus::Cancelling,
+    ];
+
     /// Terminal states are never left (invariant 3).
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            TaskStatus::Succeeded
-                | TaskStatus::Failed
-                | TaskStatus::Cancelled
-                | TaskStatus::TimedOut
-                | TaskStatus::Expired
-        )
+        Self::TERMINAL.contains(&self)
     }
 
-    /// Statuses in which a runner holds the task and a node holds a claim on it.
+    /// Whether a runner holds the task and a node holds a claim on it.
     pub fn is_dispatched(self) -> bool {
-        matches!(
-            self,
-            TaskStatus::Leased | TaskStatus::Running | TaskStatus::Cancelling
-        )
+        Self::DISPATCHED.contains(&self)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -149,7 +157,7 @@ pub enum Transition {
 
 impl Transition {
     /// The statuses this edge may start from.
-    pub fn from(self) -> &'static [TaskStatus] {
+    pub const fn from(self) -> &'static [TaskStatus] {
         use TaskStatus::*;
         match self {
             Transition::Promote | Transition::CancelScheduled => &[Scheduled],
@@ -166,7 +174,7 @@ impl Transition {
 
     /// The status this edge ends in. A report's outcome must itself be allowed:
     /// see [`Transition::is_valid`].
-    pub fn to(self) -> TaskStatus {
+    pub const fn to(self) -> TaskStatus {
         use TaskStatus::*;
         match self {
             Transition::Promote | Transition::Requeue => Queued,
@@ -273,6 +281,14 @@ mod tests {
             for to in TaskStatus::ALL {
                 assert!(!can_transition(from, to), "{from} -> {to}");
             }
+        }
+    }
+
+    #[test]
+    fn the_terminal_statuses_are_exactly_those_no_edge_leaves() {
+        for status in TaskStatus::ALL {
+            let left = Transition::all().iter().any(|t| t.from().contains(&status));
+            assert_eq!(status.is_terminal(), !left, "{status}");
         }
     }
 

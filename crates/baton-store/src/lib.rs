@@ -19,6 +19,7 @@ mod retention;
 mod runners;
 mod runs;
 mod schedules;
+mod statuses;
 mod tasks;
 mod tokens;
 mod transition;

@@ -4,7 +4,9 @@
 
 use crate::Store;
 use crate::error::StoreError;
+use crate::statuses::{in_a_queue, sql_list};
 use crate::tasks::TaskRecord;
+use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 
 /// One queue as the operator sees it.
@@ -24,26 +26,33 @@ pub struct QueueRecord {
 }
 
 /// Every queue with settings or unfinished tasks, with its counts.
-const QUEUES: &str = "
+fn queues() -> String {
+    format!(
+        "
     WITH counts AS (
         SELECT queue,
                count(*) FILTER (WHERE status = 'queued') AS waiting,
-               count(*) FILTER (WHERE status IN ('leased', 'running', 'cancelling')) AS running,
+               count(*) FILTER (WHERE status IN ({dispatched})) AS running,
                min(queued_at) FILTER (WHERE status = 'queued') AS oldest_waiting
         FROM tasks
-        WHERE status IN ('queued', 'leased', 'running', 'cancelling')
+        WHERE status IN ({in_a_queue})
         GROUP BY queue)
     SELECT coalesce(q.name, c.queue) AS name, coalesce(q.paused, false) AS paused,
            q.paused_at, q.resumed_at, coalesce(c.waiting, 0) AS waiting,
            coalesce(c.running, 0) AS running, c.oldest_waiting, q.defaults
-    FROM queues q FULL OUTER JOIN counts c ON c.queue = q.name";
+    FROM queues q FULL OUTER JOIN counts c ON c.queue = q.name",
+        dispatched = sql_list(TaskStatus::DISPATCHED),
+        in_a_queue = sql_list(in_a_queue()),
+    )
+}
 
 impl Store {
     /// Every queue with settings or unfinished tasks, by name; with `name`, that one
     /// (a queue nobody named yet is shown as an empty, running queue).
     pub async fn queues_list(&self, name: Option<&str>) -> Result<Vec<QueueRecord>, StoreError> {
         let sql = format!(
-            "SELECT * FROM ({QUEUES}) v WHERE $1::text IS NULL OR v.name = $1 ORDER BY v.name"
+            "SELECT * FROM ({}) v WHERE $1::text IS NULL OR v.name = $1 ORDER BY v.name",
+            queues()
         );
         Ok(sqlx::query_as::<_, QueueRecord>(sqlx::AssertSqlSafe(sql))
             .bind(name)
@@ -118,13 +127,15 @@ impl Store {
     /// Every unfinished task of a concurrency group (queued, leased, running or
     /// cancelling), for the repair pass's recount; by key, then id.
     pub async fn tasks_grouped_active(&self) -> Result<Vec<TaskRecord>, StoreError> {
-        Ok(sqlx::query_as::<_, TaskRecord>(
+        let sql = format!(
             "SELECT * FROM tasks
              WHERE concurrency_key IS NOT NULL
-               AND status IN ('queued', 'leased', 'running', 'cancelling')
+               AND status IN ({})
              ORDER BY concurrency_key, id",
-        )
-        .fetch_all(&self.pool)
-        .await?)
+            sql_list(in_a_queue())
+        );
+        Ok(sqlx::query_as::<_, TaskRecord>(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&self.pool)
+            .await?)
     }
 }

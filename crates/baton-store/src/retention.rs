@@ -4,6 +4,8 @@
 
 use crate::Store;
 use crate::error::StoreError;
+use crate::statuses::sql_list;
+use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 
 impl Store {
@@ -15,20 +17,22 @@ impl Store {
         before: DateTime<Utc>,
         limit: i64,
     ) -> Result<u64, StoreError> {
-        let done = sqlx::query(
+        let sql = format!(
             "DELETE FROM tasks WHERE id IN (
                  SELECT t.id FROM tasks t
-                 WHERE t.status IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'expired')
+                 WHERE t.status IN ({})
                    AND t.finished_at < $1
                    AND NOT EXISTS (SELECT 1 FROM outbox o
                                    WHERE o.task_id = t.id AND o.delivered_at IS NULL
                                      AND o.given_up_at IS NULL)
                  LIMIT $2)",
-        )
-        .bind(before)
-        .bind(limit)
-        .execute(&self.pool)
-        .await?;
+            sql_list(TaskStatus::TERMINAL)
+        );
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(before)
+            .bind(limit)
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected())
     }
 

@@ -3,6 +3,8 @@
 
 use crate::Store;
 use crate::error::StoreError;
+use crate::statuses::sql_list;
+use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -123,13 +125,15 @@ impl Store {
         ))
         .fetch_all(&self.pool)
         .await?;
-        let counts: Vec<(Uuid, i64)> = sqlx::query_as(
+        let sql = format!(
             "SELECT runner_id, count(*) FROM tasks
-             WHERE status IN ('leased', 'running', 'cancelling') AND runner_id IS NOT NULL
+             WHERE status IN ({}) AND runner_id IS NOT NULL
              GROUP BY runner_id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
+            sql_list(TaskStatus::DISPATCHED)
+        );
+        let counts: Vec<(Uuid, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&self.pool)
+            .await?;
         Ok(runners
             .into_iter()
             .map(|r| {

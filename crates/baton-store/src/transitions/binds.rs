@@ -64,7 +64,12 @@ pub(super) fn bind_finishes<'q, O>(
         .bind(batch.iter().map(|f| f.jitter_unit).collect::<Vec<_>>())
         .bind(how.now)
         .bind(schedule)
-        .bind(sql::FINISH_FROM.map(TaskStatus::as_str).to_vec())
+        .bind(
+            sql::FINISH_FROM
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>(),
+        )
 }
 
 /// The binds of `sql::start` for `batch`, in order.

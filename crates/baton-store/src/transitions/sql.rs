@@ -9,7 +9,8 @@
 //! the partial index while its statistics still called the queue small after a burst of
 //! submits, and read every queued row to start a few.
 
-use baton_core::TaskStatus;
+use crate::statuses::sql_list;
+use baton_core::{TaskStatus, Transition};
 
 /// `INSERT … RETURNING *` of tasks given as one JSON array (`$json`) at `$now`; a
 /// repeated idempotency key inserts nothing.
@@ -41,11 +42,16 @@ pub(super) fn insert(json: usize, now: usize) -> String {
     )
 }
 
-/// The statuses `start` expects, bound after its other parameters.
-pub(super) const START_FROM: [TaskStatus; 2] = [TaskStatus::Queued, TaskStatus::Leased];
+/// The statuses `start` expects, bound after its other parameters, from the status
+/// machine's edges: the row is `queued` while its lease lives in Redis only (the
+/// [`Transition::Lease`] that Postgres never sees), `leased` when a node of the previous
+/// version wrote the lease.
+pub(super) const START_FROM: [TaskStatus; 2] =
+    [Transition::Lease.from()[0], Transition::Start.from()[0]];
 
-/// The statuses `finish` expects, bound as one array after its other parameters.
-pub(super) const FINISH_FROM: [TaskStatus; 2] = [TaskStatus::Running, TaskStatus::Cancelling];
+/// The statuses `finish` expects, bound as one array after its other parameters: those a
+/// runner's report ends, which are those the server's ends start from too.
+pub(super) const FINISH_FROM: &[TaskStatus] = Transition::Report(TaskStatus::Succeeded).from();
 
 /// The starts `$p..$p+4` (task, lease, runner, boot, leased_at) at `$p+5`, with
 /// [`START_FROM`] at `$p+6` and `$p+7`, each for a runner that may take it
@@ -177,17 +183,12 @@ pub(super) fn finish(p: usize) -> String {
 /// The outbox rows (completion webhooks) of the terminal rows of `ended` (a CTE of
 /// updated tasks), at `$now`: the body is built when delivered.
 pub(super) fn outbox_of(ended: &str, now: usize) -> String {
-    let terminal: Vec<String> = TaskStatus::ALL
-        .iter()
-        .filter(|s| s.is_terminal())
-        .map(|s| format!("'{s}'"))
-        .collect();
     format!(
         "INSERT INTO outbox (task_id, kind, target, idempotency_key, created_at, next_attempt_at)
          SELECT e.id, 'webhook', e.notify_url, e.id || ':' || e.status, ${now}, ${now}
          FROM {ended} e
          WHERE e.notify_url IS NOT NULL AND e.status IN ({})
          ON CONFLICT (idempotency_key) DO NOTHING",
-        terminal.join(", ")
+        sql_list(TaskStatus::TERMINAL)
     )
 }
