@@ -492,7 +492,7 @@ async fn a_lease_across_many_queues_takes_the_best_tasks_it_may_take() {
     };
     let mut expected: Vec<&Enqueue> = entries.iter().filter(may_take).collect();
     expected.sort_by(|a, b| {
-        let score = |e: &Enqueue| baton_core::queue::score(e.priority, e.enqueued_at_ms);
+        let score = |e: &Enqueue| baton_core::queue_order::score(e.priority, e.enqueued_at_ms);
         score(a)
             .total_cmp(&score(b))
             .then(a.task_id.cmp(&b.task_id))

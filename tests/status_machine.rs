@@ -69,8 +69,9 @@ fn every_op() -> Vec<Op> {
 }
 
 struct World {
-    env: TestEnv,
     store: Store,
+    /// The test's own connections, apart from the store's.
+    db: sqlx::PgPool,
     runner: Uuid,
 }
 
@@ -97,7 +98,7 @@ impl World {
         .bind(self.runner)
         .bind(lease)
         .bind(now - Duration::hours(1))
-        .execute(&mut self.env.db().await)
+        .execute(&self.db)
         .await
         .unwrap();
         (task.id, lease)
@@ -105,7 +106,7 @@ impl World {
 
     async fn statuses(&self) -> HashMap<Uuid, TaskStatus> {
         sqlx::query_as::<_, (Uuid, String)>("SELECT id, status FROM tasks")
-            .fetch_all(&mut self.env.db().await)
+            .fetch_all(&self.db)
             .await
             .unwrap()
             .into_iter()
@@ -157,7 +158,7 @@ impl World {
         if let Some(work) = work {
             let how = Apply {
                 policy: FinishPolicy {
-                    backoff: baton_core::retry::TASK_RETRY,
+                    backoff: baton_core::after_run::TASK_RETRY,
                     jitter_unit: 0.5,
                 },
                 ..Apply::at(now)
@@ -190,7 +191,8 @@ async fn every_status_the_store_writes_is_an_edge_of_the_machine() {
     let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
     store.migrate().await.unwrap();
     let runner = registered_runner(&store).await;
-    let world = World { env, store, runner };
+    let db = sqlx::PgPool::connect(&env.database_url).await.unwrap();
+    let world = World { store, db, runner };
     let now = Utc::now();
 
     let mut written = BTreeSet::new();

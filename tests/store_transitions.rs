@@ -1,14 +1,14 @@
 //! The store's batched run end decides retries in SQL, looking the delay up in
 //! `Backoff`'s schedule or computing it from the task's own retry policy; here it is held
-//! to `baton_core::retry::after_run`, case by case, against a real Postgres, and a batch
+//! to `baton_core::after_run::after_run`, case by case, against a real Postgres, and a batch
 //! is shown to fence each row on its own. A start is fenced too: a lease whose run
 //! already ended never starts the task again.
 
 mod support;
 
 use baton_core::TaskStatus;
+use baton_core::after_run::{AfterRun, EndedBy, RunEnded, after_run, timed_out};
 use baton_core::backoff::Backoff;
-use baton_core::retry::{AfterRun, EndedBy, RunEnded, after_run, timed_out};
 use baton_core::retry_policy::RetryPolicy;
 use baton_store::{Fence, FinishPolicy, NewTask, RunEnd, Store, StoreOptions, Work};
 use chrono::Utc;

@@ -4,7 +4,7 @@ use crate::replay::ReplayKey;
 use crate::{Claim, Coord, CoordError};
 use baton_core::LabelSet;
 use baton_core::flow::Group;
-use baton_core::queue::{parse_queue_key, queue_key, score};
+use baton_core::queue_order::{parse_queue_key, queue_key, score};
 use redis::Script;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -340,7 +340,7 @@ impl Coord {
         };
         let mut depths = std::collections::BTreeMap::<String, u64>::new();
         for (rel, size) in keys.iter().zip(sizes) {
-            if let Some((queue, _)) = baton_core::queue::parse_queue_key(rel) {
+            if let Some((queue, _)) = baton_core::queue_order::parse_queue_key(rel) {
                 *depths.entry(queue).or_default() += size;
             }
         }

@@ -4,14 +4,14 @@
 //! Nothing here reads a clock, touches the network or spawns a task: time and randomness
 //! are passed in, so every rule is testable with plain tables.
 
+pub mod after_run;
 pub mod backoff;
 pub mod cron;
 pub mod flow;
 pub mod idempotency;
 pub mod labels;
-pub mod queue;
+pub mod queue_order;
 pub mod reconcile;
-pub mod retry;
 pub mod retry_policy;
 pub mod schedule;
 pub mod status;

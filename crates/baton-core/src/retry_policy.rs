@@ -159,9 +159,9 @@ impl RetryPolicy {
     /// The wait before retry number `failures` (1 for the first): the base times the
     /// factor for each earlier retry, capped, then spread by the jitter for the random
     /// draw `unit` in `[0, 1)` (0.5: no spread). Fields left out count as the defaults
-    /// of [`crate::retry::TASK_RETRY`]; a stored policy has none left out.
+    /// of [`crate::after_run::TASK_RETRY`]; a stored policy has none left out.
     pub fn delay(&self, failures: u32, unit: f64) -> Duration {
-        let default = crate::retry::TASK_RETRY;
+        let default = crate::after_run::TASK_RETRY;
         let base = self.backoff_base_s.unwrap_or(default.initial.as_secs_f64());
         let cap = self.backoff_cap_s.unwrap_or(default.max.as_secs_f64());
         let factor = self.backoff_factor.unwrap_or(2.0);
@@ -179,7 +179,7 @@ pub const MAX_EXPONENT: u32 = 30;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::retry::TASK_RETRY;
+    use crate::after_run::TASK_RETRY;
     use proptest::prelude::*;
 
     fn codes(only: Option<&[i32]>, never: Option<&[i32]>) -> RetryPolicy {

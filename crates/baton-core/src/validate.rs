@@ -60,7 +60,7 @@ pub fn check_queue(queue: &str) -> Result<(), Invalid> {
     })
 }
 
-/// Priority bounds keep the queue score exact in a double (see `queue::score`).
+/// Priority bounds keep the queue score exact in a double (see `queue_order::score`).
 pub const PRIORITY_MIN: i32 = -1000;
 pub const PRIORITY_MAX: i32 = 1000;
 

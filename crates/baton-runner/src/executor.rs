@@ -426,7 +426,7 @@ impl Executor {
                 // The server's retry policy reads a timeout from these words.
                 Some(format!(
                     "{}{} s",
-                    baton_core::retry::RUNNER_TIMEOUT_ERROR,
+                    baton_core::after_run::RUNNER_TIMEOUT_ERROR,
                     task.timeout_s
                 )),
             ),

@@ -152,7 +152,7 @@ mod tests {
     }
 
     fn backoff() -> Backoff {
-        baton_core::retry::TASK_RETRY
+        baton_core::after_run::TASK_RETRY
     }
 
     fn queue_defaults() -> QueueDefaults {

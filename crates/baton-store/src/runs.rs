@@ -61,7 +61,7 @@ pub struct FinishPolicy {
 
 impl Store {
     /// Ends a `running` or `cancelling` run: `scheduled` for a retry when attempts remain
-    /// (see `baton_core::retry`), otherwise the terminal status, with its outbox rows.
+    /// (see `baton_core::after_run`), otherwise the terminal status, with its outbox rows.
     /// A runner repeating a report that already took effect gets the task as it stands.
     /// (A batch of one: the group committer writes many in one statement.)
     pub async fn task_finish_run(

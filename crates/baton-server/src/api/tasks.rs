@@ -608,7 +608,7 @@ pub async fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_core::retry::TASK_RETRY;
+    use baton_core::after_run::TASK_RETRY;
 
     #[test]
     fn traceparent_is_kept_only_when_well_formed() {

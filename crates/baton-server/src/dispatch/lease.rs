@@ -23,7 +23,7 @@ use baton_client::{LeasedTask, trace_context};
 use baton_coord::{Claim, CoordError, LeaseAsk, Popped, ReplayKey, Wake};
 use baton_core::TaskStatus;
 use baton_core::labels::runner_can_take;
-use baton_core::queue::parse_queue_key;
+use baton_core::queue_order::parse_queue_key;
 use baton_store::{StartRun, TaskRecord};
 use chrono::{DateTime, TimeZone, Utc};
 use std::collections::{BTreeMap, HashMap};

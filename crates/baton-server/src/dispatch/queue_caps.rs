@@ -17,7 +17,7 @@ use crate::state::AppState;
 use axum::http::StatusCode;
 use baton_client::ErrorCode;
 use baton_core::LabelSet;
-use baton_core::queue::queue_key;
+use baton_core::queue_order::queue_key;
 use baton_store::NewTask;
 use std::collections::HashMap;
 use std::sync::Mutex;

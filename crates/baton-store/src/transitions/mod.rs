@@ -131,7 +131,7 @@ impl Apply {
             now,
             log_cap: 0,
             policy: FinishPolicy {
-                backoff: baton_core::retry::TASK_RETRY,
+                backoff: baton_core::after_run::TASK_RETRY,
                 jitter_unit: 0.5,
             },
         }

@@ -94,7 +94,7 @@ const RUNNER_MAY_TAKE: &str = "EXISTS (SELECT 1 FROM runners w
                     AND t.labels <@ w.labels
                     AND (cardinality(w.queues) = 0 OR t.queue = ANY(w.queues)))";
 
-/// The retry rule of `baton_core::retry::after_run`, as SQL over the row before the
+/// The retry rule of `baton_core::after_run::after_run`, as SQL over the row before the
 /// update (`t`) and the report (`r`): a `running` task whose run failed or timed out
 /// retries while attempts remain and its retry policy, if it has one, agrees
 /// ([`POLICY_AGREES`]). `tests/store_transitions.rs` checks it against `after_run` case
@@ -103,7 +103,7 @@ const RETRIES: &str = "(t.status = 'running' AND r.outcome IN ('failed', 'timed_
                         AND t.attempt < t.max_attempts AND {POLICY_AGREES})";
 
 /// `RetryPolicy::retries` over the stored (resolved) policy: a timeout (the server's, or
-/// the runner's own as `retry::timed_out` reads its report) retries as `on_timeout` says;
+/// the runner's own as `after_run::timed_out` reads its report) retries as `on_timeout` says;
 /// a run with no exit code otherwise always; an exit code as the lists say.
 const POLICY_AGREES: &str = "(t.retry_policy IS NULL OR CASE
         WHEN r.outcome = 'timed_out'
@@ -157,7 +157,7 @@ pub(super) fn finish(p: usize) -> String {
     .collect();
     let retries = RETRIES.replace("{POLICY_AGREES}", POLICY_AGREES).replace(
         "{RUNNER_TIMEOUT}",
-        &format!("'{}'", baton_core::retry::RUNNER_TIMEOUT_ERROR),
+        &format!("'{}'", baton_core::after_run::RUNNER_TIMEOUT_ERROR),
     );
     let delay = retry_delay(schedule);
     format!(
