@@ -32,10 +32,12 @@ pub struct RedisAccess {
     /// The ACL user of the servers holding the data: the single server, the master the
     /// sentinels name, every Cluster node. Wins over a user in the URLs.
     pub username: Option<String>,
+    /// The password of `username` (or the servers' `requirepass`).
     pub password: Option<String>,
     /// The sentinels' own user (or, with no username, their `requirepass`): a sentinel is
     /// a separate server with separate ACLs.
     pub sentinel_username: Option<String>,
+    /// The password of `sentinel_username` (or the sentinels' `requirepass`).
     pub sentinel_password: Option<String>,
     /// Reach every Redis server over TLS, as a `rediss://` URL does.
     pub tls: bool,

@@ -21,12 +21,16 @@ pub(crate) static RUNS_END: LazyLock<Script> =
 /// One entry of the `running` hash: `node|lease|claimed_at_ms|runner|boot`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
+    /// The node that answers for the task.
     pub node: String,
+    /// The lease the task was handed out under: the fencing token of its run.
     pub lease_id: Uuid,
+    /// When the claim was made, in ms of the cluster's clock.
     pub claimed_at_ms: i64,
     /// The runner the lease was handed to, and its boot (absent in claims written by the
     /// repair pass for rows that had none).
     pub runner: Option<Uuid>,
+    /// The boot of `runner` the lease went to.
     pub boot: Option<Uuid>,
 }
 
@@ -55,12 +59,16 @@ impl Claim {
 /// under `lease_id`), and a retry waits in the delayed set until `retry_at_ms`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunEnded {
+    /// The task whose run ended.
     pub task: Uuid,
+    /// The lease the run held: the claim goes only if it is still under it.
     pub lease_id: Uuid,
+    /// When its retry is due, in ms, if it retries.
     pub retry_at_ms: Option<i64>,
 }
 
 impl Coord {
+    /// The claim on `task`, if a node holds one.
     pub async fn claim_get(&self, task: Uuid) -> Result<Option<Claim>, CoordError> {
         let mut conn = self.conn().await?;
         let value: Option<String> = redis::cmd("HGET")

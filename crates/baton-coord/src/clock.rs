@@ -16,8 +16,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The slowest round trip whose reading of Redis's clock is taken over the last one.
-pub const TRUSTED_ROUND_TRIP: Duration = Duration::from_millis(100);
+pub(crate) const TRUSTED_ROUND_TRIP: Duration = Duration::from_millis(100);
 
+/// The cluster's time, read from Redis's clock and run on locally, so every node's `now` agrees.
 #[derive(Debug, Default)]
 pub struct ClusterClock {
     sample: Mutex<Option<Sample>>,
@@ -43,6 +44,7 @@ impl ClusterClock {
         }
     }
 
+    /// The cluster's time now, in ms since the Unix epoch.
     pub fn now_ms(&self) -> i64 {
         self.now().timestamp_millis()
     }

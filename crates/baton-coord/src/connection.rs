@@ -45,13 +45,16 @@ fn timed(op: impl Into<metrics::SharedString>, started: Instant) {
 /// for TLS; what a URL cannot say is in [`RedisAccess`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RedisTarget {
+    /// One server at a `redis://` or `rediss://` URL.
     Url(String),
+    /// A master found through Redis Sentinel.
     Sentinel {
         /// `redis://host:port` of each sentinel.
         sentinels: Vec<String>,
         /// The monitored master's name.
         master: String,
     },
+    /// A Redis Cluster.
     Cluster {
         /// `redis://host:port` of some of the cluster's nodes: the rest are found from them.
         nodes: Vec<String>,

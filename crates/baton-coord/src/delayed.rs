@@ -12,6 +12,7 @@ static POP_DUE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/delayed_pop_due.lua")));
 
 impl Coord {
+    /// Adds `(task, run_at_ms)` pairs to the delayed set, for the promoter to queue when due.
     pub async fn delayed_add(&self, tasks: &[(Uuid, i64)]) -> Result<(), CoordError> {
         if tasks.is_empty() {
             return Ok(());

@@ -13,6 +13,7 @@ static SET_HOLDING: LazyLock<Script> =
 /// One generation of Redis state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Epoch {
+    /// The generation's id: a new one each time Redis's data is (re)built.
     pub id: Uuid,
     /// When it was (re)built: staleness clocks start no earlier, since presence kept in
     /// Redis was lost with the data.
@@ -20,6 +21,7 @@ pub struct Epoch {
 }
 
 impl Coord {
+    /// The current generation, if Redis holds one.
     pub async fn epoch_get(&self) -> Result<Option<Epoch>, CoordError> {
         let mut conn = self.conn().await?;
         let value: Option<String> = redis::cmd("GET")

@@ -16,7 +16,9 @@ use std::time::Duration;
 /// A stream entry id (`<ms>-<seq>`): entries are ordered by it, on every node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct EntryId {
+    /// The entry's time part, in ms.
     pub ms: u64,
+    /// The entry's sequence within its ms.
     pub seq: u64,
 }
 
@@ -43,7 +45,9 @@ impl FromStr for EntryId {
 /// One entry: the events one write appended, as the JSON array it was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryEntry {
+    /// Where it sits in the stream.
     pub id: EntryId,
+    /// The events, a JSON array.
     pub events: String,
 }
 
@@ -51,7 +55,9 @@ pub struct HistoryEntry {
 /// or lost with Redis's data) and its oldest entry still held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HistoryBounds {
+    /// The newest entry id the stream ever gave.
     pub last: Option<EntryId>,
+    /// The oldest entry it still holds.
     pub first: Option<EntryId>,
     /// Whether anything was ever trimmed away.
     pub trimmed: bool,

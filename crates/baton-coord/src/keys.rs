@@ -1,17 +1,20 @@
 //! The Redis key layout (design.md §7), all under one prefix.
 
+/// The names of every Redis key, all under one prefix.
 #[derive(Debug, Clone)]
 pub struct Keys {
     prefix: String,
 }
 
 impl Keys {
+    /// The layout under `prefix`.
     pub fn new(prefix: &str) -> Self {
         Keys {
             prefix: prefix.to_string(),
         }
     }
 
+    /// The prefix every key starts with.
     pub fn prefix(&self) -> &str {
         &self.prefix
     }

@@ -4,6 +4,8 @@
 //! here is one Lua script or one MULTI, so a node killed mid-step leaves no half state,
 //! and every step is ordered against Postgres as design.md §4 says.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod access;
 mod claims;
 mod clock;
@@ -52,11 +54,14 @@ pub struct Coord {
     keys: Keys,
 }
 
+/// How the connection pool to Redis is sized and timed.
 #[derive(Debug, Clone)]
 pub struct CoordOptions {
+    /// The most connections held to Redis.
     pub pool_size: usize,
     /// Bounds every command, so one stuck call cannot hang a request.
     pub command_timeout: Duration,
+    /// How long connecting to Redis may take.
     pub connect_timeout: Duration,
     /// Users, passwords and TLS beyond what the target's URLs say.
     pub access: RedisAccess,
@@ -120,6 +125,7 @@ impl Coord {
         Self::new(RedisTarget::Url(url.to_string()), prefix, options)
     }
 
+    /// The key layout this coordinator uses.
     pub fn keys(&self) -> &Keys {
         &self.keys
     }
@@ -150,6 +156,7 @@ impl Coord {
         }
     }
 
+    /// Checks that Redis answers (readiness).
     pub async fn ping(&self) -> Result<(), CoordError> {
         let mut conn = self.conn().await?;
         let _: String = redis::cmd("PING").query_async(&mut conn).await?;

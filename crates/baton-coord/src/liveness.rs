@@ -14,9 +14,11 @@ static PRESENCE_FORWARD: LazyLock<Script> =
 /// What a node advertises in its liveness key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {
+    /// The node's id, new at each start.
     pub id: String,
     /// The address it serves on, for operators.
     pub addr: String,
+    /// When it started, in ms since the Unix epoch.
     pub started_at_ms: i64,
     /// It opens sealed `secret_env` values (every node from the release that seals
     /// them); a node of an earlier release says nothing, and would hand them out sealed.

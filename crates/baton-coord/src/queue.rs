@@ -35,16 +35,22 @@ static QUEUE_INDEX_REPAIR: LazyLock<Script> =
 /// A task to put in its queue.
 #[derive(Debug, Clone)]
 pub struct Enqueue {
+    /// The task to queue.
     pub task_id: Uuid,
+    /// Its queue's name.
     pub queue: String,
+    /// The labels a runner must have to take it.
     pub labels: LabelSet,
+    /// Higher pops first.
     pub priority: i32,
+    /// When it was queued, in ms: within a priority, older pops first.
     pub enqueued_at_ms: i64,
     /// Its concurrency group, if any (`lua/groups.lua`).
     pub group: Option<Group>,
 }
 
 impl Enqueue {
+    /// Its queue's key, relative to the prefix (`q:<queue>:<labels>`).
     pub fn key_rel(&self) -> String {
         queue_key(&self.queue, &self.labels)
     }
@@ -89,6 +95,7 @@ pub struct QueueRoom {
     pub label_sets: u64,
     /// Of the keys asked about, those not among them.
     pub new_queues: Vec<String>,
+    /// Of the label sets asked about, those not among them.
     pub new_label_sets: Vec<String>,
 }
 
@@ -96,10 +103,13 @@ pub struct QueueRoom {
 /// script returns, and what a requeue needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Popped {
+    /// The claimed task.
     pub task_id: Uuid,
+    /// The lease it was claimed under.
     pub lease_id: Uuid,
     /// Where it came from and with what score, to put it back exactly if Postgres fails.
     pub queue_key: String,
+    /// Its score in that queue.
     pub score: f64,
 }
 
@@ -118,13 +128,19 @@ impl Popped {
 /// What a lease request (or a runner exchange) asks of Redis: see [`Coord::lease`].
 #[derive(Debug, Clone, Copy)]
 pub struct LeaseAsk<'a> {
+    /// The node that makes the lease: its claims name it.
     pub node: &'a str,
+    /// The runner asking.
     pub runner: Uuid,
+    /// The runner's boot, recorded in each claim.
     pub boot_id: Uuid,
+    /// The runner's labels: it takes only tasks that need a subset of them.
     pub labels: &'a LabelSet,
+    /// The queues it serves (empty: every queue).
     pub queues: &'a [String],
     /// One fresh lease id per task wanted; none to lease nothing.
     pub lease_ids: &'a [Uuid],
+    /// Where this request's result is recorded for a resend.
     pub replay: &'a ReplayKey,
     /// Look the request's replay record up first: if an attempt of it leased before (a
     /// resend, by the runner or a load balancer), that is handed back and nothing new
@@ -132,6 +148,7 @@ pub struct LeaseAsk<'a> {
     pub retry: bool,
     /// Tasks whose claims to report (the ones the runner is starting).
     pub claims_of: &'a [Uuid],
+    /// The time of the request, in ms since the Unix epoch.
     pub now_ms: i64,
 }
 
@@ -142,6 +159,7 @@ pub struct Leased {
     pub replayed: Option<Vec<(Uuid, Uuid)>>,
     /// The claim on each task of `claims_of`, in order.
     pub claims: Vec<Option<Claim>>,
+    /// The tasks newly claimed, with their queue places.
     pub popped: Vec<Popped>,
 }
 

@@ -16,7 +16,9 @@ use uuid::Uuid;
 /// Where a lease request's result is recorded for replay, and for how long.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplayKey {
+    /// The record's Redis key.
     pub key: String,
+    /// How long the record is kept, in ms.
     pub ttl_ms: u64,
 }
 

@@ -108,6 +108,7 @@ pub struct WakeBus {
 
 /// A parked lease request's receiver; counted while it lives.
 pub struct Parked {
+    /// The wake-ups this parked request hears.
     pub wakes: broadcast::Receiver<Wake>,
     count: Arc<AtomicUsize>,
 }

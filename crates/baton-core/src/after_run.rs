@@ -18,7 +18,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterRun {
     /// Wait as `scheduled` and run again after the delay.
-    Retry { delay: Duration },
+    Retry {
+        /// How long it waits before it is queued again.
+        delay: Duration,
+    },
     /// The task is over.
     Terminal(TaskStatus),
 }
@@ -37,8 +40,11 @@ pub enum EndedBy {
 pub struct RunEnded {
     /// The status the run was in: `running` or `cancelling`.
     pub from: TaskStatus,
+    /// What the run ended with, as reported or as the server decided.
     pub outcome: TaskStatus,
+    /// Whether the runner or the server ended it.
     pub by: EndedBy,
+    /// The run's exit code, if its process exited.
     pub exit_code: Option<i32>,
     /// Stopped at its `timeout_s` (see [`timed_out`]).
     pub timed_out: bool,

@@ -3,9 +3,12 @@
 
 use std::time::Duration;
 
+/// Exponential backoff: `initial`, doubling per failure up to `max`, spread by `jitter`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
+    /// The wait after the first failure.
     pub initial: Duration,
+    /// The longest wait, however many failures.
     pub max: Duration,
     /// Relative spread: 0.2 means ±20 %.
     pub jitter: f64,

@@ -68,6 +68,7 @@ pub fn parse_zone(field: &str, name: &str) -> Result<Tz, Invalid> {
 }
 
 impl CronClock {
+    /// A clock for `expression` (five fields) in the IANA time zone `zone`.
     pub fn new(expression: &str, zone: &str) -> Result<CronClock, Invalid> {
         Ok(CronClock {
             cron: parse_cron("cron", expression)?,

@@ -19,7 +19,9 @@ pub const MAX_LIMIT: i64 = 10_000;
 /// A task's concurrency group, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Group {
+    /// The group's name: tasks with the same key share its limit.
     pub key: String,
+    /// How many of the group's tasks may be dispatched at once.
     pub limit: i32,
 }
 

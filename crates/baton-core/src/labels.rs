@@ -17,6 +17,7 @@ pub struct LabelSet(Vec<String>);
 pub const MAX_LABELS: usize = 32;
 
 impl LabelSet {
+    /// The set of `labels`, each checked, deduplicated and sorted; at most [`MAX_LABELS`].
     pub fn new<I, S>(labels: I) -> Result<Self, Invalid>
     where
         I: IntoIterator<Item = S>,
@@ -35,18 +36,22 @@ impl LabelSet {
         Ok(LabelSet(set.into_iter().collect()))
     }
 
+    /// The set with no labels: a task that needs none, a runner that offers none.
     pub fn empty() -> Self {
         LabelSet(Vec::new())
     }
 
+    /// The labels, sorted.
     pub fn as_slice(&self) -> &[String] {
         &self.0
     }
 
+    /// How many labels the set holds.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// Whether the set holds no label.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

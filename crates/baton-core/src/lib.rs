@@ -4,6 +4,8 @@
 //! Nothing here reads a clock, touches the network or spawns a task: time and randomness
 //! are passed in, so every rule is testable with plain tables.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod after_run;
 pub mod backoff;
 pub mod cron;

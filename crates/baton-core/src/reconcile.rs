@@ -16,9 +16,12 @@ use chrono::{DateTime, Duration, Utc};
 use std::fmt;
 use uuid::Uuid;
 
+/// The reconciler's thresholds (the module doc says why there are two for a silent runner).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Thresholds {
+    /// How long a runner may be unheard before the tasks it has not started are taken back.
     pub runner_offline_after: Duration,
+    /// How long a runner may be unheard before its running tasks are ended.
     pub runner_lost_after: Duration,
     /// How long a leased task may wait for its runner's `start`.
     pub ack_timeout: Duration,
@@ -46,11 +49,17 @@ impl Default for Thresholds {
 /// The task as the reconciler needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TaskFacts {
+    /// Where the task is, in Postgres (a lease held in Redis only is `leased` here).
     pub status: TaskStatus,
+    /// When its lease was made.
     pub leased_at: Option<DateTime<Utc>>,
+    /// When its runner started it.
     pub started_at: Option<DateTime<Utc>>,
+    /// Its own timeout, in seconds.
     pub timeout_s: i64,
+    /// The attempt that is running (1-based).
     pub attempt: i32,
+    /// How many attempts it may have.
     pub max_attempts: i32,
     /// The runner process (boot) the task was leased to.
     pub boot_id: Option<Uuid>,
@@ -66,35 +75,55 @@ pub enum RunnerFacts {
     /// tasks only when it has heard nothing for its `fence_after`. So its started tasks
     /// are ended after the same silence as a lost runner's (`runner_lost_after`, which
     /// exceeds `fence_after`), not before; a task it never started goes back at once.
-    Deleted { last_seen: Option<DateTime<Utc>> },
-    Known {
+    Deleted {
+        /// When it was last heard, if ever.
         last_seen: Option<DateTime<Utc>>,
+    },
+    /// Known to Postgres and not deleted.
+    Known {
+        /// When it was last heard, if ever.
+        last_seen: Option<DateTime<Utc>>,
+        /// The boot it last said it runs as.
         boot_id: Option<Uuid>,
     },
 }
 
+/// Everything one decision reads; the clock is passed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Inputs {
+    /// The task.
     pub task: TaskFacts,
+    /// Its runner, as last heard.
     pub runner: RunnerFacts,
+    /// When this node's claim on it was made.
     pub claimed_at: DateTime<Utc>,
+    /// The time of this decision.
     pub now: DateTime<Utc>,
     /// Staleness is measured from no earlier than this.
     pub clocks_since: DateTime<Utc>,
 }
 
+/// Why a task is taken back or its run ended, as told to its user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
+    /// Claimed, but Postgres still calls it `queued` past the dispatch grace.
     NeverDispatched,
+    /// Its runner has been unheard past `runner_offline_after`.
     RunnerOffline,
+    /// Its runner did not start it within the ack timeout.
     AckTimeout,
+    /// Its runner has been unheard past `runner_lost_after`.
     RunnerLost,
+    /// Its runner came back under a new boot, which lost its runs.
     RunnerRestarted,
+    /// Its runner was deleted (or is gone).
     RunnerDeleted,
+    /// It ran past its `timeout_s` plus grace with no report.
     TimedOut,
 }
 
 impl Reason {
+    /// The reason in words, as stored in the task's `error`.
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::NeverDispatched => "claimed but never dispatched",
@@ -114,16 +143,21 @@ impl fmt::Display for Reason {
     }
 }
 
+/// What the reconciler does with one claimed task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
+    /// Nothing yet: look again next pass.
     Keep,
     /// Back to the queue. Only for tasks that never started: safe to hand out again.
     Requeue(Reason),
     /// The run is over without a report: `scheduled` again when `retry`, otherwise the
     /// terminal `status` (`failed` or `timed_out`).
     EndRun {
+        /// Why the run ended.
         reason: Reason,
+        /// The terminal status, used when there is no retry.
         status: TaskStatus,
+        /// Whether attempts remain: the task waits `scheduled` for another.
         retry: bool,
     },
     /// A cancel was pending and the runner will not report: `cancelled`.

@@ -30,20 +30,26 @@ pub enum Overlap {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum CatchUp {
+    /// Fire none of the missed ticks.
     Skip,
+    /// Fire the latest missed tick within the window.
     Latest,
+    /// Fire every missed tick within the window.
     All,
 }
 
 macro_rules! named_policy {
     ($ty:ident, $field:literal, $($variant:ident = $name:literal),+) => {
         impl $ty {
+            /// Every name, as the API accepts them.
             pub const NAMES: &'static [&'static str] = &[$($name),+];
 
+            /// The name, as stored and as the API writes it.
             pub fn as_str(self) -> &'static str {
                 match self { $($ty::$variant => $name),+ }
             }
 
+            /// The policy named `name`, or why it is none.
             pub fn parse(name: &str) -> Result<$ty, crate::Invalid> {
                 match name {
                     $($name => Ok($ty::$variant),)+
@@ -87,17 +93,23 @@ pub struct DueTicks {
     pub next: Option<DateTime<Utc>>,
 }
 
+/// The missed ticks a schedule skipped, recorded as one range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SkippedRange {
+    /// The first tick skipped.
     pub first: DateTime<Utc>,
+    /// The last tick skipped.
     pub last: DateTime<Utc>,
+    /// How many ticks were skipped.
     pub count: u64,
 }
 
 /// The catch-up rules a schedule carries.
 #[derive(Debug, Clone, Copy)]
 pub struct CatchUpRule {
+    /// What to do with missed ticks.
     pub policy: CatchUp,
+    /// How old a missed tick may be and still fire.
     pub window: Duration,
     /// Lateness up to which a tick counts as on time.
     pub grace: Duration,

@@ -39,6 +39,7 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
+    /// Every status, in the order of the machine.
     pub const ALL: [TaskStatus; 10] = [
         TaskStatus::Scheduled,
         TaskStatus::Queued,
@@ -80,6 +81,7 @@ impl TaskStatus {
         Self::DISPATCHED.contains(&self)
     }
 
+    /// The status as stored and as the API writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             TaskStatus::Scheduled => "scheduled",
@@ -102,6 +104,7 @@ impl fmt::Display for TaskStatus {
     }
 }
 
+/// A status name that is none of [`TaskStatus::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown task status {0:?}")]
 pub struct UnknownStatus(pub String);
@@ -135,7 +138,9 @@ pub enum Transition {
     Start,
     /// Cancel before the task ran: nothing to stop.
     CancelScheduled,
+    /// Cancel while queued (or leased in Redis only): nothing to stop.
     CancelQueued,
+    /// Cancel while leased in Postgres, before its runner started it.
     CancelLeased,
     /// Cancel while running: the runner must stop the process first.
     RequestCancel,

@@ -7,11 +7,14 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
 pub struct Invalid {
+    /// The request field at fault.
     pub field: String,
+    /// What is wrong with it, for the caller.
     pub message: String,
 }
 
 impl Invalid {
+    /// A refusal of `field` with `message`.
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         Invalid {
             field: field.into(),
@@ -43,6 +46,7 @@ pub(crate) fn check_name(
     Ok(())
 }
 
+/// The queue a task goes to when it names none.
 pub const DEFAULT_QUEUE: &str = "default";
 
 /// Queue names match `[a-z0-9][a-z0-9._-]{0,63}` (design.md §2).
@@ -62,8 +66,10 @@ pub fn check_queue(queue: &str) -> Result<(), Invalid> {
 
 /// Priority bounds keep the queue score exact in a double (see `queue_order::score`).
 pub const PRIORITY_MIN: i32 = -1000;
+/// The highest priority a task may have.
 pub const PRIORITY_MAX: i32 = 1000;
 
+/// Checks that `priority` is within [`PRIORITY_MIN`], [`PRIORITY_MAX`].
 pub fn check_priority(priority: i32) -> Result<(), Invalid> {
     check_range("priority", priority, PRIORITY_MIN, PRIORITY_MAX)
 }

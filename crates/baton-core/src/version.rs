@@ -14,10 +14,14 @@ pub const MIN_RUNNER_VERSION: Version = Version {
     patch: 0,
 };
 
+/// A release's semantic version: `major.minor.patch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Version {
+    /// The major number.
     pub major: u64,
+    /// The minor number.
     pub minor: u64,
+    /// The patch number.
     pub patch: u64,
 }
 

@@ -14,6 +14,7 @@ use uuid::Uuid;
 /// What a cancel did, and what it was cancelled from (for the Redis follow-up).
 #[derive(Debug, Clone)]
 pub struct Cancelled {
+    /// The task as the cancel left it.
     pub task: TaskRecord,
     /// The status it had before.
     pub was: TaskStatus,

@@ -14,7 +14,9 @@ pub enum StoreError {
     /// The status moved or the lease is stale: the caller must stop.
     #[error("{reason} (task is {status})")]
     Conflict {
+        /// Where the task is now.
         status: TaskStatus,
+        /// Why the write was refused.
         reason: &'static str,
     },
     /// Postgres refused a value (SQLSTATE class 22: out of range, NUL in text): the
@@ -26,7 +28,12 @@ pub enum StoreError {
     Duplicate(&'static str),
     /// A log chunk starts past the end of what the server holds.
     #[error("log chunk starts at {requested}, past the {held} bytes held")]
-    LogOffsetPastEnd { requested: i64, held: i64 },
+    LogOffsetPastEnd {
+        /// Where the chunk starts.
+        requested: i64,
+        /// How many bytes the server holds.
+        held: i64,
+    },
     /// Anything else: a bug or a schema mismatch, never the client's fault.
     #[error("postgres error: {0}")]
     Internal(String),

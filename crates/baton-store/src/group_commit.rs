@@ -34,6 +34,7 @@ pub const BATCH_ITEMS: &str = "baton_group_commit_items";
 /// Where the time a batch is written at comes from.
 pub type Now = std::sync::Arc<dyn Fn() -> chrono::DateTime<chrono::Utc> + Send + Sync>;
 
+/// How the group committer gathers and writes its batches.
 #[derive(Clone)]
 pub struct GroupCommitSettings {
     /// Batches written at once, each on its own connection.
@@ -43,7 +44,9 @@ pub struct GroupCommitSettings {
     /// How long the committer waits for more once it has something (zero: it writes
     /// what has gathered at once).
     pub linger: Duration,
+    /// The most bytes of log kept per task.
     pub log_cap: i64,
+    /// The retry backoff of the run ends it writes.
     pub policy: FinishPolicy,
     /// The time its transitions are written at: the cluster's clock, so a start written by
     /// one node and judged by another's reconciler are on one clock.
@@ -53,6 +56,7 @@ pub struct GroupCommitSettings {
     /// `fail-after-commit` answers every committed batch with an error, as a connection
     /// lost after the commit would.
     pub fault: Option<String>,
+    /// Told of each committed batch's status changes, before its requests are answered.
     pub observer: Option<CommitObserver>,
 }
 

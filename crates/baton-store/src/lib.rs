@@ -4,6 +4,8 @@
 //! report, on its lease), so two nodes racing on one task cannot both win, whatever Redis
 //! says. Methods read entity-then-verb: `task_lease`, `task_complete`, `runner_insert`.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod cancel;
 mod counts;
 mod error;
@@ -71,6 +73,7 @@ use std::time::Duration;
 /// are safe.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
 
+/// The Postgres store: every read and write of the task table and its neighbours.
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: MeteredPool,
@@ -80,7 +83,9 @@ pub struct Store {
 /// unreachable database before the node answers 503.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
+    /// The most connections the pool holds.
     pub max_connections: u32,
+    /// How long a request waits for a connection.
     pub acquire_timeout: Duration,
     /// Postgres cancels any statement running longer: a query stuck on a half-dead
     /// connection cannot hang a request or a service pass.
@@ -165,6 +170,7 @@ impl Store {
         Ok(Self::with_replication(pool, replication()))
     }
 
+    /// A store over `pool`, with no replication watch.
     pub fn from_pool(pool: PgPool) -> Self {
         Self::with_replication(pool, replication::Replication::default())
     }
@@ -175,6 +181,7 @@ impl Store {
         }
     }
 
+    /// The pool underneath, unmetered.
     pub fn pool(&self) -> &PgPool {
         self.pool.inner()
     }

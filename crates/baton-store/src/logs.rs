@@ -23,9 +23,11 @@ pub struct LogAppend {
 /// Bytes of a task's log, from some offset.
 #[derive(Debug, Clone)]
 pub struct LogChunk {
+    /// The bytes.
     pub data: Vec<u8>,
     /// Offset of the byte after `data`.
     pub next_offset: i64,
+    /// The task's status when the chunk was read.
     pub status: TaskStatus,
     /// The attempt whose output this is.
     pub attempt: i32,

@@ -12,14 +12,20 @@ use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
+/// One side effect to deliver (a completion webhook), as a delivery takes it.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct OutboxRecord {
+    /// The row's id.
     pub id: i64,
+    /// The task it is about.
     pub task_id: Uuid,
+    /// What it is: `webhook`.
     pub kind: String,
+    /// Where it goes: the webhook's URL.
     pub target: String,
     /// Written by earlier releases; built from the task's final row when absent.
     pub body: Option<Json<Value>>,
+    /// What the receiver deduplicates on: the task and its final status.
     pub idempotency_key: String,
     /// Counting the attempt this take is for.
     pub attempts: i32,
@@ -30,9 +36,13 @@ pub struct OutboxRecord {
 /// How a task's webhook fared so far.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct OutboxState {
+    /// How many deliveries were tried.
     pub attempts: i32,
+    /// When it was delivered.
     pub delivered_at: Option<DateTime<Utc>>,
+    /// When delivery was given up.
     pub given_up_at: Option<DateTime<Utc>>,
+    /// Why the last delivery failed.
     pub last_error: Option<String>,
 }
 
@@ -69,6 +79,7 @@ impl Store {
         .await?)
     }
 
+    /// Records that the row `id` was delivered.
     pub async fn outbox_delivered(&self, id: i64, now: DateTime<Utc>) -> Result<(), StoreError> {
         sqlx::query("UPDATE outbox SET delivered_at = $2, last_error = NULL WHERE id = $1")
             .bind(id)
@@ -78,6 +89,7 @@ impl Store {
         Ok(())
     }
 
+    /// Puts the row `id` off until `at`, with the error that failed it.
     pub async fn outbox_retry_at(
         &self,
         id: i64,

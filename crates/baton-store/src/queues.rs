@@ -12,14 +12,19 @@ use chrono::{DateTime, Utc};
 /// One queue as the operator sees it.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct QueueRecord {
+    /// The queue's name.
     pub name: String,
+    /// Whether it is paused: its tasks are neither leased nor expired.
     pub paused: bool,
+    /// When it was last paused.
     pub paused_at: Option<DateTime<Utc>>,
+    /// When it was last resumed: its tasks' queue timeouts count from no earlier.
     pub resumed_at: Option<DateTime<Utc>>,
     /// Tasks `queued` (leased ones not yet started included: a lease lives in Redis only).
     pub waiting: i64,
     /// Tasks `leased`, `running` or `cancelling` in Postgres.
     pub running: i64,
+    /// When its oldest waiting task was queued.
     pub oldest_waiting: Option<DateTime<Utc>>,
     /// The defaults its submitted tasks take (a JSON object the API layer reads), if set.
     pub defaults: Option<sqlx::types::Json<serde_json::Value>>,

@@ -8,29 +8,49 @@ use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+/// A runner to register.
 #[derive(Debug, Clone)]
 pub struct NewRunner {
+    /// Its id.
     pub id: Uuid,
+    /// Its name, for operators.
     pub name: String,
+    /// The labels it offers.
     pub labels: Vec<String>,
+    /// The queues it serves (empty: every queue).
     pub queues: Vec<String>,
+    /// How many tasks it runs at once.
     pub capacity: i32,
+    /// The SHA-256 of its token.
     pub token_hash: Vec<u8>,
+    /// Its agent's release.
     pub version: String,
 }
 
+/// A runner as stored.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RunnerRecord {
+    /// Its id.
     pub id: Uuid,
+    /// Its name, for operators.
     pub name: String,
+    /// The labels it offers.
     pub labels: Vec<String>,
+    /// The queues it serves (empty: every queue).
     pub queues: Vec<String>,
+    /// How many tasks it runs at once.
     pub capacity: i32,
+    /// Its agent's release.
     pub version: String,
+    /// The agent process it last ran as (a UUIDv7 per start).
     pub boot_id: Option<Uuid>,
+    /// Whether it is paused: it leases nothing.
     pub paused: bool,
+    /// When it registered.
     pub created_at: DateTime<Utc>,
+    /// When it was last heard, as copied from presence.
     pub last_seen: Option<DateTime<Utc>>,
+    /// When an operator deleted it.
     pub deleted_at: Option<DateTime<Utc>>,
 }
 
@@ -42,6 +62,7 @@ macro_rules! runner_columns {
 }
 
 impl Store {
+    /// Registers `runner` at `now`.
     pub async fn runner_insert(
         &self,
         runner: &NewRunner,
@@ -158,6 +179,7 @@ impl Store {
         Ok(())
     }
 
+    /// Pauses or resumes the runner `id`.
     pub async fn runner_set_paused(
         &self,
         id: Uuid,

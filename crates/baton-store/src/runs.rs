@@ -22,9 +22,13 @@ use uuid::Uuid;
 /// How a run ended, as its runner reported it or as the server decided.
 #[derive(Debug, Clone)]
 pub struct RunEnd {
+    /// The status the run ended with.
     pub outcome: TaskStatus,
+    /// The process's exit code, if it exited.
     pub exit_code: Option<i32>,
+    /// Why it failed, in words.
     pub error: Option<String>,
+    /// What the task returned, as JSON.
     pub outputs: Option<Value>,
     /// Bytes of output the runner produced; a stored log shorter than this is marked
     /// incomplete.
@@ -47,7 +51,9 @@ impl RunEnd {
 /// Who ends the run: the lease it must hold, and for a runner's own report, the runner.
 #[derive(Debug, Clone, Copy)]
 pub struct Fence {
+    /// The lease the run must still hold.
     pub lease_id: Uuid,
+    /// The reporting runner; `None` for the server's own end.
     pub runner_id: Option<Uuid>,
 }
 
@@ -55,7 +61,9 @@ pub struct Fence {
 /// report; a batch carries one per report).
 #[derive(Debug, Clone, Copy)]
 pub struct FinishPolicy {
+    /// The waits between retries.
     pub backoff: Backoff,
+    /// A random draw in `[0, 1)` for the jitter.
     pub jitter_unit: f64,
 }
 

@@ -19,53 +19,87 @@ use uuid::Uuid;
 /// A schedule's settings, as created or as a change leaves them.
 #[derive(Debug, Clone)]
 pub struct ScheduleSettings {
+    /// Its name, unique per owner.
     pub name: String,
+    /// Its cron expression (five fields).
     pub cron: String,
+    /// The IANA time zone the expression is read in.
     pub timezone: String,
     /// The task template, as `POST /v1/tasks` takes it.
     pub template: Value,
+    /// What a tick does while the last tick's task still runs: a `schedule::Overlap` name.
     pub overlap: String,
+    /// What happens to ticks missed while no node fired them: a `schedule::CatchUp` name.
     pub catch_up: String,
+    /// How old a missed tick may be and still fire, in seconds.
     pub catch_up_window_s: i32,
+    /// The most each tick's task is delayed at random, in seconds.
     pub jitter_s: i32,
+    /// Whether it is paused: no tick fires.
     pub paused: bool,
+    /// No tick fires before this.
     pub start_at: Option<DateTime<Utc>>,
+    /// No tick fires after this.
     pub end_at: Option<DateTime<Utc>>,
     /// The first tick under these settings (`None`: none left).
     pub next_fire_at: Option<DateTime<Utc>>,
 }
 
+/// A schedule as stored.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ScheduleRecord {
+    /// Its id.
     pub id: Uuid,
+    /// Its name, unique per owner.
     pub name: String,
+    /// Its cron expression (five fields).
     pub cron: String,
+    /// The IANA time zone the expression is read in.
     pub timezone: String,
+    /// The task template, as `POST /v1/tasks` takes it.
     pub template: Json<Value>,
+    /// What a tick does while the last tick's task still runs.
     pub overlap: String,
+    /// What happens to missed ticks.
     pub catch_up: String,
+    /// How old a missed tick may be and still fire, in seconds.
     pub catch_up_window_s: i32,
+    /// The most each tick's task is delayed at random, in seconds.
     pub jitter_s: i32,
+    /// Whether it is paused.
     pub paused: bool,
+    /// No tick fires before this.
     pub start_at: Option<DateTime<Utc>>,
+    /// No tick fires after this.
     pub end_at: Option<DateTime<Utc>>,
+    /// The token that created it.
     pub created_by: String,
+    /// When it was created.
     pub created_at: DateTime<Utc>,
+    /// When its settings last changed.
     pub updated_at: DateTime<Utc>,
+    /// Its next tick (`None`: none left).
     pub next_fire_at: Option<DateTime<Utc>>,
+    /// A tick held back until the last tick's task ends (overlap `queue`).
     pub buffered_for: Option<DateTime<Utc>>,
+    /// How many ticks made a task.
     pub fired_count: i64,
+    /// How many ticks were skipped.
     pub skipped_count: i64,
 }
 
 /// Ticks that made no task.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ScheduleSkip {
+    /// The first tick skipped.
     pub scheduled_for: DateTime<Utc>,
+    /// The last tick skipped.
     pub through: DateTime<Utc>,
+    /// How many ticks were skipped.
     pub ticks: i64,
     /// `overlap`, `missed` or `invalid` (the template no longer passes the limits).
     pub reason: String,
+    /// When the skip was recorded.
     pub recorded_at: DateTime<Utc>,
 }
 
@@ -74,10 +108,15 @@ pub struct ScheduleSkip {
 pub struct Fire {
     /// `next_fire_at` and `buffered_for` as read: the compare-and-set.
     pub read_next: Option<DateTime<Utc>>,
+    /// The held tick as read.
     pub read_buffered: Option<DateTime<Utc>>,
+    /// The tasks the ticks make.
     pub tasks: Vec<NewTask>,
+    /// The ticks skipped.
     pub skips: Vec<ScheduleSkip>,
+    /// The next tick after these.
     pub next_fire_at: Option<DateTime<Utc>>,
+    /// The tick held back after these, if any.
     pub buffered_for: Option<DateTime<Utc>>,
 }
 
@@ -85,6 +124,7 @@ pub struct Fire {
 const SKIPS_KEPT: i64 = 200;
 
 impl Store {
+    /// Creates the schedule `id` with `settings`, owned by `created_by`.
     pub async fn schedule_insert(
         &self,
         id: Uuid,
@@ -161,6 +201,7 @@ impl Store {
         .ok_or(StoreError::NotFound)
     }
 
+    /// The schedule `id`.
     pub async fn schedule_get(&self, id: Uuid) -> Result<ScheduleRecord, StoreError> {
         sqlx::query_as::<_, ScheduleRecord>("SELECT * FROM schedules WHERE id = $1")
             .bind(id)

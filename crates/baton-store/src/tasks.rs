@@ -14,87 +14,147 @@ use uuid::Uuid;
 /// A validated task about to be inserted.
 #[derive(Debug, Clone)]
 pub struct NewTask {
+    /// Its id (UUIDv7: ids order by submit time).
     pub id: Uuid,
+    /// Its queue.
     pub queue: String,
+    /// The labels a runner must have to take it.
     pub labels: Vec<String>,
+    /// The command to run, as argv (or `script`).
     pub command: Option<Vec<String>>,
+    /// The script to run (or `command`).
     pub script: Option<String>,
+    /// Its environment.
     pub env: BTreeMap<String, String>,
+    /// Its secret environment, sealed.
     pub secret_env: BTreeMap<String, String>,
+    /// Input for the task, as JSON.
     pub payload: Option<Value>,
+    /// Higher runs first.
     pub priority: i32,
+    /// How long a run may take, in seconds.
     pub timeout_s: i32,
+    /// How long it may wait for a runner, in seconds.
     pub queue_timeout_s: i32,
+    /// How many attempts it may have.
     pub max_attempts: i32,
     /// Delayed start: the task waits as `scheduled` until then.
     pub run_at: Option<DateTime<Utc>>,
+    /// Its idempotency key, scoped to its owner: a repeat returns the first task.
     pub idempotency_key: Option<String>,
+    /// Where its completion webhook goes.
     pub notify_url: Option<String>,
+    /// The token that submitted it.
     pub created_by: String,
+    /// The submit's trace context.
     pub traceparent: Option<String>,
     /// The schedule and tick that made it, if one did.
     pub schedule_id: Option<Uuid>,
+    /// The tick of `schedule_id` that made it.
     pub scheduled_for: Option<DateTime<Utc>>,
     /// Re-runs and retry policies (issue 13): the task this one re-runs, and the task's
     /// own retry policy, resolved (`baton_core::retry_policy`).
     pub retry_of: Option<Uuid>,
+    /// Its own retry policy, resolved.
     pub retry_policy: Option<RetryPolicy>,
     /// Flow control: the concurrency group, both or neither (docs/flow-control.md).
     pub concurrency_key: Option<String>,
+    /// How many of its concurrency group may be dispatched at once.
     pub concurrency_limit: Option<i32>,
 }
 
 /// A row of the task table.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct TaskRecord {
+    /// Its id (UUIDv7).
     pub id: Uuid,
+    /// Its queue.
     pub queue: String,
+    /// The labels a runner must have to take it.
     pub labels: Vec<String>,
+    /// The command to run, as argv (or `script`).
     pub command: Option<Vec<String>>,
+    /// The script to run (or `command`).
     pub script: Option<String>,
+    /// Its environment.
     pub env: Json<BTreeMap<String, String>>,
+    /// Its secret environment, sealed (emptied when it ends).
     pub secret_env: Json<BTreeMap<String, String>>,
+    /// Input for the task, as JSON.
     pub payload: Option<Json<Value>>,
+    /// Higher runs first.
     pub priority: i32,
+    /// How long a run may take, in seconds.
     pub timeout_s: i32,
+    /// How long it may wait for a runner, in seconds.
     pub queue_timeout_s: i32,
+    /// How many attempts it may have.
     pub max_attempts: i32,
+    /// When it is due (a future submit, or a retry's backoff).
     pub run_at: Option<DateTime<Utc>>,
+    /// Its idempotency key, scoped to its owner.
     pub idempotency_key: Option<String>,
+    /// Where it is in the status machine.
     #[sqlx(try_from = "String")]
     pub status: TaskStatus,
+    /// The attempt running or last run (1-based; 0 before the first start).
     pub attempt: i32,
+    /// The runner that holds or last held it.
     pub runner_id: Option<Uuid>,
+    /// The lease of its current or last run: the fencing token.
     pub lease_id: Option<Uuid>,
+    /// The runner boot its run went to.
     pub boot_id: Option<Uuid>,
+    /// Where its completion webhook goes.
     pub notify_url: Option<String>,
+    /// The token that submitted it.
     pub created_by: String,
+    /// The submit's trace context.
     pub traceparent: Option<String>,
+    /// When it was submitted.
     pub created_at: DateTime<Utc>,
+    /// When its row last changed.
     pub updated_at: DateTime<Utc>,
+    /// When it was last queued: its place in line and its queue timeout count from here.
     pub queued_at: Option<DateTime<Utc>>,
+    /// When its current lease was made.
     pub leased_at: Option<DateTime<Utc>>,
+    /// When its current or last run started.
     pub started_at: Option<DateTime<Utc>>,
+    /// When it ended.
     pub finished_at: Option<DateTime<Utc>>,
+    /// The last run's exit code.
     pub exit_code: Option<i32>,
+    /// Why the last run failed, or why the server ended it.
     pub error: Option<String>,
+    /// What the last run returned, as JSON.
     pub outputs: Option<Json<Value>>,
+    /// Bytes of output received for the current attempt.
     pub log_size: i64,
+    /// Whether output past the log cap was dropped.
     pub log_truncated: bool,
+    /// Whether the runner reported more output than arrived.
     pub log_incomplete: bool,
+    /// The schedule that made it.
     pub schedule_id: Option<Uuid>,
+    /// The tick of `schedule_id` that made it.
     pub scheduled_for: Option<DateTime<Utc>>,
     /// Re-runs and retry policies (issue 13), as in [`NewTask`].
     pub retry_of: Option<Uuid>,
+    /// Its own retry policy, resolved.
     pub retry_policy: Option<Json<RetryPolicy>>,
     /// Flow control: the concurrency group, both or neither (docs/flow-control.md).
     pub concurrency_key: Option<String>,
+    /// How many of its concurrency group may be dispatched at once.
     pub concurrency_limit: Option<i32>,
 }
 
+/// Which tasks a listing or a bulk action takes.
 #[derive(Debug, Clone, Default)]
 pub struct TaskFilter {
+    /// Only tasks in this status.
     pub status: Option<TaskStatus>,
+    /// Only tasks of this queue.
     pub queue: Option<String>,
     /// Only tasks submitted with this token.
     pub created_by: Option<String>,
@@ -102,9 +162,11 @@ pub struct TaskFilter {
     pub before: Option<Uuid>,
     /// Only tasks made by this schedule.
     pub schedule_id: Option<Uuid>,
+    /// The most tasks to return.
     pub limit: i64,
     /// Created in this window (bulk actions, issue 13): at or after / before.
     pub created_after: Option<DateTime<Utc>>,
+    /// Created before this.
     pub created_before: Option<DateTime<Utc>>,
 }
 
@@ -142,6 +204,7 @@ impl Store {
             .collect()
     }
 
+    /// The task `id`.
     pub async fn task_get(&self, id: Uuid) -> Result<TaskRecord, StoreError> {
         sqlx::query_as::<_, TaskRecord>("SELECT * FROM tasks WHERE id = $1")
             .bind(id)

@@ -9,13 +9,20 @@ use uuid::Uuid;
 /// A token's labels or queues: `None` allows any.
 type Scope = Option<Vec<String>>;
 
+/// An API token as stored (its hash aside).
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ApiTokenRecord {
+    /// Its id.
     pub id: Uuid,
+    /// Its name, for operators.
     pub name: String,
+    /// What it may do: its scopes' names.
     pub scopes: Vec<String>,
+    /// When it was made.
     pub created_at: DateTime<Utc>,
+    /// When it stops working.
     pub expires_at: Option<DateTime<Utc>>,
+    /// When it was revoked.
     pub revoked_at: Option<DateTime<Utc>>,
     /// The queues it may submit to; `None`: any.
     pub queues: Scope,
@@ -26,10 +33,15 @@ pub struct ApiTokenRecord {
 /// What a new API token is.
 #[derive(Debug, Clone, Default)]
 pub struct NewApiToken {
+    /// Its name, for operators.
     pub name: String,
+    /// What it may do.
     pub scopes: Vec<String>,
+    /// When it stops working.
     pub expires_at: Option<DateTime<Utc>>,
+    /// The queues it may submit to; `None`: any.
     pub queues: Scope,
+    /// The labels its tasks may carry; `None`: any.
     pub labels: Scope,
 }
 
@@ -40,34 +52,48 @@ macro_rules! api_token_columns {
     };
 }
 
+/// A runner registration token as stored (its hash aside).
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct RegistrationTokenRecord {
+    /// Its id.
     pub id: Uuid,
+    /// Its name, for operators.
     pub name: Option<String>,
+    /// When it stops working.
     pub expires_at: Option<DateTime<Utc>>,
+    /// How many registrations it has left; `None`: no limit.
     pub uses_left: Option<i32>,
     /// `None`: any.
     pub labels: Option<Vec<String>>,
     /// `None`: any, every queue included.
     pub queues: Option<Vec<String>>,
+    /// When it was made.
     pub created_at: DateTime<Utc>,
+    /// When it was revoked.
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
 /// What a new registration token is: its limits, `None` where there is none.
 #[derive(Debug, Clone, Default)]
 pub struct NewRegistrationToken {
+    /// Its name, for operators.
     pub name: Option<String>,
+    /// When it stops working.
     pub expires_at: Option<DateTime<Utc>>,
+    /// How many registrations it allows.
     pub uses: Option<i32>,
+    /// The labels a runner may claim with it; `None`: any.
     pub labels: Option<Vec<String>>,
+    /// The queues a runner may serve with it; `None`: any.
     pub queues: Option<Vec<String>>,
 }
 
 /// A runner asking to register: what it claims.
 #[derive(Debug, Clone, Copy)]
 pub struct Registering<'a> {
+    /// The labels the runner claims.
     pub labels: &'a [String],
+    /// The queues the runner claims to serve.
     pub queues: &'a [String],
 }
 
@@ -78,7 +104,9 @@ pub enum Registration {
     Accepted,
     /// A valid token, but the runner claims more than it allows; no use was taken.
     OutOfScope {
+        /// The labels the token allows; `None`: any.
         labels: Option<Vec<String>>,
+        /// The queues the token allows; `None`: any.
         queues: Option<Vec<String>>,
     },
     /// Unknown, revoked, expired or used up.
@@ -122,6 +150,7 @@ impl Store {
         .ok_or(StoreError::NotFound)
     }
 
+    /// Stores a new API token by the hash of its secret.
     pub async fn api_token_insert(
         &self,
         token: &NewApiToken,
@@ -173,6 +202,7 @@ impl Store {
         Ok(())
     }
 
+    /// Stores a new registration token by the hash of its secret.
     pub async fn registration_token_insert(
         &self,
         hash: &[u8],

@@ -6,15 +6,22 @@ use crate::tasks::TaskRecord;
 use baton_core::TaskStatus;
 use uuid::Uuid;
 
+/// One status change, as the event stream tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transition {
+    /// The task.
     pub task: Uuid,
+    /// Its queue.
     pub queue: String,
+    /// Where it is now.
     pub status: TaskStatus,
+    /// Its attempt.
     pub attempt: i32,
+    /// The runner holding it, if any.
     pub runner_id: Option<Uuid>,
     /// The token that submitted it: a `submit`-only subscriber sees its own tasks only.
     pub created_by: String,
+    /// The schedule that made it, if any.
     pub schedule_id: Option<Uuid>,
 }
 
@@ -32,6 +39,7 @@ impl Transition {
         }
     }
 
+    /// The changes that left each of `rows` as it is.
     pub fn all<'a>(rows: impl IntoIterator<Item = &'a TaskRecord>) -> Vec<Transition> {
         rows.into_iter().map(Transition::of).collect()
     }

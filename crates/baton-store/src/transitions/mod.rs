@@ -35,8 +35,11 @@ use uuid::Uuid;
 /// in Redis (design.md §4.3): `queued -> running` under that lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StartRun {
+    /// The task to start.
     pub task: Uuid,
+    /// The lease it was handed out under.
     pub lease_id: Uuid,
+    /// The runner starting it.
     pub runner_id: Uuid,
     /// The agent process the lease went to (unknown for a claim of the previous format).
     pub boot_id: Option<Uuid>,
@@ -47,25 +50,35 @@ pub struct StartRun {
 /// What a start did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Started {
+    /// Where the task is now.
     pub status: TaskStatus,
+    /// The attempt now running.
     pub attempt: i32,
 }
 
 /// A chunk of a running task's output, starting at `offset`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogWrite {
+    /// The task.
     pub task: Uuid,
+    /// The runner sending it.
     pub runner_id: Uuid,
+    /// The lease it runs under.
     pub lease_id: Uuid,
+    /// Where the chunk starts in the attempt's output.
     pub offset: i64,
+    /// The bytes.
     pub data: Vec<u8>,
 }
 
 /// The end of a run to record, fenced by its lease.
 #[derive(Debug, Clone)]
 pub struct FinishRun {
+    /// The task.
     pub task: Uuid,
+    /// The lease (and runner) the end must hold.
     pub fence: Fence,
+    /// How the run ended.
     pub end: RunEnd,
     /// A random draw in `[0, 1)` for the retry's jitter.
     pub jitter_unit: f64,
@@ -75,15 +88,20 @@ pub struct FinishRun {
 /// one transaction: inserts, starts, log appends, run ends, then the reads.
 #[derive(Debug, Clone, Default)]
 pub struct Work {
+    /// Tasks to insert.
     pub inserts: Vec<NewTask>,
+    /// Runs to start.
     pub starts: Vec<StartRun>,
+    /// Log chunks to append.
     pub logs: Vec<LogWrite>,
+    /// Runs to end.
     pub finishes: Vec<FinishRun>,
     /// Rows to read after the writes (tasks just leased, a heartbeat's verdicts).
     pub reads: Vec<Uuid>,
 }
 
 impl Work {
+    /// How many items it holds.
     pub fn len(&self) -> usize {
         self.inserts.len()
             + self.starts.len()
@@ -92,6 +110,7 @@ impl Work {
             + self.reads.len()
     }
 
+    /// Whether it holds no item.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -102,8 +121,11 @@ impl Work {
 pub struct Done {
     /// The row, and whether it was created (false: its idempotency key existed).
     pub inserts: Vec<Result<(TaskRecord, bool), StoreError>>,
+    /// Each start's answer.
     pub starts: Vec<Result<Started, StoreError>>,
+    /// Each log chunk's answer.
     pub logs: Vec<Result<LogAppend, StoreError>>,
+    /// Each run end's answer: the row as it stands.
     pub finishes: Vec<Result<TaskRecord, StoreError>>,
     /// The rows of `reads` that exist.
     pub reads: Vec<TaskRecord>,
@@ -119,8 +141,11 @@ pub struct Done {
 /// retry policy.
 #[derive(Debug, Clone, Copy)]
 pub struct Apply {
+    /// The time the batch is written at.
     pub now: DateTime<Utc>,
+    /// The most bytes of log kept per task.
     pub log_cap: i64,
+    /// The retry backoff of the run ends.
     pub policy: FinishPolicy,
 }
 
