@@ -189,13 +189,27 @@ impl Store {
 
     /// Revokes a token; `NotFound` if there is no such (unrevoked) token.
     pub async fn api_token_revoke(&self, id: Uuid, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let done = sqlx::query(
+        self.revoke(
             "UPDATE api_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+            id,
+            now,
         )
-        .bind(id)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
+        .await
+    }
+
+    /// Runs a revoke (`sql`, binding the id as `$1` and `now` as `$2`): `NotFound` when
+    /// it changed no row, there being no such unrevoked token.
+    async fn revoke(
+        &self,
+        sql: &'static str,
+        id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let done = sqlx::query(sql)
+            .bind(id)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
@@ -246,17 +260,12 @@ impl Store {
         id: Uuid,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let done = sqlx::query(
+        self.revoke(
             "UPDATE registration_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+            id,
+            now,
         )
-        .bind(id)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
-        Ok(())
+        .await
     }
 
     /// Uses up one registration with this token if it is valid (unrevoked, unexpired,
