@@ -68,13 +68,6 @@ impl ClusterClock {
         *self.sample.lock().expect("clock lock") = Some(Sample { redis_us, at });
     }
 
-    /// A clock that reads `at` now and runs on from there (tests of code that takes one).
-    pub fn starting_at(at: DateTime<Utc>) -> Self {
-        let clock = ClusterClock::default();
-        clock.set(at.timestamp_micros(), Instant::now());
-        clock
-    }
-
     /// How far this node's wall clock is from the cluster's, for its metrics and logs.
     pub fn offset(&self) -> Duration {
         (Utc::now() - self.now()).abs().to_std().unwrap_or_default()

@@ -170,20 +170,10 @@ impl Store {
         Ok(Self::with_replication(pool, replication()))
     }
 
-    /// A store over `pool`, with no replication watch.
-    pub fn from_pool(pool: PgPool) -> Self {
-        Self::with_replication(pool, replication::Replication::default())
-    }
-
     fn with_replication(pool: PgPool, replication: replication::Replication) -> Self {
         Store {
             pool: MeteredPool::new(pool, replication),
         }
-    }
-
-    /// The pool underneath, unmetered.
-    pub fn pool(&self) -> &PgPool {
-        self.pool.inner()
     }
 
     /// Creates the database `url` names when it does not exist yet, so a first start
