@@ -26,8 +26,7 @@
 //!
 //! Run with `cargo bench --bench throughput` (`-- --quick`: one round, smaller counts).
 
-#[path = "../../tests/support/mod.rs"]
-mod support;
+use baton_localcluster::testing as support;
 
 mod counters;
 mod protocol_runner;
