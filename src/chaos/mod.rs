@@ -9,14 +9,16 @@ mod checks;
 mod cluster;
 mod faults;
 mod load;
+mod records;
+mod report;
 mod schedules;
 mod stores;
 mod webhooks;
 
 use baton_localcluster::timings::NodeTimings;
 use baton_localcluster::workdir::WorkDir;
-use checks::Report;
 use cluster::ChaosCluster;
+use report::Report;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
