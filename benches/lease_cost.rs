@@ -11,8 +11,7 @@
 //!
 //! Run with `cargo bench --bench lease_cost`.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_coord::{Coord, CoordOptions, Enqueue, LeaseAsk, ReplayKey};
 use baton_core::LabelSet;

@@ -4,7 +4,6 @@
 mod chaos;
 mod cli;
 mod dev;
-mod localcluster;
 mod settings;
 mod telemetry;
 

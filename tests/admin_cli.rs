@@ -1,7 +1,7 @@
 //! The operator's command line: API tokens, registration tokens and runners, driven
 //! through `baton token`, `baton registration-token` and `baton runners` against a node.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use serde_json::Value;
 use support::procs::baton_cli;
@@ -222,7 +222,7 @@ fn help_never_shows_secrets_from_the_environment() {
         &["dev", "--help"],
         &["task", "list", "--help"],
     ] {
-        let out = std::process::Command::new(support::procs::BATON)
+        let out = std::process::Command::new(support::procs::baton_binary())
             .args(command)
             .env("BATON_DATABASE_URL", &url)
             .env("BATON_REDIS_URL", &redis)

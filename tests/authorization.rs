@@ -3,9 +3,9 @@
 //! so a refusal can only come from authorization. The table is read from the document, so
 //! the document cannot drift from the server.
 
-mod support;
+use baton_localcluster::testing as support;
 
-use baton_client::{Client, CreateRegistrationToken, CreateToken, LeaseRequest, Scope, SubmitTask};
+use baton_client::{Client, CreateRegistrationToken, CreateToken, Scope, SubmitTask};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -536,14 +536,7 @@ impl World {
         };
         let id = self.admin.submit(&task).await.unwrap().0.id;
         let leased = runner
-            .lease(&LeaseRequest {
-                request_id: Uuid::new_v4(),
-                max: 1,
-                wait_s: 10,
-                boot_id: Uuid::new_v4(),
-                running: vec![],
-                secrets_at_start: false,
-            })
+            .lease(&lease_waiting(Uuid::new_v4(), 1, 10))
             .await
             .unwrap();
         let lease = leased

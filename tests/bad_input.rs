@@ -1,6 +1,6 @@
 //! Bad input gets a clear 4xx JSON error and changes nothing (design.md invariant 7).
 
-mod support;
+use baton_localcluster::testing as support;
 
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -2,9 +2,9 @@
 //! runner is told (at once if parked), kills the process group and reports `cancelled`;
 //! after it ended, a 409 with its status.
 
-mod support;
+use baton_localcluster::testing as support;
 
-use baton_client::{CompleteTask, LeaseRequest, Outcome, SubmitTask};
+use baton_client::{CompleteTask, Outcome, SubmitTask};
 use baton_core::TaskStatus;
 use std::time::Duration;
 use support::*;
@@ -27,7 +27,7 @@ fn alive(pid: u32) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn tasks_that_have_not_started_are_cancelled_at_once() {
     let env = TestEnv::new("cancel-early").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (_, runner) = register_runner(&node.url, &["x"], 4).await;
     let mut redis = env.redis().await;
@@ -42,14 +42,7 @@ async fn tasks_that_have_not_started_are_cancelled_at_once() {
     let (queued, _) = user.submit(&simple(&["nobody"])).await.unwrap();
     let (leased, _) = user.submit(&simple(&["x"])).await.unwrap();
     let lease = runner
-        .lease(&LeaseRequest {
-            request_id: Uuid::new_v4(),
-            max: 1,
-            wait_s: 0,
-            boot_id: BOOT,
-            running: vec![],
-            secrets_at_start: false,
-        })
+        .lease(&lease_now(BOOT, 1))
         .await
         .unwrap()
         .tasks
@@ -98,8 +91,8 @@ async fn tasks_that_have_not_started_are_cancelled_at_once() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_running_task_is_stopped_by_its_runner_and_reported_cancelled() {
     let env = TestEnv::new("cancel-running").await;
-    let node_a = env.node_with(FAST_HA).await;
-    let node_b = env.node_with(FAST_HA).await;
+    let node_a = env.node_with(&FAST_HA).await;
+    let node_b = env.node_with(&FAST_HA).await;
     // The runner parks on node A with a long wait; the cancel arrives on node B.
     let _runner = env
         .runner_with(
@@ -174,7 +167,7 @@ async fn a_running_task_is_stopped_by_its_runner_and_reported_cancelled() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_result_that_arrives_while_cancelling_stands_as_reported() {
     let env = TestEnv::new("cancel-race").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (_, runner) = register_runner(&node.url, &[], 1).await;
     let (task, lease) = started_then_cancelled(&user, &runner).await;
@@ -229,14 +222,7 @@ async fn started_then_cancelled(
         .await
         .unwrap();
     let lease = runner
-        .lease(&LeaseRequest {
-            request_id: Uuid::new_v4(),
-            max: 1,
-            wait_s: 0,
-            boot_id: BOOT,
-            running: vec![],
-            secrets_at_start: false,
-        })
+        .lease(&lease_now(BOOT, 1))
         .await
         .unwrap()
         .tasks
@@ -252,7 +238,7 @@ async fn started_then_cancelled(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_start_resent_after_a_cancel_took_effect_and_the_cancel_still_ends_it() {
     let env = TestEnv::new("cancel-start-resent").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (_, runner) = register_runner(&node.url, &[], 1).await;
     let (task, lease) = started_then_cancelled(&user, &runner).await;

@@ -4,17 +4,17 @@
 //! for — checked against the snapshots in `tests/cli_help/` (regenerate them with
 //! `BATON_UPDATE_SNAPSHOTS=1 cargo test --test cli` after a deliberate change).
 
-mod support;
+use baton_localcluster::testing as support;
 
 use std::path::Path;
 use std::process::{Command, Output};
-use support::procs::{BATON, baton_cli};
+use support::procs::{baton_binary, baton_cli};
 use support::*;
 
 /// `baton ARGS...` with nothing from the caller's environment but the path, so that
 /// neither a `BATON_*` variable nor the terminal changes what is printed.
 fn baton_plain(args: &[&str]) -> Output {
-    Command::new(BATON)
+    Command::new(baton_binary())
         .args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())

@@ -4,28 +4,24 @@
 //! no threshold. The skewed node reads its wall clock through libfaketime (Debian
 //! `faketime`, which scripts/test.sh installs).
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{Exchange, RunningLease, SubmitTask};
+use baton_localcluster::skewed_clock::faketime_library;
 use std::time::Duration;
 use support::*;
 use uuid::Uuid;
 
-fn faketime_library() -> String {
-    std::fs::read_dir("/usr/lib")
-        .expect("/usr/lib")
-        .flatten()
-        .map(|arch| arch.path().join("faketime/libfaketime.so.1"))
-        .find(|lib| lib.exists())
-        .expect("libfaketime (apt-get install faketime)")
-        .display()
-        .to_string()
-}
-
 /// Runs on this node's wall clock, `offset_s` from the real one (monotonic time untouched).
 fn skewed(offset_s: i64) -> Vec<(String, String)> {
     vec![
-        ("LD_PRELOAD".into(), faketime_library()),
+        (
+            "LD_PRELOAD".into(),
+            faketime_library()
+                .expect("libfaketime (apt-get install faketime)")
+                .display()
+                .to_string(),
+        ),
         ("FAKETIME".into(), format!("{offset_s:+}")),
         ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
     ]
@@ -37,8 +33,8 @@ fn skewed(offset_s: i64) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_runner_heard_only_by_a_node_whose_clock_is_behind_is_not_lost() {
     let env = TestEnv::new("clock-skew-presence").await;
-    let behind = NodeProc::start_with_env(&env, FAST_HA, &skewed(-30)).await;
-    let owner = env.node_with(FAST_HA).await;
+    let behind = NodeProc::start_with_env(&env, &FAST_HA, &skewed(-30)).await;
+    let owner = env.node_with(&FAST_HA).await;
     let user = user_client(&owner.url);
     let (_, token) = register_runner_token(&owner.url, &[], 1).await;
     let on_owner = baton_client::Client::new(&owner.url, Some(token.clone())).unwrap();

@@ -2,7 +2,7 @@
 //! and two runners, runs a demo task through the load balancer, and tears it all down; a
 //! member killed by hand is started again, and the cluster carries on whole.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{Client, SubmitTask};
 use baton_core::TaskStatus;

@@ -4,9 +4,9 @@
 //! the other node, no request through nginx fails, the node leaves the cluster (its claims
 //! adopted) and exits within its grace period, and every task ends once, on its first run.
 
-mod support;
+use baton_localcluster::testing as support;
 
-use baton_client::{LeaseRequest, SubmitTask};
+use baton_client::SubmitTask;
 use baton_core::TaskStatus;
 use std::time::{Duration, Instant};
 use support::nginx::{NginxProc, conf};
@@ -54,23 +54,14 @@ async fn a_draining_node_hands_over_without_failing_a_request() {
         .chain(["--drain-grace-s", &grace])
         .collect();
     let mut a = env.node_with(&with_grace).await;
-    let b = env.node_with(FAST_HA).await;
+    let b = env.node_with(&FAST_HA).await;
     let lb = NginxProc::start(&env.dir, &lb_config(&[&a, &b])).await;
     // A lease parked on A itself, from a runner speaking the protocol directly (parked
     // before anything else can be, so A's count is this one).
     let (_, direct) = register_runner(&a.url, &["elsewhere"], 1).await;
     let parked = tokio::spawn(async move {
         let started = Instant::now();
-        let answer = direct
-            .lease(&LeaseRequest {
-                request_id: Uuid::new_v4(),
-                max: 1,
-                wait_s: 50,
-                boot_id: Uuid::new_v4(),
-                running: Vec::new(),
-                secrets_at_start: false,
-            })
-            .await;
+        let answer = direct.lease(&lease_waiting(Uuid::new_v4(), 1, 50)).await;
         (answer, started.elapsed())
     });
     a.wait_parked("the direct lease parked on A", |n| n >= 1)

@@ -1,9 +1,9 @@
 //! Submit → Redis queue → runner lease over HTTP → run → complete, across two nodes, with
 //! a real runner agent process.
 
-mod support;
+use baton_localcluster::testing as support;
 
-use baton_client::{LeaseRequest, SubmitTask};
+use baton_client::SubmitTask;
 use baton_core::TaskStatus;
 use std::time::{Duration, Instant};
 use support::*;
@@ -98,18 +98,8 @@ async fn a_runner_parked_on_one_node_gets_work_submitted_on_another_at_once() {
     let (_, runner) = register_runner(&node_a.url, &[], 1).await;
 
     let parked_at = Instant::now();
-    let lease = tokio::spawn(async move {
-        runner
-            .lease(&LeaseRequest {
-                request_id: Uuid::new_v4(),
-                max: 1,
-                wait_s: 30,
-                boot_id: Uuid::new_v4(),
-                running: vec![],
-                secrets_at_start: false,
-            })
-            .await
-    });
+    let lease =
+        tokio::spawn(async move { runner.lease(&lease_waiting(Uuid::new_v4(), 1, 30)).await });
     // Wait until node A reports the request parked.
     node_a
         .wait_parked("the lease to park on node A", |n| n >= 1)
@@ -143,14 +133,7 @@ async fn a_parked_lease_whose_client_hung_up_strands_nothing() {
     let impatient = runner
         .request(reqwest::Method::POST, "/v1/runner/lease")
         .timeout(Duration::from_millis(200))
-        .json(&LeaseRequest {
-            request_id: Uuid::new_v4(),
-            max: 1,
-            wait_s: 20,
-            boot_id: Uuid::new_v4(),
-            running: vec![],
-            secrets_at_start: false,
-        })
+        .json(&lease_waiting(Uuid::new_v4(), 1, 20))
         .send()
         .await;
     assert!(impatient.is_err(), "the client side timed out");
@@ -163,17 +146,7 @@ async fn a_parked_lease_whose_client_hung_up_strands_nothing() {
         client.task_get(task.id).await.unwrap().status,
         TaskStatus::Queued
     );
-    let answer = runner
-        .lease(&LeaseRequest {
-            request_id: Uuid::new_v4(),
-            max: 1,
-            wait_s: 0,
-            boot_id: Uuid::new_v4(),
-            running: vec![],
-            secrets_at_start: false,
-        })
-        .await
-        .unwrap();
+    let answer = runner.lease(&lease_now(Uuid::new_v4(), 1)).await.unwrap();
     assert_eq!(
         answer.tasks.len(),
         1,

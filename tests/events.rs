@@ -4,7 +4,7 @@
 //! no longer holds gets `resync`; a `submit` token sees its own tasks only; a node's
 //! death is told with the node that adopted its claims.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{Client, CreateToken, EventFilter, EventFrame, Scope, SubmitTask};
 use futures::StreamExt;
@@ -299,8 +299,8 @@ async fn a_submit_token_sees_the_events_of_its_own_tasks_only() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_killed_with_claims_is_told_lost_with_its_adopter() {
     let env = TestEnv::new("events-node-lost").await;
-    let mut doomed = env.node_with(FAST_HA).await;
-    let survivor = env.node_with(FAST_HA).await;
+    let mut doomed = env.node_with(&FAST_HA).await;
+    let survivor = env.node_with(&FAST_HA).await;
     let _runner = env.runner(&doomed.url, &[], 1).await;
     let watcher = user_client(&survivor.url);
     let mut rx = subscribe(

@@ -4,7 +4,7 @@
 //! node killed inside a group commit acknowledges nothing it did not commit and loses
 //! nothing it acknowledged, and a Postgres outage answers every item "retry".
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{
     Client, CompletionItem, Exchange, ExchangeAnswer, ItemResult, Outcome, StartItem, SubmitTask,
@@ -248,7 +248,7 @@ async fn a_resent_exchange_is_answered_as_the_first_on_another_node() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replay_record_outlives_the_longest_park_and_the_runner_s_longest_backoff() {
     let env = TestEnv::new("exchange-replay-ttl").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (runner_id, token) = register_runner_token(&node.url, &[], 4).await;
     let runner = Client::new(&node.url, Some(token)).unwrap();
@@ -460,7 +460,7 @@ async fn a_postgres_outage_answers_every_item_retry_and_changes_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_start_held_up_past_its_ack_timeout_is_not_handed_out_again() {
     let env = TestEnv::new("exchange-held-start").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (_, first) = register_runner(&node.url, &[], 1).await;
     let (_, second) = register_runner(&node.url, &[], 1).await;

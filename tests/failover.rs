@@ -2,9 +2,9 @@
 //! Postgres write of a lease, or paused past their TTL. Every accepted task still ends,
 //! exactly once, and a node that lost its claims does not act on them.
 
-mod support;
+use baton_localcluster::testing as support;
 
-use baton_client::{Client, CompleteTask, LeaseRequest, LeasedTask, Outcome, SubmitTask};
+use baton_client::{Client, CompleteTask, LeasedTask, Outcome, SubmitTask};
 use baton_core::TaskStatus;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -22,18 +22,7 @@ fn task(script: &str) -> SubmitTask {
 const BOOT: Uuid = Uuid::from_u128(0xb007);
 
 async fn lease(runner: &Client, max: u32) -> Vec<LeasedTask> {
-    runner
-        .lease(&LeaseRequest {
-            request_id: Uuid::new_v4(),
-            max,
-            wait_s: 0,
-            boot_id: BOOT,
-            running: vec![],
-            secrets_at_start: false,
-        })
-        .await
-        .unwrap()
-        .tasks
+    runner.lease(&lease_now(BOOT, max)).await.unwrap().tasks
 }
 
 fn done(lease_id: Uuid, outcome: Outcome) -> CompleteTask {
@@ -58,8 +47,8 @@ async fn claims(via: &Client) -> Vec<(String, u64)> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_nodes_claims_are_adopted_and_its_tasks_finish_through_the_others() {
     let env = TestEnv::new("failover-node-kill").await;
-    let mut node_a = env.node_with(FAST_HA).await;
-    let node_b = env.node_with(FAST_HA).await;
+    let mut node_a = env.node_with(&FAST_HA).await;
+    let node_b = env.node_with(&FAST_HA).await;
     let user = user_client(&node_b.url);
     let (_, runner_on_a) = register_runner(&node_a.url, &[], 4).await;
     let runner_on_b = Client::new(&node_b.url, None)
@@ -153,7 +142,7 @@ async fn a_node_killed_between_the_redis_pop_and_the_postgres_write_loses_nothin
     let mut args = FAST_HA.to_vec();
     args.extend(["--fault", "after-pop"]);
     let mut faulty = env.node_with(&args).await;
-    let healthy = env.node_with(FAST_HA).await;
+    let healthy = env.node_with(&FAST_HA).await;
     let user = user_client(&healthy.url);
     let (_, runner) = register_runner(&healthy.url, &[], 1).await;
     let runner_on_faulty = Client::new(&faulty.url, None)
@@ -161,16 +150,7 @@ async fn a_node_killed_between_the_redis_pop_and_the_postgres_write_loses_nothin
         .with_token(token_of(&runner));
 
     let (t, _) = user.submit(&task("true")).await.unwrap();
-    let crashed = runner_on_faulty
-        .lease(&LeaseRequest {
-            request_id: Uuid::new_v4(),
-            max: 1,
-            wait_s: 0,
-            boot_id: BOOT,
-            running: vec![],
-            secrets_at_start: false,
-        })
-        .await;
+    let crashed = runner_on_faulty.lease(&lease_now(BOOT, 1)).await;
     assert!(crashed.is_err(), "the node died mid-lease");
     assert!(faulty.child.wait().is_ok());
     let stored: String = sqlx::query_scalar("SELECT status FROM tasks WHERE id = $1")
@@ -199,8 +179,8 @@ async fn a_node_killed_between_the_redis_pop_and_the_postgres_write_loses_nothin
 #[tokio::test(flavor = "multi_thread")]
 async fn a_paused_node_resumed_after_its_claims_were_adopted_does_not_act_on_them() {
     let env = TestEnv::new("failover-pause").await;
-    let node_a = env.node_with(FAST_HA).await;
-    let node_b = env.node_with(FAST_HA).await;
+    let node_a = env.node_with(&FAST_HA).await;
+    let node_b = env.node_with(&FAST_HA).await;
     let user = user_client(&node_b.url);
     let (_, runner_a) = register_runner(&node_a.url, &[], 2).await;
     let runner_b = Client::new(&node_b.url, None)

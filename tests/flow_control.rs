@@ -4,7 +4,7 @@
 //! nothing, and its tasks neither run nor expire until it is resumed; a queue's defaults
 //! fill what its tasks leave out, and nothing a task gives.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{Client, CreateToken, QueueDefaults, Scope, SubmitTask, Task};
 use baton_core::TaskStatus;
@@ -110,7 +110,7 @@ async fn a_group_keeps_its_limit_through_a_redis_data_loss() {
     let base = std::env::temp_dir().join(format!("baton-flow-loss-{}", Uuid::new_v4().simple()));
     let redis = RedisProc::start(&base).await;
     let env = TestEnv::with_servers("flow-group-loss", &admin_database_url(), &redis.url()).await;
-    let nodes = [env.node_with(FAST_HA).await, env.node_with(FAST_HA).await];
+    let nodes = [env.node_with(&FAST_HA).await, env.node_with(&FAST_HA).await];
     let mut runners = Vec::new();
     for node in &nodes {
         runners.push(

@@ -5,7 +5,7 @@
 //! wait in the kernel's backlog), so the node's memory stays bounded while an honest
 //! client is still served.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use std::time::{Duration, Instant};
 use support::*;

@@ -2,7 +2,7 @@
 //! expiry in the queue, the server's own timeout, a deleted runner, lease replay and
 //! retention.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use axum::http::HeaderMap;
 use baton_client::{Client, CompleteTask, LeaseRequest, LeasedTask, Outcome, SubmitTask};
@@ -16,14 +16,7 @@ use uuid::Uuid;
 const BOOT: Uuid = Uuid::from_u128(0xb007);
 
 fn lease_req(max: u32) -> LeaseRequest {
-    LeaseRequest {
-        request_id: Uuid::new_v4(),
-        max,
-        wait_s: 0,
-        boot_id: BOOT,
-        running: vec![],
-        secrets_at_start: false,
-    }
+    lease_now(BOOT, max)
 }
 
 async fn lease(runner: &Client, max: u32) -> Vec<LeasedTask> {
@@ -51,7 +44,7 @@ fn simple() -> SubmitTask {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_delayed_task_waits_scheduled_then_runs() {
     let env = TestEnv::new("life-delayed").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (_, runner) = register_runner(&node.url, &[], 1).await;
     let run_at = Utc::now() + chrono::Duration::seconds(2);
@@ -77,7 +70,7 @@ async fn a_delayed_task_waits_scheduled_then_runs() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_run_retries_while_attempts_remain() {
     let env = TestEnv::new("life-retry").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (_, runner) = register_runner(&node.url, &[], 1).await;
     let (t, _) = user
@@ -150,7 +143,7 @@ async fn a_completion_webhook_is_delivered_with_an_idempotency_key_and_retried()
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     let env = TestEnv::new("life-webhook").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (_, runner) = register_runner(&node.url, &[], 1).await;
     let (t, _) = user
@@ -190,7 +183,7 @@ async fn a_completion_webhook_is_delivered_with_an_idempotency_key_and_retried()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_nobody_takes_expires() {
     let env = TestEnv::new("life-expire").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (t, _) = user
         .submit(&SubmitTask {
@@ -214,7 +207,7 @@ async fn a_task_nobody_takes_expires() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_server_times_out_a_run_whose_runner_never_reports() {
     let env = TestEnv::new("life-timeout").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (_, runner) = register_runner(&node.url, &[], 1).await;
     let (t, _) = user
@@ -265,7 +258,7 @@ async fn the_server_times_out_a_run_whose_runner_never_reports() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deleted_runner_s_tasks_are_requeued_or_ended() {
     let env = TestEnv::new("life-deleted").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (runner_id, runner) = register_runner(&node.url, &[], 2).await;
     let (started, _) = user.submit(&simple()).await.unwrap();
@@ -286,7 +279,7 @@ async fn a_deleted_runner_s_tasks_are_requeued_or_ended() {
     assert_eq!(ended.error.as_deref(), Some("runner deleted"));
     // An agent cut off from every node never hears it was deleted and kills its task
     // only at its own fence; the run is ended no sooner than a lost runner's would be
-    // (`--runner-lost-after-s 6` in FAST_HA), not at the offline threshold (4).
+    // (`--runner-lost-after-s 6` in &FAST_HA), not at the offline threshold (4).
     let held = ended.finished_at.unwrap() - ended.started_at.unwrap();
     assert!(
         held >= chrono::Duration::milliseconds(5_500),
@@ -305,8 +298,8 @@ async fn a_deleted_runner_s_tasks_are_requeued_or_ended() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_retried_lease_request_gets_the_same_tasks_back_on_any_node() {
     let env = TestEnv::new("life-replay").await;
-    let node_a = env.node_with(FAST_HA).await;
-    let node_b = env.node_with(FAST_HA).await;
+    let node_a = env.node_with(&FAST_HA).await;
+    let node_b = env.node_with(&FAST_HA).await;
     let user = user_client(&node_a.url);
     let (_, token) = register_runner_token(&node_a.url, &[], 4).await;
     let on_a = Client::new(&node_a.url, Some(token.clone())).unwrap();
@@ -379,7 +372,7 @@ async fn finished_tasks_and_their_logs_are_deleted_after_the_retention() {
 #[tokio::test(flavor = "multi_thread")]
 async fn runner_presence_reaches_postgres_in_batches() {
     let env = TestEnv::new("life-presence").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let (runner_id, runner) = register_runner(&node.url, &[], 1).await;
     lease(&runner, 1).await;
     let (seen, boot): (Option<chrono::DateTime<Utc>>, Option<Uuid>) = wait_for(
@@ -403,7 +396,7 @@ async fn runner_presence_reaches_postgres_in_batches() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_its_runner_stopped_listing_is_ended() {
     let env = TestEnv::new("life-forgotten").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (_, runner) = register_runner(&node.url, &[], 2).await;
     let (kept, _) = user.submit(&simple()).await.unwrap();

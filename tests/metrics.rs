@@ -3,7 +3,7 @@
 //! docs/metrics.md is there with its type, and the counters and histograms move with
 //! the work — a few tasks through a real node and a real runner process.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::SubmitTask;
 use serde::Deserialize;

@@ -2,7 +2,7 @@
 //! PyPI), fuzzing a live node from it, finds no server error and no response that does
 //! not match the document. Its output is kept in `target/schemathesis.txt`.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use std::process::Command;
 use support::*;

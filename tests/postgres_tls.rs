@@ -3,7 +3,7 @@
 //! in the database URL or as libpq's `PGSSLMODE`/`PGSSLROOTCERT` (how the Helm chart
 //! gives it); a node told to trust another CA is refused and says why.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use std::time::Duration;
 use support::services::PostgresProc;

@@ -4,7 +4,7 @@
 //! client, used as a user would (`tests/python_client/use_client.py`), submits, lists,
 //! gets, follows a log, cancels, and gets every error as the typed `ErrorBody`.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -3,7 +3,7 @@
 //! work, a submit that would add one is refused (429) and writes nothing; submits to the
 //! queues that exist go on, and an emptied queue makes room again.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{ClientError, SubmitTask};
 use support::*;

@@ -2,7 +2,7 @@
 //! concurrency group parks its tasks without hiding the tasks behind them, a freed slot
 //! lets the oldest waiting task back, in order, and a paused queue is never a candidate.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_coord::{Coord, CoordOptions, Enqueue, LeaseAsk, Popped, ReplayKey, RunEnded};
 use baton_core::LabelSet;

@@ -2,7 +2,7 @@
 //! never overwritten, a task id is queued at most once, a failed Postgres write puts the
 //! task back exactly, and claims are only removed by compare-and-delete.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_coord::{Coord, CoordError, CoordOptions, Enqueue, LeaseAsk, Popped, ReplayKey};
 use baton_core::LabelSet;

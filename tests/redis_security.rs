@@ -5,7 +5,7 @@
 //! server's CA, is refused — it stays not ready and says why in its log — and no password
 //! is ever written to a log.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

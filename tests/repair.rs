@@ -1,9 +1,9 @@
 //! The repair pass, both ways (design.md §4.1, §4.5, §4.6): whatever Redis lacks or holds
 //! wrongly, Postgres says what it should be, and the pass mends it.
 
-mod support;
+use baton_localcluster::testing as support;
 
-use baton_client::{LeaseRequest, SubmitTask};
+use baton_client::SubmitTask;
 use baton_core::TaskStatus;
 use std::time::Duration;
 use support::*;
@@ -18,18 +18,11 @@ fn key(env: &TestEnv, rest: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_repair_pass_mends_redis_both_ways() {
     let env = TestEnv::new("repair").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (_, runner) = register_runner(&node.url, &[], 4).await;
     let mut redis = env.redis().await;
-    let lease = |max| LeaseRequest {
-        request_id: Uuid::new_v4(),
-        max,
-        wait_s: 0,
-        boot_id: BOOT,
-        running: vec![],
-        secrets_at_start: false,
-    };
+    let lease = |max| lease_now(BOOT, max);
 
     // §4.1: a submit whose node died between the Postgres insert and the Redis add.
     let (lost_add, _) = user

@@ -3,7 +3,7 @@
 //! end; a bulk action says what it would take before it takes it, takes a bounded number
 //! per call and only the caller's own tasks; a retry policy decides which failures retry.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{
     BulkRequest, Client, ClientError, CreateToken, RetryPolicy, Scope, SubmitTask, Task,
@@ -68,7 +68,7 @@ async fn token(admin: &Client, scopes: Vec<Scope>) -> Client {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ended_task_is_re_run_as_a_new_task_linked_both_ways() {
     let env = TestEnv::new("rerun-one").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let _runner = env.runner(&node.url, &["rr"], 2).await;
     let flag = flag_file();
@@ -124,7 +124,7 @@ async fn an_ended_task_is_re_run_as_a_new_task_linked_both_ways() {
 #[tokio::test(flavor = "multi_thread")]
 async fn unfinished_tasks_and_tasks_with_erased_secrets_are_not_re_run() {
     let env = TestEnv::new("rerun-refused").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
 
     let (waiting, _) = user.submit(&parked("default")).await.unwrap();
@@ -157,7 +157,7 @@ async fn unfinished_tasks_and_tasks_with_erased_secrets_are_not_re_run() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bulk_cancel_counts_first_then_cancels_a_bounded_number_per_call() {
     let env = TestEnv::new("rerun-bulk-cancel").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let mut ids = Vec::new();
     for _ in 0..5 {
@@ -223,7 +223,7 @@ async fn a_bulk_cancel_counts_first_then_cancels_a_bounded_number_per_call() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bulk_retry_re_runs_each_failed_task_once() {
     let env = TestEnv::new("rerun-bulk-retry").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let _runner = env.runner(&node.url, &["rr"], 4).await;
     let flag = flag_file();
@@ -297,7 +297,7 @@ async fn a_bulk_retry_re_runs_each_failed_task_once() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_retry_policy_decides_which_failures_retry() {
     let env = TestEnv::new("rerun-policy").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let _runner = env.runner(&node.url, &["rr"], 6).await;
     let quick = RetryPolicy {

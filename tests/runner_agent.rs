@@ -2,7 +2,7 @@
 //! drains gracefully, a 401 makes it exit, and the CLI's `--wait` exits with the task's
 //! exit code.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::SubmitTask;
 use baton_core::TaskStatus;
@@ -128,7 +128,7 @@ async fn a_runner_the_server_does_not_know_exits_and_forgets_its_identity() {
         .to_string(),
     )
     .unwrap();
-    let out = tokio::process::Command::new(procs::BATON)
+    let out = tokio::process::Command::new(procs::baton_binary())
         .args(["runner", "--server", &node.url])
         .arg("--state-dir")
         .arg(&state_dir)
@@ -166,7 +166,7 @@ async fn a_runner_told_to_talk_to_another_server_than_it_registered_with_refuses
     .await;
     first.signal("TERM");
     first.wait_exit(Duration::from_secs(30)).await;
-    let out = tokio::process::Command::new(procs::BATON)
+    let out = tokio::process::Command::new(procs::baton_binary())
         .args(["runner", "--server", &elsewhere.url])
         .arg("--state-dir")
         .arg(&state_dir)

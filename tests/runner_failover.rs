@@ -4,11 +4,8 @@
 //! gone for good is declared lost; a runner that cannot reach the server kills its own
 //! tasks before they are given away, also when the node it reaches has lost Redis.
 
-// The drill's fault proxy; this test cuts one link and needs none of its other modes.
-#[allow(dead_code)]
-#[path = "../src/chaos/proxy.rs"]
-mod proxy;
-mod support;
+use baton_localcluster::fault_proxy as proxy;
+use baton_localcluster::testing as support;
 
 use baton_client::SubmitTask;
 use baton_core::TaskStatus;
@@ -50,7 +47,7 @@ const SLEEPER: &str = "echo $$; exec sleep 300";
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_runner_restarts_clean_and_a_vanished_one_is_declared_lost() {
     let env = TestEnv::new("runner-kill").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let fast = ["--heartbeat-s", "1"];
     let mut restarted = env.runner_with(&node.url, &["a"], 2, &fast).await;
@@ -120,7 +117,7 @@ fn agent_of(runner: &RunnerProc) -> u32 {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_agent_takes_its_tasks_with_it_even_those_that_left_their_group() {
     let env = TestEnv::new("runner-agent-kill").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let mut runner = env.runner(&node.url, &["k"], 1).await;
     // The task starts a process in a session (and group) of its own, then waits.
@@ -165,8 +162,8 @@ async fn a_killed_agent_takes_its_tasks_with_it_even_those_that_left_their_group
 #[tokio::test(flavor = "multi_thread")]
 async fn a_runner_cut_off_from_the_server_kills_its_tasks_before_they_are_given_away() {
     let env = TestEnv::new("runner-fence").await;
-    let mut node_a = env.node_with(FAST_HA).await;
-    let node_b = env.node_with(FAST_HA).await;
+    let mut node_a = env.node_with(&FAST_HA).await;
+    let node_b = env.node_with(&FAST_HA).await;
     let user = user_client(&node_b.url);
     let _runner = env
         .runner_with(
@@ -305,7 +302,7 @@ async fn a_runner_stuck_to_a_node_that_lost_redis_stops_before_its_task_runs_els
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_in_an_answer_that_came_back_after_the_fence_is_not_started() {
     let env = TestEnv::new("runner-late-answer").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let link = proxy::FaultProxy::in_front_of(&node.url).await.unwrap();
     let _runner = env
         .runner_with(

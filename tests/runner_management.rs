@@ -2,7 +2,7 @@
 //! pause and resume, ephemeral runners, registration tokens with expiry and uses, the
 //! agent's own health, and one runner unable to touch another's task.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{
     Client, CompleteTask, CreateRegistrationToken, LeaseRequest, Outcome, RegisterRunner,
@@ -23,14 +23,7 @@ fn simple() -> SubmitTask {
 }
 
 fn lease_req() -> LeaseRequest {
-    LeaseRequest {
-        request_id: Uuid::new_v4(),
-        max: 1,
-        wait_s: 0,
-        boot_id: BOOT,
-        running: vec![],
-        secrets_at_start: false,
-    }
+    lease_now(BOOT, 1)
 }
 
 /// When the runner last polled, from its presence in Redis.
@@ -74,7 +67,7 @@ async fn agent_id(runner: &RunnerProc) -> Uuid {
 #[tokio::test(flavor = "multi_thread")]
 async fn runners_are_listed_paused_resumed_and_deleted() {
     let env = TestEnv::new("mgmt-runners").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let mut agent = env
         .runner_with(
@@ -184,7 +177,7 @@ async fn runners_are_listed_paused_resumed_and_deleted() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ephemeral_runner_runs_one_task_and_unregisters() {
     let env = TestEnv::new("mgmt-once").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let (first, _) = user.submit(&simple()).await.unwrap();
     let (second, _) = user.submit(&simple()).await.unwrap();
@@ -207,7 +200,7 @@ async fn an_ephemeral_runner_runs_one_task_and_unregisters() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_runner_short_of_disk_leases_nothing_and_says_why() {
     let env = TestEnv::new("mgmt-disk").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let port = support::services::free_port();
     let listen = format!("127.0.0.1:{port}");

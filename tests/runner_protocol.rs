@@ -2,7 +2,7 @@
 //! the lease as a fence (stale reports refused, nothing changed), and what happens to a
 //! claim when Postgres no longer calls the task queued.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{
     Client, CompleteTask, LeaseRequest, LeaseResponse, Outcome, StatusCode, SubmitTask,
@@ -13,14 +13,7 @@ use support::*;
 use uuid::Uuid;
 
 fn lease_req(max: u32) -> LeaseRequest {
-    LeaseRequest {
-        request_id: Uuid::new_v4(),
-        max,
-        wait_s: 0,
-        boot_id: Uuid::new_v4(),
-        running: vec![],
-        secrets_at_start: false,
-    }
+    lease_now(Uuid::new_v4(), max)
 }
 
 async fn lease(runner: &Client, max: u32) -> LeaseResponse {

@@ -3,7 +3,7 @@
 //! serves its queue), so a queue entry forged in Redis routes nothing to the wrong runner;
 //! and a deleted runner is refused on every node at once, parked requests included.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{Client, Exchange, SubmitTask};
 use std::time::{Duration, Instant};

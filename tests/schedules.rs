@@ -3,7 +3,7 @@
 //! was down, catch-up `latest` fires one missed tick and `skip` none; the API and CLI
 //! do what they say, and bad input writes nothing.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{
     ApiError, BulkRequest, ClientError, CreateSchedule, CreateToken, Schedule, Scope, SubmitTask,

@@ -3,7 +3,7 @@
 //! only with a recorded start, erased the moment the task ends, and opened only by a node
 //! that holds the key that sealed it (docs/security.md, "Secrets at rest").
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{CompleteTask, Exchange, LeaseRequest, Outcome, StartItem, SubmitTask};
 use baton_core::TaskStatus;

@@ -1,7 +1,7 @@
 //! Redis Sentinel: nodes find the master through the sentinels, and when the master dies
 //! and a replica is promoted, they follow it — no restart, no task lost.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::SubmitTask;
 use baton_core::TaskStatus;

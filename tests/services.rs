@@ -4,7 +4,7 @@
 //! instead of waiting. A real node serves the API the set-up goes through; its own
 //! services run on the real clock, where none of these thresholds is near.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{Client, Exchange, SubmitTask};
 use baton_coord::{Coord, CoordOptions, NodeInfo, RedisTarget};

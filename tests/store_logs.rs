@@ -2,7 +2,7 @@
 //! acknowledged (so it never resends them), but only the first bytes are kept and the log
 //! is flagged truncated.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_store::{NewTask, StartRun, Store, StoreOptions};
 use chrono::Utc;

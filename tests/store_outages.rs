@@ -2,7 +2,7 @@
 //! Postgres goes down and comes back: nothing accepted is lost, no task runs twice, and
 //! the nodes recover by themselves.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{Client, SubmitTask};
 use baton_core::TaskStatus;
@@ -44,8 +44,8 @@ async fn redis_losing_its_data_under_load_loses_nothing() {
     let base = std::env::temp_dir().join(format!("baton-redis-loss-{}", Uuid::new_v4().simple()));
     let mut redis = RedisProc::start(&base).await;
     let env = TestEnv::with_servers("redis-loss", &admin_database_url(), &redis.url()).await;
-    let node_a = env.node_with(FAST_HA).await;
-    let node_b = env.node_with(FAST_HA).await;
+    let node_a = env.node_with(&FAST_HA).await;
+    let node_b = env.node_with(&FAST_HA).await;
     let _r1 = env
         .runner_with(&node_a.url, &[], 3, &["--heartbeat-s", "1"])
         .await;
@@ -88,7 +88,7 @@ async fn redis_losing_its_data_under_load_loses_nothing() {
 async fn a_postgres_outage_makes_nodes_not_ready_and_they_recover_by_themselves() {
     let pg = PostgresProc::start().await;
     let env = TestEnv::with_servers("pg-outage", &pg.admin_url(), &redis_url()).await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let _runner = env
         .runner_with(&node.url, &[], 2, &["--heartbeat-s", "1"])
         .await;
@@ -172,7 +172,7 @@ async fn a_postgres_outage_makes_nodes_not_ready_and_they_recover_by_themselves(
 async fn a_postgres_outage_longer_than_runner_lost_after_ends_no_running_task() {
     let pg = PostgresProc::start().await;
     let env = TestEnv::with_servers("pg-long-outage", &pg.admin_url(), &redis_url()).await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let _runner = env
         .runner_with(&node.url, &[], 1, &["--heartbeat-s", "1"])
         .await;
@@ -241,7 +241,7 @@ async fn a_node_refusing_over_an_outage_says_whether_the_runner_was_heard() {
     let mut redis = RedisProc::start(&base).await;
     let pg = PostgresProc::start().await;
     let env = TestEnv::with_servers("outage-vouch", &pg.admin_url(), &redis.url()).await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let (_, runner) = register_runner(&node.url, &[], 1).await;
     let poll = || {
         let runner = runner.clone();
@@ -291,7 +291,7 @@ async fn a_node_refusing_over_an_outage_says_whether_the_runner_was_heard() {
     })
     .await;
 
-    redis.kill();
+    redis.kill().await;
     wait_for(
         "a 503 that does not vouch for the runner",
         Duration::from_secs(20),

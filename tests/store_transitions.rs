@@ -4,7 +4,7 @@
 //! is shown to fence each row on its own. A start is fenced too: a lease whose run
 //! already ended never starts the task again.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_core::TaskStatus;
 use baton_core::after_run::{AfterRun, EndedBy, RunEnded, after_run, timed_out};

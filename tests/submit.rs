@@ -1,6 +1,6 @@
 //! Submitting: idempotency keys, all-or-nothing batches, listing with filters and cursors.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{SubmitTask, TaskQuery};
 use baton_core::TaskStatus;
@@ -47,14 +47,7 @@ async fn the_same_idempotency_key_twice_gives_one_task() {
     // Only one queue entry for it, too.
     let (_, runner) = register_runner(&node_a.url, &[], 8).await;
     let leased = runner
-        .lease(&baton_client::LeaseRequest {
-            request_id: uuid::Uuid::new_v4(),
-            max: 8,
-            wait_s: 0,
-            boot_id: uuid::Uuid::new_v4(),
-            running: vec![],
-            secrets_at_start: false,
-        })
+        .lease(&lease_now(uuid::Uuid::new_v4(), 8))
         .await
         .unwrap();
     assert_eq!(leased.tasks.len(), 2);

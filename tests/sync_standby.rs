@@ -6,7 +6,7 @@
 //! a task a failover would then lose; a node with it answers 503, and refuses further
 //! writes, and reports not-ready, until a synchronous standby is back.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{Client, SubmitTask};
 use sqlx::{Connection, PgConnection};

@@ -3,7 +3,7 @@
 //! way a task could once reach its runner's identity or a sibling's secrets, and get
 //! nothing.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::SubmitTask;
 use baton_core::TaskStatus;

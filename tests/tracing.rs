@@ -5,16 +5,14 @@
 //! (A: HTTP/protobuf, B: HTTP/JSON, runner: gRPC) — flushed when each process shuts
 //! down.
 
-#[path = "support/otlp.rs"]
-mod otlp;
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::{StatusCode, SubmitTask};
 use baton_core::TaskStatus;
-use otlp::{OtlpSink, ReceivedSpan};
 use std::collections::HashMap;
 use std::time::Duration;
 use support::nginx::NginxProc;
+use support::otlp::{OtlpSink, ReceivedSpan};
 use support::*;
 
 /// The trace id in a task's stored `traceparent`.
@@ -260,7 +258,7 @@ async fn an_adoption_and_the_reconcile_after_it_join_the_tasks_trace() {
         .copied()
         .chain(["--otlp-endpoint", &sink.http_url])
         .collect();
-    let mut a = env.node_with(FAST_HA).await;
+    let mut a = env.node_with(&FAST_HA).await;
     let mut b = env.node_with(&traced).await;
     let client = user_client(&b.url);
     let (task, _) = client
@@ -274,14 +272,7 @@ async fn an_adoption_and_the_reconcile_after_it_join_the_tasks_trace() {
     // Leased through A by a runner that never starts it; then A dies holding the claim.
     let (_, runner) = register_runner(&a.url, &["adopt"], 1).await;
     let leased = runner
-        .lease(&baton_client::LeaseRequest {
-            request_id: uuid::Uuid::new_v4(),
-            max: 1,
-            wait_s: 5,
-            boot_id: uuid::Uuid::new_v4(),
-            running: Vec::new(),
-            secrets_at_start: false,
-        })
+        .lease(&lease_waiting(uuid::Uuid::new_v4(), 1, 5))
         .await
         .unwrap();
     assert_eq!(leased.tasks.len(), 1);

@@ -11,7 +11,7 @@
 //! `scripts/test.sh` installs what the script needs (Node.js, Chromium, and
 //! playwright-core into `tests/ui/node_modules`).
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::SubmitTask;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! keeps working; one the server cannot serve gets a clear 426 and the agent exits with
 //! the reason instead of failing obscurely.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_client::RUNNER_VERSION_HEADER;
 use baton_core::version::MIN_RUNNER_VERSION;

@@ -5,7 +5,7 @@
 //! delivery carries a Standard Webhooks signature a receiver can check with the secret
 //! only an admin can read.
 
-mod support;
+use baton_localcluster::testing as support;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
@@ -160,7 +160,7 @@ async fn a_name_that_resolves_inside_the_network_is_refused_at_delivery() {
 #[tokio::test(flavor = "multi_thread")]
 async fn webhooks_are_signed_with_the_admins_secret_and_redirects_are_not_followed() {
     let env = TestEnv::new("hook-signed").await;
-    let node = env.node_with(FAST_HA).await;
+    let node = env.node_with(&FAST_HA).await;
     let user = user_client(&node.url);
     let _runner = env.runner(&node.url, &["hooks"], 2).await;
     let receiver = Receiver::start(StatusCode::OK).await;

@@ -3,9 +3,9 @@
 //! three `baton serve` nodes and nginx in front of them with the production
 //! configuration — plus two ports pinned to one node each, for the pickup figure.
 
-use crate::support::nginx::{NginxProc, conf};
-use crate::support::services::{PostgresProc, RedisProc, free_port};
-use crate::support::{NodeProc, TestEnv};
+use baton_localcluster::testing::nginx::{NginxProc, conf};
+use baton_localcluster::testing::services::{PostgresProc, RedisProc, free_port};
+use baton_localcluster::testing::{NodeProc, TestEnv};
 use sqlx::Connection;
 use std::time::Duration;
 

@@ -7,6 +7,8 @@
 use super::cluster::ChaosCluster;
 use super::faults::{FaultLog, adoption_limit};
 use super::load::Accepted;
+use super::records::{acknowledged, runs_from};
+use super::report::Report;
 use super::webhooks::Receiver;
 use baton_core::TaskStatus;
 use sqlx::{Connection, PgConnection};
@@ -15,28 +17,41 @@ use std::path::Path;
 use std::time::Duration;
 use uuid::Uuid;
 
-const TERMINAL: &str = "('succeeded', 'failed', 'cancelled', 'timed_out', 'expired')";
+/// The terminal statuses as an SQL list, `('succeeded', ...)`, from `TaskStatus`.
+fn terminal_sql_list() -> String {
+    let quoted: Vec<String> = TaskStatus::ALL
+        .into_iter()
+        .filter(|s| s.is_terminal())
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    format!("({})", quoted.join(", "))
+}
 
 /// Records every terminal write, so "written once" can be counted.
 pub async fn install_audit(database_url: &str) -> anyhow::Result<()> {
     let mut conn = PgConnection::connect(database_url).await?;
-    for statement in [
-        "CREATE TABLE chaos_terminal_writes (
-             task_id uuid NOT NULL, status text NOT NULL, attempt integer NOT NULL,
-             written_at timestamptz NOT NULL DEFAULT clock_timestamp())",
+    let record_terminal = format!(
         "CREATE FUNCTION chaos_record_terminal() RETURNS trigger AS $$
          BEGIN
-             IF NEW.status IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'expired')
-                AND NEW.status IS DISTINCT FROM OLD.status THEN
+             IF NEW.status IN {} AND NEW.status IS DISTINCT FROM OLD.status THEN
                  INSERT INTO chaos_terminal_writes (task_id, status, attempt)
                  VALUES (NEW.id, NEW.status, NEW.attempt);
              END IF;
              RETURN NEW;
          END $$ LANGUAGE plpgsql",
+        terminal_sql_list()
+    );
+    for statement in [
+        "CREATE TABLE chaos_terminal_writes (
+             task_id uuid NOT NULL, status text NOT NULL, attempt integer NOT NULL,
+             written_at timestamptz NOT NULL DEFAULT clock_timestamp())",
+        &record_terminal,
         "CREATE TRIGGER chaos_terminal AFTER UPDATE ON tasks
          FOR EACH ROW EXECUTE FUNCTION chaos_record_terminal()",
     ] {
-        sqlx::query(statement).execute(&mut conn).await?;
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(&mut conn)
+            .await?;
     }
     Ok(())
 }
@@ -63,7 +78,8 @@ pub async fn wait_quiescent(
             continue;
         };
         let open: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT count(*) FROM tasks WHERE id = ANY($1) AND status NOT IN {TERMINAL}"
+            "SELECT count(*) FROM tasks WHERE id = ANY($1) AND status NOT IN {}",
+            terminal_sql_list()
         )))
         .bind(&ids)
         .fetch_one(&mut conn)
@@ -87,144 +103,6 @@ pub async fn wait_quiescent(
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     anyhow::bail!("after {within:?}: {last}")
-}
-
-#[derive(Debug, Default)]
-pub struct Report {
-    pub seed: u64,
-    pub duration: Duration,
-    pub accepted: usize,
-    pub submit_retries: u64,
-    pub by_status: Vec<(String, i64)>,
-    pub retried: i64,
-    pub runs: usize,
-    pub runs_cut_short: usize,
-    pub webhooks: (usize, u32, u32),
-    pub faults: FaultLog,
-    pub settled_after: Option<Duration>,
-    pub schedule: super::schedules::ScheduleOutcome,
-    pub checks: Vec<(&'static str, bool)>,
-    pub violations: Vec<String>,
-}
-
-/// One run of a task, from its own record.
-#[derive(Debug, Clone, Copy)]
-struct Run {
-    attempt: i32,
-    start: i128,
-    end: Option<i128>,
-    /// Its exit code, when it ended by itself.
-    exit_code: Option<i32>,
-    /// The last time the run was seen alive (its start, or its latest tick).
-    seen: i128,
-}
-
-impl Run {
-    /// When it was last known to run: its end, or for a run killed without one, its
-    /// last tick.
-    fn last(&self) -> i128 {
-        self.end.unwrap_or(self.seen)
-    }
-}
-
-fn runs_from(executions: &Path) -> HashMap<Uuid, Vec<Run>> {
-    let mut starts: HashMap<(Uuid, i32, u32), Run> = HashMap::new();
-    for line in std::fs::read_to_string(executions)
-        .unwrap_or_default()
-        .lines()
-    {
-        let parts: Vec<&str> = line.split_whitespace().collect();
-        let (kind, id, attempt, at, execution, rc) = match parts[..] {
-            [kind, id, attempt, at, execution] => (kind, id, attempt, at, execution, None),
-            [kind, id, attempt, at, execution, rc] => {
-                (kind, id, attempt, at, execution, rc.parse::<i32>().ok())
-            }
-            _ => continue,
-        };
-        let (Ok(id), Ok(attempt), Ok(at), Ok(execution)) = (
-            id.parse::<Uuid>(),
-            attempt.parse::<i32>(),
-            at.parse::<i128>(),
-            execution.parse::<u32>(),
-        ) else {
-            continue;
-        };
-        let key = (id, attempt, execution);
-        match kind {
-            "S" => {
-                starts.insert(
-                    key,
-                    Run {
-                        attempt,
-                        start: at,
-                        end: None,
-                        exit_code: None,
-                        seen: at,
-                    },
-                );
-            }
-            "E" => {
-                if let Some(run) = starts.get_mut(&key) {
-                    run.end = Some(at);
-                    run.exit_code = rc;
-                    run.seen = run.seen.max(at);
-                }
-            }
-            "T" => {
-                if let Some(run) = starts.get_mut(&key) {
-                    run.seen = run.seen.max(at);
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut by_task: HashMap<Uuid, Vec<Run>> = HashMap::new();
-    for ((id, _, _), run) in starts {
-        by_task.entry(id).or_default().push(run);
-    }
-    by_task
-}
-
-/// What runners were told of their results: every `task reported` line of their logs
-/// whose status is final, as (task, status).
-fn acknowledged(logs: &Path) -> Vec<(Uuid, String)> {
-    let mut told = Vec::new();
-    let Ok(entries) = std::fs::read_dir(logs) else {
-        return told;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.starts_with("runner-") {
-            continue;
-        }
-        for line in std::fs::read_to_string(entry.path())
-            .unwrap_or_default()
-            .lines()
-        {
-            let Some(rest) = line.split("task reported task.id=").nth(1) else {
-                continue;
-            };
-            let id = rest
-                .split_whitespace()
-                .next()
-                .and_then(|i| i.parse::<Uuid>().ok());
-            let status = rest
-                .split("status=Some(")
-                .nth(1)
-                .and_then(|s| s.split(')').next())
-                .and_then(|s| match s {
-                    "Succeeded" => Some("succeeded"),
-                    "Failed" => Some("failed"),
-                    "Cancelled" => Some("cancelled"),
-                    "TimedOut" => Some("timed_out"),
-                    _ => None, // not final (a retry)
-                });
-            if let (Some(id), Some(status)) = (id, status) {
-                told.push((id, status.to_string()));
-            }
-        }
-    }
-    told
 }
 
 pub async fn check(
@@ -274,7 +152,7 @@ pub async fn check(
     report.runs_cut_short = runs.values().flatten().filter(|r| r.end.is_none()).count();
 
     let mut violations = Vec::new();
-    let terminal = |s: &str| TERMINAL.contains(&format!("'{s}'"));
+    let terminal = |s: &str| s.parse::<TaskStatus>().is_ok_and(TaskStatus::is_terminal);
 
     // 1. Nothing accepted is lost.
     let lost: Vec<&Uuid> = ids
@@ -466,87 +344,4 @@ pub async fn check(
     }
     report.violations = violations;
     Ok(report)
-}
-
-impl Report {
-    pub fn print(&self) {
-        let secs = |d: Duration| format!("{:.1} s", d.as_secs_f64());
-        println!("\nbaton chaos report");
-        println!(
-            "  duration     {} of faults, seed {}",
-            secs(self.duration),
-            self.seed
-        );
-        let statuses: Vec<String> = self
-            .by_status
-            .iter()
-            .map(|(s, n)| format!("{s} {n}"))
-            .collect();
-        println!(
-            "  tasks        {} accepted ({} submits retried): {}",
-            self.accepted,
-            self.submit_retries,
-            statuses.join(", ")
-        );
-        println!("  retries      {} tasks ran more than once", self.retried);
-        println!(
-            "  runs         {} recorded, {} cut short by a kill",
-            self.runs, self.runs_cut_short
-        );
-        let f = &self.faults;
-        println!(
-            "  faults       {} node kills, {} runner kills, {} redis restarts ({} losing data), {} node pauses, {} link faults, {} clock steps",
-            f.node_kills,
-            f.runner_kills,
-            f.redis_restarts,
-            f.redis_restarts_losing_data,
-            f.node_pauses,
-            f.link_faults,
-            f.clock_steps
-        );
-        for (at, what) in &f.events {
-            println!("    {:>7}  {what}", secs(*at));
-        }
-        if !f.store_failovers.is_empty() {
-            let slowest = f
-                .store_failovers
-                .iter()
-                .map(|(_, t)| *t)
-                .max()
-                .unwrap_or_default();
-            println!(
-                "  failovers    {} of the stores, slowest writable again after {}",
-                f.store_failovers.len(),
-                secs(slowest)
-            );
-        }
-        let max_adoption = f.adoptions.iter().max().copied().unwrap_or_default();
-        println!(
-            "  adoptions    {} orphaned claim sets adopted, slowest {} (limit {})",
-            f.adoptions.len(),
-            secs(max_adoption),
-            secs(adoption_limit())
-        );
-        let (keys, deliveries, refused) = self.webhooks;
-        println!(
-            "  webhooks     {keys} delivered ({deliveries} deliveries, {refused} refused on purpose and retried)"
-        );
-        let s = &self.schedule;
-        println!(
-            "  schedule     {} ticks fired, {} made twice, {} missing, {} skipped",
-            s.ticks, s.doubled, s.missing, s.skipped
-        );
-        match self.settled_after {
-            Some(d) => println!("  recovery     settled {} after the last fault", secs(d)),
-            None => println!("  recovery     did not settle"),
-        }
-        println!("  checks");
-        for (name, ok) in &self.checks {
-            println!("    {name:<36} {}", if *ok { "ok" } else { "VIOLATED" });
-        }
-        println!("  violations   {}", self.violations.len());
-        for v in self.violations.iter().take(50) {
-            println!("    - {v}");
-        }
-    }
 }

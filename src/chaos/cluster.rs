@@ -5,20 +5,17 @@
 //! alone. (A node reaches Redis behind Sentinel or as a Cluster directly: the addresses
 //! it is handed there are the servers' own.) The stores themselves are in `stores.rs`.
 
-use super::clock::{SkewedClock, faketime_library};
-use super::proxy::{FaultProxy, Link};
 use super::stores::{PostgresStore, RedisStore};
-use super::{
-    CLEANER_INTERVAL_MS, ChaosArgs, NODE_TTL_MS, PRESENCE_WRITE_MS, RUNNER_FENCE_AFTER_S,
-    RUNNER_LOST_AFTER_S,
-};
-use crate::localcluster::nodes::NodeSettings;
-use crate::localcluster::ports::Ports;
-use crate::localcluster::processes::{Supervised, running_as_root};
-use crate::localcluster::runners::RunnerSpec;
-use crate::localcluster::workdir::WorkDir;
-use crate::localcluster::{nginx, nodes, runners};
+use super::{ChaosArgs, RUNNER_FENCE_AFTER_S, TIMINGS};
 use baton_coord::{Coord, CoordOptions};
+use baton_localcluster::fault_proxy::{FaultProxy, Link};
+use baton_localcluster::nodes::NodeSettings;
+use baton_localcluster::ports::Ports;
+use baton_localcluster::processes::{Supervised, running_as_root};
+use baton_localcluster::runners::RunnerSpec;
+use baton_localcluster::skewed_clock::{SkewedClock, faketime_library};
+use baton_localcluster::workdir::WorkDir;
+use baton_localcluster::{nginx, nodes, runners};
 use nix::sys::signal::Signal;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,38 +23,9 @@ use std::sync::Arc;
 pub const API_TOKEN: &str = "chaos-admin-token";
 const REGISTRATION_TOKEN: &str = "chaos-registration-token";
 
-/// Node thresholds for the drill: a 3 s TTL, services twice a second, runners offline
-/// after 8 s and lost after 14 s, presence written four times a second. They keep the
-/// margins of docs/failure-handling.md, scaled down: a runner cut off fences at 7 s (+ 1 s
-/// for the exchanger's check) < 14 s − 0.25 s (presence a dying node had not written) −
-/// (0.25 s + 2 s: a node that just lost Redis vouches for its runners until a presence
-/// write fails) = 11.5 s. The clock steps the drill gives node 1 (`NODE_SKEW_S`) take
-/// nothing from it: times compared across nodes are the cluster clock's (Redis `TIME`).
-fn node_args() -> Vec<String> {
-    [
-        ("--node-ttl-ms", NODE_TTL_MS.to_string()),
-        ("--cleaner-interval-ms", CLEANER_INTERVAL_MS.to_string()),
-        ("--reconcile-interval-ms", "500".into()),
-        ("--promote-interval-ms", "300".into()),
-        ("--repair-interval-ms", "2000".into()),
-        ("--dispatch-grace-ms", "2000".into()),
-        ("--ack-timeout-s", "5".into()),
-        ("--runner-offline-after-s", "8".into()),
-        ("--runner-lost-after-s", RUNNER_LOST_AFTER_S.to_string()),
-        ("--presence-write-ms", PRESENCE_WRITE_MS.to_string()),
-        // Above the runners' longest backoff step (a quarter of their fence, +20 %), so
-        // a result held through an outage lands before the server's timeout verdict.
-        ("--timeout-grace-s", "5".into()),
-        ("--retry-initial-ms", "300".into()),
-    ]
-    .into_iter()
-    .flat_map(|(flag, value)| [flag.to_string(), value])
-    .collect()
-}
-
 /// Runners heartbeat every second, park 5 s (below the 8 s offline threshold) and fence
-/// themselves after `RUNNER_FENCE_AFTER_S` without an answer (see `node_args` for the
-/// margin to the lost threshold).
+/// themselves after `RUNNER_FENCE_AFTER_S` without an answer (`NodeTimings::DRILL` gives
+/// the margin to the lost threshold).
 fn runner_spec() -> RunnerSpec {
     RunnerSpec {
         labels: "chaos".into(),
@@ -149,18 +117,18 @@ pub struct ChaosCluster {
 impl ChaosCluster {
     pub async fn start(args: &ChaosArgs, work: &WorkDir) -> anyhow::Result<ChaosCluster> {
         let exe = std::env::current_exe()?;
-        let as_root = running_as_root().await?;
+        let as_root = running_as_root();
         let mut ports = Ports::default();
 
         let redis = RedisStore::start(args.redis, work, &mut ports).await?;
         let postgres = PostgresStore::start(args, work, &mut ports, as_root).await?;
         let database_urls = postgres.server_urls();
         let redis_url = match &redis {
-            RedisStore::Single { port, .. } => crate::localcluster::redis::url(*port),
+            RedisStore::Single { port, .. } => baton_localcluster::redis::url(*port),
             _ => String::new(),
         };
 
-        let mut node_args = node_args();
+        let mut node_args = TIMINGS.args();
         node_args.extend(redis.node_flags());
         node_args.extend(postgres.node_flags());
         let settings = NodeSettings {

@@ -9,16 +9,26 @@
 //! least once and the minimum counts asked for are guaranteed; the rest is drawn at
 //! random from the seed.
 
-use super::clock::{NODE_SKEW_S, RUNNER_SKEW_S};
 use super::cluster::ChaosCluster;
-use super::proxy::{Direction, FaultProxy, Link};
 use super::stores::{PostgresMode, RedisMode};
 use super::{CLEANER_INTERVAL_MS, ChaosArgs, NODE_TTL_MS, RUNNER_LOST_AFTER_S};
+use baton_localcluster::fault_proxy::{Direction, FaultProxy, Link};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+// No node's wall clock is judged against another's: every time one node writes and
+// another judges is read from the cluster's clock (Redis's, `ClusterClock`), so node 1's
+// offset goes to a minute either way. A runner's wall clock is never compared with
+// anything, so its offset goes to hours either way.
+
+/// The largest offset a node's wall clock is given: far past every threshold of the drill
+/// (`runner_lost_after` is 14 s), which would all break if a node's own clock entered.
+pub const NODE_SKEW_S: f64 = 60.0;
+/// A runner's clock may be anywhere.
+pub const RUNNER_SKEW_S: f64 = 2.0 * 3600.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Fault {

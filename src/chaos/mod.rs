@@ -6,18 +6,19 @@
 //! prints a report, and exits non-zero on any violation.
 
 mod checks;
-mod clock;
 mod cluster;
 mod faults;
 mod load;
-mod proxy;
+mod records;
+mod report;
 mod schedules;
 mod stores;
 mod webhooks;
 
-use crate::localcluster::workdir::WorkDir;
-use checks::Report;
+use baton_localcluster::timings::NodeTimings;
+use baton_localcluster::workdir::WorkDir;
 use cluster::ChaosCluster;
+use report::Report;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -76,14 +77,14 @@ pub struct ChaosArgs {
     pub faults: Vec<faults::Fault>,
 }
 
-/// Short thresholds so a run of minutes sees many failovers.
-pub const NODE_TTL_MS: u64 = 3000;
-pub const CLEANER_INTERVAL_MS: u64 = 500;
-pub const RUNNER_LOST_AFTER_S: u64 = 14;
-/// How long a runner goes without an answer before it kills its tasks.
+/// The nodes' thresholds: short, so a run of minutes sees many failovers.
+pub const TIMINGS: NodeTimings = NodeTimings::DRILL;
+pub const NODE_TTL_MS: u64 = TIMINGS.node_ttl_ms;
+pub const CLEANER_INTERVAL_MS: u64 = TIMINGS.cleaner_interval_ms;
+pub const RUNNER_LOST_AFTER_S: u64 = TIMINGS.runner_lost_after_s;
+/// How long a runner goes without an answer before it kills its tasks (see
+/// `NodeTimings::DRILL` for its margin to the lost threshold).
 pub const RUNNER_FENCE_AFTER_S: u64 = 7;
-/// How long a node keeps the presence it heard before writing it to Redis.
-pub const PRESENCE_WRITE_MS: u64 = 250;
 
 pub async fn run(mut args: ChaosArgs) -> anyhow::Result<ExitCode> {
     let seed = args.seed.unwrap_or_else(rand::random);

@@ -4,16 +4,16 @@
 //! or primary it kills, or fails over by hand.
 
 use super::ChaosArgs;
-use crate::localcluster::pg_failover::PgFailover;
-use crate::localcluster::ports::Ports;
-use crate::localcluster::postgres::Postgres;
-use crate::localcluster::processes::Supervised;
-use crate::localcluster::redis;
-use crate::localcluster::redis_cluster::RedisCluster;
-use crate::localcluster::redis_sentinel::{MASTER_NAME, RedisSentinel};
-use crate::localcluster::workdir::WorkDir;
 use anyhow::Context;
 use baton_coord::RedisTarget;
+use baton_localcluster::pg_failover::PgFailover;
+use baton_localcluster::ports::Ports;
+use baton_localcluster::postgres::Postgres;
+use baton_localcluster::processes::Supervised;
+use baton_localcluster::redis;
+use baton_localcluster::redis_cluster::RedisCluster;
+use baton_localcluster::redis_sentinel::{MASTER_NAME, RedisSentinel};
+use baton_localcluster::workdir::WorkDir;
 use sqlx::{Connection, PgConnection};
 use std::time::{Duration, Instant};
 

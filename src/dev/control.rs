@@ -8,8 +8,8 @@
 //!   times a second) to stop the member gracefully and start it again at once — also a
 //!   member left down by `--no-restart`.
 
-use crate::localcluster::cluster::{Cluster, MemberState};
 use anyhow::Context;
+use baton_localcluster::cluster::{Cluster, MemberState};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use std::io::Write;

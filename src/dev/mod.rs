@@ -8,13 +8,13 @@ mod control;
 mod demo;
 mod supervise;
 
-use crate::localcluster::cluster::{Cluster, Role};
-use crate::localcluster::nodes::NodeSettings;
-use crate::localcluster::ports::Ports;
-use crate::localcluster::postgres::Postgres;
-use crate::localcluster::runners::RunnerSpec;
-use crate::localcluster::workdir::WorkDir;
-use crate::localcluster::{nginx, nodes, redis, runners};
+use baton_localcluster::cluster::{Cluster, Role};
+use baton_localcluster::nodes::NodeSettings;
+use baton_localcluster::ports::Ports;
+use baton_localcluster::postgres::Postgres;
+use baton_localcluster::runners::RunnerSpec;
+use baton_localcluster::workdir::WorkDir;
+use baton_localcluster::{nginx, nodes, redis, runners};
 
 /// The demo runners: two slots each, labelled like a typical Linux build host.
 fn runner_spec() -> RunnerSpec {
@@ -134,7 +134,7 @@ async fn bring_up(
     ports: &mut Ports,
     cluster: &mut Cluster,
 ) -> anyhow::Result<String> {
-    let as_root = crate::localcluster::processes::running_as_root().await?;
+    let as_root = baton_localcluster::processes::running_as_root();
     let exe = std::env::current_exe()?;
 
     let redis_url = match &args.redis_url {

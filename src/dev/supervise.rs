@@ -4,7 +4,7 @@
 //! `baton dev restart` are carried out. The state file is rewritten at every change.
 
 use super::control::{take_restart_requests, write_state};
-use crate::localcluster::cluster::Cluster;
+use baton_localcluster::cluster::Cluster;
 use std::path::Path;
 use std::time::Duration;
 

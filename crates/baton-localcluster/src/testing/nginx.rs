@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 /// The local cluster's configuration builder, shared with `baton dev`.
-#[path = "../../src/localcluster/nginx_conf.rs"]
-pub mod conf;
+pub use crate::nginx_conf as conf;
 
 pub struct NginxProc {
     pub child: Child,
@@ -14,12 +13,9 @@ pub struct NginxProc {
     pub dir: PathBuf,
 }
 
-fn nginx_binary() -> &'static str {
-    if Path::new("/usr/sbin/nginx").exists() {
-        "/usr/sbin/nginx"
-    } else {
-        "nginx"
-    }
+/// nginx where `baton dev` finds it (Debian keeps it in /usr/sbin).
+fn nginx_binary() -> PathBuf {
+    crate::processes::find_program("nginx", &["/usr/sbin/nginx"]).unwrap_or_else(|| "nginx".into())
 }
 
 impl NginxProc {

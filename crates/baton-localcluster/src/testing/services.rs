@@ -1,122 +1,90 @@
 //! Private Redis and Postgres servers for tests that kill or restart them, so the shared
-//! ones other tests use are never disturbed.
+//! ones other tests use are never disturbed. Redis is the local cluster's own starter under
+//! the supervisor; Postgres runs under `pg_ctl`, which stops and starts one data folder as
+//! many times as a test asks.
 
+use crate::ports::Ports;
+use crate::postgres::find_bin_dir;
+use crate::processes::{Supervised, running_as_root};
+use crate::redis;
+use crate::workdir::WorkDir;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::sync::{LazyLock, Mutex};
 
+/// A free loopback port, never handed out twice in this process, below the kernel's
+/// ephemeral range (see [`Ports`]).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static PORTS: LazyLock<Mutex<Ports>> = LazyLock::new(Mutex::default);
+    PORTS
+        .lock()
+        .expect("no port pick panics")
+        .pick()
+        .expect("a free loopback port")
 }
 
 /// A `redis-server` on a free port, without persistence: a restart loses everything, as
 /// a crash of a cache-configured Redis would.
 pub struct RedisProc {
+    /// Where it listens, on 127.0.0.1.
     pub port: u16,
-    dir: PathBuf,
-    child: Option<Child>,
+    work: WorkDir,
+    process: Option<Supervised>,
 }
 
 impl RedisProc {
+    /// Starts one in `dir` (its data folder and log) and waits until it answers.
     pub async fn start(dir: &Path) -> RedisProc {
         let mut redis = RedisProc {
             port: free_port(),
-            dir: dir.join("redis"),
-            child: None,
+            work: WorkDir::open(dir).expect("the private redis's folder"),
+            process: None,
         };
         redis.spawn().await;
         redis
     }
 
+    /// Its URL.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        redis::url(self.port)
     }
 
+    /// Its pid while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.process.as_ref().map(|p| p.pid().unsigned_abs())
     }
 
     async fn spawn(&mut self) {
-        std::fs::create_dir_all(&self.dir).unwrap();
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server");
-        self.child = Some(child);
-        let url = self.url();
-        super::wait_for(
-            "the private redis to answer",
-            Duration::from_secs(10),
-            || {
-                let url = url.clone();
-                async move {
-                    let client = redis::Client::open(url).ok()?;
-                    let mut conn = client.get_multiplexed_async_connection().await.ok()?;
-                    redis::cmd("PING")
-                        .query_async::<String>(&mut conn)
-                        .await
-                        .ok()
-                }
-            },
-        )
-        .await;
+        let mut process = redis::spawn(&self.work, self.port).expect("redis-server");
+        redis::wait_ready(&mut process, self.port)
+            .await
+            .expect("the private redis to answer");
+        self.process = Some(process);
     }
 
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+    /// SIGKILL, as a crash would.
+    pub async fn kill(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.kill_now().await;
         }
     }
 
     /// SIGKILL and start again on the same port, empty.
     pub async fn restart(&mut self) {
-        self.kill();
+        self.kill().await;
         self.spawn().await;
     }
 }
 
-impl Drop for RedisProc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn as_postgres(program: &Path) -> Command {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout == b"0\n")
-        .unwrap_or(false);
-    if root {
+fn as_postgres(program: &str) -> Command {
+    let program = find_bin_dir().expect("Postgres's binaries").join(program);
+    if running_as_root() {
         let mut cmd = Command::new("runuser");
         cmd.args(["-u", "postgres", "--"]).arg(program);
         cmd
     } else {
         Command::new(program)
     }
-}
-
-fn pg_bin(name: &str) -> PathBuf {
-    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|d| d.flatten().map(|e| e.path().join("bin")).collect())
-        .unwrap_or_default();
-    versions.sort();
-    versions
-        .into_iter()
-        .rev()
-        .map(|bin| bin.join(name))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 /// A private Postgres cluster (initdb'd per test) that a test can stop and start.
@@ -144,7 +112,7 @@ impl PostgresProc {
     /// `synchronous_standby_names` lists `name` waits for it at each commit.
     pub async fn standby_of(primary: &PostgresProc, name: &str) -> PostgresProc {
         let data = Self::data_dir();
-        let status = as_postgres(&pg_bin("pg_basebackup"))
+        let status = as_postgres("pg_basebackup")
             .arg("-D")
             .arg(&data)
             .args(["-h", "127.0.0.1", "-p", &primary.port.to_string()])
@@ -204,7 +172,7 @@ impl PostgresProc {
     /// A new cluster's data folder, every connection trusted.
     fn initdb() -> PathBuf {
         let data = Self::data_dir();
-        let status = as_postgres(&pg_bin("initdb"))
+        let status = as_postgres("initdb")
             .arg("-D")
             .arg(&data)
             .args(["-A", "trust", "-U", "postgres", "--no-sync"])
@@ -250,7 +218,7 @@ impl PostgresProc {
             self.data.display(),
             self.settings.join(" ")
         );
-        let status = as_postgres(&pg_bin("pg_ctl"))
+        let status = as_postgres("pg_ctl")
             .arg("-D")
             .arg(&self.data)
             .arg("-l")
@@ -264,7 +232,7 @@ impl PostgresProc {
 
     /// Stops it at once, as a crash would (immediate mode: no checkpoint).
     pub fn down(&self) {
-        let _ = as_postgres(&pg_bin("pg_ctl"))
+        let _ = as_postgres("pg_ctl")
             .arg("-D")
             .arg(&self.data)
             .args(["-m", "immediate", "-w", "stop"])

@@ -3,11 +3,43 @@
 
 use super::{API_TOKEN, REGISTRATION_TOKEN, SECRETS_KEY, TestEnv};
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
-pub const BATON: &str = env!("CARGO_BIN_EXE_baton");
+/// The `baton` binary under test: `BATON_BIN` if set, else the one cargo built beside the
+/// running test or bench (`target/<profile>/baton`, the parent of its `deps/` folder;
+/// cargo builds the binary before any integration test or bench of its package).
+pub fn baton_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("BATON_BIN") {
+            return PathBuf::from(bin);
+        }
+        let exe = std::env::current_exe().expect("the test's own path");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("a test runs from target/<profile>/deps");
+        let bin = profile_dir.join("baton");
+        assert!(
+            bin.is_file(),
+            "{} is missing: run the tests through cargo, or set BATON_BIN",
+            bin.display()
+        );
+        bin
+    })
+}
+
+/// Where tests keep their files: `target/tmp`, as cargo's `CARGO_TARGET_TMPDIR` names it.
+pub fn target_tmp_dir() -> PathBuf {
+    let target = baton_binary()
+        .parent()
+        .and_then(Path::parent)
+        .expect("the binary is in target/<profile>");
+    target.join("tmp")
+}
 
 static LOG_FILTER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
@@ -69,7 +101,7 @@ impl NodeProc {
     ) -> NodeProc {
         let name = format!("node-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
         let (log, stderr) = log_file(env, &name);
-        let mut child = Command::new(BATON)
+        let mut child = Command::new(baton_binary())
             .args(["serve", "--listen", "127.0.0.1:0", "--node-id", &name])
             .args(extra_args)
             .env("BATON_DATABASE_URL", &env.database_url)
@@ -221,7 +253,7 @@ impl RunnerProc {
         let name = format!("runner-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
         let (log, out) = log_file(env, &name);
         let state_dir = state_dir.to_path_buf();
-        let child = Command::new(BATON)
+        let child = Command::new(baton_binary())
             .args(["runner", "--server", server, "--name", &name])
             .args(["--labels", &labels.join(",")])
             .args(["--capacity", &capacity.to_string()])
@@ -281,7 +313,7 @@ pub fn work_dir_of(state_dir: &std::path::Path) -> PathBuf {
 
 /// Runs the `baton` command line (`baton ARGS...`) against `server` with `token`, to the end.
 pub async fn baton_cli(server: &str, token: &str, args: &[&str]) -> std::process::Output {
-    let mut cmd = Command::new(BATON);
+    let mut cmd = Command::new(baton_binary());
     cmd.args(args)
         .env("BATON_SERVER", server)
         .env("BATON_TOKEN", token);

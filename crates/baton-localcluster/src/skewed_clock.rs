@@ -1,20 +1,10 @@
-//! Clock skew and clock steps, through libfaketime (Debian `faketime`): node 1 and runner
-//! 1 of the drill read their wall clock through an offset kept in a file, which the drill
-//! rewrites to step the clock mid-run. Their monotonic clocks are left alone, as NTP or
-//! an operator's `date -s` would leave them.
-//!
-//! No node's wall clock is judged against another's: every time one node writes and
-//! another judges is read from the cluster's clock (Redis's, `ClusterClock`), so node 1's
-//! offset goes to a minute either way. A runner's wall clock is never compared with
-//! anything, so its offset goes to hours either way.
+//! A process's wall clock moved, through libfaketime (Debian `faketime`): the process reads
+//! its wall clock through an offset kept in a file, which can be rewritten to step the
+//! clock while it runs. Monotonic clocks are left alone, as NTP or an operator's `date -s`
+//! would leave them. The drill skews node 1 and runner 1 this way; `tests/clock_skew.rs`
+//! starts a node behind.
 
 use std::path::{Path, PathBuf};
-
-/// The largest offset a node's wall clock is given: far past every threshold of the drill
-/// (`runner_lost_after` is 14 s), which would all break if a node's own clock entered.
-pub const NODE_SKEW_S: f64 = 60.0;
-/// A runner's clock may be anywhere.
-pub const RUNNER_SKEW_S: f64 = 2.0 * 3600.0;
 
 /// Where Debian puts the library, on any architecture.
 pub fn faketime_library() -> Option<PathBuf> {

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 /// The production file: an `upstream` and a `server`, for nginx's `http` context.
-pub const PRODUCTION: &str = include_str!("../../deploy/nginx/baton.conf");
+pub const PRODUCTION: &str = include_str!("../../../deploy/nginx/baton.conf");
 
 /// The local cluster's configuration: the production site with these nodes and port.
 pub fn config(dir: &Path, listen_port: u16, nodes: &[u16], as_root: bool) -> String {

@@ -4,54 +4,38 @@
 //! Servers come from `BATON_TEST_DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`) and `BATON_TEST_REDIS_URL` (default
 //! `redis://127.0.0.1:6379`); `scripts/test.sh` starts them when none is reachable.
-
-#![allow(dead_code)]
+//! Tests and benches name it `support` (`use baton_localcluster::testing as support;`).
 
 pub mod nginx;
+pub mod otlp;
 pub mod procs;
+pub mod protocol;
 pub mod services;
 pub mod tls;
 
-use baton_client::{Client, RegisterRunner};
+use crate::timings::NodeTimings;
+use baton_client::Client;
 use sqlx::{Connection, PgConnection};
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::LazyLock;
 use std::time::Duration;
 use uuid::Uuid;
 
 pub use procs::{NodeProc, RunnerProc};
+pub use protocol::*;
 
 pub const API_TOKEN: &str = "test-admin-token";
 
-/// Short thresholds, so failovers happen in seconds: a 1.5 s node TTL, services every
-/// few hundred milliseconds (presence to Postgres every second), runners offline after
-/// 4 s and lost after 6 s.
-pub const FAST_HA: &[&str] = &[
-    "--node-ttl-ms",
-    "1500",
-    "--reconcile-interval-ms",
-    "300",
-    "--cleaner-interval-ms",
-    "300",
-    "--promote-interval-ms",
-    "200",
-    "--repair-interval-ms",
-    "1000",
-    "--dispatch-grace-ms",
-    "1000",
-    "--ack-timeout-s",
-    "3",
-    "--runner-offline-after-s",
-    "4",
-    "--runner-lost-after-s",
-    "6",
-    "--timeout-grace-s",
-    "1",
-    "--retry-initial-ms",
-    "200",
-    "--presence-flush-ms",
-    "1000",
-];
+/// The tests' node thresholds as `baton serve` flags ([`NodeTimings::FAST_HA`]): failovers
+/// in seconds.
+pub static FAST_HA: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    NodeTimings::FAST_HA
+        .args()
+        .into_iter()
+        .map(|arg| &*arg.leak())
+        .collect()
+});
 pub const REGISTRATION_TOKEN: &str = "test-registration-token";
 /// The key the test nodes seal `secret_env` with (base64 of 32 bytes).
 pub const SECRETS_KEY: &str = "dGVzdC1zZWNyZXRzLWtleS0wMTIzNDU2Nzg5YWJjZGU=";
@@ -97,7 +81,7 @@ impl TestEnv {
         let mut url = reqwest::Url::parse(&admin).expect("BATON_TEST_DATABASE_URL is a URL");
         url.set_path(&database);
         let database_url = url.to_string();
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        let dir = procs::target_tmp_dir()
             .join("baton-tests")
             .join(format!("{name}-{tag}"));
         std::fs::create_dir_all(&dir).expect("test dir");
@@ -234,29 +218,6 @@ impl Drop for TestEnv {
     }
 }
 
-pub fn user_client(base: &str) -> Client {
-    Client::new(base, Some(API_TOKEN.into())).unwrap()
-}
-
-/// Registers a runner over HTTP and returns its id and a client holding its token, for
-/// tests that speak the runner protocol themselves.
-pub async fn register_runner(base: &str, labels: &[&str], capacity: i32) -> (Uuid, Client) {
-    let (id, token) = register_runner_token(base, labels, capacity).await;
-    (id, Client::new(base, Some(token)).unwrap())
-}
-
-/// A lease of up to `max` tasks that does not wait, as agent `boot_id`.
-pub fn lease_now(boot_id: Uuid, max: u32) -> baton_client::LeaseRequest {
-    baton_client::LeaseRequest {
-        request_id: Uuid::new_v4(),
-        max,
-        wait_s: 0,
-        boot_id,
-        running: vec![],
-        secrets_at_start: false,
-    }
-}
-
 /// A task submitted on `submit_to` runs on a runner of `runner_on`, to success, and
 /// its output is stored.
 pub async fn a_task_runs(env: &TestEnv, runner_on: &procs::NodeProc, submit_to: &procs::NodeProc) {
@@ -277,23 +238,6 @@ pub async fn a_task_runs(env: &TestEnv, runner_on: &procs::NodeProc, submit_to: 
         task.id
     );
     assert_eq!(read_log(&user, task.id).await, b"ran\n");
-}
-
-/// Registers a runner and returns its id and token.
-pub async fn register_runner_token(base: &str, labels: &[&str], capacity: i32) -> (Uuid, String) {
-    let anon = Client::new(base, None).unwrap();
-    let reg = anon
-        .register(&RegisterRunner {
-            registration_token: REGISTRATION_TOKEN.into(),
-            name: format!("test-runner-{}", &Uuid::new_v4().simple().to_string()[..6]),
-            labels: labels.iter().map(|s| s.to_string()).collect(),
-            queues: vec![],
-            capacity,
-            version: "test".into(),
-        })
-        .await
-        .expect("register runner");
-    (reg.runner_id, reg.token)
 }
 
 /// Submits `true` for runners with `label` and waits until it succeeded.

@@ -35,6 +35,13 @@ impl WorkDir {
             dir.join(MARKER),
             "made by `baton dev`, which wipes this folder at each start\n",
         )?;
+        Self::open(dir)
+    }
+
+    /// Uses `dir` as it is, making it and its subfolders: for a folder that is new anyway
+    /// (a test's own), where there is nothing to wipe.
+    pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         // Absolute, since nginx and the runners resolve paths from elsewhere.
         let root = std::fs::canonicalize(dir)?;
         let work = WorkDir { root };

@@ -1,0 +1,53 @@
+//! The runner protocol as tests speak it: clients with the tests' tokens, a runner
+//! registered over HTTP, lease requests.
+
+use super::{API_TOKEN, REGISTRATION_TOKEN};
+use baton_client::{Client, LeaseRequest, RegisterRunner};
+use uuid::Uuid;
+
+/// A client with the tests' admin token.
+pub fn user_client(base: &str) -> Client {
+    Client::new(base, Some(API_TOKEN.into())).unwrap()
+}
+
+/// Registers a runner over HTTP and returns its id and a client holding its token, for
+/// tests that speak the runner protocol themselves.
+pub async fn register_runner(base: &str, labels: &[&str], capacity: i32) -> (Uuid, Client) {
+    let (id, token) = register_runner_token(base, labels, capacity).await;
+    (id, Client::new(base, Some(token)).unwrap())
+}
+
+/// A lease of up to `max` tasks that does not wait, as agent `boot_id`.
+pub fn lease_now(boot_id: Uuid, max: u32) -> LeaseRequest {
+    lease_waiting(boot_id, max, 0)
+}
+
+/// A lease of up to `max` tasks, as agent `boot_id`, that parks up to `wait_s` seconds
+/// for work when none is queued; a fresh request id, and nothing running.
+pub fn lease_waiting(boot_id: Uuid, max: u32, wait_s: u32) -> LeaseRequest {
+    LeaseRequest {
+        request_id: Uuid::new_v4(),
+        max,
+        wait_s,
+        boot_id,
+        running: vec![],
+        secrets_at_start: false,
+    }
+}
+
+/// Registers a runner and returns its id and token.
+pub async fn register_runner_token(base: &str, labels: &[&str], capacity: i32) -> (Uuid, String) {
+    let anon = Client::new(base, None).unwrap();
+    let reg = anon
+        .register(&RegisterRunner {
+            registration_token: REGISTRATION_TOKEN.into(),
+            name: format!("test-runner-{}", &Uuid::new_v4().simple().to_string()[..6]),
+            labels: labels.iter().map(|s| s.to_string()).collect(),
+            queues: vec![],
+            capacity,
+            version: "test".into(),
+        })
+        .await
+        .expect("register runner");
+    (reg.runner_id, reg.token)
+}

@@ -1,0 +1,106 @@
+//! The drill's report: what ran, what was broken, how it recovered, and the verdict.
+
+use super::faults::{FaultLog, adoption_limit};
+use std::time::Duration;
+
+/// Everything a run of the drill prints at its end.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub seed: u64,
+    pub duration: Duration,
+    pub accepted: usize,
+    pub submit_retries: u64,
+    pub by_status: Vec<(String, i64)>,
+    pub retried: i64,
+    pub runs: usize,
+    pub runs_cut_short: usize,
+    pub webhooks: (usize, u32, u32),
+    pub faults: FaultLog,
+    pub settled_after: Option<Duration>,
+    pub schedule: super::schedules::ScheduleOutcome,
+    pub checks: Vec<(&'static str, bool)>,
+    pub violations: Vec<String>,
+}
+
+impl Report {
+    pub fn print(&self) {
+        let secs = |d: Duration| format!("{:.1} s", d.as_secs_f64());
+        println!("\nbaton chaos report");
+        println!(
+            "  duration     {} of faults, seed {}",
+            secs(self.duration),
+            self.seed
+        );
+        let statuses: Vec<String> = self
+            .by_status
+            .iter()
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect();
+        println!(
+            "  tasks        {} accepted ({} submits retried): {}",
+            self.accepted,
+            self.submit_retries,
+            statuses.join(", ")
+        );
+        println!("  retries      {} tasks ran more than once", self.retried);
+        println!(
+            "  runs         {} recorded, {} cut short by a kill",
+            self.runs, self.runs_cut_short
+        );
+        let f = &self.faults;
+        println!(
+            "  faults       {} node kills, {} runner kills, {} redis restarts ({} losing data), {} node pauses, {} link faults, {} clock steps",
+            f.node_kills,
+            f.runner_kills,
+            f.redis_restarts,
+            f.redis_restarts_losing_data,
+            f.node_pauses,
+            f.link_faults,
+            f.clock_steps
+        );
+        for (at, what) in &f.events {
+            println!("    {:>7}  {what}", secs(*at));
+        }
+        if !f.store_failovers.is_empty() {
+            let slowest = f
+                .store_failovers
+                .iter()
+                .map(|(_, t)| *t)
+                .max()
+                .unwrap_or_default();
+            println!(
+                "  failovers    {} of the stores, slowest writable again after {}",
+                f.store_failovers.len(),
+                secs(slowest)
+            );
+        }
+        let max_adoption = f.adoptions.iter().max().copied().unwrap_or_default();
+        println!(
+            "  adoptions    {} orphaned claim sets adopted, slowest {} (limit {})",
+            f.adoptions.len(),
+            secs(max_adoption),
+            secs(adoption_limit())
+        );
+        let (keys, deliveries, refused) = self.webhooks;
+        println!(
+            "  webhooks     {keys} delivered ({deliveries} deliveries, {refused} refused on purpose and retried)"
+        );
+        let s = &self.schedule;
+        println!(
+            "  schedule     {} ticks fired, {} made twice, {} missing, {} skipped",
+            s.ticks, s.doubled, s.missing, s.skipped
+        );
+        match self.settled_after {
+            Some(d) => println!("  recovery     settled {} after the last fault", secs(d)),
+            None => println!("  recovery     did not settle"),
+        }
+        println!("  checks");
+        for (name, ok) in &self.checks {
+            println!("    {name:<36} {}", if *ok { "ok" } else { "VIOLATED" });
+        }
+        println!("  violations   {}", self.violations.len());
+        for v in self.violations.iter().take(50) {
+            println!("    - {v}");
+        }
+    }
+}
