@@ -4,7 +4,7 @@
 //! here, not in production. Together the operations write every edge but the lease,
 //! which lives in Redis only (docs/status-machine.md).
 
-mod support;
+use baton_localcluster::testing as support;
 
 use baton_core::status::can_transition;
 use baton_core::{TaskStatus, Transition};
