@@ -31,8 +31,12 @@ use serde::Deserialize;
 use std::time::Duration;
 use uuid::Uuid;
 
-const MAX_CAPACITY: i32 = 1024;
-const MAX_NAME: usize = 128;
+/// Most tasks a runner may say it runs at once.
+pub(crate) const MAX_CAPACITY: i32 = 1024;
+/// Longest runner name, in characters.
+pub(crate) const MAX_NAME: usize = 128;
+/// Longest agent version a runner may report, in characters.
+pub(crate) const MAX_VERSION_CHARS: usize = 64;
 
 /// The registration's fields, checked before a limited token is spent on it.
 fn validate_registration(req: &RegisterRunner) -> Result<LabelSet, ApiError> {
@@ -49,7 +53,7 @@ fn validate_registration(req: &RegisterRunner) -> Result<LabelSet, ApiError> {
         validate::check_queue(queue)?;
     }
     validate::check_range("capacity", req.capacity, 1, MAX_CAPACITY)?;
-    if req.version.chars().count() > 64 || req.version.contains('\0') {
+    if req.version.chars().count() > MAX_VERSION_CHARS || req.version.contains('\0') {
         return Err(Invalid::new("version", "at most 64 characters").into());
     }
     Ok(labels)

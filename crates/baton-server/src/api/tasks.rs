@@ -325,10 +325,11 @@ pub struct ListQuery {
 }
 
 const LIST_DEFAULT: i64 = 100;
-const LIST_MAX: i64 = 1000;
+/// Most tasks one page lists.
+pub(crate) const LIST_MAX: i64 = 1000;
 /// The longest text searched for: no index serves the search, and a short text is
 /// what a person types.
-const TEXT_MAX_CHARS: usize = 200;
+pub(crate) const TEXT_MAX_CHARS: usize = 200;
 
 #[utoipa::path(operation_id = "list_tasks", get, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
     params(ListQuery),
