@@ -244,7 +244,12 @@ pub struct Timings {
 }
 
 impl Default for Timings {
+    /// The reconcile thresholds and the retry backoff are baton-core's defaults, read from
+    /// there; the node's timeout grace is its own (see `timeout_grace_s`).
     fn default() -> Self {
+        let core = baton_core::reconcile::Thresholds::default();
+        let secs = |d: chrono::Duration| d.num_seconds() as u64;
+        let retry = baton_core::retry::TASK_RETRY;
         Timings {
             reconcile_interval_ms: 2_000,
             cleaner_interval_ms: 2_000,
@@ -255,14 +260,14 @@ impl Default for Timings {
             presence_flush_ms: 15_000,
             presence_write_ms: 1_000,
             outbox_idle_poll_ms: 30_000,
-            runner_offline_after_s: 90,
-            runner_lost_after_s: 180,
-            ack_timeout_s: 30,
+            runner_offline_after_s: secs(core.runner_offline_after),
+            runner_lost_after_s: secs(core.runner_lost_after),
+            ack_timeout_s: secs(core.ack_timeout),
             timeout_grace_s: 40,
-            dispatch_grace_ms: 10_000,
+            dispatch_grace_ms: core.dispatch_grace.num_milliseconds() as u64,
             forgotten_run_after_s: 15,
-            retry_initial_ms: 2_000,
-            retry_max_ms: 300_000,
+            retry_initial_ms: retry.initial.as_millis() as u64,
+            retry_max_ms: retry.max.as_millis() as u64,
             retention_s: 7 * 86_400,
             finalize_lock_ms: 30_000,
             webhook_timeout_ms: 10_000,
@@ -289,7 +294,7 @@ impl Timings {
         baton_core::backoff::Backoff {
             initial: Duration::from_millis(self.retry_initial_ms),
             max: Duration::from_millis(self.retry_max_ms),
-            jitter: 0.2,
+            jitter: baton_core::retry::TASK_RETRY.jitter,
         }
     }
 }
