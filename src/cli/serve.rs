@@ -292,3 +292,50 @@ pub async fn migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     println!("migrations applied");
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Args;
+
+    /// `[default: N]` in a flag's help is the node's default, written in `ServeConfig`'s
+    /// `Default`: the flags stay unset unless given (so they cannot mask the settings
+    /// file), and this keeps the number they show true.
+    #[test]
+    fn the_defaults_the_help_shows_are_the_nodes() {
+        let command = ServeArgs::augment_args(clap::Command::new("serve"));
+        let defaults = serde_json::to_value(ServeConfig::default()).unwrap();
+        let mut checked = 0;
+        for arg in command.get_arguments() {
+            let help = arg
+                .get_long_help()
+                .or(arg.get_help())
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            let Some(shown) = help
+                .split("[default: ")
+                .nth(1)
+                .and_then(|rest| rest.split(']').next())
+            else {
+                continue;
+            };
+            let id = arg.get_id().as_str();
+            let value = defaults
+                .get(id)
+                .or_else(|| defaults["timings"].get(id))
+                .unwrap_or_else(|| panic!("--{id} shows a default but ServeConfig has no {id}"));
+            let actual = match value {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(_) | serde_json::Value::Bool(_) => value.to_string(),
+                // Unset or a list: the help says in words what that means.
+                _ => continue,
+            };
+            assert_eq!(
+                shown, actual,
+                "--{id}: the help says {shown}, the node uses {actual}"
+            );
+            checked += 1;
+        }
+        assert!(checked > 30, "only {checked} defaults found in the help");
+    }
+}

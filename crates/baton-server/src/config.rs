@@ -244,7 +244,12 @@ pub struct Timings {
 }
 
 impl Default for Timings {
+    /// The reconcile thresholds and the retry backoff are baton-core's defaults, read from
+    /// there; the node's timeout grace is its own (see `timeout_grace_s`).
     fn default() -> Self {
+        let core = baton_core::reconcile::Thresholds::default();
+        let secs = |d: chrono::Duration| d.num_seconds() as u64;
+        let retry = baton_core::after_run::TASK_RETRY;
         Timings {
             reconcile_interval_ms: 2_000,
             cleaner_interval_ms: 2_000,
@@ -255,14 +260,14 @@ impl Default for Timings {
             presence_flush_ms: 15_000,
             presence_write_ms: 1_000,
             outbox_idle_poll_ms: 30_000,
-            runner_offline_after_s: 90,
-            runner_lost_after_s: 180,
-            ack_timeout_s: 30,
+            runner_offline_after_s: secs(core.runner_offline_after),
+            runner_lost_after_s: secs(core.runner_lost_after),
+            ack_timeout_s: secs(core.ack_timeout),
             timeout_grace_s: 40,
-            dispatch_grace_ms: 10_000,
+            dispatch_grace_ms: core.dispatch_grace.num_milliseconds() as u64,
             forgotten_run_after_s: 15,
-            retry_initial_ms: 2_000,
-            retry_max_ms: 300_000,
+            retry_initial_ms: retry.initial.as_millis() as u64,
+            retry_max_ms: retry.max.as_millis() as u64,
             retention_s: 7 * 86_400,
             finalize_lock_ms: 30_000,
             webhook_timeout_ms: 10_000,
@@ -289,7 +294,7 @@ impl Timings {
         baton_core::backoff::Backoff {
             initial: Duration::from_millis(self.retry_initial_ms),
             max: Duration::from_millis(self.retry_max_ms),
-            jitter: 0.2,
+            jitter: baton_core::after_run::TASK_RETRY.jitter,
         }
     }
 }
@@ -452,62 +457,4 @@ fn cluster_nodes(url: &str) -> Option<Vec<String>> {
 }
 
 #[cfg(test)]
-mod redis_target_tests {
-    use super::ServeConfig;
-    use baton_coord::RedisTarget;
-
-    #[test]
-    fn a_cluster_url_names_every_node() {
-        let config = ServeConfig {
-            redis_url: "redis+cluster://10.0.0.1:6379,10.0.0.2:6379/".into(),
-            ..ServeConfig::default()
-        };
-        match config.redis_target() {
-            RedisTarget::Cluster { nodes } => {
-                assert_eq!(nodes, ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"],)
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_cluster_url_gives_every_node_its_user_and_tls() {
-        let config = ServeConfig {
-            redis_url: "rediss+cluster://baton:p%40ss@10.0.0.1:6379,10.0.0.2:6379".into(),
-            ..ServeConfig::default()
-        };
-        match config.redis_target() {
-            RedisTarget::Cluster { nodes } => assert_eq!(
-                nodes,
-                [
-                    "rediss://baton:p%40ss@10.0.0.1:6379",
-                    "rediss://baton:p%40ss@10.0.0.2:6379"
-                ],
-            ),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_ca_file_without_tls_is_refused() {
-        let file = std::env::temp_dir().join(format!("baton-ca-{}.pem", std::process::id()));
-        std::fs::write(&file, "not read for its content").unwrap();
-        let config = ServeConfig {
-            redis_ca_file: Some(file.clone()),
-            ..ServeConfig::default()
-        };
-        assert!(config.redis_access().unwrap_err().contains("--redis-tls"));
-        let tls = ServeConfig {
-            redis_url: "rediss://10.0.0.1:6380".into(),
-            ..config
-        };
-        assert!(tls.redis_access().unwrap().ca_pem.is_some());
-        std::fs::remove_file(file).unwrap();
-    }
-
-    #[test]
-    fn a_plain_url_is_one_server() {
-        let config = ServeConfig::default();
-        assert!(matches!(config.redis_target(), RedisTarget::Url(u) if u == config.redis_url));
-    }
-}
+mod redis_target_tests;

@@ -1,12 +1,12 @@
 //! A node: one `baton serve` process. Starting it applies migrations (unless told not
-//! to), starts its services (liveness heartbeat, wake subscriber) and serves the API
+//! to), starts its services (node liveness, wake subscriber) and serves the API
 //! until shutdown.
 
 use crate::api;
 use crate::auth::{TokenCache, hash_token};
 use crate::config::ServeConfig;
-use crate::heartbeat::Heartbeat;
 use crate::identity::NodeIdentity;
+use crate::node_liveness::LivenessKeeper;
 use crate::state::{AppState, StalenessClocks};
 use crate::webhooks::{WebhookSettings, Webhooks};
 use baton_coord::{ClusterClock, Coord, CoordOptions, NodeInfo, WakeBus};
@@ -299,7 +299,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         shutdown: shutdown.clone(),
         config: Arc::new(config),
     };
-    let heartbeat = Heartbeat::new(
+    let liveness = LivenessKeeper::new(
         state.config.node_ttl(),
         state.identity.clone(),
         state.coord.clone(),
@@ -307,13 +307,13 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         state.clocks.clone(),
         state.clock.clone(),
     );
-    heartbeat.run_once(state.clock.now()).await;
+    liveness.run_once(state.clock.now()).await;
     state
         .events
         .node(crate::events::NodeChange::Joined, &node_id, None)
         .await;
     let mut services = crate::services::spawn_all(&state);
-    services.push(tokio::spawn(heartbeat.run(state.shutdown.clone())));
+    services.push(tokio::spawn(liveness.run(state.shutdown.clone())));
 
     let app = api::router(state.clone());
     let limits = crate::listener::ServeLimits {

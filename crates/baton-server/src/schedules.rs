@@ -19,9 +19,12 @@ pub const DEFAULT_TIMEZONE: &str = "UTC";
 pub const DEFAULT_OVERLAP: Overlap = Overlap::Skip;
 pub const DEFAULT_CATCH_UP: CatchUp = CatchUp::Latest;
 pub const DEFAULT_CATCH_UP_WINDOW_S: i64 = 86_400;
-const MAX_CATCH_UP_WINDOW_S: i64 = 30 * 86_400;
-const MAX_JITTER_S: i64 = 3_600;
-const MAX_NAME: usize = 128;
+/// The longest catch-up window a schedule may ask for.
+pub(crate) const MAX_CATCH_UP_WINDOW_S: i64 = 30 * 86_400;
+/// The most a tick's task may be started late, spread.
+pub(crate) const MAX_JITTER_S: i64 = 3_600;
+/// Longest schedule name.
+pub(crate) const MAX_NAME: usize = 128;
 
 /// The task key of a tick: unique per (schedule, tick), so a tick fired twice (two nodes,
 /// a retried transaction) is one task. No user's key can equal it: theirs are stored as

@@ -28,6 +28,8 @@ use uuid::Uuid;
 /// Registration tokens carry this prefix.
 const REGISTRATION_TOKEN_PREFIX: &str = "brg_";
 
+/// Longest token name, in characters.
+pub(crate) const MAX_TOKEN_NAME: usize = 128;
 /// The longest a token may be made to live: ten years, "never" without an overflow.
 const MAX_EXPIRY_S: i64 = 10 * 365 * 86_400;
 
@@ -176,7 +178,10 @@ type Limit = Option<Vec<String>>;
 
 /// A token's name: what operators read in listings.
 fn check_token_name(name: &str) -> Result<(), Invalid> {
-    if name.trim().is_empty() || name.chars().count() > 128 || name.chars().any(char::is_control) {
+    if name.trim().is_empty()
+        || name.chars().count() > MAX_TOKEN_NAME
+        || name.chars().any(char::is_control)
+    {
         return Err(Invalid::new("name", "must be 1-128 printable characters"));
     }
     Ok(())

@@ -27,7 +27,8 @@ use baton_core::validate::{self, Invalid};
 use baton_store::{BulkAction, TaskFilter};
 
 const BULK_DEFAULT: i64 = 100;
-const BULK_MAX: i64 = 1000;
+/// Most tasks one bulk call acts on.
+pub(crate) const BULK_MAX: i64 = 1000;
 
 #[utoipa::path(post, path = "/v1/tasks/cancel", tag = "tasks", security(("bearer" = [])),
     request_body = BulkRequest,

@@ -20,6 +20,7 @@ mod unread_body;
 pub mod views;
 mod webhooks;
 
+use crate::config::Limits;
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -33,6 +34,37 @@ pub fn router(state: AppState) -> Router {
     // A node serves /metrics, so its process needs a recorder (installed once).
     crate::metrics::install();
     let limits = state.config.limits.clone();
+    let (router, mut document) = routes(&limits);
+    openapi::bounds::state(&mut document, &limits);
+    let _ = state.openapi.set(document);
+    router
+        .merge(crate::ui::router())
+        .fallback(ops::not_found)
+        .method_not_allowed_fallback(ops::method_not_allowed)
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            body_deadline::bound_body_reads,
+        ))
+        .layer(axum::middleware::from_fn(runner_version::gate))
+        // Outside every refusal, the version gate's 426 included.
+        .layer(axum::middleware::from_fn(unread_body::drain_when_unread))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            draining::close_connections,
+        ))
+        .layer(axum::middleware::from_fn(crate::metrics::track_http))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(http_span::make_span)
+                .on_response(http_span::on_response),
+        )
+        .with_state(state)
+}
+
+/// The routes and the OpenAPI document describing them, with the bounds the wire types
+/// declare (`openapi::bounds` makes them those of the node's limits).
+fn routes(limits: &Limits) -> (Router<AppState>, serde_json::Value) {
     // Log chunks are raw bytes with a limit of their own (answered 413 JSON).
     let runner_logs: UtoipaMethodRouter<AppState> = {
         let (schemas, paths, method) = routes!(runner::logs);
@@ -104,28 +136,5 @@ pub fn router(state: AppState) -> Router {
     let mut document = document;
     utoipa::Modify::modify(&openapi::CommandOrScript, &mut document);
     let document = serde_json::to_value(&document).expect("the OpenAPI document serialises");
-    let _ = state.openapi.set(document);
-    router
-        .merge(crate::ui::router())
-        .fallback(ops::not_found)
-        .method_not_allowed_fallback(ops::method_not_allowed)
-        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            body_deadline::bound_body_reads,
-        ))
-        .layer(axum::middleware::from_fn(runner_version::gate))
-        // Outside every refusal, the version gate's 426 included.
-        .layer(axum::middleware::from_fn(unread_body::drain_when_unread))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            draining::close_connections,
-        ))
-        .layer(axum::middleware::from_fn(crate::metrics::track_http))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(http_span::make_span)
-                .on_response(http_span::on_response),
-        )
-        .with_state(state)
+    (router, document)
 }

@@ -2,6 +2,8 @@
 //! `#[utoipa::path]` and the router registers exactly those (utoipa-axum), so a route and
 //! its description cannot drift apart.
 
+pub(super) mod bounds;
+
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;

@@ -4,6 +4,8 @@
 //! store's compare-and-set on it is the fence that keeps a stale runner from changing
 //! anything (design.md invariant 2).
 
+mod reports;
+
 use super::openapi::Errors;
 use crate::api::views::task_view;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
@@ -18,21 +20,23 @@ use axum::http::StatusCode;
 use baton_client::ErrorBody;
 use baton_client::ErrorCode;
 use baton_client::{
-    CompleteTask, CompletionItem, Exchange, ExchangeAnswer, Heartbeat, HeartbeatResponse,
-    ItemAnswer, ItemResult, LeaseRequest, LeaseResponse, LogAck, Outcome, RegisterRunner,
-    RunnerRegistered, StartTask, Started, Task,
+    CompleteTask, Exchange, ExchangeAnswer, Heartbeat, HeartbeatResponse, ItemAnswer, LeaseRequest,
+    LeaseResponse, LogAck, RegisterRunner, RunnerRegistered, StartTask, Started, Task,
 };
 use baton_core::validate::{self, Invalid};
 use baton_core::{LabelSet, TaskStatus};
-use baton_store::{LogWrite, NewRunner, Registering, Registration, RunEnd};
+use baton_store::{LogWrite, NewRunner, Registering, Registration};
+use reports::{completion, item_answer, run_end};
 use serde::Deserialize;
-use std::collections::BTreeMap;
 use std::time::Duration;
 use uuid::Uuid;
 
-const MAX_CAPACITY: i32 = 1024;
-const MAX_NAME: usize = 128;
-const MAX_ERROR_TEXT: usize = 64 << 10;
+/// Most tasks a runner may say it runs at once.
+pub(crate) const MAX_CAPACITY: i32 = 1024;
+/// Longest runner name, in characters.
+pub(crate) const MAX_NAME: usize = 128;
+/// Longest agent version a runner may report, in characters.
+pub(crate) const MAX_VERSION_CHARS: usize = 64;
 
 /// The registration's fields, checked before a limited token is spent on it.
 fn validate_registration(req: &RegisterRunner) -> Result<LabelSet, ApiError> {
@@ -49,7 +53,7 @@ fn validate_registration(req: &RegisterRunner) -> Result<LabelSet, ApiError> {
         validate::check_queue(queue)?;
     }
     validate::check_range("capacity", req.capacity, 1, MAX_CAPACITY)?;
-    if req.version.chars().count() > 64 || req.version.contains('\0') {
+    if req.version.chars().count() > MAX_VERSION_CHARS || req.version.contains('\0') {
         return Err(Invalid::new("version", "at most 64 characters").into());
     }
     Ok(labels)
@@ -315,88 +319,6 @@ pub async fn exchange(
     }))
 }
 
-/// A completion as the exchange takes it: checked, with its log tail as a chunk.
-fn completion(
-    state: &AppState,
-    runner: &Runner,
-    c: &CompletionItem,
-) -> Result<(Completion, Option<LogWrite>), ApiError> {
-    let end = run_end(
-        state,
-        c.outcome,
-        c.exit_code,
-        c.error.clone(),
-        c.outputs.clone(),
-        c.log_size,
-    )?;
-    let tail = match &c.log_tail {
-        None => None,
-        Some(tail) => {
-            if tail.offset < 0 {
-                return Err(Invalid::new("log_tail.offset", "must not be negative").into());
-            }
-            let data = tail.bytes().ok_or_else(|| {
-                ApiError::from(Invalid::new("log_tail.data", "must be standard base64"))
-            })?;
-            if data.len() > state.config.limits.max_log_chunk_bytes {
-                return Err(ApiError::too_large(
-                    ErrorCode::LogTailTooLarge,
-                    "the log tail is over the log chunk limit",
-                ));
-            }
-            Some(LogWrite {
-                task: c.task_id,
-                runner_id: runner.id,
-                lease_id: c.lease_id,
-                offset: tail.offset,
-                data,
-            })
-        }
-    };
-    Ok((
-        Completion {
-            task: c.task_id,
-            lease_id: c.lease_id,
-            end,
-            traceparent: c.traceparent.clone(),
-        },
-        tail,
-    ))
-}
-
-/// One item's answer from its result; `facts` gives the status (and attempt) to show.
-fn item_answer<T>(
-    task_id: Uuid,
-    result: Result<T, ApiError>,
-    facts: impl FnOnce(&T) -> (Option<TaskStatus>, Option<i32>),
-) -> ItemAnswer {
-    match result {
-        Ok(v) => {
-            let (status, attempt) = facts(&v);
-            ItemAnswer {
-                task_id,
-                result: ItemResult::Done,
-                status,
-                attempt,
-                message: None,
-                secret_env: BTreeMap::new(),
-            }
-        }
-        Err(e) => ItemAnswer {
-            task_id,
-            result: match e.status {
-                StatusCode::CONFLICT => ItemResult::Stale,
-                StatusCode::NOT_FOUND | StatusCode::FORBIDDEN => ItemResult::Gone,
-                _ => ItemResult::Retry,
-            },
-            status: e.task_status,
-            attempt: None,
-            message: Some(e.message),
-            secret_env: BTreeMap::new(),
-        },
-    }
-}
-
 /// An ephemeral runner leaving after its one task: the same as an operator deleting it.
 #[utoipa::path(post, path = "/v1/runner/unregister", tag = "runner", security(("bearer" = [])),
     responses((status = 204, description = "The runner is deleted"), Errors)
@@ -555,43 +477,4 @@ pub async fn complete(
     let task = answer.completions.pop().expect("one answer")?;
     tracing::info!(task.id = %id, runner.id = %runner.id, status = %task.status, exit_code = ?task.exit_code, "task finished");
     Ok(Json(task_view(task)))
-}
-
-/// A runner's report of how a run ended, checked.
-fn run_end(
-    state: &AppState,
-    outcome: Outcome,
-    exit_code: Option<i32>,
-    error: Option<String>,
-    outputs: Option<serde_json::Value>,
-    log_size: Option<i64>,
-) -> Result<RunEnd, ApiError> {
-    if error.as_ref().is_some_and(|e| e.len() > MAX_ERROR_TEXT) {
-        return Err(ApiError::too_large(
-            ErrorCode::ErrorTooLarge,
-            format!("error text over {MAX_ERROR_TEXT} bytes"),
-        ));
-    }
-    if let Some(outputs) = &outputs {
-        super::tasks::check_json_floats("outputs", outputs)?;
-        let size = serde_json::to_vec(outputs)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
-        if size > state.config.limits.max_payload_bytes {
-            return Err(ApiError::too_large(
-                ErrorCode::OutputsTooLarge,
-                format!("outputs of {size} bytes, over the limit"),
-            ));
-        }
-    }
-    if log_size.is_some_and(|s| s < 0) {
-        return Err(Invalid::new("log_size", "must not be negative").into());
-    }
-    Ok(RunEnd {
-        outcome: outcome.status(),
-        exit_code,
-        error,
-        outputs,
-        log_size,
-    })
 }

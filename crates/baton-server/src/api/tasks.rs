@@ -3,247 +3,33 @@
 //! Submitting goes through `dispatch::submit` (design.md §4.1: the Postgres insert
 //! commits first, then the Redis add); this layer checks the input field by field.
 
+mod admission;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use admission::{admitted, check_json_floats, new_task};
+
 use super::openapi::Errors;
 use crate::api::views::{notify_state, task_view};
 use crate::auth::User;
-use crate::config::Limits;
 use crate::dispatch::lease::as_leased;
 use crate::dispatch::submit;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::queue_defaults::{self, DefaultsByQueue};
 use crate::state::AppState;
-use crate::webhooks::AddressPolicy;
+use admission::sealing_now;
 use axum::Json;
 use axum::extract::State;
-#[cfg(test)]
-use axum::http::HeaderValue;
 use axum::http::{HeaderMap, StatusCode};
 use baton_client::ErrorCode;
 use baton_client::{SubmitBatch, SubmitTask, Task, TaskList};
 use baton_coord::Claim;
-use baton_core::backoff::Backoff;
-use baton_core::validate::{self, DEFAULT_QUEUE};
-use baton_core::{LabelSet, TaskStatus};
-use baton_store::{NewTask, StoreError, TaskFilter, TaskRecord};
-use chrono::Utc;
+use baton_core::TaskStatus;
+use baton_core::validate;
+use baton_store::{StoreError, TaskFilter, TaskRecord};
 use serde::Deserialize;
 use std::collections::HashMap;
 use uuid::Uuid;
-
-/// Turns a submission into a row to insert, or says which field is wrong. `queues`: every
-/// queue's defaults, which fill what the task leaves out (`crate::queue_defaults`);
-/// `retry_default`: the node's task backoff, which fills what a retry policy still lacks.
-pub(crate) fn new_task(
-    mut req: SubmitTask,
-    queues: &DefaultsByQueue,
-    limits: &Limits,
-    webhooks: &AddressPolicy,
-    retry_default: &Backoff,
-    created_by: &str,
-    traceparent: Option<String>,
-) -> Result<NewTask, ApiError> {
-    let queue = req
-        .queue
-        .take()
-        .unwrap_or_else(|| DEFAULT_QUEUE.to_string());
-    validate::check_queue(&queue)?;
-    if let Some(defaults) = queues.get(&queue) {
-        queue_defaults::fill(&mut req, defaults);
-    }
-    let labels = LabelSet::new(req.labels.clone())?;
-    validate::check_command(req.command.as_deref(), req.script.as_deref())?;
-    validate::check_env(&req.env, limits.max_env_vars)?;
-    validate::check_env(&req.secret_env, limits.max_env_vars)
-        .map_err(|e| validate::Invalid::new("secret_env", e.message))?;
-    validate::check_exec_size(
-        req.command.as_deref(),
-        req.script.as_deref(),
-        req.env.iter().chain(&req.secret_env),
-    )?;
-    if req.labels.len() > limits.max_labels {
-        return Err(validate::Invalid::new(
-            "labels",
-            format!(
-                "at most {} labels are allowed, got {}",
-                limits.max_labels,
-                req.labels.len()
-            ),
-        )
-        .into());
-    }
-    validate::check_priority(req.priority)?;
-    let timeout_s = req.timeout_s.unwrap_or(limits.default_timeout_s);
-    validate::check_seconds("timeout_s", timeout_s, limits.max_timeout_s)?;
-    let queue_timeout_s = req
-        .queue_timeout_s
-        .unwrap_or(limits.default_queue_timeout_s);
-    validate::check_seconds(
-        "queue_timeout_s",
-        queue_timeout_s,
-        limits.max_queue_timeout_s,
-    )?;
-    if let Some(key) = &req.idempotency_key {
-        validate::check_idempotency_key(key)?;
-    }
-    let max_attempts = req.max_attempts.unwrap_or(1);
-    validate::check_range("max_attempts", max_attempts, 1, limits.max_attempts)?;
-    let group =
-        baton_core::flow::check_group(req.concurrency_key.as_deref(), req.concurrency_limit)?;
-    if let Some(url) = &req.notify_url {
-        check_notify_url(url, limits.max_notify_url, webhooks)?;
-    }
-    if let Some(run_at) = req.run_at
-        && run_at > Utc::now() + chrono::Duration::days(MAX_DELAY_DAYS)
-    {
-        return Err(validate::Invalid::new(
-            "run_at",
-            format!("must be within {MAX_DELAY_DAYS} days from now"),
-        )
-        .into());
-    }
-    if let Some(payload) = &req.payload {
-        check_json_floats("payload", payload)?;
-        let size = serde_json::to_vec(payload)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
-        if size > limits.max_payload_bytes {
-            return Err(ApiError::too_large(
-                ErrorCode::PayloadTooLarge,
-                format!(
-                    "payload is {size} bytes, over the limit of {}",
-                    limits.max_payload_bytes
-                ),
-            ));
-        }
-    }
-    Ok(NewTask {
-        id: Uuid::now_v7(),
-        queue,
-        labels: labels.into(),
-        command: req.command,
-        script: req.script,
-        env: req.env,
-        secret_env: req.secret_env,
-        payload: req.payload,
-        priority: req.priority,
-        timeout_s: i32::try_from(timeout_s).expect("bounded by max_timeout_s"),
-        queue_timeout_s: i32::try_from(queue_timeout_s).expect("bounded by max_queue_timeout_s"),
-        max_attempts,
-        run_at: req.run_at,
-        idempotency_key: req
-            .idempotency_key
-            .map(|key| baton_core::idempotency::scoped(created_by, &key)),
-        notify_url: req.notify_url,
-        created_by: created_by.to_string(),
-        traceparent,
-        schedule_id: None,
-        scheduled_for: None,
-        retry_of: None,
-        retry_policy: req
-            .retry
-            .map(|policy| policy.resolved(retry_default))
-            .transpose()?,
-        concurrency_key: group.as_ref().map(|g| g.key.clone()),
-        concurrency_limit: group.map(|g| g.limit),
-    })
-}
-
-/// Whether these submissions' secrets are sealed now: always, once every live node opens
-/// sealed values (`crate::sealing_gate`); asked only when one carries secrets.
-async fn sealing_now(state: &AppState, tasks: &[SubmitTask]) -> bool {
-    if tasks.iter().all(|t| t.secret_env.is_empty()) {
-        return true;
-    }
-    state.sealing.every_node_opens(&state.coord).await
-}
-
-/// A task the token may submit, sealed for Postgres (see [`sealed`]).
-pub(super) fn admitted(
-    state: &AppState,
-    user: &User,
-    task: NewTask,
-    seal: bool,
-) -> Result<NewTask, ApiError> {
-    user.may_submit_to(&task.queue, &task.labels)?;
-    sealed(state, task, seal)
-}
-
-/// The task with its `secret_env` sealed for Postgres (`crate::secrets`); refused when
-/// the cluster has no key to seal with, rather than stored in the clear. While a node of
-/// an earlier release serves (`seal` false), stored as that release stored it.
-fn sealed(state: &AppState, mut task: NewTask, seal: bool) -> Result<NewTask, ApiError> {
-    if task.secret_env.is_empty() {
-        return Ok(task);
-    }
-    let Some(ring) = &state.secrets else {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            ErrorCode::SecretsUnavailable,
-            "secret_env: this cluster has no key to seal secrets with (its nodes run \
-             without --secrets-key or --secrets-key-file); submit without secret_env, or \
-             ask its operator",
-        ));
-    };
-    if seal {
-        task.secret_env = ring.seal(task.id, std::mem::take(&mut task.secret_env));
-    }
-    Ok(task)
-}
-
-/// Every float inside a JSON value must be one Postgres gives back intact.
-pub(crate) fn check_json_floats(
-    field: &str,
-    value: &serde_json::Value,
-) -> Result<(), validate::Invalid> {
-    match value {
-        serde_json::Value::Number(n) if n.is_f64() => {
-            validate::check_json_float(field, n.as_f64().unwrap_or(f64::INFINITY))
-        }
-        serde_json::Value::Array(items) => {
-            items.iter().try_for_each(|v| check_json_floats(field, v))
-        }
-        serde_json::Value::Object(map) => {
-            map.values().try_for_each(|v| check_json_floats(field, v))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// How far ahead a delayed start may be.
-const MAX_DELAY_DAYS: i64 = 3650;
-
-/// Webhooks go to absolute http(s) URLs. A host given as an address the nodes refuse
-/// to reach is refused here too, so the submitter learns it now rather than from a
-/// webhook that never comes; a name is only resolved when delivered (what it resolves
-/// to then is what counts), so the check stays cheap.
-fn check_notify_url(
-    url: &str,
-    max: usize,
-    webhooks: &AddressPolicy,
-) -> Result<(), validate::Invalid> {
-    let parsed = reqwest::Url::parse(url)
-        .ok()
-        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
-    let parsed = match parsed {
-        Some(parsed) if url.chars().count() <= max && !url.chars().any(char::is_control) => parsed,
-        _ => {
-            return Err(validate::Invalid::new(
-                "notify_url",
-                format!("must be an absolute http or https URL of at most {max} characters"),
-            ));
-        }
-    };
-    crate::webhooks::check_url(webhooks, &parsed).map_err(|refused| {
-        validate::Invalid::new(
-            "notify_url",
-            format!(
-                "{refused}, which webhooks may not reach (the nodes' webhook_allow setting \
-                 lists internal receivers)"
-            ),
-        )
-    })
-}
 
 /// The trace context kept with the task, so every later span joins its trace: this
 /// request's span when traces are exported (a child of the caller's, if it sent one),
@@ -539,10 +325,11 @@ pub struct ListQuery {
 }
 
 const LIST_DEFAULT: i64 = 100;
-const LIST_MAX: i64 = 1000;
+/// Most tasks one page lists.
+pub(crate) const LIST_MAX: i64 = 1000;
 /// The longest text searched for: no index serves the search, and a short text is
 /// what a person types.
-const TEXT_MAX_CHARS: usize = 200;
+pub(crate) const TEXT_MAX_CHARS: usize = 200;
 
 #[utoipa::path(operation_id = "list_tasks", get, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
     params(ListQuery),
@@ -603,74 +390,4 @@ pub async fn list(
         tasks: rows.into_iter().map(task_view).collect(),
         next_cursor,
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use baton_core::after_run::TASK_RETRY;
-
-    #[test]
-    fn traceparent_is_kept_only_when_well_formed() {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            "traceparent",
-            HeaderValue::from_static("00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01"),
-        );
-        assert_eq!(
-            traceparent(&headers).as_deref(),
-            Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
-        );
-        headers.insert("traceparent", HeaderValue::from_static("00-xyz-01"));
-        assert_eq!(traceparent(&headers), None);
-    }
-
-    #[test]
-    fn submissions_are_validated_field_by_field() {
-        let limits = Limits::default();
-        let ok = SubmitTask {
-            command: Some(vec!["true".into()]),
-            ..Default::default()
-        };
-        let policy = AddressPolicy::default();
-        let none = DefaultsByQueue::new();
-        let task = new_task(ok.clone(), &none, &limits, &policy, &TASK_RETRY, "t", None).unwrap();
-        assert_eq!(task.queue, DEFAULT_QUEUE);
-        assert_eq!(i64::from(task.timeout_s), limits.default_timeout_s);
-
-        let bad = |f: fn(&mut SubmitTask)| {
-            let mut t = ok.clone();
-            f(&mut t);
-            new_task(t, &none, &limits, &policy, &TASK_RETRY, "t", None)
-                .unwrap_err()
-                .status
-        };
-        assert_eq!(
-            bad(|t| t.queue = Some("Bad Queue".into())),
-            StatusCode::UNPROCESSABLE_ENTITY
-        );
-        assert_eq!(
-            bad(|t| t.command = Some(vec![])),
-            StatusCode::UNPROCESSABLE_ENTITY
-        );
-        assert_eq!(
-            bad(|t| t.timeout_s = Some(0)),
-            StatusCode::UNPROCESSABLE_ENTITY
-        );
-        assert_eq!(bad(|t| t.priority = 5000), StatusCode::UNPROCESSABLE_ENTITY);
-        assert_eq!(
-            bad(|t| t.payload = Some(serde_json::json!("x".repeat(300 << 10)))),
-            StatusCode::PAYLOAD_TOO_LARGE
-        );
-        assert_eq!(
-            bad(|t| t.notify_url = Some("http://169.254.169.254/latest/meta-data/".into())),
-            StatusCode::UNPROCESSABLE_ENTITY
-        );
-        let allowing = AddressPolicy::new(&["169.254.169.254".into()]).unwrap();
-        let internal = SubmitTask {
-            notify_url: Some("http://169.254.169.254/hook".into()),
-            ..ok.clone()
-        };
-        assert!(new_task(internal, &none, &limits, &allowing, &TASK_RETRY, "t", None).is_ok());
-    }
 }

@@ -21,13 +21,13 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeartbeatReport {
+pub struct LivenessReport {
     pub refreshed: bool,
     /// The node took a new id this time.
     pub rotated: bool,
 }
 
-pub struct Heartbeat {
+pub struct LivenessKeeper {
     /// The TTL of the liveness key; refreshed every third of it.
     ttl: Duration,
     identity: Arc<NodeIdentity>,
@@ -38,7 +38,7 @@ pub struct Heartbeat {
     clock: Arc<ClusterClock>,
 }
 
-impl Heartbeat {
+impl LivenessKeeper {
     pub fn new(
         ttl: Duration,
         identity: Arc<NodeIdentity>,
@@ -47,7 +47,7 @@ impl Heartbeat {
         clocks: Arc<StalenessClocks>,
         clock: Arc<ClusterClock>,
     ) -> Self {
-        Heartbeat {
+        LivenessKeeper {
             ttl,
             identity,
             coord,
@@ -64,7 +64,7 @@ impl Heartbeat {
     /// One beat at `now` (the wall clock: a rotated id's start time, and where the
     /// staleness clocks restart after an outage). Whether the key still lives is counted
     /// on the monotonic clock, from when each refresh was sent.
-    pub async fn run_once(&self, now: DateTime<Utc>) -> HeartbeatReport {
+    pub async fn run_once(&self, now: DateTime<Utc>) -> LivenessReport {
         let identity = &self.identity;
         let now_ms = now.timestamp_millis();
         let sent = Instant::now();
@@ -134,7 +134,7 @@ impl Heartbeat {
         } else {
             self.clocks.outage();
         }
-        HeartbeatReport { refreshed, rotated }
+        LivenessReport { refreshed, rotated }
     }
 
     /// Beats until shutdown.

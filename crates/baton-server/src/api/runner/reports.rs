@@ -1,0 +1,139 @@
+//! A runner's reports as the exchange takes them, checked (a run's end, a completion with
+//! its log tail), and each item's answer as the runner reads it.
+
+use crate::auth::Runner;
+use crate::dispatch::exchange::Completion;
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::http::StatusCode;
+use baton_client::ErrorCode;
+use baton_client::{CompletionItem, ItemAnswer, ItemResult, Outcome};
+use baton_core::TaskStatus;
+use baton_core::validate::Invalid;
+use baton_store::{LogWrite, RunEnd};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// The longest error text a run's end may carry.
+const MAX_ERROR_TEXT: usize = 64 << 10;
+
+/// A completion as the exchange takes it: checked, with its log tail as a chunk.
+pub(super) fn completion(
+    state: &AppState,
+    runner: &Runner,
+    c: &CompletionItem,
+) -> Result<(Completion, Option<LogWrite>), ApiError> {
+    let end = run_end(
+        state,
+        c.outcome,
+        c.exit_code,
+        c.error.clone(),
+        c.outputs.clone(),
+        c.log_size,
+    )?;
+    let tail = match &c.log_tail {
+        None => None,
+        Some(tail) => {
+            if tail.offset < 0 {
+                return Err(Invalid::new("log_tail.offset", "must not be negative").into());
+            }
+            let data = tail.bytes().ok_or_else(|| {
+                ApiError::from(Invalid::new("log_tail.data", "must be standard base64"))
+            })?;
+            if data.len() > state.config.limits.max_log_chunk_bytes {
+                return Err(ApiError::too_large(
+                    ErrorCode::LogTailTooLarge,
+                    "the log tail is over the log chunk limit",
+                ));
+            }
+            Some(LogWrite {
+                task: c.task_id,
+                runner_id: runner.id,
+                lease_id: c.lease_id,
+                offset: tail.offset,
+                data,
+            })
+        }
+    };
+    Ok((
+        Completion {
+            task: c.task_id,
+            lease_id: c.lease_id,
+            end,
+            traceparent: c.traceparent.clone(),
+        },
+        tail,
+    ))
+}
+
+/// One item's answer from its result; `facts` gives the status (and attempt) to show.
+pub(super) fn item_answer<T>(
+    task_id: Uuid,
+    result: Result<T, ApiError>,
+    facts: impl FnOnce(&T) -> (Option<TaskStatus>, Option<i32>),
+) -> ItemAnswer {
+    match result {
+        Ok(v) => {
+            let (status, attempt) = facts(&v);
+            ItemAnswer {
+                task_id,
+                result: ItemResult::Done,
+                status,
+                attempt,
+                message: None,
+                secret_env: BTreeMap::new(),
+            }
+        }
+        Err(e) => ItemAnswer {
+            task_id,
+            result: match e.status {
+                StatusCode::CONFLICT => ItemResult::Stale,
+                StatusCode::NOT_FOUND | StatusCode::FORBIDDEN => ItemResult::Gone,
+                _ => ItemResult::Retry,
+            },
+            status: e.task_status,
+            attempt: None,
+            message: Some(e.message),
+            secret_env: BTreeMap::new(),
+        },
+    }
+}
+
+/// A runner's report of how a run ended, checked.
+pub(super) fn run_end(
+    state: &AppState,
+    outcome: Outcome,
+    exit_code: Option<i32>,
+    error: Option<String>,
+    outputs: Option<serde_json::Value>,
+    log_size: Option<i64>,
+) -> Result<RunEnd, ApiError> {
+    if error.as_ref().is_some_and(|e| e.len() > MAX_ERROR_TEXT) {
+        return Err(ApiError::too_large(
+            ErrorCode::ErrorTooLarge,
+            format!("error text over {MAX_ERROR_TEXT} bytes"),
+        ));
+    }
+    if let Some(outputs) = &outputs {
+        super::super::tasks::check_json_floats("outputs", outputs)?;
+        let size = serde_json::to_vec(outputs)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size > state.config.limits.max_payload_bytes {
+            return Err(ApiError::too_large(
+                ErrorCode::OutputsTooLarge,
+                format!("outputs of {size} bytes, over the limit"),
+            ));
+        }
+    }
+    if log_size.is_some_and(|s| s < 0) {
+        return Err(Invalid::new("log_size", "must not be negative").into());
+    }
+    Ok(RunEnd {
+        outcome: outcome.status(),
+        exit_code,
+        error,
+        outputs,
+        log_size,
+    })
+}

@@ -1,0 +1,416 @@
+//! One pass of an exchange: the lease script, the group commit, the script after it, and
+//! each item's answer from what they did.
+
+use super::super::finish::{AfterCommit, finish_item};
+use super::super::lease::{self, Pop};
+use super::super::verdicts::{self, Verdicts};
+use super::starts::{StartCheck, check_start, start_from_row, with_secrets};
+use super::{RunnerAnswer, RunnerCall, StartAnswer};
+use crate::auth::Runner;
+use crate::error::ApiError;
+use crate::queueing::queue_entry;
+use crate::state::AppState;
+use baton_client::RunningLease;
+use baton_coord::{Popped, ReplayKey};
+use baton_core::TaskStatus;
+use baton_store::{Done, Fence, LogAppend, StoreError, TaskRecord, Work};
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// One pass: Redis, the group commit, Redis.
+pub(super) async fn pass(
+    state: &AppState,
+    runner: &Runner,
+    call: &RunnerCall,
+    max: u32,
+    replay: &ReplayKey,
+) -> Result<RunnerAnswer, ApiError> {
+    let running: &[RunningLease] = call.running.as_deref().unwrap_or_default();
+    let mut claims_of: Vec<Uuid> = call.starts.iter().map(|s| s.task).collect();
+    claims_of.extend(running.iter().map(|r| r.task_id));
+    let pop = lease::pop(
+        state,
+        runner,
+        Pop {
+            boot_id: call.boot_id.unwrap_or_default(),
+            max,
+            replay,
+            retry: call.retry,
+            claims_of: &claims_of,
+        },
+    )
+    .await;
+    let (claims, popped, replayed, redis_error) = match pop {
+        Ok(p) => (p.claims, p.popped, p.replayed, None),
+        Err(e) => (vec![None; claims_of.len()], Vec::new(), Vec::new(), Some(e)),
+    };
+    if let Some(e) = redis_error
+        .as_ref()
+        .filter(|_| !call.has_items() && call.running.is_none())
+    {
+        return Err(e.clone().into());
+    }
+    let (start_claims, running_claims) = claims.split_at(call.starts.len());
+
+    let checks: Vec<StartCheck> = call
+        .starts
+        .iter()
+        .zip(start_claims)
+        .map(|(start, claim)| match &redis_error {
+            Some(e) => StartCheck::Refused(e.clone().into()),
+            None => check_start(
+                runner,
+                call.boot_id,
+                start.task,
+                start.lease_id,
+                claim.as_ref(),
+            ),
+        })
+        .collect();
+    let mut work = Work {
+        starts: checks
+            .iter()
+            .filter_map(|c| match c {
+                StartCheck::Record(s) => Some(*s),
+                _ => None,
+            })
+            .collect(),
+        ..ends_of(runner, call)
+    };
+    let checked_starts = work.starts.len();
+    if call.start_leased {
+        // Checked by construction: the script has just claimed each under its lease
+        // (or, for a resend, found it still claimed so).
+        work.starts.extend(lease::starts_of(
+            runner,
+            call.boot_id,
+            &popped,
+            &replayed,
+            state.clock.now(),
+        ));
+    }
+    work.reads.extend(popped.iter().map(|p| p.task_id));
+    work.reads.extend(replayed.iter().map(|(task, _)| *task));
+    // A start's answer carries its task's secrets, from the row it recorded.
+    work.reads.extend(
+        call.starts
+            .iter()
+            .zip(&checks)
+            .filter_map(|(s, check)| (!matches!(check, StartCheck::Refused(_))).then_some(s.task)),
+    );
+    work.reads.extend(running.iter().map(|r| r.task_id));
+    // Each item joins its own task's trace, where the runner's span for it is.
+    let spans: Vec<tracing::Span> = call
+        .starts
+        .iter()
+        .map(|s| item_span("task.start", s.task, s.traceparent.as_deref()))
+        .chain(
+            call.completions
+                .iter()
+                .map(|c| item_span("task.complete", c.task, c.traceparent.as_deref())),
+        )
+        .collect();
+
+    let done = match state.commit.write(work).await {
+        Ok(done) => done,
+        Err(e) if !call.has_items() => {
+            requeue(state, &popped).await;
+            return Err(e.into());
+        }
+        Err(e) => {
+            requeue(state, &popped).await;
+            return Ok(failed(call, checks, e));
+        }
+    };
+    let Done {
+        starts: mut recorded,
+        logs,
+        finishes,
+        reads,
+        ..
+    } = done;
+    // The starts recorded with the lease answer through the rows (`lease::views`).
+    recorded.truncate(checked_starts);
+    let rows: HashMap<Uuid, TaskRecord> = reads.into_iter().map(|t| (t.id, t)).collect();
+
+    // Claims the commit showed to be stale, and runs that ended: one Redis script.
+    let mut dropped: Vec<(TaskRecord, Uuid)> = Vec::new();
+    // Starts Postgres refused while the task stays queued: this runner may not take it.
+    let mut refused: Vec<Popped> = Vec::new();
+    let mut recorded = recorded.into_iter();
+    let starts: Vec<Result<StartAnswer, ApiError>> = call
+        .starts
+        .iter()
+        .zip(checks)
+        .map(|(start, check)| (start.task, start.lease_id, check))
+        .map(|(task, lease_id, check)| match check {
+            StartCheck::Record(_) => {
+                let answer = recorded.next().expect("one answer per recorded start");
+                if answer.is_err()
+                    && let Some(row) = rows.get(&task)
+                {
+                    if row.status == TaskStatus::Queued {
+                        refused.push(Popped::of(&queue_entry(row), lease_id));
+                    } else {
+                        // Cancelled or expired before its start: this lease's claim goes.
+                        dropped.push((row.clone(), lease_id));
+                    }
+                }
+                answer.map_err(ApiError::from)
+            }
+            StartCheck::AskRow => start_from_row(rows.get(&task), runner.id, lease_id),
+            StartCheck::Refused(e) => Err(e),
+        })
+        .zip(&call.starts)
+        .map(|(answer, start)| with_secrets(state, answer?, rows.get(&start.task)))
+        .collect();
+    let (tasks, not_leasable, not_for_this_runner) = lease::views(
+        state,
+        runner,
+        (&popped, &replayed),
+        &rows,
+        lease::Handing {
+            started: call.start_leased,
+            secrets_at_start: call.secrets_at_start,
+        },
+    )
+    .await;
+    let completions: Vec<Result<TaskRecord, StoreError>> = finishes;
+    let mut ended: Vec<(&TaskRecord, Uuid)> = call
+        .completions
+        .iter()
+        .zip(&completions)
+        .filter_map(|(c, r)| Some((r.as_ref().ok()?, c.lease_id)))
+        .collect();
+    let completions: Vec<Result<TaskRecord, StoreError>> = completions.clone();
+    ended.extend(dropped.iter().map(|(row, lease)| (row, *lease)));
+    ended.extend(not_leasable.iter().map(|(row, lease)| (row, *lease)));
+    let mut log_news: Vec<Uuid> = call
+        .logs
+        .iter()
+        .zip(&logs)
+        .filter(|(_, r)| r.is_ok())
+        .map(|(w, _)| w.task)
+        .collect();
+    log_news.extend(ended.iter().map(|(row, _)| row.id));
+    log_news.sort();
+    log_news.dedup();
+    AfterCommit::of(&ended, &log_news).spawn(&state.coord);
+    refused.extend(not_for_this_runner);
+    if !refused.is_empty() {
+        tracing::warn!(runner.id = %runner.id, tasks = refused.len(), "postgres refused starts for this runner (deleted, paused, or not matching): back to their queues");
+        requeue(state, &refused).await;
+    }
+    for popped in lease::unread(&popped, &rows) {
+        // Its row is gone (deleted): nothing to hand out, and nothing to keep a claim for.
+        if let Err(e) = state
+            .coord
+            .claim_release(popped.task_id, popped.lease_id)
+            .await
+        {
+            tracing::warn!(error = %e, task.id = %popped.task_id, "could not drop a claim on a deleted task; repair will");
+        }
+    }
+
+    let (logs, completions) = before_start(state, runner, call, logs, completions).await;
+    let results = starts
+        .iter()
+        .map(|r| r.as_ref().map(|_| ()).map_err(|e| e.code.as_str()))
+        .chain(
+            completions
+                .iter()
+                .map(|r| r.as_ref().map(|_| ()).map_err(|e| e.code.as_str())),
+        );
+    for (span, result) in spans.iter().zip(results) {
+        span.record("result", result.err().unwrap_or("done"));
+    }
+    drop(spans);
+    let verdicts = if call.running.is_some() && redis_error.is_none() {
+        let mut verdicts = verdicts::of(runner, running, &rows, running_claims);
+        // A run whose completion this same exchange carries is over, and the runner hears
+        // how from the completion's answer: calling its lease gone as well would only tell
+        // the runner to stop a task that has stopped.
+        verdicts
+            .gone
+            .retain(|task| !call.completions.iter().any(|c| c.task == *task));
+        verdicts
+    } else {
+        Verdicts::default()
+    };
+    if let (Some(_), Some(boot)) = (&call.running, call.boot_id) {
+        verdicts::end_forgotten_runs(state, runner, boot, running, call.running_as_of).await;
+    }
+    Ok(RunnerAnswer {
+        starts,
+        logs,
+        completions,
+        tasks,
+        verdicts,
+    })
+}
+
+/// Reports of a lease the runner holds but has not started: Postgres does not know the
+/// lease yet (the row says `queued`, with no runner) and finds no such task of this
+/// runner's; the claim tells it is a report out of order, a conflict like any other.
+async fn before_start(
+    state: &AppState,
+    runner: &Runner,
+    call: &RunnerCall,
+    logs: Vec<Result<LogAppend, StoreError>>,
+    completions: Vec<Result<TaskRecord, StoreError>>,
+) -> (
+    Vec<Result<LogAppend, ApiError>>,
+    Vec<Result<TaskRecord, ApiError>>,
+) {
+    let unknown: Vec<(Uuid, Uuid)> = call
+        .logs
+        .iter()
+        .zip(&logs)
+        .filter(|(_, r)| matches!(r, Err(StoreError::NotFound)))
+        .map(|(w, _)| (w.task, w.lease_id))
+        .chain(
+            call.completions
+                .iter()
+                .zip(&completions)
+                .filter(|(_, r)| matches!(r, Err(StoreError::NotFound)))
+                .map(|(c, _)| (c.task, c.lease_id)),
+        )
+        .collect();
+    let mut unstarted: Vec<(Uuid, Uuid)> = Vec::new();
+    if !unknown.is_empty() {
+        let ids: Vec<Uuid> = unknown.iter().map(|(task, _)| *task).collect();
+        if let Ok(claims) = state.coord.claims_get(&ids).await {
+            unstarted = unknown
+                .into_iter()
+                .zip(claims)
+                .filter(|((_, lease), claim)| {
+                    claim
+                        .as_ref()
+                        .is_some_and(|c| c.lease_id == *lease && c.runner == Some(runner.id))
+                })
+                .map(|(pair, _)| pair)
+                .collect();
+        }
+    }
+    let out_of_order = |task: Uuid, lease: Uuid, reason: &'static str| {
+        unstarted.contains(&(task, lease)).then(|| {
+            ApiError::from(StoreError::Conflict {
+                status: baton_core::TaskStatus::Leased,
+                reason,
+            })
+        })
+    };
+    let logs = call
+        .logs
+        .iter()
+        .zip(logs)
+        .map(|(w, r)| {
+            r.map_err(|e| {
+                out_of_order(
+                    w.task,
+                    w.lease_id,
+                    "logs are accepted only while the task runs",
+                )
+                .unwrap_or_else(|| e.into())
+            })
+        })
+        .collect();
+    let completions = call
+        .completions
+        .iter()
+        .zip(completions)
+        .map(|(c, r)| {
+            r.map_err(|e| {
+                out_of_order(c.task, c.lease_id, "the task is not running")
+                    .unwrap_or_else(|| e.into())
+            })
+        })
+        .collect();
+    (logs, completions)
+}
+
+/// The span of one item: under the runner's span for it when it sent one, else under the
+/// request's.
+fn item_span(name: &'static str, task: Uuid, traceparent: Option<&str>) -> tracing::Span {
+    let span = match name {
+        "task.start" => {
+            tracing::info_span!("task.start", task.id = %task, result = tracing::field::Empty)
+        }
+        _ => tracing::info_span!("task.complete", task.id = %task, result = tracing::field::Empty),
+    };
+    baton_client::trace_context::adopt_parent(&span, traceparent);
+    span
+}
+
+/// Postgres could not take the pass: what was popped goes back to its queue, claim
+/// dropped, in one script each (design.md §4.3) — but only what Postgres confirms did not
+/// start. An error can come after the commit took effect (the connection lost while the
+/// answer was on its way), and a task started under its lease and queued again would run
+/// twice. When Postgres cannot even say, the claims stay and the reconciler requeues them
+/// at the ack timeout, by the same fenced path.
+async fn requeue(state: &AppState, popped: &[Popped]) {
+    if popped.is_empty() {
+        return;
+    }
+    let leases: Vec<(Uuid, Uuid)> = popped.iter().map(|p| (p.task_id, p.lease_id)).collect();
+    let unstarted = match state
+        .store
+        .tasks_void_leases(&leases, state.clock.now())
+        .await
+    {
+        Ok(voided) => voided,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not void leases Postgres may not have recorded; the reconciler will requeue them");
+            return;
+        }
+    };
+    let node = state.node_id();
+    for p in popped.iter().filter(|p| unstarted.contains(&p.task_id)) {
+        if let Err(e) = state.coord.claim_requeue(&node, p).await {
+            tracing::warn!(error = %e, task.id = %p.task_id, "could not put a task back; the reconciler will");
+        }
+    }
+}
+
+/// The log chunks and run ends of `call`, as the store writes them.
+fn ends_of(runner: &Runner, call: &RunnerCall) -> Work {
+    Work {
+        logs: call.logs.clone(),
+        finishes: call
+            .completions
+            .iter()
+            .map(|c| {
+                let fence = Fence {
+                    lease_id: c.lease_id,
+                    runner_id: Some(runner.id),
+                };
+                finish_item(c.task, fence, c.end.clone())
+            })
+            .collect(),
+        ..Work::default()
+    }
+}
+
+/// Postgres could not take the pass: every item is answered with the (retryable) error.
+fn failed(call: &RunnerCall, checks: Vec<StartCheck>, error: StoreError) -> RunnerAnswer {
+    let error = ApiError::from(error);
+    let logs = call.logs.iter().map(|_| Err(error.clone())).collect();
+    let completions = call
+        .completions
+        .iter()
+        .map(|_| Err(error.clone()))
+        .collect();
+    RunnerAnswer {
+        starts: checks
+            .into_iter()
+            .map(|c| match c {
+                StartCheck::Refused(e) => Err(e),
+                _ => Err(error.clone()),
+            })
+            .collect(),
+        logs,
+        completions,
+        tasks: Vec::new(),
+        verdicts: Verdicts::default(),
+    }
+}
