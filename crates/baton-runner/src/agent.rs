@@ -20,7 +20,7 @@ use crate::isolation::{self, Isolation};
 use crate::leftovers;
 use crate::registration::Registration;
 use crate::results::ResultSpool;
-use crate::retry::{CallError, Stop, classify};
+use crate::retry::{CallError, OnStop, Retrier, Stop, classify};
 use crate::tracker::Tracker;
 use baton_client::{Client, CompletionItem, Exchange, ItemResult, RegisterRunner};
 use baton_core::backoff::Backoff;
@@ -125,27 +125,27 @@ impl Agent {
             capacity: self.config.capacity as i32,
             version: self.config.announced_version(),
         };
-        let mut failures = 0;
-        let registered = loop {
-            match self.client.register(&request).await {
-                Ok(r) => break r,
-                Err(e) => match classify(e) {
-                    CallError::Transient(e) | CallError::StoresOut(e) => {
-                        failures += 1;
-                        tracing::warn!(error = %e, "registration failed; retrying");
-                        let delay = self.config.backoff().delay(failures, rand::random());
-                        crate::metrics::backoff();
-                        tokio::select! {
-                            _ = shutdown.cancelled() => anyhow::bail!("stopped before registering"),
-                            _ = tokio::time::sleep(delay) => {}
-                        }
-                    }
-                    CallError::Stop(Stop::Incompatible(reason)) => {
-                        return Err(IncompatibleRunner(reason).into());
-                    }
-                    other => anyhow::bail!("registration refused: {other}"),
-                },
+        let (client, request) = (&self.client, &request);
+        let registered = Retrier::new(self.config.backoff())
+            .stopped_by(shutdown.clone(), OnStop::End)
+            .call(move || async move {
+                let answer = client.register(request).await.map_err(classify);
+                if let Err(e) = &answer
+                    && e.retryable()
+                {
+                    tracing::warn!(error = %e, "registration failed; retrying");
+                }
+                answer
+            })
+            .await;
+        let registered = match registered {
+            Ok(registered) => registered,
+            Err(CallError::Stop(Stop::Incompatible(reason))) => {
+                return Err(IncompatibleRunner(reason).into());
             }
+            // Registration never gives up on its own: only a stop ends its retrying.
+            Err(e) if e.retryable() => anyhow::bail!("stopped before registering"),
+            Err(other) => anyhow::bail!("registration refused: {other}"),
         };
         let reg = Registration {
             runner_id: registered.runner_id,
@@ -436,8 +436,11 @@ async fn deliver_kept(
         results = kept.len(),
         "sending results an earlier run of this agent could not deliver"
     );
-    let deadline = Instant::now() + KEPT_FIRST_TRY;
-    let mut failures = 0;
+    // One pacing for every batch: their failures add up towards the one deadline. A stop
+    // cuts a wait short for a last try.
+    let mut retrier = Retrier::new(backoff)
+        .until(Instant::now() + KEPT_FIRST_TRY)
+        .stopped_by(shutdown.clone(), OnStop::LastTry);
     let mut undelivered = Vec::new();
     while !kept.is_empty() {
         let take = kept.len().min(crate::config::MAX_EXCHANGE_ITEMS);
@@ -448,36 +451,27 @@ async fn deliver_kept(
             completions: batch.clone(),
             ..Exchange::default()
         };
-        loop {
-            match client.exchange(&exchange).await {
-                Ok(answer) => {
-                    for (item, answered) in batch.iter().zip(&answer.completions) {
-                        match answered.result {
-                            ItemResult::Retry => undelivered.push(item.clone()),
-                            // Recorded, or the server ended the run otherwise.
-                            _ => results.taken(item.lease_id),
-                        }
+        let exchange = &exchange;
+        let answer = retrier
+            .call(move || async move { client.exchange(exchange).await.map_err(classify) })
+            .await;
+        match answer {
+            Ok(answer) => {
+                for (item, answered) in batch.iter().zip(&answer.completions) {
+                    match answered.result {
+                        ItemResult::Retry => undelivered.push(item.clone()),
+                        // Recorded, or the server ended the run otherwise.
+                        _ => results.taken(item.lease_id),
                     }
-                    break;
                 }
-                Err(e) => match classify(e) {
-                    // The agent learns it from its first poll, and stops.
-                    CallError::Stop(_) => return Vec::new(),
-                    error => {
-                        failures += 1;
-                        let delay = backoff.delay(failures, rand::random());
-                        if shutdown.is_cancelled() || Instant::now() + delay > deadline {
-                            tracing::warn!(error = %error, "earlier results not delivered yet; sent again on the side");
-                            undelivered.extend(batch);
-                            undelivered.append(&mut kept);
-                            return undelivered;
-                        }
-                        tokio::select! {
-                            _ = tokio::time::sleep(delay) => {}
-                            _ = shutdown.cancelled() => {}
-                        }
-                    }
-                },
+            }
+            // The agent learns it from its first poll, and stops.
+            Err(CallError::Stop(_)) => return Vec::new(),
+            Err(error) => {
+                tracing::warn!(error = %error, "earlier results not delivered yet; sent again on the side");
+                undelivered.extend(batch);
+                undelivered.append(&mut kept);
+                return undelivered;
             }
         }
     }
@@ -494,27 +488,16 @@ async fn resend_kept(
     stop: CancellationToken,
 ) {
     for item in undelivered {
-        let mut failures = 0;
-        loop {
-            let answer = tokio::select! {
-                answer = reports.complete(item.clone()) => answer,
-                _ = stop.cancelled() => return,
-            };
-            match answer {
-                Ok(_) | Err(CallError::Stop(_)) => {
-                    results.taken(item.lease_id);
-                    break;
-                }
-                Err(CallError::Local(_)) => return,
-                Err(_) => {
-                    failures += 1;
-                    let delay = backoff.delay(failures, rand::random());
-                    tokio::select! {
-                        _ = tokio::time::sleep(delay) => {}
-                        _ = stop.cancelled() => return,
-                    }
-                }
-            }
+        // The stop ends a call as well as a wait: each item is retried until then.
+        let mut retrier = Retrier::new(backoff);
+        let answer = tokio::select! {
+            answer = retrier.call(|| reports.complete(item.clone())) => answer,
+            _ = stop.cancelled() => return,
+        };
+        match answer {
+            Ok(_) | Err(CallError::Stop(_)) => results.taken(item.lease_id),
+            // The agent is stopping.
+            Err(_) => return,
         }
     }
 }

@@ -14,10 +14,11 @@ use crate::logship::{LogSpool, Shipper};
 use crate::masking::Masker;
 use crate::process_group::signal_group;
 use crate::results::ResultSpool;
-use crate::retry::{CallError, Retrier, Stop};
+use crate::retry::{CallError, OnStop, Retrier, Stop};
 use crate::tracker::TaskControl;
 use baton_client::trace_context;
-use baton_client::{Client, CompletionItem, LeasedTask, LogTail, Outcome};
+use baton_client::{Client, CompletionItem, ItemAnswer, LeasedTask, LogTail, Outcome};
+use baton_core::backoff::Backoff;
 use nix::sys::signal::Signal;
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -203,21 +204,21 @@ impl Executor {
         }
         let span = tracing::info_span!("runner.start", otel.kind = "client", task.id = %task.id);
         let traceparent = self.item_context(&span, task);
-        let mut retrier = Retrier::new(Instant::now() + REPORT_PATIENCE);
-        loop {
-            let answer = self
-                .reports
-                .start(task.id, task.lease_id, traceparent.clone())
-                .instrument(span.clone())
-                .await;
-            match answer {
-                Ok(answer) => return Ok(answer.secret_env),
-                Err(e) => {
+        let (reports, span, traceparent) = (&self.reports, &span, &traceparent);
+        let answer = Retrier::new(Backoff::RUNNER)
+            .patient_until(Instant::now() + REPORT_PATIENCE)
+            .call(move || async move {
+                let answer = reports
+                    .start(task.id, task.lease_id, traceparent.clone())
+                    .instrument(span.clone())
+                    .await;
+                if answer.is_err() {
                     crate::metrics::report_error("start");
-                    retrier.pause(e).await?
                 }
-            }
-        }
+                answer
+            })
+            .await?;
+        Ok(answer.secret_env)
     }
 
     /// The trace context an item carries: its own client span's, or, for a runner that
@@ -455,56 +456,60 @@ impl Executor {
         if let Err(e) = self.results.keep(&report) {
             tracing::warn!(task.id = %task.id, error = %e, "cannot keep the result on disk; it is lost if this agent stops before a node takes it");
         }
-        let mut failures = 0;
-        loop {
-            let send = self
-                .reports
-                .complete(report.clone())
-                .instrument(span.clone());
-            let answer = if stop.is_cancelled() {
-                // The agent is stopping: one last try, bounded; what it cannot deliver
-                // waits on disk for the next start.
-                match tokio::time::timeout(LAST_TRY, send).await {
-                    Ok(answer) => answer,
-                    Err(_) => return self.kept(task),
-                }
-            } else {
-                tokio::select! {
-                    answer = send => answer,
-                    // Try once more as a stopping agent does.
-                    _ = stop.cancelled() => continue,
-                }
-            };
-            let error = match answer {
-                Ok(done) => {
-                    tracing::info!(task.id = %task.id, status = ?done.status, exit_code = ?exit_code, "task reported");
-                    self.results.taken(task.lease_id);
-                    return RunResult::Reported;
-                }
-                Err(e) => e,
-            };
-            crate::metrics::report_error("complete");
-            match error {
-                CallError::Stop(s) => {
-                    tracing::warn!(task.id = %task.id, error = ?s, "result refused; the server has ended the task otherwise");
-                    self.results.taken(task.lease_id);
-                    return stopped(s);
-                }
-                CallError::Local(_) => return self.kept(task),
-                CallError::Transient(_) | CallError::StoresOut(_) if stop.is_cancelled() => {
-                    return self.kept(task);
-                }
-                CallError::Transient(_) | CallError::StoresOut(_) => {
-                    // The result waits out any outage: nothing it says is learned again.
-                    failures += 1;
-                    let delay = self.config.backoff().delay(failures, rand::random());
-                    crate::metrics::backoff();
-                    tokio::select! {
-                        _ = tokio::time::sleep(delay) => {}
-                        _ = stop.cancelled() => return self.kept(task),
-                    }
-                }
+        // The result waits out any outage, for as long as the agent runs: nothing it says
+        // is learned again. Once the agent stops, what is not delivered waits on disk.
+        let answer = Retrier::new(self.config.backoff())
+            .stopped_by(stop.clone(), OnStop::End)
+            .call(|| self.send_result(&report, &span, stop))
+            .await;
+        match answer {
+            Ok(Some(done)) => {
+                tracing::info!(task.id = %task.id, status = ?done.status, exit_code = ?exit_code, "task reported");
+                self.results.taken(task.lease_id);
+                RunResult::Reported
             }
+            Err(CallError::Stop(s)) => {
+                tracing::warn!(task.id = %task.id, error = ?s, "result refused; the server has ended the task otherwise");
+                self.results.taken(task.lease_id);
+                stopped(s)
+            }
+            // No answer in the last try, a failure once the agent stopped, or a local one.
+            Ok(None) | Err(_) => self.kept(task),
+        }
+    }
+
+    /// One try at handing a result over. A stop that comes during the try drops it for
+    /// the last try a stopping agent makes, bounded by [`LAST_TRY`]: `None` when that got
+    /// no answer.
+    async fn send_result(
+        &self,
+        report: &CompletionItem,
+        span: &tracing::Span,
+        stop: &CancellationToken,
+    ) -> Result<Option<ItemAnswer>, CallError> {
+        let send = || {
+            self.reports
+                .complete(report.clone())
+                .instrument(span.clone())
+        };
+        let counted = |answer: Result<ItemAnswer, CallError>| {
+            if answer.is_err() {
+                crate::metrics::report_error("complete");
+            }
+            answer.map(Some)
+        };
+        if !stop.is_cancelled() {
+            tokio::select! {
+                answer = send() => return counted(answer),
+                // Try once more as a stopping agent does.
+                _ = stop.cancelled() => {}
+            }
+        }
+        // The agent is stopping: one last try, bounded; what it cannot deliver waits on
+        // disk for the next start.
+        match tokio::time::timeout(LAST_TRY, send()).await {
+            Ok(answer) => counted(answer),
+            Err(_) => Ok(None),
         }
     }
 

@@ -6,6 +6,7 @@
 
 use crate::retry::{CallError, Retrier, classify};
 use baton_client::{Client, ClientError, LogTail, StatusCode};
+use baton_core::backoff::Backoff;
 use nix::fcntl::OFlag;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -169,7 +170,7 @@ impl Shipper {
     /// Ships until everything written is acknowledged, retrying transient errors until
     /// `deadline`.
     pub async fn drain(&mut self, spool: &LogSpool, deadline: Instant) -> Result<(), CallError> {
-        let mut retrier = Retrier::new(deadline);
+        let mut retrier = Retrier::new(Backoff::RUNNER).patient_until(deadline);
         loop {
             match self.ship(spool).await {
                 Ok(()) => return Ok(()),
