@@ -53,6 +53,7 @@ pub enum AgentExit {
 #[error("the server cannot serve this runner version: {0}")]
 pub struct IncompatibleRunner(pub String);
 
+/// The runner agent: its settings and its client for the server, until `run` ends.
 pub struct Agent {
     config: Arc<RunnerConfig>,
     client: Client,
@@ -62,6 +63,7 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// An agent with these settings; it talks to no server until `run`.
     pub fn new(mut config: RunnerConfig) -> anyhow::Result<Self> {
         let client =
             Client::new(&config.server, None)?.with_agent_version(config.announced_version());

@@ -44,7 +44,7 @@ const PIPE_DRAIN: Duration = Duration::from_secs(5);
 /// What a task gets of the agent's environment: enough to find programs and speak the
 /// locale, nothing that is the runner's (its settings, tokens, proxies, preloads). The
 /// task's own `env` and `secret_env` come on top, and `HOME` is its work dir.
-pub const INHERITED_ENV: [&str; 5] = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+pub(crate) const INHERITED_ENV: [&str; 5] = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
 
 /// `PATH` for a task when the agent has none.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -66,7 +66,7 @@ enum Ending {
 
 /// What the agent needs to know afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunResult {
+pub(crate) enum RunResult {
     Reported,
     /// Finished, but no node has taken the result yet: it is kept on disk, and the next
     /// start of this agent sends it.
@@ -84,7 +84,7 @@ fn stopped(stop: Stop) -> RunResult {
     }
 }
 
-pub struct Executor {
+pub(crate) struct Executor {
     pub client: Client,
     pub config: Arc<RunnerConfig>,
     /// Starts and completions go into the agent's batched exchange.
@@ -101,7 +101,7 @@ impl Executor {
     /// grace is over): the task is killed and reported failed. `control` carries the
     /// server's cancel and lease-gone verdicts. `user`: whom it runs as (`None`: the
     /// agent's own user).
-    pub async fn run(
+    pub(crate) async fn run(
         &self,
         task: LeasedTask,
         stop: CancellationToken,

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Why the agent must stop trying a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// The lease is no longer ours (409/404/403): stop the task, report nothing.
     LeaseGone,
     /// The runner is no longer registered (401): the agent exits.
@@ -24,7 +24,7 @@ pub enum Stop {
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum CallError {
+pub(crate) enum CallError {
     #[error("{0:?}")]
     Stop(Stop),
     /// Unreachable, failing, or unable to record it now: try again.
@@ -42,7 +42,7 @@ pub enum CallError {
 impl CallError {
     /// Whether trying again may succeed: the server was unreachable, failing, or could
     /// not record it yet. A stop or a local failure stays what it is.
-    pub fn retryable(&self) -> bool {
+    pub(crate) fn retryable(&self) -> bool {
         matches!(self, CallError::Transient(_) | CallError::StoresOut(_))
     }
 }
@@ -51,14 +51,14 @@ impl CallError {
 /// request as a proof of life every node can see: for self-fencing, that answer counts as
 /// contact. A node that lost Redis says it did not: the node that adopts its claims
 /// never hears of this runner, and will declare it lost on its own clock.
-pub fn outage_with_presence(e: &ClientError) -> bool {
+pub(crate) fn outage_with_presence(e: &ClientError) -> bool {
     matches!(e, ClientError::Api(api)
         if api.status == StatusCode::SERVICE_UNAVAILABLE
             && api.body.error.is(baton_client::ErrorCode::Unavailable)
             && api.body.error.presence_recorded == Some(true))
 }
 
-pub fn classify(e: ClientError) -> CallError {
+pub(crate) fn classify(e: ClientError) -> CallError {
     if outage_with_presence(&e) {
         return CallError::StoresOut(e.to_string());
     }
@@ -81,7 +81,7 @@ pub fn classify(e: ClientError) -> CallError {
 
 /// How long a report is retried while nodes answer that their stores are out: a Postgres
 /// failover or restart takes far less, and an agent asked to stop waits no longer.
-pub const OUTAGE_PATIENCE: Duration = Duration::from_secs(3600);
+pub(crate) const OUTAGE_PATIENCE: Duration = Duration::from_secs(3600);
 
 /// When a [`Retrier`] stops trying a call that keeps failing with retryable errors.
 enum GiveUp {
@@ -124,7 +124,7 @@ impl GiveUp {
 
 /// What a stop does to a [`Retrier`] waiting to try again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnStop {
+pub(crate) enum OnStop {
     /// Ends the wait and the retrying: the last failure is handed back.
     End,
     /// Cuts the wait short for one last try: a failure once stopped is handed back.
@@ -134,7 +134,7 @@ pub enum OnStop {
 /// The agent's one retry loop for calls to the server: it retries retryable failures
 /// (see [`CallError::retryable`]) with `backoff`, and hands back the first failure that
 /// is not, or the last one when its give-up rule or its stop ends the retrying.
-pub struct Retrier {
+pub(crate) struct Retrier {
     backoff: Backoff,
     /// Failures so far: the next pause is the backoff's step for one more.
     failures: u32,
@@ -144,7 +144,7 @@ pub struct Retrier {
 
 impl Retrier {
     /// Retries for as long as it takes, pacing the tries with `backoff`.
-    pub fn new(backoff: Backoff) -> Self {
+    pub(crate) fn new(backoff: Backoff) -> Self {
         Retrier {
             backoff,
             failures: 0,
@@ -154,7 +154,7 @@ impl Retrier {
     }
 
     /// Gives up once the next try would come after `deadline`.
-    pub fn until(self, deadline: Instant) -> Self {
+    pub(crate) fn until(self, deadline: Instant) -> Self {
         Retrier {
             give_up: GiveUp::At(deadline),
             ..self
@@ -165,7 +165,7 @@ impl Retrier {
     /// that the stores are out moves the deadline on: silence (no node answering) ends
     /// the wait after as long as from now to `deadline`, an outage after up to
     /// [`OUTAGE_PATIENCE`] from now.
-    pub fn patient_until(self, deadline: Instant) -> Self {
+    pub(crate) fn patient_until(self, deadline: Instant) -> Self {
         let now = Instant::now();
         Retrier {
             give_up: GiveUp::AfterSilence {
@@ -179,7 +179,7 @@ impl Retrier {
 
     /// What `stop` does: a stop already there when a call fails ends the retrying; one
     /// that comes during a wait does as `on_stop` says.
-    pub fn stopped_by(self, stop: CancellationToken, on_stop: OnStop) -> Self {
+    pub(crate) fn stopped_by(self, stop: CancellationToken, on_stop: OnStop) -> Self {
         Retrier {
             stop: Some((stop, on_stop)),
             ..self
@@ -188,7 +188,7 @@ impl Retrier {
 
     /// Makes the call until it is answered, pausing after each retryable failure; hands
     /// back the failure that ended the retrying.
-    pub async fn call<T, Answer>(
+    pub(crate) async fn call<T, Answer>(
         &mut self,
         mut call: impl FnMut() -> Answer,
     ) -> Result<T, CallError>
@@ -205,7 +205,7 @@ impl Retrier {
 
     /// After a failure: sleeps before the next try when it is retryable, the agent is
     /// not stopping and time remains; otherwise hands the error back.
-    pub async fn pause(&mut self, error: CallError) -> Result<(), CallError> {
+    pub(crate) async fn pause(&mut self, error: CallError) -> Result<(), CallError> {
         if !error.retryable() {
             return Err(error);
         }
