@@ -2,6 +2,8 @@
 //! them. The server, the runner agent, the CLI and the tests all speak through these
 //! types, so the two ends cannot drift apart.
 
+#![warn(unreachable_pub)]
+
 pub mod bulk;
 pub mod client;
 pub mod error_code;

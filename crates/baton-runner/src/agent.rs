@@ -20,10 +20,10 @@ use crate::isolation::{self, Isolation};
 use crate::leftovers;
 use crate::registration::Registration;
 use crate::results::ResultSpool;
-use crate::retry::{CallError, Stop, classify};
+use crate::retry::{CallError, OnStop, Retrier, Stop, classify};
 use crate::tracker::Tracker;
-use baton_client::{Client, CompletionItem, Exchange, ItemResult, RegisterRunner};
-use baton_core::backoff::Backoff;
+use baton_client::{Client, RegisterRunner};
+use kept::{deliver_kept, resend_kept};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,6 +32,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
+
+mod kept;
 
 /// Why the agent stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +53,7 @@ pub enum AgentExit {
 #[error("the server cannot serve this runner version: {0}")]
 pub struct IncompatibleRunner(pub String);
 
+/// The runner agent: its settings and its client for the server, until `run` ends.
 pub struct Agent {
     config: Arc<RunnerConfig>,
     client: Client,
@@ -60,6 +63,7 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// An agent with these settings; it talks to no server until `run`.
     pub fn new(mut config: RunnerConfig) -> anyhow::Result<Self> {
         let client =
             Client::new(&config.server, None)?.with_agent_version(config.announced_version());
@@ -125,27 +129,27 @@ impl Agent {
             capacity: self.config.capacity as i32,
             version: self.config.announced_version(),
         };
-        let mut failures = 0;
-        let registered = loop {
-            match self.client.register(&request).await {
-                Ok(r) => break r,
-                Err(e) => match classify(e) {
-                    CallError::Transient(e) | CallError::StoresOut(e) => {
-                        failures += 1;
-                        tracing::warn!(error = %e, "registration failed; retrying");
-                        let delay = self.config.backoff().delay(failures, rand::random());
-                        crate::metrics::backoff();
-                        tokio::select! {
-                            _ = shutdown.cancelled() => anyhow::bail!("stopped before registering"),
-                            _ = tokio::time::sleep(delay) => {}
-                        }
-                    }
-                    CallError::Stop(Stop::Incompatible(reason)) => {
-                        return Err(IncompatibleRunner(reason).into());
-                    }
-                    other => anyhow::bail!("registration refused: {other}"),
-                },
+        let (client, request) = (&self.client, &request);
+        let registered = Retrier::new(self.config.backoff())
+            .stopped_by(shutdown.clone(), OnStop::End)
+            .call(move || async move {
+                let answer = client.register(request).await.map_err(classify);
+                if let Err(e) = &answer
+                    && e.retryable()
+                {
+                    tracing::warn!(error = %e, "registration failed; retrying");
+                }
+                answer
+            })
+            .await;
+        let registered = match registered {
+            Ok(registered) => registered,
+            Err(CallError::Stop(Stop::Incompatible(reason))) => {
+                return Err(IncompatibleRunner(reason).into());
             }
+            // Registration never gives up on its own: only a stop ends its retrying.
+            Err(e) if e.retryable() => anyhow::bail!("stopped before registering"),
+            Err(other) => anyhow::bail!("registration refused: {other}"),
         };
         let reg = Registration {
             runner_id: registered.runner_id,
@@ -407,112 +411,6 @@ impl Agent {
                 _ = tokio::time::sleep_until(grace_end), if !force_stop.is_cancelled() => {
                     tracing::warn!(running = tasks.len(), "shutdown grace over: stopping tasks");
                     force_stop.cancel();
-                }
-            }
-        }
-    }
-}
-
-/// How long an agent's start waits to hand an earlier run's results over before it gets
-/// on with its work (and sends them on the side).
-const KEPT_FIRST_TRY: Duration = Duration::from_secs(30);
-
-/// Results an earlier run of this agent could not deliver, sent before anything else: in
-/// this boot's first exchange, so they are recorded before any node can judge that
-/// run's tasks by the new boot (a restart: their runs ended). Returns what could not be
-/// delivered yet.
-async fn deliver_kept(
-    client: &Client,
-    boot_id: Uuid,
-    results: &ResultSpool,
-    backoff: Backoff,
-    shutdown: &CancellationToken,
-) -> Vec<CompletionItem> {
-    let mut kept = results.pending();
-    if kept.is_empty() {
-        return kept;
-    }
-    tracing::info!(
-        results = kept.len(),
-        "sending results an earlier run of this agent could not deliver"
-    );
-    let deadline = Instant::now() + KEPT_FIRST_TRY;
-    let mut failures = 0;
-    let mut undelivered = Vec::new();
-    while !kept.is_empty() {
-        let take = kept.len().min(crate::config::MAX_EXCHANGE_ITEMS);
-        let batch: Vec<CompletionItem> = kept.drain(..take).collect();
-        let exchange = Exchange {
-            request_id: Uuid::new_v4(),
-            boot_id,
-            completions: batch.clone(),
-            ..Exchange::default()
-        };
-        loop {
-            match client.exchange(&exchange).await {
-                Ok(answer) => {
-                    for (item, answered) in batch.iter().zip(&answer.completions) {
-                        match answered.result {
-                            ItemResult::Retry => undelivered.push(item.clone()),
-                            // Recorded, or the server ended the run otherwise.
-                            _ => results.taken(item.lease_id),
-                        }
-                    }
-                    break;
-                }
-                Err(e) => match classify(e) {
-                    // The agent learns it from its first poll, and stops.
-                    CallError::Stop(_) => return Vec::new(),
-                    error => {
-                        failures += 1;
-                        let delay = backoff.delay(failures, rand::random());
-                        if shutdown.is_cancelled() || Instant::now() + delay > deadline {
-                            tracing::warn!(error = %error, "earlier results not delivered yet; sent again on the side");
-                            undelivered.extend(batch);
-                            undelivered.append(&mut kept);
-                            return undelivered;
-                        }
-                        tokio::select! {
-                            _ = tokio::time::sleep(delay) => {}
-                            _ = shutdown.cancelled() => {}
-                        }
-                    }
-                },
-            }
-        }
-    }
-    undelivered
-}
-
-/// Sends results still undelivered alongside the agent's work, until each is taken or the
-/// agent stops (they stay on disk then).
-async fn resend_kept(
-    reports: exchanger::Reports,
-    results: ResultSpool,
-    undelivered: Vec<CompletionItem>,
-    backoff: Backoff,
-    stop: CancellationToken,
-) {
-    for item in undelivered {
-        let mut failures = 0;
-        loop {
-            let answer = tokio::select! {
-                answer = reports.complete(item.clone()) => answer,
-                _ = stop.cancelled() => return,
-            };
-            match answer {
-                Ok(_) | Err(CallError::Stop(_)) => {
-                    results.taken(item.lease_id);
-                    break;
-                }
-                Err(CallError::Local(_)) => return,
-                Err(_) => {
-                    failures += 1;
-                    let delay = backoff.delay(failures, rand::random());
-                    tokio::select! {
-                        _ = tokio::time::sleep(delay) => {}
-                        _ = stop.cancelled() => return,
-                    }
                 }
             }
         }

@@ -6,12 +6,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Most items the agent puts in one exchange (the server's default limit).
-pub const MAX_EXCHANGE_ITEMS: usize = 256;
+pub(crate) const MAX_EXCHANGE_ITEMS: usize = 256;
 
 /// Output at most this large still unshipped when a run ends travels with its completion
 /// (base64 in the exchange) instead of in log requests of its own.
-pub const LOG_TAIL_MAX: usize = 64 << 10;
+pub(crate) const LOG_TAIL_MAX: usize = 64 << 10;
 
+/// How one runner agent runs: its server, its identity, its slots and its timings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunnerConfig {
@@ -19,7 +20,9 @@ pub struct RunnerConfig {
     pub server: String,
     /// Needed only for the first start; afterwards the runner token in `state_dir` is used.
     pub registration_token: Option<String>,
+    /// The name operators see it by; the host name unless given.
     pub name: String,
+    /// Labels a task may ask for: it gets only tasks whose labels it has.
     pub labels: Vec<String>,
     /// Queues to serve; empty means every queue.
     pub queues: Vec<String>,
@@ -52,6 +55,7 @@ pub struct RunnerConfig {
     /// about to declare this runner lost and hand them out again. Keep it below the
     /// server's `runner_lost_after_s`.
     pub fence_after_s: u64,
+    /// Most bytes of output one log request carries.
     pub log_chunk_bytes: usize,
     /// Run one task, then unregister and exit (an ephemeral runner).
     pub once: bool,
@@ -136,14 +140,17 @@ impl RunnerConfig {
         }
     }
 
+    /// `shutdown_grace_s` as a duration.
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs(self.shutdown_grace_s)
     }
 
+    /// `kill_grace_s` as a duration.
     pub fn kill_grace(&self) -> Duration {
         Duration::from_secs(self.kill_grace_s)
     }
 
+    /// `log_flush_ms` as a duration.
     pub fn log_flush(&self) -> Duration {
         Duration::from_millis(self.log_flush_ms)
     }

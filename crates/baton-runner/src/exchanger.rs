@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// What an item's answer means to the executor that sent it.
-pub type ItemOutcome = Result<ItemAnswer, CallError>;
+pub(crate) type ItemOutcome = Result<ItemAnswer, CallError>;
 
 enum Item {
     Start(StartItem, oneshot::Sender<ItemOutcome>),
@@ -44,14 +44,14 @@ enum Item {
 
 /// How executors hand their items to the exchanger. Cheap to clone.
 #[derive(Clone)]
-pub struct Reports {
+pub(crate) struct Reports {
     items: mpsc::UnboundedSender<Item>,
 }
 
 impl Reports {
     /// Acknowledges a lease; `done` means the task may run now. `traceparent`: the
     /// caller's span, which the node's span for the item continues.
-    pub async fn start(
+    pub(crate) async fn start(
         &self,
         task_id: Uuid,
         lease_id: Uuid,
@@ -68,7 +68,7 @@ impl Reports {
     }
 
     /// Reports how a run ended.
-    pub async fn complete(&self, item: CompletionItem) -> ItemOutcome {
+    pub(crate) async fn complete(&self, item: CompletionItem) -> ItemOutcome {
         let (reply, answer) = oneshot::channel();
         self.send(Item::Complete(Box::new(item), reply))?;
         answered(answer).await
@@ -89,7 +89,7 @@ async fn answered(answer: oneshot::Receiver<ItemOutcome>) -> ItemOutcome {
 
 /// An item's answer as the executor acts on it: `done` goes ahead; `stale` and `gone`
 /// stop the task; `retry` is a transient failure.
-pub fn outcome(answer: ItemAnswer) -> ItemOutcome {
+pub(crate) fn outcome(answer: ItemAnswer) -> ItemOutcome {
     match answer.result {
         ItemResult::Done => Ok(answer),
         ItemResult::Stale | ItemResult::Gone => Err(CallError::Stop(Stop::LeaseGone)),
@@ -103,14 +103,14 @@ pub fn outcome(answer: ItemAnswer) -> ItemOutcome {
 }
 
 /// A leased task and the slot it holds until its executor is done.
-pub struct Assigned {
+pub(crate) struct Assigned {
     pub task: LeasedTask,
     pub slot: OwnedSemaphorePermit,
 }
 
 /// Why the exchanger stopped asking for work.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     /// Asked to stop.
     Shutdown,
     /// The server does not know this runner (401).
@@ -120,7 +120,7 @@ pub enum Ended {
 }
 
 /// What the exchanger needs from the agent.
-pub struct Setup {
+pub(crate) struct Setup {
     pub client: Client,
     pub config: Arc<RunnerConfig>,
     pub boot_id: Uuid,
@@ -134,7 +134,7 @@ pub struct Setup {
 }
 
 /// Starts the exchanger; leased tasks arrive on the returned receiver.
-pub fn spawn(setup: Setup) -> (Reports, mpsc::Receiver<Assigned>, JoinHandle<Ended>) {
+pub(crate) fn spawn(setup: Setup) -> (Reports, mpsc::Receiver<Assigned>, JoinHandle<Ended>) {
     let (items, incoming) = mpsc::unbounded_channel();
     let (assign, assigned) = mpsc::channel(1024);
     let handle = tokio::spawn(run(setup, incoming, assign));

@@ -17,10 +17,10 @@ use crate::results::ResultSpool;
 use crate::retry::{CallError, Retrier, Stop};
 use crate::tracker::TaskControl;
 use baton_client::trace_context;
-use baton_client::{Client, CompletionItem, LeasedTask, LogTail, Outcome};
+use baton_client::{Client, LeasedTask};
+use baton_core::backoff::Backoff;
 use nix::sys::signal::Signal;
 use std::collections::BTreeMap;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -31,12 +31,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+mod report;
+
 /// How long a start, and the output still to ship, are retried while the server is
 /// unreachable. A completion is retried for as long as the agent lives, and kept on disk
 /// beyond that (`results`).
 const REPORT_PATIENCE: Duration = Duration::from_secs(120);
-/// How long a stopping agent still tries to deliver a result before it keeps it on disk.
-const LAST_TRY: Duration = Duration::from_secs(3);
 /// After the task exits, how long its output pipes may stay open (a grandchild that left
 /// the group holding them) before we stop reading.
 const PIPE_DRAIN: Duration = Duration::from_secs(5);
@@ -44,7 +44,7 @@ const PIPE_DRAIN: Duration = Duration::from_secs(5);
 /// What a task gets of the agent's environment: enough to find programs and speak the
 /// locale, nothing that is the runner's (its settings, tokens, proxies, preloads). The
 /// task's own `env` and `secret_env` come on top, and `HOME` is its work dir.
-pub const INHERITED_ENV: [&str; 5] = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+pub(crate) const INHERITED_ENV: [&str; 5] = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
 
 /// `PATH` for a task when the agent has none.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -66,7 +66,7 @@ enum Ending {
 
 /// What the agent needs to know afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunResult {
+pub(crate) enum RunResult {
     Reported,
     /// Finished, but no node has taken the result yet: it is kept on disk, and the next
     /// start of this agent sends it.
@@ -84,7 +84,7 @@ fn stopped(stop: Stop) -> RunResult {
     }
 }
 
-pub struct Executor {
+pub(crate) struct Executor {
     pub client: Client,
     pub config: Arc<RunnerConfig>,
     /// Starts and completions go into the agent's batched exchange.
@@ -101,7 +101,7 @@ impl Executor {
     /// grace is over): the task is killed and reported failed. `control` carries the
     /// server's cancel and lease-gone verdicts. `user`: whom it runs as (`None`: the
     /// agent's own user).
-    pub async fn run(
+    pub(crate) async fn run(
         &self,
         task: LeasedTask,
         stop: CancellationToken,
@@ -203,21 +203,21 @@ impl Executor {
         }
         let span = tracing::info_span!("runner.start", otel.kind = "client", task.id = %task.id);
         let traceparent = self.item_context(&span, task);
-        let mut retrier = Retrier::new(Instant::now() + REPORT_PATIENCE);
-        loop {
-            let answer = self
-                .reports
-                .start(task.id, task.lease_id, traceparent.clone())
-                .instrument(span.clone())
-                .await;
-            match answer {
-                Ok(answer) => return Ok(answer.secret_env),
-                Err(e) => {
+        let (reports, span, traceparent) = (&self.reports, &span, &traceparent);
+        let answer = Retrier::new(Backoff::RUNNER)
+            .patient_until(Instant::now() + REPORT_PATIENCE)
+            .call(move || async move {
+                let answer = reports
+                    .start(task.id, task.lease_id, traceparent.clone())
+                    .instrument(span.clone())
+                    .await;
+                if answer.is_err() {
                     crate::metrics::report_error("start");
-                    retrier.pause(e).await?
                 }
-            }
-        }
+                answer
+            })
+            .await?;
+        Ok(answer.secret_env)
     }
 
     /// The trace context an item carries: its own client span's, or, for a runner that
@@ -395,122 +395,6 @@ impl Executor {
             signal_group(pgid, Signal::SIGKILL);
             let _ = child.wait().await;
         }
-    }
-
-    async fn report(
-        &self,
-        task: &LeasedTask,
-        ending: Ending,
-        log_size: i64,
-        log_tail: Option<LogTail>,
-        stop: &CancellationToken,
-    ) -> RunResult {
-        let (outcome, exit_code, error) = match ending {
-            Ending::Exited(status) => match (status.code(), status.signal()) {
-                (Some(0), _) => (Outcome::Succeeded, Some(0), None),
-                (Some(code), _) => (
-                    Outcome::Failed,
-                    Some(code),
-                    Some(format!("exited with status {code}")),
-                ),
-                (None, Some(sig)) => (
-                    Outcome::Failed,
-                    None,
-                    Some(format!("killed by signal {sig}")),
-                ),
-                (None, None) => (Outcome::Failed, None, Some("ended without a status".into())),
-            },
-            Ending::TimedOut => (
-                Outcome::Failed,
-                None,
-                // The server's retry policy reads a timeout from these words.
-                Some(format!(
-                    "{}{} s",
-                    baton_core::after_run::RUNNER_TIMEOUT_ERROR,
-                    task.timeout_s
-                )),
-            ),
-            Ending::CancelRequested => (Outcome::Cancelled, None, Some("cancelled".into())),
-            Ending::RunnerStopping => (
-                Outcome::Failed,
-                None,
-                Some("the runner shut down before the task finished".into()),
-            ),
-            Ending::SpawnFailed(msg) => (Outcome::Failed, None, Some(msg)),
-            Ending::CannotStart(code, msg) => (Outcome::Failed, Some(code), Some(msg)),
-            Ending::Stopped(stop) => return stopped(stop),
-        };
-        let span = tracing::info_span!("runner.complete", otel.kind = "client", task.id = %task.id);
-        let report = CompletionItem {
-            task_id: task.id,
-            lease_id: task.lease_id,
-            outcome,
-            exit_code,
-            error,
-            outputs: None,
-            log_size: Some(log_size),
-            log_tail,
-            traceparent: self.item_context(&span, task),
-        };
-        if let Err(e) = self.results.keep(&report) {
-            tracing::warn!(task.id = %task.id, error = %e, "cannot keep the result on disk; it is lost if this agent stops before a node takes it");
-        }
-        let mut failures = 0;
-        loop {
-            let send = self
-                .reports
-                .complete(report.clone())
-                .instrument(span.clone());
-            let answer = if stop.is_cancelled() {
-                // The agent is stopping: one last try, bounded; what it cannot deliver
-                // waits on disk for the next start.
-                match tokio::time::timeout(LAST_TRY, send).await {
-                    Ok(answer) => answer,
-                    Err(_) => return self.kept(task),
-                }
-            } else {
-                tokio::select! {
-                    answer = send => answer,
-                    // Try once more as a stopping agent does.
-                    _ = stop.cancelled() => continue,
-                }
-            };
-            let error = match answer {
-                Ok(done) => {
-                    tracing::info!(task.id = %task.id, status = ?done.status, exit_code = ?exit_code, "task reported");
-                    self.results.taken(task.lease_id);
-                    return RunResult::Reported;
-                }
-                Err(e) => e,
-            };
-            crate::metrics::report_error("complete");
-            match error {
-                CallError::Stop(s) => {
-                    tracing::warn!(task.id = %task.id, error = ?s, "result refused; the server has ended the task otherwise");
-                    self.results.taken(task.lease_id);
-                    return stopped(s);
-                }
-                CallError::Local(_) => return self.kept(task),
-                CallError::Transient(_) | CallError::StoresOut(_) if stop.is_cancelled() => {
-                    return self.kept(task);
-                }
-                CallError::Transient(_) | CallError::StoresOut(_) => {
-                    // The result waits out any outage: nothing it says is learned again.
-                    failures += 1;
-                    let delay = self.config.backoff().delay(failures, rand::random());
-                    crate::metrics::backoff();
-                    tokio::select! {
-                        _ = tokio::time::sleep(delay) => {}
-                        _ = stop.cancelled() => return self.kept(task),
-                    }
-                }
-            }
-        }
-    }
-
-    fn kept(&self, task: &LeasedTask) -> RunResult {
-        tracing::warn!(task.id = %task.id, "result not delivered before the agent stopped; kept on disk for its next start");
-        RunResult::Kept
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Health {
+pub(crate) struct Health {
     pub runner_id: Option<uuid::Uuid>,
     /// Tasks running now.
     pub running: usize,
@@ -23,7 +23,7 @@ pub struct Health {
     pub not_leasing_because: Option<String>,
 }
 
-pub type SharedHealth = Arc<Mutex<Health>>;
+pub(crate) type SharedHealth = Arc<Mutex<Health>>;
 
 async fn healthz(State(health): State<SharedHealth>) -> Json<Health> {
     Json(health.lock().expect("health lock").clone())
@@ -41,7 +41,7 @@ async fn metrics() -> impl axum::response::IntoResponse {
 }
 
 /// Serves `/healthz` and `/metrics` until `stop`.
-pub async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     health: SharedHealth,
     stop: CancellationToken,
@@ -58,7 +58,7 @@ pub async fn serve(
 }
 
 /// Free space in the file system holding `dir`, in MiB (`None` if it cannot be read).
-pub fn free_disk_mb(dir: &Path) -> Option<u64> {
+pub(crate) fn free_disk_mb(dir: &Path) -> Option<u64> {
     let probe = std::iter::successors(Some(dir), |d| d.parent()).find(|d| d.exists())?;
     let stat = nix::sys::statvfs::statvfs(probe).ok()?;
     Some(stat.blocks_available() as u64 * stat.fragment_size() as u64 / (1 << 20))

@@ -18,10 +18,10 @@ use nix::unistd::{Uid, User};
 
 /// The first uid of the per-slot users: far above the ranges distributions give people
 /// (1000–60000) and system services (below 1000).
-pub const DEFAULT_SLOT_UID_BASE: u32 = 2_000_000_000;
+pub(crate) const DEFAULT_SLOT_UID_BASE: u32 = 2_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Isolation {
+pub(crate) enum Isolation {
     /// Tasks run as the agent's own user (it is not root and was given no `--run-as`).
     SameUser,
     /// Every task as this user and group.
@@ -32,14 +32,14 @@ pub enum Isolation {
 
 /// A task's user: `None` is the agent's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TaskUser {
+pub(crate) struct TaskUser {
     pub uid: u32,
     pub gid: u32,
 }
 
 impl Isolation {
     /// Decides from the settings and who the agent runs as.
-    pub fn choose(run_as: Option<&str>, slot_uid_base: u32) -> anyhow::Result<Isolation> {
+    pub(crate) fn choose(run_as: Option<&str>, slot_uid_base: u32) -> anyhow::Result<Isolation> {
         if let Some(name) = run_as {
             let (uid, gid) = resolve(name)?;
             anyhow::ensure!(uid != 0, "--run-as {name}: tasks must not run as root");
@@ -54,7 +54,7 @@ impl Isolation {
     }
 
     /// Whom the task in slot `slot` runs as.
-    pub fn user_of(self, slot: usize) -> Option<TaskUser> {
+    pub(crate) fn user_of(self, slot: usize) -> Option<TaskUser> {
         match self {
             Isolation::SameUser => None,
             Isolation::RunAs { uid, gid } => Some(TaskUser { uid, gid }),
@@ -65,7 +65,7 @@ impl Isolation {
         }
     }
 
-    pub fn describe(self) -> String {
+    pub(crate) fn describe(self) -> String {
         match self {
             Isolation::SameUser => "as the agent's own user (not isolated)".into(),
             Isolation::RunAs { uid, gid } => format!("as uid {uid}, gid {gid}"),
@@ -94,14 +94,14 @@ fn resolve(name: &str) -> anyhow::Result<(u32, u32)> {
 
 /// Makes this process not dumpable: its memory and `/proc/<pid>/environ` are then readable
 /// by root only, not by other processes of its user.
-pub fn forbid_dumps() {
+pub(crate) fn forbid_dumps() {
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
         tracing::warn!(error = %e, "cannot make the agent non-dumpable");
     }
 }
 
 /// Hands `dir` to the task's user, readable by it alone.
-pub fn give_dir(dir: &std::path::Path, user: TaskUser) -> std::io::Result<()> {
+pub(crate) fn give_dir(dir: &std::path::Path, user: TaskUser) -> std::io::Result<()> {
     std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid))?;
     std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
 }

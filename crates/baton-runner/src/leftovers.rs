@@ -18,12 +18,12 @@ use std::path::Path;
 use uuid::Uuid;
 
 /// The environment variable that marks this runner's tasks.
-pub const MARK_VAR: &str = "BATON_RUNNER_MARK";
+pub(crate) const MARK_VAR: &str = "BATON_RUNNER_MARK";
 
 const MARK_FILE: &str = "runner-mark";
 
 /// This state directory's mark: made once, then read at every start.
-pub fn mark(state_dir: &Path) -> std::io::Result<String> {
+pub(crate) fn mark(state_dir: &Path) -> std::io::Result<String> {
     let path = state_dir.join(MARK_FILE);
     match std::fs::read_to_string(&path) {
         Ok(mark) if !mark.trim().is_empty() => Ok(mark.trim().to_string()),
@@ -44,7 +44,7 @@ pub fn mark(state_dir: &Path) -> std::io::Result<String> {
 }
 
 /// Kills every other process whose environment carries `mark`. Returns how many.
-pub fn kill_marked(mark: &str) -> usize {
+pub(crate) fn kill_marked(mark: &str) -> usize {
     let needle = format!("{MARK_VAR}={mark}");
     let me = std::process::id();
     let Ok(dir) = std::fs::read_dir("/proc") else {

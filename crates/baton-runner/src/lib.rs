@@ -2,6 +2,8 @@
 //! as a process group with the shell executor, ships its output with byte offsets and
 //! reports the result.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod agent;
 mod config;
 mod exchanger;

@@ -6,6 +6,7 @@
 
 use crate::retry::{CallError, Retrier, classify};
 use baton_client::{Client, ClientError, LogTail, StatusCode};
+use baton_core::backoff::Backoff;
 use nix::fcntl::OFlag;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -18,7 +19,7 @@ use uuid::Uuid;
 
 /// A task's output on disk, appended by the readers and read by the shipper.
 #[derive(Debug)]
-pub struct LogSpool {
+pub(crate) struct LogSpool {
     file: File,
     /// Appends one at a time (stdout's and stderr's readers both write).
     appending: Mutex<()>,
@@ -29,7 +30,7 @@ impl LogSpool {
     /// A spool in `dir` that has no name (`O_TMPFILE`): there is nothing to remove when
     /// the task ends, nor after a crash — the kernel frees it with its last descriptor.
     /// Where the file system makes no unnamed files, a named one is unlinked at once.
-    pub fn create(dir: &Path) -> std::io::Result<LogSpool> {
+    pub(crate) fn create(dir: &Path) -> std::io::Result<LogSpool> {
         let unnamed = OpenOptions::new()
             .read(true)
             .write(true)
@@ -57,7 +58,7 @@ impl LogSpool {
         })
     }
 
-    pub fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
         let _one_at_a_time = self.appending.lock().expect("log spool lock");
         (&self.file).write_all(bytes)?;
         self.written
@@ -66,7 +67,7 @@ impl LogSpool {
     }
 
     /// Bytes produced so far: the size `complete` reports.
-    pub fn written(&self) -> i64 {
+    pub(crate) fn written(&self) -> i64 {
         self.written.load(Ordering::Acquire)
     }
 
@@ -89,7 +90,7 @@ impl LogSpool {
 }
 
 /// Ships one task's spool.
-pub struct Shipper {
+pub(crate) struct Shipper {
     client: Client,
     task: Uuid,
     lease: Uuid,
@@ -101,7 +102,7 @@ pub struct Shipper {
 }
 
 impl Shipper {
-    pub fn new(client: Client, task: Uuid, lease: Uuid, chunk: usize) -> Self {
+    pub(crate) fn new(client: Client, task: Uuid, lease: Uuid, chunk: usize) -> Self {
         Shipper {
             client,
             task,
@@ -114,7 +115,7 @@ impl Shipper {
 
     /// Sends what the spool holds beyond the acknowledged offset. On an error the bytes
     /// stay on disk for the next round.
-    pub async fn ship(&mut self, spool: &LogSpool) -> Result<(), CallError> {
+    pub(crate) async fn ship(&mut self, spool: &LogSpool) -> Result<(), CallError> {
         while self.acked < spool.written() {
             let chunk = spool
                 .read_at(self.acked, self.chunk)
@@ -149,7 +150,7 @@ impl Shipper {
     /// What is written but not yet acknowledged, when it is at most `max` bytes: the tail
     /// to send with the completion. `None` when there is nothing, or more (ship it
     /// first).
-    pub fn tail(&self, spool: &LogSpool, max: usize) -> Option<LogTail> {
+    pub(crate) fn tail(&self, spool: &LogSpool, max: usize) -> Option<LogTail> {
         let left = usize::try_from(spool.written() - self.acked).ok()?;
         if left > max {
             return None;
@@ -162,14 +163,18 @@ impl Shipper {
     }
 
     /// Whether written output is not yet acknowledged.
-    pub fn behind(&self, spool: &LogSpool) -> bool {
+    pub(crate) fn behind(&self, spool: &LogSpool) -> bool {
         self.acked < spool.written()
     }
 
     /// Ships until everything written is acknowledged, retrying transient errors until
     /// `deadline`.
-    pub async fn drain(&mut self, spool: &LogSpool, deadline: Instant) -> Result<(), CallError> {
-        let mut retrier = Retrier::new(deadline);
+    pub(crate) async fn drain(
+        &mut self,
+        spool: &LogSpool,
+        deadline: Instant,
+    ) -> Result<(), CallError> {
+        let mut retrier = Retrier::new(Backoff::RUNNER).patient_until(deadline);
         loop {
             match self.ship(spool).await {
                 Ok(()) => return Ok(()),

@@ -9,10 +9,10 @@
 
 use aho_corasick::{AhoCorasick, MatchKind};
 
-pub const SHORTEST_MASKED: usize = 4;
+pub(crate) const SHORTEST_MASKED: usize = 4;
 const MASK: &[u8] = b"***";
 
-pub struct Masker {
+pub(crate) struct Masker {
     /// `None` when there is nothing to mask: output passes straight through.
     finder: Option<AhoCorasick>,
     longest: usize,
@@ -20,7 +20,7 @@ pub struct Masker {
 }
 
 impl Masker {
-    pub fn new<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Masker {
+    pub(crate) fn new<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Masker {
         let patterns: Vec<&str> = secrets
             .into_iter()
             .filter(|s| s.len() >= SHORTEST_MASKED)
@@ -42,7 +42,7 @@ impl Masker {
     }
 
     /// The next chunk of output, masked, minus what is held back.
-    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+    pub(crate) fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
         let Some(finder) = &self.finder else {
             return chunk.to_vec();
         };
@@ -66,7 +66,7 @@ impl Masker {
     }
 
     /// The end of the stream: what was held back, masked.
-    pub fn finish(&mut self) -> Vec<u8> {
+    pub(crate) fn finish(&mut self) -> Vec<u8> {
         let held = std::mem::take(&mut self.held);
         match &self.finder {
             Some(finder) => finder.replace_all_bytes(&held, &vec![MASK; finder.patterns_len()]),

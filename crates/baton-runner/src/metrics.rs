@@ -7,10 +7,15 @@ use metrics::{counter, describe_counter, describe_gauge, gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
 
+/// Gauge: slots running a task now.
 pub const SLOTS_BUSY: &str = "baton_runner_slots_busy";
+/// Gauge: slots this agent has.
 pub const SLOTS_TOTAL: &str = "baton_runner_slots_total";
+/// Counter: exchanges that asked for work, by what they got back (`result`).
 pub const LEASE_REQUESTS: &str = "baton_runner_lease_requests_total";
+/// Counter: pauses before retrying a failed call to the server.
 pub const BACKOFFS: &str = "baton_runner_backoffs_total";
+/// Counter: failed calls to the server, by which call (`call`).
 pub const REPORT_ERRORS: &str = "baton_runner_report_errors_total";
 
 /// The calls whose failures `baton_runner_report_errors_total` counts.
@@ -48,6 +53,7 @@ pub fn install() -> &'static PrometheusHandle {
     })
 }
 
+/// Records how many slots this agent has.
 pub fn slots_total(capacity: usize) {
     gauge!(SLOTS_TOTAL).set(capacity as f64);
 }
@@ -56,6 +62,7 @@ pub fn slots_total(capacity: usize) {
 pub struct BusySlot(());
 
 impl BusySlot {
+    /// Counts one more slot busy, until the returned guard is dropped.
     pub fn take() -> BusySlot {
         gauge!(SLOTS_BUSY).increment(1.0);
         BusySlot(())
@@ -78,6 +85,7 @@ pub fn exchange_answered(answer: &Result<ExchangeAnswer, ClientError>) {
     counter!(LEASE_REQUESTS, "result" => result).increment(1);
 }
 
+/// Counts one pause before a retry.
 pub fn backoff() {
     counter!(BACKOFFS).increment(1);
 }

@@ -6,7 +6,7 @@ use nix::unistd::Pid;
 
 /// Sends `signal` to every process in group `pgid`. A group that no longer exists is not
 /// an error: there is nothing left to stop.
-pub fn signal_group(pgid: u32, signal: Signal) {
+pub(crate) fn signal_group(pgid: u32, signal: Signal) {
     let Ok(raw) = i32::try_from(pgid) else { return };
     match killpg(Pid::from_raw(raw), signal) {
         Ok(()) | Err(nix::errno::Errno::ESRCH) => {}

@@ -8,9 +8,12 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
+/// This runner's identity with its server, kept in the state dir between starts.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Registration {
+    /// The id the server gave this runner.
     pub runner_id: Uuid,
+    /// The secret the runner calls the server with.
     pub token: String,
     /// The server it was registered with; a different server means a new registration.
     pub server: String,
@@ -23,6 +26,7 @@ fn path(state_dir: &Path) -> PathBuf {
 }
 
 impl Registration {
+    /// The identity kept in `state_dir`, or `None` when this runner never registered.
     pub fn load(state_dir: &Path) -> anyhow::Result<Option<Registration>> {
         let file = path(state_dir);
         match std::fs::read(&file) {
@@ -35,6 +39,7 @@ impl Registration {
         }
     }
 
+    /// Keeps the identity in `state_dir`, readable by its owner only.
     pub fn save(&self, state_dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(state_dir)
             .with_context(|| format!("creating {}", state_dir.display()))?;

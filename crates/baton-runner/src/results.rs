@@ -15,13 +15,13 @@ use uuid::Uuid;
 const KEPT_AT_MOST: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 #[derive(Debug, Clone)]
-pub struct ResultSpool {
+pub(crate) struct ResultSpool {
     dir: PathBuf,
 }
 
 impl ResultSpool {
     /// The spool in `dir` (made if missing, owner-only).
-    pub fn open(dir: &Path) -> std::io::Result<ResultSpool> {
+    pub(crate) fn open(dir: &Path) -> std::io::Result<ResultSpool> {
         std::fs::create_dir_all(dir)?;
         std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
         Ok(ResultSpool {
@@ -34,7 +34,7 @@ impl ResultSpool {
     }
 
     /// Keeps `result` until [`taken`](Self::taken): written whole or not at all.
-    pub fn keep(&self, result: &CompletionItem) -> std::io::Result<()> {
+    pub(crate) fn keep(&self, result: &CompletionItem) -> std::io::Result<()> {
         let file = self.file(result.lease_id);
         let tmp = file.with_extension("json.tmp");
         let mut out = std::fs::OpenOptions::new()
@@ -49,7 +49,7 @@ impl ResultSpool {
     }
 
     /// The server has it (or will never take it): forgotten.
-    pub fn taken(&self, lease_id: Uuid) {
+    pub(crate) fn taken(&self, lease_id: Uuid) {
         let file = self.file(lease_id);
         if let Err(e) = std::fs::remove_file(&file)
             && e.kind() != std::io::ErrorKind::NotFound
@@ -59,7 +59,7 @@ impl ResultSpool {
     }
 
     /// Every result kept, oldest first; ones kept too long, or unreadable, are dropped.
-    pub fn pending(&self) -> Vec<CompletionItem> {
+    pub(crate) fn pending(&self) -> Vec<CompletionItem> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 /// How the agent tells one executor to stop.
 #[derive(Debug, Clone, Default)]
-pub struct TaskControl {
+pub(crate) struct TaskControl {
     /// A cancel was requested: stop the process and report `cancelled`.
     pub cancel: CancellationToken,
     /// The lease is no longer ours: stop the process and report nothing.
@@ -30,7 +30,7 @@ pub struct TaskControl {
 type Runs = HashMap<Uuid, Vec<(Uuid, TaskControl)>>;
 
 #[derive(Debug)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     runs: Mutex<Runs>,
     last_contact: Mutex<Instant>,
 }
@@ -49,7 +49,7 @@ impl Tracker {
         self.runs.lock().expect("tracker lock")
     }
 
-    pub fn insert(&self, task: Uuid, lease: Uuid) -> TaskControl {
+    pub(crate) fn insert(&self, task: Uuid, lease: Uuid) -> TaskControl {
         let control = TaskControl::default();
         self.runs()
             .entry(task)
@@ -59,7 +59,7 @@ impl Tracker {
     }
 
     /// Forgets the run of `task` under `lease`; another lease of the same task stays.
-    pub fn remove(&self, task: Uuid, lease: Uuid) {
+    pub(crate) fn remove(&self, task: Uuid, lease: Uuid) {
         let mut runs = self.runs();
         if let Some(of_task) = runs.get_mut(&task) {
             of_task.retain(|(l, _)| *l != lease);
@@ -69,17 +69,17 @@ impl Tracker {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.runs().values().map(Vec::len).sum()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.runs().is_empty()
     }
 
     /// What the heartbeat lists: each task under its newest lease (an older one is
     /// superseded — its process is being stopped — and the server knows only the newest).
-    pub fn leases(&self) -> Vec<RunningLease> {
+    pub(crate) fn leases(&self) -> Vec<RunningLease> {
         self.runs()
             .iter()
             .filter_map(|(&task_id, of_task)| {
@@ -93,7 +93,7 @@ impl Tracker {
     }
 
     /// Idle, with nothing to fence: the clock of contact simply starts over.
-    pub fn contact(&self) {
+    pub(crate) fn contact(&self) {
         self.contact_at(Instant::now());
     }
 
@@ -101,18 +101,18 @@ impl Tracker {
     /// that. Counting from the send, not from the answer, keeps this clock behind the
     /// server's presence stamp however long the request was parked, so the runner fences
     /// itself before any node may call it lost. Contact only moves forward.
-    pub fn contact_at(&self, sent: Instant) {
+    pub(crate) fn contact_at(&self, sent: Instant) {
         let mut last = self.last_contact.lock().expect("tracker lock");
         *last = (*last).max(sent);
     }
 
-    pub fn silent_for(&self) -> Duration {
+    pub(crate) fn silent_for(&self) -> Duration {
         self.last_contact.lock().expect("tracker lock").elapsed()
     }
 
     /// Passes the server's verdicts to the executors concerned: every run of the task
     /// named (a verdict on its newest lease holds for the older ones too).
-    pub fn apply(&self, verdict: &HeartbeatResponse) {
+    pub(crate) fn apply(&self, verdict: &HeartbeatResponse) {
         let runs = self.runs();
         let of = |id: &Uuid| runs.get(id).into_iter().flatten().map(|(_, c)| c);
         for id in &verdict.cancel {
@@ -130,7 +130,7 @@ impl Tracker {
     }
 
     /// Kills every run at once without reporting: used when this runner fences itself.
-    pub fn abandon_all(&self) {
+    pub(crate) fn abandon_all(&self) {
         for (task, of_task) in self.runs().iter() {
             for (_, control) in of_task {
                 tracing::warn!(task.id = %task, "no word from the server: killing the task before it is given away");

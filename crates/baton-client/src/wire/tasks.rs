@@ -1,0 +1,242 @@
+//! Tasks as users submit and read them, and where a task's completion webhook stands.
+
+use super::schemas::{Argv, EnvMap, LabelName};
+use baton_core::TaskStatus;
+use baton_core::retry_policy::RetryPolicy;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// `POST /v1/tasks`. Unknown fields are refused, so a misspelt option is an error rather
+/// than silently ignored.
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitTask {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")]
+    pub queue: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 32, value_type = Vec<LabelName>)]
+    pub labels: Vec<String>,
+    /// The program and its arguments, run without a shell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Argv>)]
+    pub command: Option<Vec<String>>,
+    /// A script run with `sh -c`. Exactly one of `command` and `script`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = r"\S")]
+    pub script: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = EnvMap)]
+    pub env: BTreeMap<String, String>,
+    /// Environment the task's process gets but no read of the task ever shows (only the
+    /// names are listed); for credentials.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = EnvMap)]
+    pub secret_env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    #[serde(default)]
+    #[schema(minimum = -1000, maximum = 1000)]
+    pub priority: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 604800)]
+    pub timeout_s: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 2592000)]
+    pub queue_timeout_s: Option<i64>,
+    /// Runs in all, retries included (default 1: no retry). `failed`, `timed_out` and a
+    /// lost runner retry with backoff while attempts remain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 100)]
+    pub max_attempts: Option<i32>,
+    /// Delayed start: the task waits as `scheduled` until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 255,
+        pattern = r"^[^\u0000-\u001f\u007f]+$"
+    )]
+    pub idempotency_key: Option<String>,
+    /// Completion webhook: POSTed the task's final state once it is terminal, at least
+    /// once, with an `Idempotency-Key` header and a Standard Webhooks signature. Internal
+    /// addresses (loopback, private, link-local, ...) are refused unless the nodes allow
+    /// them; a password in it is shown as `***`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 2048, pattern = r"^https?://[^\u0000-\u0020]+$")]
+    pub notify_url: Option<String>,
+    /// Which failed runs retry (`max_attempts` permitting) and how long each waits:
+    /// fields left out take the node's defaults. Without it: every failure, the node's
+    /// backoff.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "object_only"
+    )]
+    pub retry: Option<RetryPolicy>,
+    /// Concurrency group: at most `concurrency_limit` tasks of this key hold a lease at
+    /// once across the cluster; the rest wait queued in order (docs/flow-control.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\u0000-\u001f\u007f]+$"
+    )]
+    pub concurrency_key: Option<String>,
+    /// The group's limit; default 1 when a key is given. Needs `concurrency_key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 10000)]
+    pub concurrency_limit: Option<i64>,
+}
+
+/// An optional object field, taken as a JSON object only: serde would also build a struct
+/// from an array of its fields in order (`[5, 2]` as a policy), which the API's document
+/// does not allow and nobody means.
+pub(super) fn object_only<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    use serde::de::{Error, Unexpected};
+    match Option::<Value>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(object @ Value::Object(_)) => {
+            T::deserialize(object).map(Some).map_err(D::Error::custom)
+        }
+        Some(Value::Array(_)) => Err(D::Error::invalid_type(Unexpected::Seq, &"a JSON object")),
+        Some(_) => Err(D::Error::invalid_type(
+            Unexpected::Other("a JSON scalar"),
+            &"a JSON object",
+        )),
+    }
+}
+
+/// `POST /v1/tasks/batch`: all or nothing.
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitBatch {
+    /// One to 1000 tasks. The upper bound is a size limit, not a schema rule:
+    /// more than 1000 is answered 413 like any other oversized request.
+    #[schema(min_items = 1)]
+    pub tasks: Vec<SubmitTask>,
+}
+
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
+pub struct TaskList {
+    pub tasks: Vec<Task>,
+    /// Pass as `cursor` to get the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// A task as users see it.
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Task {
+    pub id: Uuid,
+    pub queue: String,
+    pub labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    pub env: BTreeMap<String, String>,
+    /// The names of its secret variables; never their values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_env_keys: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    pub priority: i32,
+    pub timeout_s: i64,
+    pub queue_timeout_s: i64,
+    pub max_attempts: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_url: Option<String>,
+    pub status: TaskStatus,
+    pub attempt: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leased_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Value>,
+    pub log_size: i64,
+    pub log_truncated: bool,
+    pub log_incomplete: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_limit: Option<i32>,
+    /// How its completion webhook fared, once there is one to deliver (the task ended
+    /// with a `notify_url`). Shown by `GET /v1/tasks/{id}` only; lists leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_state: Option<NotifyState>,
+    /// The schedule that made it, and the tick it was made for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_for: Option<DateTime<Utc>>,
+    /// Re-runs and retry policies (issue 13). Its retry policy as it applies (resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+    /// The task this one re-runs (`POST /v1/tasks/{id}/retry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_of: Option<Uuid>,
+    /// This task's re-run, once it has one. Shown by `GET /v1/tasks/{id}` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried_by: Option<Uuid>,
+    /// The node holding its claim — the one that reconciles it — while a runner holds
+    /// it. Shown by `GET /v1/tasks/{id}` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+}
+
+/// A task's completion webhook: where its delivery stands.
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NotifyState {
+    pub state: NotifyDelivery,
+    /// Attempts so far (one being made counts).
+    pub attempts: i32,
+    /// Why the last attempt failed (an address the node refuses to reach, the receiver's
+    /// status, a timeout), and, once given up, what ran out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// `pending`: still being tried; `delivered`: a receiver answered 2xx; `failed`: given
+/// up after `webhook_max_attempts` attempts or `webhook_max_age_s`.
+#[derive(utoipa::ToSchema, Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyDelivery {
+    Pending,
+    Delivered,
+    Failed,
+}
+
+/// `GET /v1/webhooks/secret`: the key completion webhooks are signed with.
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
+pub struct WebhookSecret {
+    /// `whsec_` and the base64 of the key, as Standard Webhooks libraries take it.
+    pub secret: String,
+}
