@@ -279,7 +279,7 @@ async fn a_deleted_runner_s_tasks_are_requeued_or_ended() {
     assert_eq!(ended.error.as_deref(), Some("runner deleted"));
     // An agent cut off from every node never hears it was deleted and kills its task
     // only at its own fence; the run is ended no sooner than a lost runner's would be
-    // (`--runner-lost-after-s 6` in &FAST_HA), not at the offline threshold (4).
+    // (`--runner-lost-after-s 6` in FAST_HA), not at the offline threshold (4).
     let held = ended.finished_at.unwrap() - ended.started_at.unwrap();
     assert!(
         held >= chrono::Duration::milliseconds(5_500),
