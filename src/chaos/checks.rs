@@ -17,14 +17,9 @@ use std::path::Path;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// The terminal statuses as an SQL list, `('succeeded', ...)`, from `TaskStatus`.
+/// The terminal statuses as an SQL list, `('succeeded', ...)`.
 fn terminal_sql_list() -> String {
-    let quoted: Vec<String> = TaskStatus::ALL
-        .into_iter()
-        .filter(|s| s.is_terminal())
-        .map(|s| format!("'{}'", s.as_str()))
-        .collect();
-    format!("({})", quoted.join(", "))
+    format!("({})", baton_store::sql_list(TaskStatus::TERMINAL))
 }
 
 /// Records every terminal write, so "written once" can be counted.

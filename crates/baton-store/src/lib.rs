@@ -22,6 +22,7 @@ mod runners;
 mod runs;
 mod schedules;
 mod statuses;
+pub use statuses::sql_list;
 mod tasks;
 mod tokens;
 mod transition;
@@ -57,12 +58,10 @@ use metered::MeteredPool;
 /// it matches their predicate). From `TaskStatus`, so the list has one home; a test
 /// holds the migrations' predicate to it.
 pub(crate) static UNFINISHED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let statuses: Vec<String> = baton_core::TaskStatus::ALL
-        .iter()
-        .filter(|s| !s.is_terminal())
-        .map(|s| format!("'{s}'"))
-        .collect();
-    format!("status IN ({})", statuses.join(", "))
+    let unfinished = baton_core::TaskStatus::ALL
+        .into_iter()
+        .filter(|s| !s.is_terminal());
+    format!("status IN ({})", statuses::sql_list(unfinished))
 });
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};

@@ -10,7 +10,7 @@
 use baton_core::TaskStatus;
 
 /// `'a', 'b', …`: `statuses` as the inside of an SQL `IN (…)` list.
-pub(crate) fn sql_list(statuses: impl IntoIterator<Item = TaskStatus>) -> String {
+pub fn sql_list(statuses: impl IntoIterator<Item = TaskStatus>) -> String {
     statuses
         .into_iter()
         .map(|s| format!("'{s}'"))
