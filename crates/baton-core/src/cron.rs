@@ -26,6 +26,13 @@ use croner::parser::{CronParser, Seconds, Year};
 /// 2011) bounds every one.
 const LONGEST_GAP_MINUTES: i64 = 24 * 60;
 
+/// The longest cron expression taken: far past any real one (`0 0 1,15 * MON-FRI` is
+/// 18), short enough that the parser's work on it is bounded.
+pub const MAX_CRON_CHARS: usize = 200;
+
+/// The longest zone name taken: the tz database's longest is 32 characters.
+pub const MAX_ZONE_CHARS: usize = 64;
+
 /// A parsed expression and its zone: the one thing that computes fire times.
 #[derive(Debug, Clone)]
 pub struct CronClock {
@@ -35,10 +42,10 @@ pub struct CronClock {
 
 /// Parses an expression (`field` names it in the error).
 pub fn parse_cron(field: &str, expression: &str) -> Result<Cron, Invalid> {
-    if expression.trim().is_empty() || expression.len() > 200 {
+    if expression.trim().is_empty() || expression.len() > MAX_CRON_CHARS {
         return Err(Invalid::new(
             field,
-            "must be a cron expression of 1-200 characters",
+            format!("must be a cron expression of 1-{MAX_CRON_CHARS} characters"),
         ));
     }
     let parser = CronParser::builder()
@@ -59,6 +66,12 @@ pub fn parse_cron(field: &str, expression: &str) -> Result<Cron, Invalid> {
 
 /// Parses an IANA zone name such as `Europe/Berlin` or `UTC`.
 pub fn parse_zone(field: &str, name: &str) -> Result<Tz, Invalid> {
+    if name.len() > MAX_ZONE_CHARS {
+        return Err(Invalid::new(
+            field,
+            format!("must be an IANA time zone name of at most {MAX_ZONE_CHARS} characters"),
+        ));
+    }
     name.parse::<Tz>().map_err(|_| {
         Invalid::new(
             field,
@@ -176,6 +189,31 @@ mod tests {
         assert_eq!(
             parse_zone("timezone", "Mars/Olympus").unwrap_err().field,
             "timezone"
+        );
+    }
+
+    #[test]
+    fn every_zone_of_the_tz_database_fits_the_length_limit() {
+        for zone in chrono_tz::TZ_VARIANTS {
+            assert!(
+                parse_zone("timezone", zone.name()).is_ok(),
+                "{}",
+                zone.name()
+            );
+        }
+        let long = "Z".repeat(MAX_ZONE_CHARS + 1);
+        let e = parse_zone("timezone", &long).unwrap_err();
+        assert!(e.message.contains("at most"), "{}", e.message);
+    }
+
+    #[test]
+    fn an_expression_longer_than_the_limit_is_refused_by_its_length() {
+        let too_long = format!("{}{}", " ".repeat(MAX_CRON_CHARS), "* * * * *");
+        let e = parse_cron("cron", &too_long).unwrap_err();
+        assert!(
+            e.message.contains(&format!("1-{MAX_CRON_CHARS}")),
+            "{}",
+            e.message
         );
     }
 

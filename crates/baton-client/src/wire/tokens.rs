@@ -43,7 +43,7 @@ pub struct CreateToken {
     pub scopes: Vec<Scope>,
     /// Seconds until it stops working (default: never; at most ten years).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 315_360_000)]
     pub expires_in_s: Option<i64>,
     /// The only queues it may submit to (default: any).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -96,7 +96,7 @@ pub struct CreateRegistrationToken {
     pub name: Option<String>,
     /// Seconds until it expires (default: 86,400, a day; at most ten years).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 315_360_000)]
     pub expires_in_s: Option<i64>,
     /// How many runners may register with it (default: 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]

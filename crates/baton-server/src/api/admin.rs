@@ -31,7 +31,7 @@ const REGISTRATION_TOKEN_PREFIX: &str = "brg_";
 /// Longest token name, in characters.
 pub(crate) const MAX_TOKEN_NAME: usize = 128;
 /// The longest a token may be made to live: ten years, "never" without an overflow.
-const MAX_EXPIRY_S: i64 = 10 * 365 * 86_400;
+pub(crate) const MAX_EXPIRY_S: i64 = 10 * 365 * 86_400;
 
 fn runner_view(
     state: &AppState,

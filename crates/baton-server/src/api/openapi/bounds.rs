@@ -4,7 +4,7 @@
 
 use crate::api::{admin, bulk, runner, tasks};
 use crate::config::Limits;
-use baton_core::{flow, labels, retry_policy, validate};
+use baton_core::{cron, flow, labels, retry_policy, validate};
 use serde_json::{Map, Value};
 
 /// Where a bound sits in the document.
@@ -105,6 +105,16 @@ pub(crate) fn bounds(limits: &Limits) -> Vec<Bound> {
             admin::MAX_TOKEN_NAME.into(),
         ),
         bound(
+            Property("CreateToken", "expires_in_s"),
+            "maximum",
+            admin::MAX_EXPIRY_S.into(),
+        ),
+        bound(
+            Property("CreateRegistrationToken", "expires_in_s"),
+            "maximum",
+            admin::MAX_EXPIRY_S.into(),
+        ),
+        bound(
             Property("BulkRequest", "limit"),
             "maximum",
             bulk::BULK_MAX.into(),
@@ -136,6 +146,16 @@ pub(crate) fn bounds(limits: &Limits) -> Vec<Bound> {
                 Property(schema, "name"),
                 "maxLength",
                 crate::schedules::MAX_NAME.into(),
+            ),
+            bound(
+                Property(schema, "cron"),
+                "maxLength",
+                cron::MAX_CRON_CHARS.into(),
+            ),
+            bound(
+                Property(schema, "timezone"),
+                "maxLength",
+                cron::MAX_ZONE_CHARS.into(),
             ),
             bound(
                 Property(schema, "catch_up_window_s"),

@@ -20,18 +20,13 @@ const BOUND_KEYWORDS: [&str; 7] = [
 ];
 
 /// Bounds the wire types declare for a check baton-core keeps to itself; each is
-/// compared with that check below (`core_checks_agree_with_the_document`), or, for the
-/// schedule's cron text and zone, is a size the parser's input is held to.
-const DECLARED_ONLY: [(At, &str); 9] = [
+/// compared with that check below (`core_checks_agree_with_the_document`).
+const DECLARED_ONLY: [(At, &str); 5] = [
     (At::Property("SubmitTask", "idempotency_key"), "maxLength"),
     (At::Property("RetryPolicy", "backoff_base_s"), "maximum"),
     (At::Property("RetryPolicy", "backoff_factor"), "maximum"),
     (At::Property("RetryPolicy", "backoff_cap_s"), "maximum"),
     (At::Property("RetryPolicy", "jitter"), "maximum"),
-    (At::Property("CreateSchedule", "cron"), "maxLength"),
-    (At::Property("CreateSchedule", "timezone"), "maxLength"),
-    (At::Property("UpdateSchedule", "cron"), "maxLength"),
-    (At::Property("UpdateSchedule", "timezone"), "maxLength"),
 ];
 
 /// Every (place, keyword, value) of a limit the document states, read from it: the
