@@ -40,7 +40,9 @@ impl Default for Thresholds {
             runner_offline_after: Duration::seconds(90),
             runner_lost_after: Duration::seconds(180),
             ack_timeout: Duration::seconds(30),
-            timeout_grace: Duration::seconds(30),
+            // Above the runner's longest backoff step (30 s + 20 %): a result a runner
+            // held through an outage lands before the server's timeout verdict.
+            timeout_grace: Duration::seconds(40),
             dispatch_grace: Duration::seconds(10),
         }
     }

@@ -245,7 +245,7 @@ pub struct Timings {
 
 impl Default for Timings {
     /// The reconcile thresholds and the retry backoff are baton-core's defaults, read from
-    /// there; the node's timeout grace is its own (see `timeout_grace_s`).
+    /// there.
     fn default() -> Self {
         let core = baton_core::reconcile::Thresholds::default();
         let secs = |d: chrono::Duration| d.num_seconds() as u64;
@@ -263,7 +263,7 @@ impl Default for Timings {
             runner_offline_after_s: secs(core.runner_offline_after),
             runner_lost_after_s: secs(core.runner_lost_after),
             ack_timeout_s: secs(core.ack_timeout),
-            timeout_grace_s: 40,
+            timeout_grace_s: secs(core.timeout_grace),
             dispatch_grace_ms: core.dispatch_grace.num_milliseconds() as u64,
             forgotten_run_after_s: 15,
             retry_initial_ms: retry.initial.as_millis() as u64,

@@ -9,6 +9,26 @@ fn at(s: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()
 }
 
+/// The thresholds the cases below are worked out with: the defaults but a 30 s timeout
+/// grace (a task started at 1 with a 600 s timeout is due at 631).
+fn thresholds() -> Thresholds {
+    Thresholds {
+        timeout_grace: Duration::seconds(30),
+        ..Thresholds::default()
+    }
+}
+
+#[test]
+fn the_default_timeout_grace_outlasts_the_runners_longest_backoff_step() {
+    let runner = crate::backoff::Backoff::RUNNER;
+    let longest_step = runner.max.as_secs_f64() * runner.jitter_factor(1.0);
+    let grace = Thresholds::default().timeout_grace.num_seconds() as f64;
+    assert!(
+        grace > longest_step,
+        "grace {grace} s, longest step {longest_step} s"
+    );
+}
+
 const BOOT: Uuid = Uuid::from_u128(1);
 const OTHER_BOOT: Uuid = Uuid::from_u128(2);
 
@@ -64,7 +84,7 @@ fn fail(reason: Reason) -> Decision {
 
 #[test]
 fn decision_table() {
-    let t = Thresholds::default();
+    let t = thresholds();
     let restarted = RunnerFacts::Known {
         last_seen: Some(at(5)),
         boot_id: Some(OTHER_BOOT),
@@ -288,7 +308,7 @@ fn decision_table() {
 
 #[test]
 fn attempts_left_mean_retry() {
-    let t = Thresholds::default();
+    let t = thresholds();
     let mut running = task(Running);
     running.max_attempts = 3;
     running.attempt = 2;
@@ -315,7 +335,7 @@ fn attempts_left_mean_retry() {
 
 #[test]
 fn a_timeout_waits_out_the_grace_after_our_own_outage() {
-    let t = Thresholds::default();
+    let t = thresholds();
     let running = task(Running);
     // Started at 1 with a 600 s timeout and a 30 s grace: due at 631.
     let mut i = inputs(running, seen(700), 700);
@@ -329,7 +349,7 @@ fn a_timeout_waits_out_the_grace_after_our_own_outage() {
 
 #[test]
 fn a_start_is_contact() {
-    let t = Thresholds::default();
+    let t = thresholds();
     // Presence says silent for 300 s, but the runner started this task 1 s ago (a
     // presence read before its start, or written lazily): not lost.
     let mut running = task(Running);
@@ -349,7 +369,7 @@ fn a_start_is_contact() {
 
 #[test]
 fn our_own_outage_restarts_the_clocks() {
-    let t = Thresholds::default();
+    let t = thresholds();
     // Silent for 200 s, but Redis came back 10 s ago: nobody is declared lost.
     let mut i = inputs(task(Running), seen(0), 200);
     i.clocks_since = at(190);
@@ -423,7 +443,7 @@ prop_compose! {
 proptest! {
     #[test]
     fn each_decision_fits_the_status_it_moves(i in any_inputs()) {
-        let d = decide(&i, &Thresholds::default());
+        let d = decide(&i, &thresholds());
         match d {
             // Only work that never started is handed out again: nothing runs twice.
             Decision::Requeue(_) => prop_assert!(matches!(i.task.status, Queued | Leased)),
@@ -441,7 +461,7 @@ proptest! {
     #[test]
     fn staleness_never_fires_right_after_an_outage(mut i in any_inputs()) {
         i.clocks_since = i.now;
-        let d = decide(&i, &Thresholds::default());
+        let d = decide(&i, &thresholds());
         let stale = |r: Reason| matches!(r, Reason::RunnerOffline | Reason::RunnerLost | Reason::AckTimeout);
         match d {
             Decision::Requeue(r) | Decision::Cancel(r) | Decision::EndRun { reason: r, .. } => prop_assert!(!stale(r), "{:?}", d),
@@ -455,6 +475,6 @@ proptest! {
         i.task.started_at = Some(i.now);
         i.task.boot_id = Some(BOOT);
         i.runner = RunnerFacts::Known { last_seen: Some(i.now), boot_id: Some(BOOT) };
-        prop_assert_eq!(decide(&i, &Thresholds::default()), Decision::Keep);
+        prop_assert_eq!(decide(&i, &thresholds()), Decision::Keep);
     }
 }
