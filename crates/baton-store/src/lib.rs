@@ -63,9 +63,11 @@ pub(crate) static UNFINISHED: std::sync::LazyLock<String> = std::sync::LazyLock:
         .filter(|s| !s.is_terminal());
     format!("status IN ({})", statuses::sql_list(unfinished))
 });
+use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::time::Duration;
+use uuid::Uuid;
 
 /// Migrations embedded in the binary, applied by `baton migrate` and at `baton serve`
 /// start. sqlx holds an advisory lock while applying, so replicas starting together
@@ -113,6 +115,26 @@ impl Default for StoreOptions {
 }
 
 impl Store {
+    /// Ends the row `id` at `now` once: `sql` stamps an end (a revoke, a delete) on a
+    /// row not yet ended, binding the id as `$1` and `now` as `$2`. `NotFound` when it
+    /// changed no row: there is no such row, or it had ended already.
+    pub(crate) async fn end_once(
+        &self,
+        sql: &'static str,
+        id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let done = sqlx::query(sql)
+            .bind(id)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
     /// A pool that connects lazily, so a node can start (and report not-ready) while
     /// Postgres is down.
     ///

@@ -167,16 +167,12 @@ impl Store {
     /// Marks a runner deleted: its token stops working and the reconciler takes its
     /// tasks back. `NotFound` if it does not exist or is already deleted.
     pub async fn runner_delete(&self, id: Uuid, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let done =
-            sqlx::query("UPDATE runners SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL")
-                .bind(id)
-                .bind(now)
-                .execute(&self.pool)
-                .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
-        Ok(())
+        self.end_once(
+            "UPDATE runners SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL",
+            id,
+            now,
+        )
+        .await
     }
 
     /// Pauses or resumes the runner `id`.

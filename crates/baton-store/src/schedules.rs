@@ -13,8 +13,30 @@ use crate::error::StoreError;
 use crate::tasks::{NewTask, TaskRecord};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use sqlx::postgres::PgArguments;
+use sqlx::query::QueryAs;
 use sqlx::types::Json;
 use uuid::Uuid;
+
+/// `s` bound as `$2` to `$13`, in the one column order the insert and the update share.
+fn bind_settings<'q>(
+    query: QueryAs<'q, sqlx::Postgres, ScheduleRecord, PgArguments>,
+    s: &'q ScheduleSettings,
+) -> QueryAs<'q, sqlx::Postgres, ScheduleRecord, PgArguments> {
+    query
+        .bind(&s.name)
+        .bind(&s.cron)
+        .bind(&s.timezone)
+        .bind(Json(&s.template))
+        .bind(&s.overlap)
+        .bind(&s.catch_up)
+        .bind(s.catch_up_window_s)
+        .bind(s.jitter_s)
+        .bind(s.paused)
+        .bind(s.start_at)
+        .bind(s.end_at)
+        .bind(s.next_fire_at)
+}
 
 /// A schedule's settings, as created or as a change leaves them.
 #[derive(Debug, Clone)]
@@ -132,7 +154,7 @@ impl Store {
         created_by: &str,
         now: DateTime<Utc>,
     ) -> Result<ScheduleRecord, StoreError> {
-        sqlx::query_as::<_, ScheduleRecord>(
+        let query = sqlx::query_as::<_, ScheduleRecord>(
             "INSERT INTO schedules (id, name, cron, timezone, template, overlap, catch_up,
                                     catch_up_window_s, jitter_s, paused, start_at, end_at,
                                     next_fire_at, created_by, created_at, updated_at)
@@ -140,24 +162,13 @@ impl Store {
              ON CONFLICT (created_by, name) DO NOTHING
              RETURNING *",
         )
-        .bind(id)
-        .bind(&s.name)
-        .bind(&s.cron)
-        .bind(&s.timezone)
-        .bind(Json(&s.template))
-        .bind(&s.overlap)
-        .bind(&s.catch_up)
-        .bind(s.catch_up_window_s)
-        .bind(s.jitter_s)
-        .bind(s.paused)
-        .bind(s.start_at)
-        .bind(s.end_at)
-        .bind(s.next_fire_at)
-        .bind(created_by)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or(StoreError::Duplicate("a schedule of that name exists"))
+        .bind(id);
+        bind_settings(query, s)
+            .bind(created_by)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or(StoreError::Duplicate("a schedule of that name exists"))
     }
 
     /// Replaces a schedule's settings; a held tick is dropped with the old settings.
@@ -167,7 +178,7 @@ impl Store {
         s: &ScheduleSettings,
         now: DateTime<Utc>,
     ) -> Result<ScheduleRecord, StoreError> {
-        sqlx::query_as::<_, ScheduleRecord>(
+        let query = sqlx::query_as::<_, ScheduleRecord>(
             "UPDATE schedules
              SET name = $2, cron = $3, timezone = $4, template = $5, overlap = $6,
                  catch_up = $7, catch_up_window_s = $8, jitter_s = $9, paused = $10,
@@ -176,29 +187,18 @@ impl Store {
              WHERE id = $1
              RETURNING *",
         )
-        .bind(id)
-        .bind(&s.name)
-        .bind(&s.cron)
-        .bind(&s.timezone)
-        .bind(Json(&s.template))
-        .bind(&s.overlap)
-        .bind(&s.catch_up)
-        .bind(s.catch_up_window_s)
-        .bind(s.jitter_s)
-        .bind(s.paused)
-        .bind(s.start_at)
-        .bind(s.end_at)
-        .bind(s.next_fire_at)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| match &e {
-            sqlx::Error::Database(d) if d.is_unique_violation() => {
-                StoreError::Duplicate("a schedule of that name exists")
-            }
-            _ => e.into(),
-        })?
-        .ok_or(StoreError::NotFound)
+        .bind(id);
+        bind_settings(query, s)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| match &e {
+                sqlx::Error::Database(d) if d.is_unique_violation() => {
+                    StoreError::Duplicate("a schedule of that name exists")
+                }
+                _ => e.into(),
+            })?
+            .ok_or(StoreError::NotFound)
     }
 
     /// The schedule `id`.

@@ -189,31 +189,12 @@ impl Store {
 
     /// Revokes a token; `NotFound` if there is no such (unrevoked) token.
     pub async fn api_token_revoke(&self, id: Uuid, now: DateTime<Utc>) -> Result<(), StoreError> {
-        self.revoke(
+        self.end_once(
             "UPDATE api_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
             id,
             now,
         )
         .await
-    }
-
-    /// Runs a revoke (`sql`, binding the id as `$1` and `now` as `$2`): `NotFound` when
-    /// it changed no row, there being no such unrevoked token.
-    async fn revoke(
-        &self,
-        sql: &'static str,
-        id: Uuid,
-        now: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        let done = sqlx::query(sql)
-            .bind(id)
-            .bind(now)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
-        Ok(())
     }
 
     /// Stores a new registration token by the hash of its secret.
@@ -260,7 +241,7 @@ impl Store {
         id: Uuid,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.revoke(
+        self.end_once(
             "UPDATE registration_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
             id,
             now,
