@@ -296,13 +296,8 @@ pub async fn token_revoke(
     user: User,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<StatusCode, ApiError> {
-    user.require_admin()?;
-    state
-        .store
-        .api_token_revoke(id, state.clock.now())
-        .await
-        .map_err(not_found("token"))?;
-    Ok(StatusCode::NO_CONTENT)
+    let now = state.clock.now();
+    revoke(&user, "token", state.store.api_token_revoke(id, now)).await
 }
 
 /// A registration token left without limits lets one runner register within a day.
@@ -403,11 +398,19 @@ pub async fn registration_token_revoke(
     user: User,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<StatusCode, ApiError> {
+    let now = state.clock.now();
+    let revoking = state.store.registration_token_revoke(id, now);
+    revoke(&user, "registration token", revoking).await
+}
+
+/// An admin's revoke: runs `revoking` (a store revoke, not yet started) for an admin
+/// only, and answers 204, or 404 naming `what` when there is no such unrevoked token.
+async fn revoke(
+    user: &User,
+    what: &'static str,
+    revoking: impl Future<Output = Result<(), StoreError>>,
+) -> Result<StatusCode, ApiError> {
     user.require_admin()?;
-    state
-        .store
-        .registration_token_revoke(id, state.clock.now())
-        .await
-        .map_err(not_found("registration token"))?;
+    revoking.await.map_err(not_found(what))?;
     Ok(StatusCode::NO_CONTENT)
 }
