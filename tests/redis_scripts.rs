@@ -9,8 +9,12 @@ use baton_core::LabelSet;
 use support::*;
 use uuid::Uuid;
 
-async fn coord(env: &TestEnv) -> Coord {
-    Coord::from_url(&env.redis_url, &env.redis_prefix, &CoordOptions::default()).unwrap()
+/// A test's own Redis prefix (`name`) and a coordinator on it.
+async fn started(name: &str) -> (TestEnv, Coord) {
+    let env = TestEnv::new(name).await;
+    let coord =
+        Coord::from_url(&env.redis_url, &env.redis_prefix, &CoordOptions::default()).unwrap();
+    (env, coord)
 }
 
 fn entry(id: Uuid, queue: &str, labels: &[&str], priority: i32, at_ms: i64) -> Enqueue {
@@ -64,6 +68,11 @@ async fn pop(
     Ok(leased.popped)
 }
 
+/// The tasks a lease popped, in its order.
+fn task_ids(popped: &[Popped]) -> Vec<Uuid> {
+    popped.iter().map(|p| p.task_id).collect()
+}
+
 /// What a runner of any labels leases on `node` with `wanted` leases.
 async fn pop_any(coord: &Coord, node: &str, wanted: usize) -> Vec<Popped> {
     let leases: Vec<Uuid> = (0..wanted).map(|_| Uuid::new_v4()).collect();
@@ -74,8 +83,7 @@ async fn pop_any(coord: &Coord, node: &str, wanted: usize) -> Vec<Popped> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_id_is_queued_at_most_once() {
-    let env = TestEnv::new("redis-once").await;
-    let coord = coord(&env).await;
+    let (_env, coord) = started("redis-once").await;
     let id = Uuid::now_v7();
     coord
         .enqueue(&[entry(id, "default", &[], 0, NOW)])
@@ -85,42 +93,21 @@ async fn a_task_id_is_queued_at_most_once() {
         .enqueue(&[entry(id, "default", &[], 0, NOW + 5)])
         .await
         .unwrap();
-    let popped = pop(
-        &coord,
-        "n1",
-        &labels(&[]),
-        &[],
-        &[Uuid::new_v4(), Uuid::new_v4()],
-        &replay(),
-        NOW,
-    )
-    .await
-    .unwrap();
+    let popped = pop_any(&coord, "n1", 2).await;
     assert_eq!(popped.len(), 1);
     assert_eq!(popped[0].task_id, id);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_lease_script_skips_and_drops_entries_of_claimed_tasks() {
-    let env = TestEnv::new("redis-claimed").await;
-    let coord = coord(&env).await;
+    let (env, coord) = started("redis-claimed").await;
     let claimed = Uuid::now_v7();
     let free = Uuid::now_v7();
     coord
         .enqueue(&[entry(claimed, "default", &[], 5, NOW)])
         .await
         .unwrap();
-    let first = pop(
-        &coord,
-        "n1",
-        &labels(&[]),
-        &[],
-        &[Uuid::new_v4()],
-        &replay(),
-        NOW,
-    )
-    .await
-    .unwrap();
+    let first = pop_any(&coord, "n1", 1).await;
     assert_eq!(first[0].task_id, claimed);
     // A stale re-add while the claim is live (e.g. a repair racing a lease).
     coord
@@ -130,21 +117,8 @@ async fn the_lease_script_skips_and_drops_entries_of_claimed_tasks() {
         ])
         .await
         .unwrap();
-    let second = pop(
-        &coord,
-        "n2",
-        &labels(&[]),
-        &[],
-        &[Uuid::new_v4(), Uuid::new_v4()],
-        &replay(),
-        NOW,
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        second.iter().map(|p| p.task_id).collect::<Vec<_>>(),
-        vec![free]
-    );
+    let second = pop_any(&coord, "n2", 2).await;
+    assert_eq!(task_ids(&second), vec![free]);
     let claim = coord.claim_get(claimed).await.unwrap().unwrap();
     assert_eq!(
         (claim.node.as_str(), claim.lease_id),
@@ -165,8 +139,7 @@ async fn the_lease_script_skips_and_drops_entries_of_claimed_tasks() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_lease_script_matches_labels_and_queues() {
-    let env = TestEnv::new("redis-match").await;
-    let coord = coord(&env).await;
+    let (_env, coord) = started("redis-match").await;
     let gpu = Uuid::now_v7();
     let builds = Uuid::now_v7();
     let plain = Uuid::now_v7();
@@ -178,52 +151,36 @@ async fn the_lease_script_matches_labels_and_queues() {
         ])
         .await
         .unwrap();
-    let ids = |popped: Vec<baton_coord::Popped>| {
-        popped.into_iter().map(|p| p.task_id).collect::<Vec<_>>()
-    };
     let leases = || (0..3).map(|_| Uuid::new_v4()).collect::<Vec<_>>();
-    let linux_builds_only = pop(
-        &coord,
-        "n1",
-        &labels(&["linux"]),
-        &["builds".to_string()],
-        &leases(),
-        &replay(),
-        NOW,
-    )
-    .await
-    .unwrap();
-    assert_eq!(ids(linux_builds_only), vec![builds]);
-    let linux = pop(
-        &coord,
-        "n1",
-        &labels(&["linux"]),
-        &[],
-        &leases(),
-        &replay(),
-        NOW,
-    )
-    .await
-    .unwrap();
-    assert_eq!(ids(linux), vec![plain]);
-    let gpu_runner = pop(
-        &coord,
-        "n1",
-        &labels(&["linux", "gpu", "x86"]),
-        &[],
-        &leases(),
-        &replay(),
-        NOW,
-    )
-    .await
-    .unwrap();
-    assert_eq!(ids(gpu_runner), vec![gpu]);
+    let cases: [(&[&str], &[&str], Uuid); 3] = [
+        (&["linux"], &["builds"], builds),
+        (&["linux"], &[], plain),
+        (&["linux", "gpu", "x86"], &[], gpu),
+    ];
+    for (runner_labels, queues, expected) in cases {
+        let queues: Vec<String> = queues.iter().map(|q| q.to_string()).collect();
+        let popped = pop(
+            &coord,
+            "n1",
+            &labels(runner_labels),
+            &queues,
+            &leases(),
+            &replay(),
+            NOW,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            task_ids(&popped),
+            vec![expected],
+            "a runner of {runner_labels:?} serving {queues:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_postgres_write_puts_the_task_back_exactly_and_drops_the_claim() {
-    let env = TestEnv::new("redis-requeue").await;
-    let coord = coord(&env).await;
+    let (_env, coord) = started("redis-requeue").await;
     let early = Uuid::now_v7();
     let late = Uuid::now_v7();
     coord
@@ -233,17 +190,7 @@ async fn a_failed_postgres_write_puts_the_task_back_exactly_and_drops_the_claim(
         ])
         .await
         .unwrap();
-    let popped = pop(
-        &coord,
-        "n1",
-        &labels(&[]),
-        &[],
-        &[Uuid::new_v4()],
-        &replay(),
-        NOW,
-    )
-    .await
-    .unwrap();
+    let popped = pop_any(&coord, "n1", 1).await;
     assert_eq!(popped[0].task_id, early);
 
     // Another node cannot undo n1's lease, nor can n1 undo a different lease.
@@ -257,43 +204,19 @@ async fn a_failed_postgres_write_puts_the_task_back_exactly_and_drops_the_claim(
     assert_eq!(coord.claim_get(early).await.unwrap(), None);
     assert!(coord.claims_of("n1").await.unwrap().is_empty());
     // Back at its old place: ahead of the later task.
-    let again = pop(
-        &coord,
-        "n1",
-        &labels(&[]),
-        &[],
-        &[Uuid::new_v4(), Uuid::new_v4()],
-        &replay(),
-        NOW,
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        again.iter().map(|p| p.task_id).collect::<Vec<_>>(),
-        vec![early, late]
-    );
+    let again = pop_any(&coord, "n1", 2).await;
+    assert_eq!(task_ids(&again), vec![early, late]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_is_released_only_under_its_own_lease() {
-    let env = TestEnv::new("redis-release").await;
-    let coord = coord(&env).await;
+    let (_env, coord) = started("redis-release").await;
     let id = Uuid::now_v7();
     coord
         .enqueue(&[entry(id, "default", &[], 0, NOW)])
         .await
         .unwrap();
-    let popped = pop(
-        &coord,
-        "n1",
-        &labels(&[]),
-        &[],
-        &[Uuid::new_v4()],
-        &replay(),
-        NOW,
-    )
-    .await
-    .unwrap();
+    let popped = pop_any(&coord, "n1", 1).await;
     let lease = popped[0].lease_id;
     assert_eq!(coord.claims_of("n1").await.unwrap(), vec![id]);
     let claim = coord.claim_get(id).await.unwrap().unwrap();
@@ -310,8 +233,7 @@ async fn a_claim_is_released_only_under_its_own_lease() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_generation_marker_is_written_only_while_the_rebuild_still_holds_its_lock() {
-    let env = TestEnv::new("epoch-holding").await;
-    let coord = coord(&env).await;
+    let (env, coord) = started("epoch-holding").await;
     let epoch = baton_coord::Epoch {
         id: Uuid::new_v4(),
         since_ms: 1,
@@ -351,8 +273,7 @@ async fn the_generation_marker_is_written_only_while_the_rebuild_still_holds_its
 /// the entry as stale and the task is stranded, queued with neither entry nor lease.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_repair_does_not_claim_a_task_its_queue_holds() {
-    let env = TestEnv::new("redis-claim-absent").await;
-    let coord = coord(&env).await;
+    let (_env, coord) = started("redis-claim-absent").await;
     let id = Uuid::now_v7();
     let queued = entry(id, "default", &[], 0, NOW);
     coord.enqueue(std::slice::from_ref(&queued)).await.unwrap();
@@ -365,11 +286,7 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
         "a queued task is not claimed"
     );
     let popped = pop_any(&coord, "n2", 1).await;
-    assert_eq!(
-        popped.iter().map(|p| p.task_id).collect::<Vec<_>>(),
-        vec![id],
-        "the next lease takes it"
-    );
+    assert_eq!(task_ids(&popped), vec![id], "the next lease takes it");
 
     // Neither queued nor claimed (Redis lost it): the repair claims it.
     let lost = Uuid::now_v7();
@@ -389,8 +306,7 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
 /// Redis holds, written late, leaves the newer one in place.
 #[tokio::test(flavor = "multi_thread")]
 async fn presence_written_late_never_moves_a_runner_back() {
-    let env = TestEnv::new("redis-presence").await;
-    let coord = coord(&env).await;
+    let (_env, coord) = started("redis-presence").await;
     let (runner, other) = (Uuid::new_v4(), Uuid::new_v4());
     let (old_boot, new_boot) = (Uuid::now_v7(), Uuid::now_v7());
     coord
@@ -419,8 +335,7 @@ async fn presence_written_late_never_moves_a_runner_back() {
 /// must register the queue again, or the task sits where no lease looks until it expires.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_put_back_in_a_queue_its_lease_emptied_is_found_again() {
-    let env = TestEnv::new("redis-requeue-registers").await;
-    let coord = coord(&env).await;
+    let (env, coord) = started("redis-requeue-registers").await;
     let id = Uuid::now_v7();
     coord
         .enqueue(&[entry(id, "lonely", &[], 0, NOW)])
@@ -454,10 +369,7 @@ async fn a_task_put_back_in_a_queue_its_lease_emptied_is_found_again() {
         "putting it back registers it"
     );
     let again = lease().await;
-    assert_eq!(
-        again.iter().map(|p| p.task_id).collect::<Vec<_>>(),
-        vec![id]
-    );
+    assert_eq!(task_ids(&again), vec![id]);
 }
 
 /// Across many queues of several label sets, a lease takes exactly the best tasks the
@@ -465,8 +377,7 @@ async fn a_task_put_back_in_a_queue_its_lease_emptied_is_found_again() {
 /// (lua/queue_index.lua).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lease_across_many_queues_takes_the_best_tasks_it_may_take() {
-    let env = TestEnv::new("redis-index-order").await;
-    let coord = coord(&env).await;
+    let (_env, coord) = started("redis-index-order").await;
     let label_sets: [&[&str]; 4] = [&[], &["gpu"], &["linux"], &["gpu", "windows"]];
     let mut entries = Vec::new();
     for i in 0..400u32 {
@@ -536,8 +447,7 @@ async fn a_lease_across_many_queues_takes_the_best_tasks_it_may_take() {
 /// set once no queue of it has work: nothing client-named lingers in Redis.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_emptied_queue_leaves_the_index_and_so_does_its_label_set() {
-    let env = TestEnv::new("redis-index-prune").await;
-    let coord = coord(&env).await;
+    let (env, coord) = started("redis-index-prune").await;
     let mut redis = env.redis().await;
     let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
     coord
@@ -592,8 +502,7 @@ async fn an_emptied_queue_leaves_the_index_and_so_does_its_label_set() {
 /// the index lost is found again, and an entry for a queue with none is dropped.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_repair_check_mends_a_queue_index_that_lost_its_entries() {
-    let env = TestEnv::new("redis-index-repair").await;
-    let coord = coord(&env).await;
+    let (env, coord) = started("redis-index-repair").await;
     let mut redis = env.redis().await;
     let id = Uuid::now_v7();
     coord
@@ -625,10 +534,7 @@ async fn the_repair_check_mends_a_queue_index_that_lost_its_entries() {
         "nothing left to mend"
     );
     let popped = pop_any(&coord, "n1", 1).await;
-    assert_eq!(
-        popped.iter().map(|p| p.task_id).collect::<Vec<_>>(),
-        vec![id]
-    );
+    assert_eq!(task_ids(&popped), vec![id]);
 }
 
 /// A queue whose best entry is stale (its task already claimed) or whose index entry
@@ -636,8 +542,7 @@ async fn the_repair_check_mends_a_queue_index_that_lost_its_entries() {
 /// reads the next queues in line for the places left.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stale_best_queue_does_not_hide_the_next_ones() {
-    let env = TestEnv::new("redis-index-stale").await;
-    let coord = coord(&env).await;
+    let (env, coord) = started("redis-index-stale").await;
     let mut redis = env.redis().await;
     let (stale, fresh) = (Uuid::now_v7(), Uuid::now_v7());
     coord
@@ -664,10 +569,7 @@ async fn a_stale_best_queue_does_not_hide_the_next_ones() {
         .await
         .unwrap();
     let popped = pop_any(&coord, "n1", 1).await;
-    assert_eq!(
-        popped.iter().map(|p| p.task_id).collect::<Vec<_>>(),
-        vec![fresh]
-    );
+    assert_eq!(task_ids(&popped), vec![fresh]);
     let left: u64 = redis::cmd("ZCARD")
         .arg(format!("{}ready:-", env.redis_prefix))
         .query_async(&mut redis)
