@@ -54,24 +54,18 @@ async fn tasks_that_have_not_started_are_cancelled_at_once() {
         assert_eq!(done.status, TaskStatus::Cancelled, "{t:?}");
     }
     // Gone from Redis: the delayed set, the queue, the claim.
-    let delayed: Option<f64> = redis::cmd("ZSCORE")
-        .arg(format!("{}delayed", env.redis_prefix))
-        .arg(scheduled.id.to_string())
-        .query_async(&mut redis)
-        .await
-        .unwrap();
-    let in_queue: Option<f64> = redis::cmd("ZSCORE")
-        .arg(format!("{}q:default:nobody", env.redis_prefix))
-        .arg(queued.id.to_string())
-        .query_async(&mut redis)
-        .await
-        .unwrap();
-    let claim: Option<String> = redis::cmd("HGET")
-        .arg(format!("{}running", env.redis_prefix))
-        .arg(leased.id.to_string())
-        .query_async(&mut redis)
-        .await
-        .unwrap();
+    let prefix = &env.redis_prefix;
+    let mut field = async |command: &str, key: String, id: Uuid| -> Option<String> {
+        redis::cmd(command)
+            .arg(key)
+            .arg(id.to_string())
+            .query_async(&mut redis)
+            .await
+            .unwrap()
+    };
+    let delayed = field("ZSCORE", format!("{prefix}delayed"), scheduled.id).await;
+    let in_queue = field("ZSCORE", format!("{prefix}q:default:nobody"), queued.id).await;
+    let claim = field("HGET", format!("{prefix}running"), leased.id).await;
     assert_eq!((delayed, in_queue, claim), (None, None, None));
     // The runner that held the lease cannot start it.
     let refused = runner.start(leased.id, lease.lease_id).await.unwrap_err();

@@ -48,13 +48,7 @@ async fn a_runner_heard_only_by_a_node_whose_clock_is_behind_is_not_lost() {
         .unwrap();
     let boot = Uuid::now_v7();
     let leased = on_owner
-        .exchange(&Exchange {
-            request_id: Uuid::new_v4(),
-            boot_id: boot,
-            max: 1,
-            start_leased: true,
-            ..Exchange::default()
-        })
+        .exchange(&exchange_starting(boot, 1, 0))
         .await
         .unwrap()
         .tasks;

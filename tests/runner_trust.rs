@@ -11,14 +11,7 @@ use support::*;
 use uuid::Uuid;
 
 fn poll(max: u32, wait_s: u32) -> Exchange {
-    Exchange {
-        request_id: Uuid::new_v4(),
-        boot_id: Uuid::now_v7(),
-        max,
-        wait_s,
-        start_leased: true,
-        ..Exchange::default()
-    }
+    exchange_starting(Uuid::now_v7(), max, wait_s)
 }
 
 /// The queue key and score Redis holds `task` under.

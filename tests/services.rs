@@ -6,7 +6,7 @@
 
 use baton_localcluster::testing as support;
 
-use baton_client::{Client, Exchange, SubmitTask};
+use baton_client::{Client, SubmitTask};
 use baton_coord::{Coord, CoordOptions, NodeInfo, RedisTarget};
 use baton_core::TaskStatus;
 use baton_server::config::Timings;
@@ -135,13 +135,7 @@ async fn the_reconciler_ends_a_silent_runners_run_only_past_runner_lost_after() 
     let task = submit(&user, SubmitTask::default()).await;
     let started = Utc::now();
     let answer = runner
-        .exchange(&Exchange {
-            request_id: Uuid::new_v4(),
-            boot_id: Uuid::now_v7(),
-            max: 1,
-            start_leased: true,
-            ..Exchange::default()
-        })
+        .exchange(&exchange_starting(Uuid::now_v7(), 1, 0))
         .await
         .unwrap();
     assert_eq!(answer.tasks.len(), 1, "the runner got its task");
@@ -355,13 +349,7 @@ async fn a_runner_registered_a_moment_ago_is_not_taken_for_lost() {
     let (_, runner) = register_runner(&node.url, &[], 1).await;
     let task = submit(&user, SubmitTask::default()).await;
     let answer = runner
-        .exchange(&Exchange {
-            request_id: Uuid::new_v4(),
-            boot_id: Uuid::now_v7(),
-            max: 1,
-            start_leased: true,
-            ..Exchange::default()
-        })
+        .exchange(&exchange_starting(Uuid::now_v7(), 1, 0))
         .await
         .unwrap();
     assert_eq!(answer.tasks.len(), 1);
@@ -388,13 +376,7 @@ async fn a_server_side_end_without_redis_leaves_the_run_for_the_next_pass() {
     let (_, runner) = register_runner(&node.url, &[], 1).await;
     let task = submit(&user, SubmitTask::default()).await;
     let leased = runner
-        .exchange(&Exchange {
-            request_id: Uuid::new_v4(),
-            boot_id: Uuid::now_v7(),
-            max: 1,
-            start_leased: true,
-            ..Exchange::default()
-        })
+        .exchange(&exchange_starting(Uuid::now_v7(), 1, 0))
         .await
         .unwrap()
         .tasks;

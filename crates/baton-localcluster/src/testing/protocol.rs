@@ -2,7 +2,7 @@
 //! registered over HTTP, lease requests.
 
 use super::{API_TOKEN, REGISTRATION_TOKEN};
-use baton_client::{Client, LeaseRequest, RegisterRunner};
+use baton_client::{Client, Exchange, LeaseRequest, RegisterRunner};
 use uuid::Uuid;
 
 /// A client with the tests' admin token.
@@ -32,6 +32,19 @@ pub fn lease_waiting(boot_id: Uuid, max: u32, wait_s: u32) -> LeaseRequest {
         boot_id,
         running: vec![],
         secrets_at_start: false,
+    }
+}
+
+/// An exchange that reports nothing and leases up to `max` tasks started at once, as
+/// agent `boot_id`, parking up to `wait_s` seconds for work; a fresh request id.
+pub fn exchange_starting(boot_id: Uuid, max: u32, wait_s: u32) -> Exchange {
+    Exchange {
+        request_id: Uuid::new_v4(),
+        boot_id,
+        max,
+        wait_s,
+        start_leased: true,
+        ..Exchange::default()
     }
 }
 
