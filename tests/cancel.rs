@@ -166,13 +166,7 @@ async fn a_result_that_arrives_while_cancelling_stands_as_reported() {
     let (_, runner) = register_runner(&node.url, &[], 1).await;
     let (task, lease) = started_then_cancelled(&user, &runner).await;
     let beat = runner
-        .heartbeat(&baton_client::Heartbeat {
-            boot_id: BOOT,
-            running: vec![baton_client::RunningLease {
-                task_id: task,
-                lease_id: lease,
-            }],
-        })
+        .heartbeat(&heartbeat_of(BOOT, task, lease))
         .await
         .unwrap();
     assert_eq!(

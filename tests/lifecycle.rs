@@ -225,13 +225,7 @@ async fn the_server_times_out_a_run_whose_runner_never_reports() {
         Duration::from_secs(15),
         || async {
             let _ = runner
-                .heartbeat(&baton_client::Heartbeat {
-                    boot_id: BOOT,
-                    running: vec![baton_client::RunningLease {
-                        task_id: t.id,
-                        lease_id: leased.lease_id,
-                    }],
-                })
+                .heartbeat(&heartbeat_of(BOOT, t.id, leased.lease_id))
                 .await;
             user.task_get(t.id)
                 .await
@@ -243,13 +237,7 @@ async fn the_server_times_out_a_run_whose_runner_never_reports() {
     assert_eq!(done.status, TaskStatus::TimedOut);
     // And the runner hears its lease is gone.
     let verdict = runner
-        .heartbeat(&baton_client::Heartbeat {
-            boot_id: BOOT,
-            running: vec![baton_client::RunningLease {
-                task_id: t.id,
-                lease_id: leased.lease_id,
-            }],
-        })
+        .heartbeat(&heartbeat_of(BOOT, t.id, leased.lease_id))
         .await
         .unwrap();
     assert_eq!(verdict.gone, vec![t.id]);
@@ -414,13 +402,7 @@ async fn a_run_its_runner_stopped_listing_is_ended() {
     let lease_of = |id| leased.iter().find(|l| l.id == id).unwrap().lease_id;
     // The runner goes on heartbeating, listing only one of its two runs (it gave up on
     // reporting the other, or fenced itself and came back).
-    let beat = baton_client::Heartbeat {
-        boot_id: BOOT,
-        running: vec![baton_client::RunningLease {
-            task_id: kept.id,
-            lease_id: lease_of(kept.id),
-        }],
-    };
+    let beat = heartbeat_of(BOOT, kept.id, lease_of(kept.id));
     let retried = wait_for(
         "the forgotten run to be ended",
         Duration::from_secs(20),

@@ -458,13 +458,7 @@ async fn a_runner_cannot_touch_another_runners_task() {
     assert_eq!(read.status().map(|s| s.as_u16()), Some(403));
     // And heartbeating someone else's lease only hears that it is gone.
     let beat = b
-        .heartbeat(&baton_client::Heartbeat {
-            boot_id: BOOT,
-            running: vec![baton_client::RunningLease {
-                task_id: t.id,
-                lease_id: lease.lease_id,
-            }],
-        })
+        .heartbeat(&heartbeat_of(BOOT, t.id, lease.lease_id))
         .await
         .unwrap();
     assert_eq!(beat.gone, vec![t.id]);

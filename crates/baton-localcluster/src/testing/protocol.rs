@@ -2,7 +2,7 @@
 //! registered over HTTP, lease requests.
 
 use super::{API_TOKEN, REGISTRATION_TOKEN};
-use baton_client::{Client, Exchange, LeaseRequest, RegisterRunner};
+use baton_client::{Client, Exchange, Heartbeat, LeaseRequest, RegisterRunner, RunningLease};
 use uuid::Uuid;
 
 /// A client with the tests' admin token.
@@ -45,6 +45,14 @@ pub fn exchange_starting(boot_id: Uuid, max: u32, wait_s: u32) -> Exchange {
         wait_s,
         start_leased: true,
         ..Exchange::default()
+    }
+}
+
+/// A heartbeat of agent `boot_id` listing the one run `task_id` under `lease_id`.
+pub fn heartbeat_of(boot_id: Uuid, task_id: Uuid, lease_id: Uuid) -> Heartbeat {
+    Heartbeat {
+        boot_id,
+        running: vec![RunningLease { task_id, lease_id }],
     }
 }
 
