@@ -5,7 +5,7 @@
 //! and the whole exchange is replayable: resent with the same `request_id` (and
 //! `retry: true`) to any node, it is answered as the first one was.
 
-use crate::wire::{LeasedTask, Outcome, RunningLease};
+use crate::wire::{CompleteTask, LeasedTask, Outcome, RunningLease};
 use base64::Engine;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
@@ -113,6 +113,25 @@ pub struct CompletionItem {
     /// As for a start: the trace context of the runner's span for this report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+}
+
+impl CompletionItem {
+    /// [`CompleteTask::succeeded`] as an exchange item for `task_id`: with no output there
+    /// is no log tail, and a stand-in has no span to carry.
+    pub fn succeeded(task_id: Uuid, lease_id: Uuid) -> CompletionItem {
+        let report = CompleteTask::succeeded(lease_id);
+        CompletionItem {
+            task_id,
+            lease_id: report.lease_id,
+            outcome: report.outcome,
+            exit_code: report.exit_code,
+            error: report.error,
+            outputs: report.outputs,
+            log_size: report.log_size,
+            log_tail: None,
+            traceparent: None,
+        }
+    }
 }
 
 /// Output bytes from `offset`, base64-encoded (output need not be UTF-8).

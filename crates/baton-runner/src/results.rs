@@ -95,20 +95,9 @@ impl ResultSpool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_client::Outcome;
 
     fn result(lease_id: Uuid) -> CompletionItem {
-        CompletionItem {
-            task_id: Uuid::new_v4(),
-            lease_id,
-            outcome: Outcome::Succeeded,
-            exit_code: Some(0),
-            error: None,
-            outputs: None,
-            log_size: Some(0),
-            log_tail: None,
-            traceparent: None,
-        }
+        CompletionItem::succeeded(Uuid::new_v4(), lease_id)
     }
 
     #[test]

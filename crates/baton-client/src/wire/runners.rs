@@ -264,6 +264,22 @@ pub struct CompleteTask {
     pub log_size: Option<i64>,
 }
 
+impl CompleteTask {
+    /// A clean run that said nothing: exit 0, no output, no error, no outputs. What a
+    /// stand-in for a process reports (tests, benchmarks, a runner driving only the
+    /// protocol); a real run's report carries what the run produced.
+    pub fn succeeded(lease_id: Uuid) -> CompleteTask {
+        CompleteTask {
+            lease_id,
+            outcome: Outcome::Succeeded,
+            exit_code: Some(0),
+            error: None,
+            outputs: None,
+            log_size: Some(0),
+        }
+    }
+}
+
 /// Sent by the runner agent on every runner API request: its version, so a server can
 /// refuse (426) a runner too old for it with a reason, instead of failing obscurely.
 pub const RUNNER_VERSION_HEADER: &str = "x-baton-runner-version";
