@@ -13,9 +13,9 @@ use uuid::Uuid;
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterRunner {
-    /// A `brg_` token from `POST /v1/registration-tokens` (or the nodes' own
-    /// `--registration-token`): registering uses it up, and it bounds the labels and queues
-    /// this runner may claim.
+    /// A `brg_` token from `POST /v1/registration-tokens` (registering spends one of its
+    /// uses, and the runner may claim only the labels and queues it allows), or the nodes'
+    /// own `--registration-token`.
     pub registration_token: String,
     /// For operators: shown in listings and logs, not unique; the server knows the runner
     /// by its id.
@@ -152,8 +152,9 @@ pub struct LeasedTask {
     /// A script for `sh -c`; exactly one of `command` and `script` is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
-    /// Variables for the process, shown to anyone who reads the task; the agent adds
-    /// `BATON_TASK_ID`, `BATON_ATTEMPT` and `BATON_QUEUE` to them.
+    /// Variables for the process, shown to anyone who reads the task. The agent sets only
+    /// these and its own (`BATON_TASK_ID`, `BATON_ATTEMPT`, `BATON_QUEUE`, `HOME`, ...),
+    /// never its whole environment.
     pub env: BTreeMap<String, String>,
     /// Secret variables: set in the process, never logged or shown. Only a task handed
     /// out `started` carries them; any other gets them with its start's answer.

@@ -15,7 +15,8 @@ use uuid::Uuid;
 #[serde(deny_unknown_fields)]
 pub struct SubmitTask {
     /// The queue it waits in (default `default`); a runner serving named queues takes only
-    /// theirs. Fields left out take the queue's defaults.
+    /// theirs. The queue's [`crate::QueueDefaults`] fill in the fields they name that the
+    /// task leaves out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")]
     pub queue: Option<String>,
@@ -158,7 +159,7 @@ pub struct TaskList {
 pub struct Task {
     /// A UUIDv7, so ids sort by submit time: the listing's order and cursor rely on it.
     pub id: Uuid,
-    /// The queue it waits in.
+    /// The queue it was submitted to (`default` when the submit named none).
     pub queue: String,
     /// What its runner must offer: only a runner carrying every one of these takes it.
     pub labels: Vec<String>,
