@@ -7,7 +7,7 @@
 use baton_localcluster::testing as support;
 
 use baton_client::{
-    Client, CompletionItem, Exchange, ExchangeAnswer, ItemResult, Outcome, StartItem, SubmitTask,
+    Client, CompletionItem, Exchange, ExchangeAnswer, ItemResult, StartItem, SubmitTask,
 };
 use baton_core::TaskStatus;
 use std::time::Duration;
@@ -36,20 +36,6 @@ fn start(task_id: Uuid, lease_id: Uuid) -> StartItem {
     StartItem {
         task_id,
         lease_id,
-        traceparent: None,
-    }
-}
-
-fn done(task_id: Uuid, lease_id: Uuid) -> CompletionItem {
-    CompletionItem {
-        task_id,
-        lease_id,
-        outcome: Outcome::Succeeded,
-        exit_code: Some(0),
-        error: None,
-        outputs: None,
-        log_size: Some(0),
-        log_tail: None,
         traceparent: None,
     }
 }
@@ -136,10 +122,10 @@ async fn a_batch_of_valid_stale_and_unknown_items_answers_each_and_changes_only_
         .exchange(&Exchange {
             starts: vec![start(b.id, lease_b)],
             completions: vec![
-                done(a.id, lease_a),
-                done(b.id, Uuid::new_v4()),
-                done(Uuid::now_v7(), Uuid::new_v4()),
-                done(theirs.id, their_lease),
+                CompletionItem::succeeded(a.id, lease_a),
+                CompletionItem::succeeded(b.id, Uuid::new_v4()),
+                CompletionItem::succeeded(Uuid::now_v7(), Uuid::new_v4()),
+                CompletionItem::succeeded(theirs.id, their_lease),
             ],
             ..exchange()
         })
@@ -161,7 +147,7 @@ async fn a_batch_of_valid_stale_and_unknown_items_answers_each_and_changes_only_
     // The same completion again (its answer lost) is answered as the first was.
     let again = runner
         .exchange(&Exchange {
-            completions: vec![done(a.id, lease_a)],
+            completions: vec![CompletionItem::succeeded(a.id, lease_a)],
             ..exchange()
         })
         .await
@@ -314,7 +300,7 @@ async fn an_exchange_that_asks_start_leased_gets_its_tasks_running_and_a_resend_
     let completed = two
         .on_b
         .exchange(&Exchange {
-            completions: vec![done(first.id, first.lease_id)],
+            completions: vec![CompletionItem::succeeded(first.id, first.lease_id)],
             ..exchange()
         })
         .await
@@ -423,7 +409,7 @@ async fn a_postgres_outage_answers_every_item_retry_and_changes_nothing() {
     pg.down();
     let batch = Exchange {
         starts: vec![start(waiting.id, lease_of(waiting.id))],
-        completions: vec![done(running.id, lease_of(running.id))],
+        completions: vec![CompletionItem::succeeded(running.id, lease_of(running.id))],
         max: 2,
         ..exchange()
     };
@@ -605,7 +591,7 @@ async fn a_run_completed_in_the_exchange_that_lists_it_is_not_called_gone() {
     };
     let answer = runner
         .exchange(&Exchange {
-            completions: vec![done(ending.id, ending.lease_id)],
+            completions: vec![CompletionItem::succeeded(ending.id, ending.lease_id)],
             running: Some(vec![held(ending), held(going_on)]),
             ..exchange()
         })

@@ -132,14 +132,7 @@ async fn a_stale_lease_is_refused_and_changes_nothing() {
             .await
             .map(|_| ()),
     );
-    let report = |lease_id| CompleteTask {
-        lease_id,
-        outcome: Outcome::Succeeded,
-        exit_code: Some(0),
-        error: None,
-        outputs: None,
-        log_size: Some(0),
-    };
+    let report = CompleteTask::succeeded;
     conflict(
         runner
             .complete(submitted.id, &report(stale))
@@ -249,12 +242,9 @@ async fn log_chunks_are_stored_once_by_offset() {
         .complete(
             t.id,
             &CompleteTask {
-                lease_id,
-                outcome: Outcome::Succeeded,
-                exit_code: Some(0),
-                error: None,
                 outputs: Some(serde_json::json!({"artifact": "a.tar"})),
                 log_size: Some(12),
+                ..CompleteTask::succeeded(lease_id)
             },
         )
         .await

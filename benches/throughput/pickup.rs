@@ -87,17 +87,7 @@ pub(crate) async fn finish(runner: &Client, boot_id: Uuid, task_id: Uuid, lease_
         .exchange(&Exchange {
             request_id: Uuid::new_v4(),
             boot_id,
-            completions: vec![baton_client::CompletionItem {
-                task_id,
-                lease_id,
-                outcome: baton_client::Outcome::Succeeded,
-                exit_code: Some(0),
-                error: None,
-                outputs: None,
-                log_size: Some(0),
-                log_tail: None,
-                traceparent: None,
-            }],
+            completions: vec![baton_client::CompletionItem::succeeded(task_id, lease_id)],
             ..Exchange::default()
         })
         .await

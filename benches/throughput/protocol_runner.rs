@@ -8,7 +8,7 @@
 //! instead, one exchange later, and completes it the exchange after: the protocol
 //! without `start_leased`, for comparison.
 
-use baton_client::{Client, CompletionItem, Exchange, ItemResult, Outcome, StartItem};
+use baton_client::{Client, CompletionItem, Exchange, ItemResult, StartItem};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -56,12 +56,12 @@ async fn lane(client: Client, boot_id: Uuid, slots: u32) {
             Ok(answer) => {
                 for (item, result) in exchange.starts.iter().zip(&answer.starts) {
                     if result.result == ItemResult::Done {
-                        started.push(done(item.task_id, item.lease_id));
+                        started.push(CompletionItem::succeeded(item.task_id, item.lease_id));
                     }
                 }
                 for task in &answer.tasks {
                     if task.started {
-                        started.push(done(task.id, task.lease_id));
+                        started.push(CompletionItem::succeeded(task.id, task.lease_id));
                     } else {
                         leased.push(StartItem {
                             task_id: task.id,
@@ -80,19 +80,5 @@ async fn lane(client: Client, boot_id: Uuid, slots: u32) {
                 });
             }
         }
-    }
-}
-
-fn done(task_id: Uuid, lease_id: Uuid) -> CompletionItem {
-    CompletionItem {
-        task_id,
-        lease_id,
-        outcome: Outcome::Succeeded,
-        exit_code: Some(0),
-        error: None,
-        outputs: None,
-        log_size: Some(0),
-        log_tail: None,
-        traceparent: None,
     }
 }

@@ -14,6 +14,7 @@ use uuid::Uuid;
 #[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BulkRequest {
+    /// Only tasks of this queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")]
     pub queue: Option<String>,
@@ -43,6 +44,8 @@ pub struct BulkRequest {
 /// What a bulk action took.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BulkAnswer {
+    /// Whether this was a dry run: then `tasks` is what the action would take, and nothing
+    /// changed.
     pub dry_run: bool,
     /// Tasks the action would take under the filter, `limit` aside, counted before it
     /// acted.
@@ -63,6 +66,7 @@ pub struct BulkAnswer {
 /// One task a bulk action took.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BulkItem {
+    /// The task taken.
     pub id: Uuid,
     /// Its status after the action (in a dry run: now).
     pub status: TaskStatus,

@@ -13,10 +13,14 @@ use uuid::Uuid;
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{status}: {} ({})", body.error.message, body.error.code)]
 pub struct ApiError {
+    /// The HTTP status: the class of the failure (409 a conflict, 503 try again, ...).
     pub status: StatusCode,
+    /// The JSON error body: its `error.code` is what to decide by.
     pub body: ErrorBody,
 }
 
+/// Why a call failed: the server said no, the request got no answer, or the answer made
+/// no sense.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The server answered with an error.
@@ -45,6 +49,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// A followed log stream may last as long as its task.
 const FOLLOW_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// One caller of one cluster: its base URL, its token and a connection pool. Cheap to
+/// clone (clones share the pool), and each `with_*` makes a variant of it.
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
@@ -64,6 +70,8 @@ pub fn install_tls_provider() {
 }
 
 impl Client {
+    /// A client of the cluster at `base_url` (any node, or a balancer before them), calling
+    /// with `token` as its bearer, if any.
     pub fn new(base_url: &str, token: Option<String>) -> Result<Self, ClientError> {
         install_tls_provider();
         let http = reqwest::Client::builder()
@@ -95,6 +103,7 @@ impl Client {
         }
     }
 
+    /// The same client, calling as `token` (the runner's own, once it has registered).
     pub fn with_token(&self, token: impl Into<String>) -> Self {
         Client {
             token: Some(token.into()),
@@ -102,6 +111,7 @@ impl Client {
         }
     }
 
+    /// The base URL calls go to, without a trailing `/`.
     pub fn base_url(&self) -> &str {
         &self.base
     }
@@ -157,6 +167,7 @@ impl Client {
         Ok((resp.json().await?, created))
     }
 
+    /// Submits up to 1,000 tasks at once, all or nothing.
     pub async fn submit_batch(&self, tasks: Vec<SubmitTask>) -> Result<TaskList, ClientError> {
         Self::json(
             self.request(Method::POST, "/v1/tasks/batch")
@@ -188,10 +199,13 @@ impl Client {
         Self::json(self.request(Method::POST, "/v1/tasks/retry").json(filter)).await
     }
 
+    /// Every registered runner, with its presence and how much it runs now.
     pub async fn runners(&self) -> Result<RunnerList, ClientError> {
         Self::json(self.request(Method::GET, "/v1/runners")).await
     }
 
+    /// Deletes a runner: its token is refused from then on, and its unfinished tasks are
+    /// ended or retried as a lost runner's.
     pub async fn runner_delete(&self, id: Uuid) -> Result<(), ClientError> {
         Self::send(self.request(Method::DELETE, &format!("/v1/runners/{id}"))).await?;
         Ok(())
@@ -227,6 +241,7 @@ impl Client {
         .await
     }
 
+    /// Makes an API token; the answer carries its secret, shown this once.
     pub async fn token_create(&self, req: &CreateToken) -> Result<TokenCreated, ClientError> {
         Self::json(self.request(Method::POST, "/v1/tokens").json(req)).await
     }
@@ -236,15 +251,18 @@ impl Client {
         Self::json(self.request(Method::GET, "/v1/me")).await
     }
 
+    /// Every API token, newest first; never their secrets.
     pub async fn tokens(&self) -> Result<TokenList, ClientError> {
         Self::json(self.request(Method::GET, "/v1/tokens")).await
     }
 
+    /// Revokes an API token: every node refuses it from its next request.
     pub async fn token_revoke(&self, id: Uuid) -> Result<(), ClientError> {
         Self::send(self.request(Method::DELETE, &format!("/v1/tokens/{id}"))).await?;
         Ok(())
     }
 
+    /// Makes a registration token; the answer carries its secret, shown this once.
     pub async fn registration_token_create(
         &self,
         req: &CreateRegistrationToken,
@@ -256,19 +274,24 @@ impl Client {
         .await
     }
 
+    /// Every registration token, newest first; never their secrets.
     pub async fn registration_tokens(&self) -> Result<RegistrationTokenList, ClientError> {
         Self::json(self.request(Method::GET, "/v1/registration-tokens")).await
     }
 
+    /// Revokes a registration token: no runner registers with it from then on.
     pub async fn registration_token_revoke(&self, id: Uuid) -> Result<(), ClientError> {
         Self::send(self.request(Method::DELETE, &format!("/v1/registration-tokens/{id}"))).await?;
         Ok(())
     }
 
+    /// One task, with what only a single read shows (its webhook's state, its re-run, the
+    /// node holding its claim).
     pub async fn task_get(&self, id: Uuid) -> Result<Task, ClientError> {
         Self::json(self.request(Method::GET, &format!("/v1/tasks/{id}"))).await
     }
 
+    /// A page of tasks, newest first; follow `next_cursor` for the next.
     pub async fn task_list(&self, query: &TaskQuery) -> Result<TaskList, ClientError> {
         Self::json(self.request(Method::GET, "/v1/tasks").query(query)).await
     }
@@ -352,6 +375,8 @@ impl Client {
         Ok((attempt, resp.bytes_stream()))
     }
 
+    /// Registers a runner with a registration token; the answer is the runner's identity,
+    /// its token shown this once.
     pub async fn register(&self, req: &RegisterRunner) -> Result<RunnerRegistered, ClientError> {
         Self::json(self.request(Method::POST, "/v1/runner/register").json(req)).await
     }
@@ -377,6 +402,7 @@ impl Client {
         .await
     }
 
+    /// Says which leases the runner holds; the answer says which runs to stop.
     pub async fn heartbeat(&self, beat: &Heartbeat) -> Result<HeartbeatResponse, ClientError> {
         Self::json(
             self.request(Method::POST, "/v1/runner/heartbeat")
@@ -391,6 +417,7 @@ impl Client {
         Ok(())
     }
 
+    /// The live nodes, each with how many dispatched tasks it answers for.
     pub async fn nodes(&self) -> Result<NodeList, ClientError> {
         Self::json(self.request(Method::GET, "/v1/nodes")).await
     }
@@ -440,12 +467,16 @@ impl Client {
 /// Filters and paging of `GET /v1/tasks`.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct TaskQuery {
+    /// Only tasks in this status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
+    /// Only tasks of this queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
+    /// At most this many tasks a page (default 100, at most 1,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page: the page after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
     /// Only the tasks this schedule made.
@@ -453,10 +484,16 @@ pub struct TaskQuery {
     pub schedule_id: Option<uuid::Uuid>,
 }
 
+/// What one read of a task's log gave.
 #[derive(Debug, Clone)]
 pub struct LogSlice {
+    /// Output bytes from the offset asked for, as the process wrote them (not necessarily
+    /// UTF-8).
     pub bytes: Bytes,
+    /// The offset just past these bytes: where to read from next.
     pub next_offset: i64,
+    /// The task's status when the bytes were read: once terminal, no more bytes come.
     pub status: baton_core::TaskStatus,
+    /// The attempt whose output this is (each attempt has its own log).
     pub attempt: i32,
 }

@@ -13,8 +13,10 @@ use uuid::Uuid;
 /// What to subscribe to; `None` everywhere: everything the token may see.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EventFilter {
+    /// Only events of tasks in this queue.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
+    /// Only events of this task.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<Uuid>,
     /// Comma-separated kinds: `task`, `runner`, `node`, `schedule`.
@@ -28,16 +30,24 @@ pub struct EventFilter {
 /// happened, but it is where to resume from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventFrame {
+    /// Where to resume after this frame (as `Last-Event-ID`); `None` for a `resync` made
+    /// for this subscriber alone.
     pub id: Option<String>,
+    /// Its kind: `task`, `runner`, `node`, `schedule`, or `resync` (events were lost: read
+    /// the state again).
     pub event: String,
+    /// The event's JSON, as text; empty for a frame that only marks a place.
     pub data: String,
 }
 
 impl EventFrame {
+    /// Whether the frame only marks where the stream stands: nothing happened, but its id
+    /// is a place to resume from.
     pub fn is_place_only(&self) -> bool {
         self.data.is_empty()
     }
 
+    /// The data, parsed; a [`ClientError::Protocol`] when it is not JSON.
     pub fn json(&self) -> Result<serde_json::Value, ClientError> {
         serde_json::from_str(&self.data)
             .map_err(|e| ClientError::Protocol(format!("event data is not JSON: {e}")))

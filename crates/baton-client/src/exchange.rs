@@ -5,7 +5,7 @@
 //! and the whole exchange is replayable: resent with the same `request_id` (and
 //! `retry: true`) to any node, it is answered as the first one was.
 
-use crate::wire::{LeasedTask, Outcome, RunningLease};
+use crate::wire::{CompleteTask, LeasedTask, Outcome, RunningLease};
 use base64::Engine;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
@@ -14,6 +14,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
+/// One round trip of the runner exchange: what the runner has to report, its heartbeat when
+/// due, and how much more work it can take.
 #[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Exchange {
@@ -63,10 +65,15 @@ pub struct Exchange {
     pub secrets_at_start: bool,
 }
 
+/// A lease the runner acknowledges: the task's start, recorded under that lease before the
+/// task may run.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct StartItem {
+    /// The task whose lease is acknowledged.
     pub task_id: Uuid,
+    /// The lease it came with: a start under a lease no longer current is answered `stale`,
+    /// and the task must not run.
     pub lease_id: Uuid,
     /// The W3C trace context of the runner's span for this item: the node's span for it
     /// joins the task's trace there (one request carries many tasks' items).
@@ -74,16 +81,25 @@ pub struct StartItem {
     pub traceparent: Option<String>,
 }
 
+/// A run that ended: the report of `POST /v1/runner/tasks/{id}/complete`
+/// ([`crate::CompleteTask`]) with its task, the tail of its output and its trace context.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CompletionItem {
+    /// The task whose run ended.
     pub task_id: Uuid,
+    /// The lease the run was under: a report under a lease no longer current is answered
+    /// `stale` and changes nothing.
     pub lease_id: Uuid,
+    /// How the run ended, as [`crate::CompleteTask::outcome`].
     pub outcome: Outcome,
+    /// The process's exit status, as [`crate::CompleteTask::exit_code`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// Why it failed, as [`crate::CompleteTask::error`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the run returned, as [`crate::CompleteTask::outputs`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs: Option<Value>,
     /// Bytes of output the run produced; a stored log shorter than this is marked
@@ -99,10 +115,31 @@ pub struct CompletionItem {
     pub traceparent: Option<String>,
 }
 
+impl CompletionItem {
+    /// [`CompleteTask::succeeded`] as an exchange item for `task_id`: with no output there
+    /// is no log tail, and a stand-in has no span to carry.
+    pub fn succeeded(task_id: Uuid, lease_id: Uuid) -> CompletionItem {
+        let report = CompleteTask::succeeded(lease_id);
+        CompletionItem {
+            task_id,
+            lease_id: report.lease_id,
+            outcome: report.outcome,
+            exit_code: report.exit_code,
+            error: report.error,
+            outputs: report.outputs,
+            log_size: report.log_size,
+            log_tail: None,
+            traceparent: None,
+        }
+    }
+}
+
 /// Output bytes from `offset`, base64-encoded (output need not be UTF-8).
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct LogTail {
+    /// Where `data` starts in the attempt's output: bytes the server already holds are not
+    /// stored twice.
     #[schema(minimum = 0)]
     pub offset: i64,
     /// Standard base64, with padding.
@@ -110,6 +147,7 @@ pub struct LogTail {
 }
 
 impl LogTail {
+    /// `bytes`, which start at `offset` in the attempt's output, encoded for the wire.
     pub fn new(offset: i64, bytes: &[u8]) -> LogTail {
         LogTail {
             offset,
@@ -125,6 +163,8 @@ impl LogTail {
     }
 }
 
+/// Answer to an exchange: one answer per item, in order, then new work and what the
+/// heartbeat asks the runner to stop.
 #[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ExchangeAnswer {
     /// One answer per start, in order.
@@ -153,9 +193,13 @@ pub struct ExchangeAnswer {
     pub presence_recorded: Option<bool>,
 }
 
+/// How one start or completion went: each item is answered on its own, so one stale item
+/// never fails the others.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ItemAnswer {
+    /// The item's task (answers also come in the items' order).
     pub task_id: Uuid,
+    /// Whether it was recorded, or what the runner does instead.
     pub result: ItemResult,
     /// The task's status after the item (when `done` or `stale`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,6 +207,7 @@ pub struct ItemAnswer {
     /// For a start that is `done`: the attempt this run is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<i32>,
+    /// For an item not `done`: why, in words for logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// For a start that is `done`: the task's secret variables, handed over only now

@@ -3,6 +3,7 @@
 //! types, so the two ends cannot drift apart.
 
 #![warn(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub mod bulk;
 pub mod client;

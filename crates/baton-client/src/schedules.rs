@@ -63,6 +63,7 @@ pub struct CreateSchedule {
 #[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateSchedule {
+    /// A new name, unique among the creator's schedules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(
         min_length = 1,
@@ -70,27 +71,38 @@ pub struct UpdateSchedule {
         pattern = r"^[A-Za-z0-9][A-Za-z0-9._ -]*$"
     )]
     pub name: Option<String>,
+    /// A new expression, in any form `POST` takes: the schedule then fires from the next
+    /// tick after now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 200)]
     pub cron: Option<String>,
+    /// A new IANA zone: the schedule then fires from the next tick after now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 64)]
     pub timezone: Option<String>,
+    /// A new template, replacing the old one whole (not merged field by field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<SubmitTask>,
+    /// A new overlap policy: `allow`, `skip`, `cancel` or `queue`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^(allow|skip|cancel|queue)$")]
     pub overlap: Option<String>,
+    /// A new catch-up policy: `skip`, `latest` or `all`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^(skip|latest|all)$")]
     pub catch_up: Option<String>,
+    /// A new age, in seconds, past which a missed tick never fires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 2592000)]
     pub catch_up_window_s: Option<i64>,
+    /// A new first moment: the schedule then fires from the next tick after now. A change
+    /// can move it but not remove it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<DateTime<Utc>>,
+    /// A new last moment. A change can move it but not remove it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_at: Option<DateTime<Utc>>,
+    /// A new most each tick's task may start late, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0, maximum = 3600)]
     pub jitter_s: Option<i64>,
@@ -99,21 +111,38 @@ pub struct UpdateSchedule {
 /// A schedule as users see it.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Schedule {
+    /// Names it in `/v1/schedules/{id}`, and in the `schedule_id` of each task it makes.
     pub id: Uuid,
+    /// Unique among its creator's schedules.
     pub name: String,
+    /// The expression, as given: five fields, six with seconds, or an `@` shorthand.
     pub cron: String,
+    /// The IANA zone the expression is read in (`UTC` unless one was given).
     pub timezone: String,
+    /// The template each tick's task is made from.
     pub task: SubmitTask,
+    /// What a tick does while a run of this schedule is unfinished: `allow`, `skip`,
+    /// `cancel` or `queue`.
     pub overlap: String,
+    /// What becomes of ticks missed while no node could fire them: `skip`, `latest` or
+    /// `all`.
     pub catch_up: String,
+    /// A missed tick older than this, in seconds, never fires.
     pub catch_up_window_s: i64,
+    /// Each tick's task starts up to this many seconds late (0: on the tick).
     pub jitter_s: i64,
+    /// No tick fires while paused, nor counts as missed; a resume fires from the next tick
+    /// after now.
     pub paused: bool,
+    /// No tick before this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<DateTime<Utc>>,
+    /// No tick after this: past it, `next_fire_at` is absent for good.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_at: Option<DateTime<Utc>>,
+    /// When it was made; `fired_count` and `skipped_count` count from here.
     pub created_at: DateTime<Utc>,
+    /// When its settings last changed; firing does not change it.
     pub updated_at: DateTime<Utc>,
     /// The next tick due (absent: none left, or paused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -123,6 +152,8 @@ pub struct Schedule {
     pub buffered_for: Option<DateTime<Utc>>,
     /// Ticks that made a task, and ticks skipped, since it was created.
     pub fired_count: i64,
+    /// Ticks that made no task: skipped for overlap, missed beyond catch-up, or with a
+    /// template no longer valid.
     pub skipped_count: i64,
     /// The next few ticks (`GET /v1/schedules/{id}` only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -136,6 +167,7 @@ pub struct Schedule {
 /// One tick, or a range of skipped ones.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ScheduleRun {
+    /// The tick, or the first of a skipped range.
     pub scheduled_for: DateTime<Utc>,
     /// `fired` (see `task`), or why it made none: `skipped_overlap`, `skipped_missed`,
     /// `skipped_invalid`.
@@ -146,17 +178,22 @@ pub struct ScheduleRun {
     /// For a skipped range: its last tick and how many ticks it holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub through: Option<DateTime<Utc>>,
+    /// How many ticks the skipped range holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ticks: Option<i64>,
 }
 
+/// `GET /v1/schedules`.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct ScheduleList {
+    /// The schedules the caller may see (its own, or all for `read` and `admin`), by name;
+    /// at most 1,000.
     pub schedules: Vec<Schedule>,
 }
 
 /// The schedule calls of the typed client.
 impl crate::Client {
+    /// Creates a schedule: it fires from the first tick after now (and after `start_at`).
     pub async fn schedule_create(
         &self,
         req: &CreateSchedule,
@@ -168,14 +205,17 @@ impl crate::Client {
         .await
     }
 
+    /// The schedules this token may see, by name.
     pub async fn schedules(&self) -> Result<ScheduleList, crate::ClientError> {
         Self::json(self.request(reqwest::Method::GET, "/v1/schedules")).await
     }
 
+    /// One schedule, with its next ticks and its latest runs.
     pub async fn schedule_get(&self, id: Uuid) -> Result<Schedule, crate::ClientError> {
         Self::json(self.request(reqwest::Method::GET, &format!("/v1/schedules/{id}"))).await
     }
 
+    /// Changes the fields `req` gives; the rest stay.
     pub async fn schedule_update(
         &self,
         id: Uuid,
@@ -201,6 +241,7 @@ impl crate::Client {
         .await
     }
 
+    /// Deletes a schedule; the tasks it made stay.
     pub async fn schedule_delete(&self, id: Uuid) -> Result<(), crate::ClientError> {
         Self::send(self.request(reqwest::Method::DELETE, &format!("/v1/schedules/{id}"))).await?;
         Ok(())

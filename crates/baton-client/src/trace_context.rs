@@ -13,6 +13,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use std::collections::HashMap;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+/// The W3C header, and the key of a stored context, that carries a trace across processes.
 pub const TRACEPARENT: &str = "traceparent";
 
 struct HeaderInjector<'a>(&'a mut HeaderMap);

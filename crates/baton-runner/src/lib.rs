@@ -14,6 +14,7 @@ mod leftovers;
 mod logship;
 mod masking;
 pub mod metrics;
+mod owner_only;
 mod process_group;
 mod registration;
 mod results;

@@ -1,10 +1,9 @@
 //! The runner's identity, kept in its state directory: registered once, reused on every
-//! start. The token is a secret: the file is written owner-only, atomically.
+//! start. The token is a secret: the file is written owner-only, atomically
+//! ([`crate::owner_only`]).
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
@@ -44,18 +43,8 @@ impl Registration {
         std::fs::create_dir_all(state_dir)
             .with_context(|| format!("creating {}", state_dir.display()))?;
         let file = path(state_dir);
-        let tmp = file.with_extension("json.tmp");
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        out.write_all(&serde_json::to_vec_pretty(self)?)?;
-        out.sync_all()?;
-        std::fs::rename(&tmp, &file).with_context(|| format!("writing {}", file.display()))?;
-        Ok(())
+        crate::owner_only::write(&file, &serde_json::to_vec_pretty(self)?)
+            .with_context(|| format!("writing {}", file.display()))
     }
 
     /// Forgets the identity: the server no longer knows this runner.

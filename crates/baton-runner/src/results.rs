@@ -6,8 +6,6 @@
 //! is never reported as lost because nobody was there to hear it.
 
 use baton_client::CompletionItem;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
@@ -35,17 +33,7 @@ impl ResultSpool {
 
     /// Keeps `result` until [`taken`](Self::taken): written whole or not at all.
     pub(crate) fn keep(&self, result: &CompletionItem) -> std::io::Result<()> {
-        let file = self.file(result.lease_id);
-        let tmp = file.with_extension("json.tmp");
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        out.write_all(&serde_json::to_vec(result)?)?;
-        out.sync_all()?;
-        std::fs::rename(&tmp, &file)
+        crate::owner_only::write(&self.file(result.lease_id), &serde_json::to_vec(result)?)
     }
 
     /// The server has it (or will never take it): forgotten.
@@ -95,20 +83,9 @@ impl ResultSpool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_client::Outcome;
 
     fn result(lease_id: Uuid) -> CompletionItem {
-        CompletionItem {
-            task_id: Uuid::new_v4(),
-            lease_id,
-            outcome: Outcome::Succeeded,
-            exit_code: Some(0),
-            error: None,
-            outputs: None,
-            log_size: Some(0),
-            log_tail: None,
-            traceparent: None,
-        }
+        CompletionItem::succeeded(Uuid::new_v4(), lease_id)
     }
 
     #[test]

@@ -6,12 +6,19 @@ use serde::{Deserialize, Serialize};
 /// The body of every error answer (design.md invariant 7).
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ErrorBody {
+    /// The error, under one key so that every error answer has the same shape.
     pub error: ErrorDetail,
 }
 
+/// What went wrong: `code` for programs to decide by, `message` for people, and for some
+/// codes a fact to act on.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ErrorDetail {
+    /// An [`crate::ErrorCode`] as text (`not_found`, `conflict`, ...): what a client
+    /// decides by. A newer server may send a code this release does not know.
     pub code: String,
+    /// For people: what was wrong and, for invalid input, which field. Its wording may
+    /// change between releases; decide by `code`, never by this.
     pub message: String,
     /// For a refused log chunk (416): the size the server holds, where to resume.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -39,6 +39,8 @@ pub struct QueueDefaults {
 }
 
 impl QueueDefaults {
+    /// Whether it fills in nothing: empty defaults are stored as none, so `{}` clears a
+    /// queue's defaults.
     pub fn is_empty(&self) -> bool {
         *self == QueueDefaults::default()
     }
@@ -47,6 +49,7 @@ impl QueueDefaults {
 /// A queue as operators see it (`GET /v1/queues`, docs/flow-control.md).
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct QueueView {
+    /// The queue's name, as tasks name it (`default` when a submit gives none).
     pub name: String,
     /// A paused queue hands out nothing, takes submits, and its tasks do not expire.
     pub paused: bool,
@@ -57,6 +60,7 @@ pub struct QueueView {
     /// When its oldest waiting task was queued.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oldest_waiting: Option<DateTime<Utc>>,
+    /// When it was last paused; kept after a resume, so it says when the last pause began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused_at: Option<DateTime<Utc>>,
     /// The last resume: waiting tasks expire no sooner than `queue_timeout_s` after it.
@@ -67,7 +71,10 @@ pub struct QueueView {
     pub defaults: Option<QueueDefaults>,
 }
 
+/// `GET /v1/queues`.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct QueueList {
+    /// Every queue with settings or unfinished tasks, by name; a queue nobody configured
+    /// and with nothing waiting or running is not listed.
     pub queues: Vec<QueueView>,
 }

@@ -13,13 +13,20 @@ use uuid::Uuid;
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterRunner {
+    /// A `brg_` token from `POST /v1/registration-tokens` (registering spends one of its
+    /// uses, and the runner may claim only the labels and queues it allows), or the nodes'
+    /// own `--registration-token`.
     pub registration_token: String,
+    /// For operators: shown in listings and logs, not unique; the server knows the runner
+    /// by its id.
     #[schema(
         min_length = 1,
         max_length = 128,
         pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
     )]
     pub name: String,
+    /// What this runner offers: it is handed a task only when every label of the task is
+    /// among these.
     #[serde(default)]
     #[schema(max_items = 32, value_type = Vec<LabelName>)]
     pub labels: Vec<String>,
@@ -27,9 +34,12 @@ pub struct RegisterRunner {
     #[serde(default)]
     #[schema(value_type = Vec<QueueName>)]
     pub queues: Vec<String>,
+    /// How many tasks it runs at once (default 1).
     #[serde(default = "default_capacity")]
     #[schema(minimum = 1, maximum = 1024)]
     pub capacity: i32,
+    /// The agent's version, for operators to read; what the server serves is decided by the
+    /// version header on each call ([`RUNNER_VERSION_HEADER`]), not by this.
     #[serde(default)]
     #[schema(max_length = 64, pattern = r"^[^\u0000]*$")]
     pub version: String,
@@ -39,8 +49,11 @@ fn default_capacity() -> i32 {
     1
 }
 
+/// Answer to a registration: the runner's identity, which its agent keeps in its state
+/// directory and calls with from then on.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct RunnerRegistered {
+    /// Names the runner in listings, claims and `DELETE /v1/runners/{id}`.
     pub runner_id: Uuid,
     /// Shown once; the server keeps only its hash.
     pub token: String,
@@ -50,7 +63,10 @@ pub struct RunnerRegistered {
 #[derive(utoipa::ToSchema, Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct RunningLease {
+    /// A task it runs, as the lease named it ([`LeasedTask::id`]).
     pub task_id: Uuid,
+    /// The lease it runs the task under: the server tells a current run from a stale one by
+    /// it.
     pub lease_id: Uuid,
 }
 
@@ -69,6 +85,8 @@ pub struct LeaseRequest {
     pub wait_s: u32,
     /// Random per agent start: a new one proves the runner restarted.
     pub boot_id: Uuid,
+    /// Every task the runner runs now: the request is also its heartbeat, answered with
+    /// `cancel` and `gone`.
     #[serde(default)]
     pub running: Vec<RunningLease>,
     /// The runner takes a task's `secret_env` with its start's answer, so a task leased
@@ -78,8 +96,12 @@ pub struct LeaseRequest {
     pub secrets_at_start: bool,
 }
 
+/// Answer to a lease request: new work, and what the request's heartbeat asks the runner
+/// to stop.
 #[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LeaseResponse {
+    /// At most `max` tasks, each to acknowledge with a start before it runs; empty when the
+    /// wait ran out with no work.
     pub tasks: Vec<LeasedTask>,
     /// Tasks the runner must stop (a cancel was requested).
     #[serde(default)]
@@ -95,10 +117,13 @@ pub struct LeaseResponse {
 pub struct Heartbeat {
     /// The agent process's boot id, as in lease requests.
     pub boot_id: Uuid,
+    /// Every task the runner runs now, each under its lease: the answer says which of them
+    /// to stop.
     #[serde(default)]
     pub running: Vec<RunningLease>,
 }
 
+/// Answer to a heartbeat: which of the listed runs to stop, and whether to report them.
 #[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct HeartbeatResponse {
     /// Tasks the runner must stop and report `cancelled`.
@@ -111,23 +136,42 @@ pub struct HeartbeatResponse {
 /// What a runner needs to execute a task.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LeasedTask {
+    /// The task: its start, log chunks and completion go to `/v1/runner/tasks/{id}/...`.
     pub id: Uuid,
+    /// This hand-out's fencing token: the run's every start, log chunk and report carries
+    /// it, and one under a lease no longer current is refused.
     pub lease_id: Uuid,
+    /// The queue it came from; the agent gives it to the process as `BATON_QUEUE`.
     pub queue: String,
+    /// The labels it asked for, all of them among the runner's own.
     pub labels: Vec<String>,
+    /// The program and its arguments, run without a shell; exactly one of `command` and
+    /// `script` is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// A script for `sh -c`; exactly one of `command` and `script` is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
+    /// Variables for the process, shown to anyone who reads the task. The agent sets only
+    /// these and its own (`BATON_TASK_ID`, `BATON_ATTEMPT`, `BATON_QUEUE`, `HOME`, ...),
+    /// never its whole environment.
     pub env: BTreeMap<String, String>,
     /// Secret variables: set in the process, never logged or shown. Only a task handed
     /// out `started` carries them; any other gets them with its start's answer.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secret_env: BTreeMap<String, String>,
+    /// The submitter's JSON, as given: the agent keeps it out of the process; a runner of
+    /// another make may hand it on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
+    /// Seconds the run may take from its start: the agent kills it then and reports it
+    /// failed, and the server ends it `timed_out` if no report comes within a grace after.
     pub timeout_s: i64,
+    /// Which run of the task this is, from 1: for a task still to start, the attempt its
+    /// start will record.
     pub attempt: i32,
+    /// The submit's W3C trace context: the runner's spans for this task join the task's
+    /// trace under it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
     /// Its start is already recorded (the exchange asked `start_leased`): run it now and
@@ -140,12 +184,19 @@ pub struct LeasedTask {
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StartTask {
+    /// The lease being acknowledged: a start under a lease no longer current is refused
+    /// (409), and the task must not run.
     pub lease_id: Uuid,
 }
 
+/// Answer to a start: the run is recorded, and may begin.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct Started {
+    /// The task's status as the start left it: `running`, or `cancelling` when a cancel
+    /// came first (stop the run and report `cancelled`).
     pub status: TaskStatus,
+    /// The attempt this run is, as the server counts it: the agent gives it to the process
+    /// as `BATON_ATTEMPT`.
     pub attempt: i32,
     /// The task's secret variables, handed over only now that its start is recorded.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -165,12 +216,18 @@ pub struct LogAck {
 #[derive(utoipa::ToSchema, Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
+    /// The process exited 0.
     Succeeded,
+    /// It exited otherwise, was killed, timed out or could not start: it may retry while
+    /// attempts remain.
     Failed,
+    /// It was stopped because a cancel was asked for; a cancelled task never retries.
     Cancelled,
 }
 
 impl Outcome {
+    /// The terminal status the report writes, but for a `failed` run with attempts left,
+    /// which is retried (back to `scheduled`) instead.
     pub fn status(self) -> TaskStatus {
         match self {
             Outcome::Succeeded => TaskStatus::Succeeded,
@@ -184,18 +241,44 @@ impl Outcome {
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteTask {
+    /// The lease the run was under: a report under a lease no longer current is refused
+    /// (409) and changes nothing.
     pub lease_id: Uuid,
+    /// How the run ended; the task's terminal status follows from it (or a retry, for
+    /// `failed`).
     pub outcome: Outcome,
+    /// The process's exit status; `None` when it has none (killed by a signal, timed out,
+    /// or never spawned). A command that cannot be started reports 127 or 126, as a shell
+    /// would.
     #[serde(default)]
     pub exit_code: Option<i32>,
+    /// Why it failed, in words (at most 64 KiB): shown on the task, and read by retry
+    /// policies (a timeout is told by it).
     #[serde(default)]
     pub error: Option<String>,
+    /// What the run returned, as JSON, shown on the task; at most the nodes' payload limit.
     #[serde(default)]
     pub outputs: Option<Value>,
     /// Bytes of output the runner produced; a stored log shorter than this is marked
     /// incomplete.
     #[serde(default)]
     pub log_size: Option<i64>,
+}
+
+impl CompleteTask {
+    /// A clean run that said nothing: exit 0, no output, no error, no outputs. What a
+    /// stand-in for a process reports (tests, benchmarks, a runner driving only the
+    /// protocol); a real run's report carries what the run produced.
+    pub fn succeeded(lease_id: Uuid) -> CompleteTask {
+        CompleteTask {
+            lease_id,
+            outcome: Outcome::Succeeded,
+            exit_code: Some(0),
+            error: None,
+            outputs: None,
+            log_size: Some(0),
+        }
+    }
 }
 
 /// Sent by the runner agent on every runner API request: its version, so a server can
@@ -205,23 +288,36 @@ pub const RUNNER_VERSION_HEADER: &str = "x-baton-runner-version";
 /// A runner as operators see it.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunnerView {
+    /// Names it in `DELETE /v1/runners/{id}` and its pause and resume paths, and in each
+    /// task it ran.
     pub id: Uuid,
+    /// As it registered: for operators, not unique.
     pub name: String,
+    /// What it offers: it takes a task only when every label of the task is among these.
     pub labels: Vec<String>,
+    /// The queues it serves; empty means every queue.
     pub queues: Vec<String>,
+    /// How many tasks it runs at once.
     pub capacity: i32,
+    /// The agent's version as it registered.
     pub version: String,
+    /// A paused runner leases nothing until it is resumed.
     pub paused: bool,
     /// Heard from within the offline threshold.
     pub online: bool,
+    /// When a node last heard from it; `None` before its first call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seen: Option<DateTime<Utc>>,
     /// Tasks leased to it or running on it now.
     pub running: i64,
+    /// When it registered; an agent that registers again (its state directory lost) is
+    /// a new runner.
     pub created_at: DateTime<Utc>,
 }
 
+/// `GET /v1/runners`.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct RunnerList {
+    /// Every registered runner not deleted, oldest first.
     pub runners: Vec<RunnerView>,
 }

@@ -14,9 +14,13 @@ use uuid::Uuid;
 #[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitTask {
+    /// The queue it waits in (default `default`); a runner serving named queues takes only
+    /// theirs. The queue's [`crate::QueueDefaults`] fill in the fields they name that the
+    /// task leaves out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")]
     pub queue: Option<String>,
+    /// What its runner must offer: only a runner carrying every one of these takes it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schema(max_items = 32, value_type = Vec<LabelName>)]
     pub labels: Vec<String>,
@@ -28,6 +32,8 @@ pub struct SubmitTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = r"\S")]
     pub script: Option<String>,
+    /// Variables the process gets, shown to anyone who reads the task: credentials go in
+    /// `secret_env`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schema(value_type = EnvMap)]
     pub env: BTreeMap<String, String>,
@@ -36,14 +42,23 @@ pub struct SubmitTask {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schema(value_type = EnvMap)]
     pub secret_env: BTreeMap<String, String>,
+    /// Any JSON, kept with the task and handed to its runner with the lease; at most the
+    /// nodes' `max_payload_bytes` (256 KiB by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
+    /// Higher is handed out first (default 0); within a priority, the longest queued goes
+    /// first.
     #[serde(default)]
     #[schema(minimum = -1000, maximum = 1000)]
     pub priority: i32,
+    /// Seconds a run may take from its start (default the nodes' `default_timeout_s`, an
+    /// hour): then its runner kills it, and a run not reported by then and a grace is ended
+    /// `timed_out`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 604800)]
     pub timeout_s: Option<i64>,
+    /// Seconds it may wait queued before it ends `expired` (default the nodes'
+    /// `default_queue_timeout_s`, a day); a paused queue's tasks do not expire.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 2592000)]
     pub queue_timeout_s: Option<i64>,
@@ -55,6 +70,9 @@ pub struct SubmitTask {
     /// Delayed start: the task waits as `scheduled` until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_at: Option<DateTime<Utc>>,
+    /// Makes a submit safe to repeat: a second one with the same key by the same token
+    /// creates nothing and answers 200 with the first task, for as long as that task
+    /// exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(
         min_length = 1,
@@ -125,8 +143,11 @@ pub struct SubmitBatch {
     pub tasks: Vec<SubmitTask>,
 }
 
+/// A page of `GET /v1/tasks`, or the tasks a batch submit made.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct TaskList {
+    /// The tasks of this page, newest first (for a batch submit: the tasks made, in the
+    /// order given).
     pub tasks: Vec<Task>,
     /// Pass as `cursor` to get the next page; absent on the last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -136,56 +157,101 @@ pub struct TaskList {
 /// A task as users see it.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Task {
+    /// A UUIDv7, so ids sort by submit time: the listing's order and cursor rely on it.
     pub id: Uuid,
+    /// The queue it was submitted to (`default` when the submit named none).
     pub queue: String,
+    /// What its runner must offer: only a runner carrying every one of these takes it.
     pub labels: Vec<String>,
+    /// The program and its arguments, run without a shell; exactly one of `command` and
+    /// `script` is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// A script run with `sh -c`; exactly one of `command` and `script` is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
+    /// Its plain variables, shown to every reader (secret ones are listed by name only, in
+    /// `secret_env_keys`).
     pub env: BTreeMap<String, String>,
     /// The names of its secret variables; never their values.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_env_keys: Vec<String>,
+    /// The JSON it was submitted with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
+    /// Higher is handed out first; within a priority, the longest queued goes first.
     pub priority: i32,
+    /// Seconds a run may take from its start, as resolved at submit (the nodes' default
+    /// when none was given).
     pub timeout_s: i64,
+    /// Seconds it may wait queued, counted from `queued_at`, before it ends `expired`; not
+    /// while its queue is paused.
     pub queue_timeout_s: i64,
+    /// Runs in all, retries included, as resolved at submit (its own, its queue's default,
+    /// or 1).
     pub max_attempts: i32,
+    /// The delayed start it was submitted with (or its schedule's jitter gave it): it waits
+    /// as `scheduled` until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_at: Option<DateTime<Utc>>,
+    /// The key it was submitted with, as its submitter gave it; keys are kept per token, so
+    /// another token's equal key is another task's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// Where its completion webhook goes, a password in it shown as `***`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify_url: Option<String>,
+    /// Where it stands in the status machine (docs/status-machine.md); a lease not yet
+    /// started shows as `leased`.
     pub status: TaskStatus,
+    /// The run going or last run, from 1; 0 before its first start.
     pub attempt: i32,
+    /// The runner that holds or last held it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_id: Option<Uuid>,
+    /// When it was submitted (its id, a UUIDv7, holds the same moment).
     pub created_at: DateTime<Utc>,
+    /// When its stored record last changed (a status move, a report).
     pub updated_at: DateTime<Utc>,
+    /// When it last entered its queue: its place in line and its queue timeout count from
+    /// here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_at: Option<DateTime<Utc>>,
+    /// When its current or last lease was handed out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leased_at: Option<DateTime<Utc>>,
+    /// When its current or last run started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<DateTime<Utc>>,
+    /// When it reached its terminal status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<DateTime<Utc>>,
+    /// The last run's exit status, as its runner reported it; `None` when it had none
+    /// (killed, timed out, never spawned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// Why the last run failed, as its runner said, or why the server ended it (timed out,
+    /// runner lost, expired).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the last run returned, as its runner reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs: Option<Value>,
+    /// Bytes of output received for the current attempt: where the next chunk starts.
     pub log_size: i64,
+    /// Output came past the nodes' log cap (`max_log_bytes`, 16 MiB by default) and was
+    /// dropped: the stored log is its first part.
     pub log_truncated: bool,
+    /// Its runner reported more output than arrived: some of the log is missing.
     pub log_incomplete: bool,
+    /// The submit's W3C trace context: every span of this task's life, on any node or
+    /// runner, joins that trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Its concurrency group, its own or its queue's default (docs/flow-control.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency_key: Option<String>,
+    /// How many tasks of its group may hold a lease at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency_limit: Option<i32>,
     /// How its completion webhook fared, once there is one to deliver (the task ended
@@ -195,6 +261,8 @@ pub struct Task {
     /// The schedule that made it, and the tick it was made for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_id: Option<Uuid>,
+    /// The tick of `schedule_id` it was made for; it may start later, by the schedule's
+    /// jitter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled_for: Option<DateTime<Utc>>,
     /// Re-runs and retry policies (issue 13). Its retry policy as it applies (resolved).
@@ -215,6 +283,7 @@ pub struct Task {
 /// A task's completion webhook: where its delivery stands.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct NotifyState {
+    /// Whether it is still being tried, was delivered, or was given up.
     pub state: NotifyDelivery,
     /// Attempts so far (one being made counts).
     pub attempts: i32,
@@ -229,8 +298,11 @@ pub struct NotifyState {
 #[derive(utoipa::ToSchema, Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum NotifyDelivery {
+    /// Not delivered yet: still being tried, with backoff between attempts.
     Pending,
+    /// A receiver answered 2xx: nothing more is sent.
     Delivered,
+    /// Given up: the attempts or the age allowed ran out (`last_error` says which).
     Failed,
 }
 
