@@ -180,12 +180,10 @@ async fn a_result_that_arrives_while_cancelling_stands_as_reported() {
         .complete(
             task,
             &CompleteTask {
-                lease_id: lease,
                 outcome: Outcome::Failed,
                 exit_code: Some(1),
-                error: None,
-                outputs: None,
                 log_size: Some(1),
+                ..CompleteTask::succeeded(lease)
             },
         )
         .await
@@ -241,12 +239,9 @@ async fn a_start_resent_after_a_cancel_took_effect_and_the_cancel_still_ends_it(
         .complete(
             task,
             &CompleteTask {
-                lease_id: lease,
                 outcome: Outcome::Cancelled,
                 exit_code: None,
-                error: None,
-                outputs: None,
-                log_size: Some(0),
+                ..CompleteTask::succeeded(lease)
             },
         )
         .await

@@ -27,12 +27,8 @@ async fn lease(runner: &Client, max: u32) -> Vec<LeasedTask> {
 
 fn done(lease_id: Uuid, outcome: Outcome) -> CompleteTask {
     CompleteTask {
-        lease_id,
         outcome,
-        exit_code: Some(0),
-        error: None,
-        outputs: None,
-        log_size: Some(0),
+        ..CompleteTask::succeeded(lease_id)
     }
 }
 

@@ -25,12 +25,9 @@ async fn lease(runner: &Client, max: u32) -> Vec<LeasedTask> {
 
 fn report(lease_id: Uuid, outcome: Outcome, exit_code: i32) -> CompleteTask {
     CompleteTask {
-        lease_id,
         outcome,
         exit_code: Some(exit_code),
-        error: None,
-        outputs: None,
-        log_size: Some(0),
+        ..CompleteTask::succeeded(lease_id)
     }
 }
 

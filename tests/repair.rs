@@ -76,14 +76,7 @@ async fn the_repair_pass_mends_redis_both_ways() {
     runner
         .complete(
             finished.id,
-            &baton_client::CompleteTask {
-                lease_id: done.lease_id,
-                outcome: baton_client::Outcome::Succeeded,
-                exit_code: Some(0),
-                error: None,
-                outputs: None,
-                log_size: Some(0),
-            },
+            &baton_client::CompleteTask::succeeded(done.lease_id),
         )
         .await
         .unwrap();

@@ -5,8 +5,7 @@
 use baton_localcluster::testing as support;
 
 use baton_client::{
-    Client, CompleteTask, CreateRegistrationToken, LeaseRequest, Outcome, RegisterRunner,
-    SubmitTask,
+    Client, CompleteTask, CreateRegistrationToken, LeaseRequest, RegisterRunner, SubmitTask,
 };
 use baton_core::TaskStatus;
 use std::time::Duration;
@@ -434,14 +433,7 @@ async fn a_runner_cannot_touch_another_runners_task() {
     a.start(t.id, lease.lease_id).await.unwrap();
     let before = user.task_get(t.id).await.unwrap();
 
-    let report = CompleteTask {
-        lease_id: lease.lease_id,
-        outcome: Outcome::Succeeded,
-        exit_code: Some(0),
-        error: None,
-        outputs: None,
-        log_size: Some(0),
-    };
+    let report = CompleteTask::succeeded(lease.lease_id);
     let refusals = [
         b.start(t.id, lease.lease_id).await.map(|_| ()).unwrap_err(),
         b.log_append(t.id, lease.lease_id, 0, "x".into())

@@ -5,7 +5,7 @@
 
 use baton_localcluster::testing as support;
 
-use baton_client::{CompleteTask, Exchange, LeaseRequest, Outcome, StartItem, SubmitTask};
+use baton_client::{CompleteTask, Exchange, LeaseRequest, StartItem, SubmitTask};
 use baton_core::TaskStatus;
 use sqlx::Row;
 use std::collections::BTreeMap;
@@ -80,12 +80,8 @@ async fn a_secret_is_sealed_in_postgres_given_only_with_the_start_and_erased_at_
         .complete(
             t.id,
             &CompleteTask {
-                lease_id: leased[0].lease_id,
-                outcome: Outcome::Succeeded,
-                exit_code: Some(0),
-                error: None,
-                outputs: None,
                 log_size: None,
+                ..CompleteTask::succeeded(leased[0].lease_id)
             },
         )
         .await
