@@ -152,6 +152,38 @@ impl Supervised {
         Stopped::Killed
     }
 
+    /// [`stop`](Self::stop) for a caller that cannot await (a `Drop`): the same signal,
+    /// grace and SIGKILL, waited for by blocking the thread.
+    pub fn stop_blocking(&mut self) -> Stopped {
+        if self.try_exited().is_some() {
+            return Stopped::Already;
+        }
+        let signalled = self
+            .signal_target()
+            .is_some_and(|pid| kill(pid, self.stop.signal).is_ok());
+        if signalled && self.exits_within(self.stop.grace) {
+            return Stopped::Gracefully;
+        }
+        let _ = killpg(self.pid, Signal::SIGKILL);
+        // A SIGKILL cannot be refused; the wait is for the kernel to deliver it.
+        while !self.exits_within(Duration::from_secs(1)) {}
+        Stopped::Killed
+    }
+
+    /// Polls for the exit for up to `within`, blocking the thread; whether it exited.
+    fn exits_within(&mut self, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if self.try_exited().is_some() {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// SIGKILL to its group at once, as a crash would, and reap it.
     pub async fn kill_now(&mut self) {
         if self.try_exited().is_none() {
@@ -170,14 +202,7 @@ impl Supervised {
             None => Some(self.pid),
             // No readable pid file: it never got far enough to write one, so there is
             // nobody to ask politely.
-            Some(file) => std::fs::read_to_string(file)
-                .ok()?
-                .lines()
-                .next()?
-                .trim()
-                .parse()
-                .ok()
-                .map(Pid::from_raw),
+            Some(file) => pid_in_file(file).map(Pid::from_raw),
         }
     }
 }
@@ -190,6 +215,17 @@ impl Drop for Supervised {
             let _ = killpg(self.pid, Signal::SIGKILL);
         }
     }
+}
+
+/// The pid on the first line of a pid file, as Postgres writes its `postmaster.pid`.
+pub fn pid_in_file(file: &Path) -> Option<i32> {
+    std::fs::read_to_string(file)
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The first `name` on PATH, else the first of `elsewhere` that exists (Debian keeps nginx
