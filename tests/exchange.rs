@@ -354,7 +354,7 @@ async fn killed_in_a_group_commit(fault: &str) {
         async move { on_faulty.exchange(&sent).await }
     });
     let answers = futures::future::join_all(sends).await;
-    assert!(faulty.child.wait().is_ok(), "the node died");
+    assert!(faulty.exited().await.is_ok(), "the node died");
     let acknowledged: Vec<Uuid> = answers
         .iter()
         .zip(&leased)
