@@ -31,6 +31,8 @@ pub enum Shutdown {
     Immediate,
 }
 
+/// A Postgres cluster of our own: where its binaries and folder are, whom it runs as, and
+/// its port. It starts, stops and starts again on the same folder.
 pub struct Postgres {
     /// The folder holding `initdb` and `postgres`.
     bin: PathBuf,
@@ -83,6 +85,7 @@ impl Postgres {
         })
     }
 
+    /// The cluster's data folder (`PGDATA`).
     pub fn data_dir(&self) -> PathBuf {
         self.base.join("data")
     }
@@ -92,6 +95,7 @@ impl Postgres {
         self.scratch.then_some(self.base.as_path())
     }
 
+    /// The `baton` database, as the superuser: what the nodes are given.
     pub fn url(&self) -> String {
         format!("postgres://{SUPERUSER}@127.0.0.1:{}/{DATABASE}", self.port)
     }

@@ -13,15 +13,19 @@ use tokio::process::{Child, Command};
 /// How a process is asked to stop before it is killed.
 #[derive(Debug, Clone)]
 pub struct StopPolicy {
+    /// What asks it to stop: each program has its own (nginx and Postgres read SIGTERM
+    /// as a slow, waiting shutdown).
     pub signal: Signal,
     /// Signal the pid written on the first line of this file instead of the child. Postgres
     /// runs under `runuser`, which ignores SIGINT and answers SIGTERM with a SIGKILL two
     /// seconds later, so the postmaster itself must get the signal.
     pub pid_file: Option<PathBuf>,
+    /// How long it may take to stop before its group is killed.
     pub grace: Duration,
 }
 
 impl StopPolicy {
+    /// `signal` to the child itself, with ten seconds' grace.
     pub fn signal(signal: Signal) -> Self {
         StopPolicy {
             signal,
@@ -42,6 +46,8 @@ pub enum Stopped {
     Killed,
 }
 
+/// A child process in its own process group, its output in a log file, that is stopped
+/// by its [`StopPolicy`] and, whatever happens, never outlives its owner.
 pub struct Supervised {
     name: String,
     log: PathBuf,
@@ -98,6 +104,7 @@ impl Supervised {
         })
     }
 
+    /// What it was started as (`node-0`, `redis`): the name in messages and status.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -107,6 +114,7 @@ impl Supervised {
         self.pid.as_raw()
     }
 
+    /// Its stdout and stderr, for the post-mortem an error message points to.
     pub fn log(&self) -> &Path {
         &self.log
     }

@@ -108,6 +108,7 @@ pub struct NodeProc {
     process: Supervised,
     /// Its API's base URL, as it printed it.
     pub url: String,
+    /// Its `--node-id`, `node-` and six random hex digits: also its log's name.
     pub node_id: String,
     /// Its stdout and stderr.
     pub log: PathBuf,
@@ -182,6 +183,7 @@ impl NodeProc {
         self.process.exited().await
     }
 
+    /// Waits until `/readyz` answers with success: its stores are reachable.
     pub async fn wait_ready(&self) {
         let http = reqwest::Client::new();
         let url = format!("{}/readyz", self.url);
@@ -239,12 +241,15 @@ impl Drop for NodeProc {
 /// A `baton runner` process: its supervisor, which starts the agent.
 pub struct RunnerProc {
     process: Supervised,
+    /// Its `--state-dir`: its identity and kept results, which a restart reuses.
     pub state_dir: PathBuf,
     /// Its stdout and stderr.
     pub log: PathBuf,
 }
 
 impl RunnerProc {
+    /// Starts `baton runner` against `server` with a state folder of its own, without
+    /// waiting for it to register.
     pub async fn start(
         env: &TestEnv,
         server: &str,
