@@ -340,7 +340,7 @@ async fn killed_in_a_group_commit(fault: &str) {
         async move { on_faulty.exchange(&sent).await }
     });
     let answers = futures::future::join_all(sends).await;
-    assert!(faulty.child.wait().is_ok(), "the node died");
+    assert!(faulty.exited().await.is_ok(), "the node died");
     let acknowledged: Vec<Uuid> = answers
         .iter()
         .zip(&leased)
@@ -388,7 +388,7 @@ async fn a_node_killed_after_its_group_commit_committed_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_postgres_outage_answers_every_item_retry_and_changes_nothing() {
-    let pg = PostgresProc::start().await;
+    let mut pg = PostgresProc::start().await;
     let env = TestEnv::with_servers("exchange-pg-outage", &pg.admin_url(), &redis_url()).await;
     let node = env.node().await;
     let user = user_client(&node.url);
@@ -406,7 +406,7 @@ async fn a_postgres_outage_answers_every_item_retry_and_changes_nothing() {
         .unwrap();
     assert_eq!(results(&started).0, vec![ItemResult::Done]);
 
-    pg.down();
+    pg.down().await;
     let batch = Exchange {
         starts: vec![start(waiting.id, lease_of(waiting.id))],
         completions: vec![CompletionItem::succeeded(running.id, lease_of(running.id))],
@@ -421,7 +421,7 @@ async fn a_postgres_outage_answers_every_item_retry_and_changes_nothing() {
     );
     assert!(answer.tasks.is_empty());
 
-    pg.up();
+    pg.up().await;
     let answer = wait_for("postgres back", Duration::from_secs(30), || async {
         let answer = runner
             .exchange(&Exchange {

@@ -148,7 +148,7 @@ async fn a_node_killed_between_the_redis_pop_and_the_postgres_write_loses_nothin
     let (t, _) = user.submit(&task("true")).await.unwrap();
     let crashed = runner_on_faulty.lease(&lease_now(BOOT, 1)).await;
     assert!(crashed.is_err(), "the node died mid-lease");
-    assert!(faulty.child.wait().is_ok());
+    assert!(faulty.exited().await.is_ok());
     let stored: String = sqlx::query_scalar("SELECT status FROM tasks WHERE id = $1")
         .bind(t.id)
         .fetch_one(&mut env.db().await)
@@ -250,7 +250,7 @@ async fn a_paused_node_resumed_after_its_claims_were_adopted_does_not_act_on_the
 
 fn signal(node: &NodeProc, sig: &str) {
     let ok = Command::new("kill")
-        .args([&format!("-{sig}"), &node.child.id().to_string()])
+        .args([&format!("-{sig}"), &node.pid().to_string()])
         .status()
         .unwrap()
         .success();

@@ -102,7 +102,7 @@ async fn a_slowloris_attack_is_dropped_and_bounded() {
             &HEADER_TIMEOUT_MS.to_string(),
         ])
         .await;
-    let pid = node.child.id();
+    let pid = node.pid();
     let before_kib = rss_kib(pid);
 
     // A kept-alive connection that goes quiet after its answer is closed too.

@@ -64,10 +64,8 @@ async fn a_killed_runner_restarts_clean_and_a_vanished_one_is_declared_lost() {
         pid_of(&user, lost.id).await,
     ];
 
-    restarted.child.kill().unwrap();
-    restarted.child.wait().unwrap();
-    vanished.child.kill().unwrap();
-    vanished.child.wait().unwrap();
+    restarted.kill();
+    vanished.kill();
     // The agent hears its supervisor is gone and kills every task's group.
     for pid in pids {
         wait_for(
@@ -100,7 +98,7 @@ async fn a_killed_runner_restarts_clean_and_a_vanished_one_is_declared_lost() {
 
 /// The agent process under `runner`'s supervisor.
 fn agent_of(runner: &RunnerProc) -> u32 {
-    let supervisor = runner.child.id().to_string();
+    let supervisor = runner.pid().to_string();
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()

@@ -86,7 +86,7 @@ async fn redis_losing_its_data_under_load_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_postgres_outage_makes_nodes_not_ready_and_they_recover_by_themselves() {
-    let pg = PostgresProc::start().await;
+    let mut pg = PostgresProc::start().await;
     let env = TestEnv::with_servers("pg-outage", &pg.admin_url(), &redis_url()).await;
     let node = env.node_with(&FAST_HA).await;
     let _runner = env
@@ -99,7 +99,7 @@ async fn a_postgres_outage_makes_nodes_not_ready_and_they_recover_by_themselves(
         ids.push(user.submit(&recorded(&runs, i)).await.unwrap().0.id);
     }
 
-    pg.down();
+    pg.down().await;
     let http = reqwest::Client::new();
     let ready = |url: String| {
         let http = http.clone();
@@ -149,7 +149,7 @@ async fn a_postgres_outage_makes_nodes_not_ready_and_they_recover_by_themselves(
         );
     }
 
-    pg.up();
+    pg.up().await;
     wait_for(
         "the node to be ready again",
         Duration::from_secs(30),
@@ -170,7 +170,7 @@ async fn a_postgres_outage_makes_nodes_not_ready_and_they_recover_by_themselves(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_postgres_outage_longer_than_runner_lost_after_ends_no_running_task() {
-    let pg = PostgresProc::start().await;
+    let mut pg = PostgresProc::start().await;
     let env = TestEnv::with_servers("pg-long-outage", &pg.admin_url(), &redis_url()).await;
     let node = env.node_with(&FAST_HA).await;
     let _runner = env
@@ -197,7 +197,7 @@ async fn a_postgres_outage_longer_than_runner_lost_after_ends_no_running_task() 
     // Postgres away for longer than `--runner-lost-after-s 6`, and the node's revocation
     // feed interrupted meanwhile (as a Redis hiccup does): the runner keeps running and
     // asking, but nobody can answer it.
-    pg.down();
+    pg.down().await;
     let http = reqwest::Client::new();
     wait_for(
         "the node to see the outage",
@@ -218,7 +218,7 @@ async fn a_postgres_outage_longer_than_runner_lost_after_ends_no_running_task() 
     // The fault is the outage's length, not an effect to wait for: past the lost
     // threshold, with the task still running.
     tokio::time::sleep(Duration::from_secs(9)).await;
-    pg.up();
+    pg.up().await;
 
     let done = env.wait_terminal(&user, task.id).await;
     assert_eq!(
@@ -239,7 +239,7 @@ async fn a_postgres_outage_longer_than_runner_lost_after_ends_no_running_task() 
 async fn a_node_refusing_over_an_outage_says_whether_the_runner_was_heard() {
     let base = std::env::temp_dir().join(format!("baton-vouch-{}", Uuid::new_v4().simple()));
     let mut redis = RedisProc::start(&base).await;
-    let pg = PostgresProc::start().await;
+    let mut pg = PostgresProc::start().await;
     let env = TestEnv::with_servers("outage-vouch", &pg.admin_url(), &redis.url()).await;
     let node = env.node_with(&FAST_HA).await;
     let (_, runner) = register_runner(&node.url, &[], 1).await;
@@ -273,7 +273,7 @@ async fn a_node_refusing_over_an_outage_says_whether_the_runner_was_heard() {
     .await
     .unwrap();
 
-    pg.down();
+    pg.down().await;
     let vouched = wait_for(
         "a 503 over the Postgres outage",
         Duration::from_secs(20),
@@ -285,7 +285,7 @@ async fn a_node_refusing_over_an_outage_says_whether_the_runner_was_heard() {
         Some(true),
         "Redis is up: presence reaches every node"
     );
-    pg.up();
+    pg.up().await;
     wait_for("Postgres back", Duration::from_secs(30), || async {
         poll().await.ok()
     })

@@ -86,7 +86,7 @@ async fn submit_status(client: &Client, key: &str) -> u16 {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_commit_released_without_its_standby_is_not_acknowledged() {
     let primary = PostgresProc::start().await;
-    let standby = PostgresProc::standby_of(&primary, STANDBY).await;
+    let mut standby = PostgresProc::standby_of(&primary, STANDBY).await;
     set_sync_standbys(&primary, STANDBY).await;
     wait_standby_in_sync(&primary).await;
 
@@ -99,7 +99,7 @@ async fn a_commit_released_without_its_standby_is_not_acknowledged() {
     assert_eq!(submit_status(&to_plain, "while-in-sync-plain").await, 201);
 
     // The standby is lost: commits wait for it.
-    standby.down();
+    standby.down().await;
     let waiting_guarded = {
         let client = to_guarded.clone();
         tokio::spawn(async move { submit_status(&client, "released-guarded").await })
@@ -142,7 +142,7 @@ async fn a_commit_released_without_its_standby_is_not_acknowledged() {
 
     // The standby is back and synchronous again: the retry with the same key is answered
     // with the task the first try committed.
-    standby.up();
+    standby.up().await;
     set_sync_standbys(&primary, STANDBY).await;
     wait_standby_in_sync(&primary).await;
     wait_for(

@@ -238,9 +238,9 @@ pub(crate) async fn agent_drain(
     .await;
     bulk_submit(&stack.lb.url, &queue, scale.drain, "true").await;
     let mut with_agents = processes.to_vec();
-    let mut pids: Vec<u32> = agents.iter().map(|a| a.child.id()).collect();
+    let mut pids: Vec<u32> = agents.iter().map(|a| a.pid()).collect();
     for agent in &agents {
-        pids.extend(counters::children_of(agent.child.id()));
+        pids.extend(counters::children_of(agent.pid()));
     }
     with_agents.push(("agents".into(), pids));
     let src = sources(&with_agents);

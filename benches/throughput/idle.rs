@@ -142,7 +142,7 @@ pub(crate) async fn idle(
     let rss: Vec<String> = stack
         .nodes
         .iter()
-        .map(|node| format!("{:.0}", rss_mib(node.child.id())))
+        .map(|node| format!("{:.0}", rss_mib(node.pid())))
         .collect();
     for p in pollers {
         p.abort();

@@ -136,7 +136,7 @@ async fn bench() {
     let mut processes: Vec<(String, Vec<u32>)> = vec![
         (
             "nodes".into(),
-            stack.nodes.iter().map(|n| n.child.id()).collect(),
+            stack.nodes.iter().map(|n| n.pid()).collect(),
         ),
         ("redis".into(), vec![stack.redis.pid().expect("redis runs")]),
         ("nginx".into(), {

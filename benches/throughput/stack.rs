@@ -22,11 +22,8 @@ pub struct Stack {
 impl Stack {
     pub async fn start() -> Stack {
         let pg = PostgresProc::start_durable(&[
-            "-c",
             "shared_preload_libraries=pg_stat_statements",
-            "-c",
             "pg_stat_statements.track_planning=on",
-            "-c",
             "max_connections=300",
         ])
         .await;

@@ -13,14 +13,20 @@ use std::path::PathBuf;
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// A `baton runner` agent.
     Runner,
+    /// A `baton serve` node.
     Node,
+    /// nginx, the cluster's one address.
     LoadBalancer,
+    /// The private Postgres.
     Postgres,
+    /// The private Redis.
     Redis,
 }
 
 impl Role {
+    /// Its name in `baton dev status` (the same as its serde name).
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Runner => "runner",
@@ -45,6 +51,7 @@ struct Entry {
     down: bool,
 }
 
+/// The members `baton dev` started, each with the way to start it again.
 #[derive(Default)]
 pub struct Cluster {
     members: Vec<Entry>,
@@ -59,15 +66,22 @@ pub struct Member(usize);
 /// One member as `baton dev status` shows it.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct MemberState {
+    /// Its supervised name (`node-0`, `redis`), which `baton dev restart` takes.
     pub name: String,
+    /// What it is to the cluster.
     pub role: Role,
+    /// Its pid, which is also its process group's.
     pub pid: i32,
+    /// Where it listens, when that is worth showing.
     pub address: Option<String>,
+    /// Its stdout and stderr.
     pub log: PathBuf,
+    /// Running, and not left down.
     pub up: bool,
 }
 
 impl Cluster {
+    /// Adds a member that cannot be started again (a store whose data would be lost).
     pub fn add(&mut self, role: Role, process: Supervised) -> Member {
         self.members.push(Entry {
             role,
@@ -94,10 +108,12 @@ impl Cluster {
         Ok(member)
     }
 
+    /// The member's process, the current one after a restart.
     pub fn get(&mut self, member: Member) -> &mut Supervised {
         &mut self.members[member.0].process
     }
 
+    /// The member of that supervised name, as `baton dev restart` names it.
     pub fn by_name(&self, name: &str) -> Option<Member> {
         self.members
             .iter()
@@ -105,6 +121,8 @@ impl Cluster {
             .map(Member)
     }
 
+    /// Removes `dir` once every member has stopped (a Postgres cluster outside the work
+    /// folder, which its processes may write until then).
     pub fn remove_after_stop(&mut self, dir: PathBuf) {
         self.scratch.push(dir);
     }
@@ -164,6 +182,7 @@ impl Cluster {
         self.members[member.0].down = true;
     }
 
+    /// Every member as `baton dev status` shows it.
     pub fn states(&mut self) -> Vec<MemberState> {
         self.members
             .iter_mut()

@@ -30,6 +30,7 @@ pub enum Direction {
 /// What the link does now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Link {
+    /// Everything gets through, at once.
     Open,
     /// Nothing gets through either way. Connections stay open, and new ones are accepted
     /// and held, as when packets are dropped: the processes find out by timing out.
@@ -38,7 +39,9 @@ pub enum Link {
     OnlyTo(Direction),
     /// Every chunk waits `delay`, plus up to `jitter` more, in order.
     Slow {
+        /// What every chunk waits at least.
         delay: Duration,
+        /// The most a chunk waits beyond `delay`, drawn anew for each.
         jitter: Duration,
     },
 }
@@ -60,6 +63,7 @@ impl Link {
     }
 }
 
+/// A TCP proxy on a loopback port, in front of one server, whose [`Link`] the drill sets.
 pub struct FaultProxy {
     port: u16,
     link: Arc<watch::Sender<Link>>,
@@ -90,6 +94,7 @@ impl FaultProxy {
         FaultProxy::start(authority(url)?).await
     }
 
+    /// The loopback port it listens on: what a client connects to instead of the server.
     pub fn port(&self) -> u16 {
         self.port
     }

@@ -3,6 +3,8 @@
 //! process. `baton dev` assembles them for a newcomer, `baton chaos` to break them; with
 //! the `testing` feature, the tests and the benches run on the same parts.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod cluster;
 pub mod fault_proxy;
 pub mod nginx;

@@ -15,6 +15,8 @@ use tokio::process::Command;
 
 const READY_WITHIN: Duration = Duration::from_secs(15);
 
+/// Starts nginx on `listen_port` with the production configuration, in front of the
+/// nodes on `nodes` ports, in the foreground; its files stay under the work folder.
 pub fn spawn(
     work: &WorkDir,
     listen_port: u16,

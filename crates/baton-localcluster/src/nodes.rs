@@ -14,9 +14,13 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 /// What every node shares.
 #[derive(Debug, Clone)]
 pub struct NodeSettings {
+    /// `BATON_DATABASE_URL`: one Postgres for the whole cluster.
     pub database_url: String,
+    /// `BATON_REDIS_URL`: one Redis (or cluster, or sentinels) for the whole cluster.
     pub redis_url: String,
+    /// `BATON_API_TOKEN`, the admin's token.
     pub api_token: String,
+    /// `BATON_REGISTRATION_TOKEN`, which the runners register with.
     pub registration_token: String,
     /// The key `secret_env` is sealed with (`--secrets-key`): every node the same.
     pub secrets_key: String,
@@ -36,10 +40,13 @@ pub fn fresh_secrets_key() -> String {
     base64::engine::general_purpose::STANDARD.encode(key)
 }
 
+/// Node `index`'s supervised name, and its log's.
 pub fn name(index: usize) -> String {
     format!("node-{index}")
 }
 
+/// Starts node `index` listening on `port`. Its port is fixed by the caller, so a restart
+/// comes back where nginx expects it.
 pub fn spawn(
     exe: &Path,
     work: &WorkDir,
@@ -73,6 +80,8 @@ pub fn spawn(
     )
 }
 
+/// Waits until the node on `port` answers `/readyz` with 200: its stores are reachable
+/// and its migrations applied.
 pub async fn wait_ready(node: &mut Supervised, port: u16) -> anyhow::Result<()> {
     let http = probe_client()?;
     let url = format!("http://127.0.0.1:{port}/readyz");

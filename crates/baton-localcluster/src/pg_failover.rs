@@ -12,7 +12,9 @@
 //! is promoted, and two primaries never take writes.
 
 use super::ports::Ports;
-use super::postgres::{find_bin_dir, postgres_user_ids, reachable_by_postgres_user};
+use super::postgres::{
+    DATABASE, SUPERUSER, find_bin_dir, postgres_user_ids, reachable_by_postgres_user,
+};
 use super::processes::{StopPolicy, Supervised, find_program};
 use super::workdir::WorkDir;
 use anyhow::Context;
@@ -23,10 +25,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::process::Command;
 
+/// Longer than a lone Postgres's: each step initdb's a cluster and waits for the monitor.
 const READY_WITHIN: Duration = Duration::from_secs(90);
-const SUPERUSER: &str = "postgres";
-const DATABASE: &str = "baton";
 
+/// A pg_auto_failover formation: its monitor and two data nodes, each a supervised keeper.
 pub struct PgFailover {
     base: PathBuf,
     bin: PathBuf,
@@ -37,6 +39,7 @@ pub struct PgFailover {
     work: WorkDir,
     monitor_port: u16,
     monitor: Option<Supervised>,
+    /// The data nodes' ports, node 0 first; either may be the primary.
     pub node_ports: [u16; 2],
     nodes: [Option<Supervised>; 2],
 }
@@ -337,6 +340,7 @@ impl PgFailover {
         Ok(admin_url(self.node_ports[primary], database))
     }
 
+    /// The index of the node that takes writes now.
     pub async fn primary(&self) -> anyhow::Result<usize> {
         for (index, port) in self.node_ports.iter().enumerate() {
             if writable(*port).await == Some(true) {
@@ -346,6 +350,7 @@ impl PgFailover {
         anyhow::bail!("no Postgres node takes writes")
     }
 
+    /// Whether node `index` was killed and not started again.
     pub fn is_down(&self, index: usize) -> bool {
         self.nodes[index].is_none()
     }
@@ -407,6 +412,7 @@ impl PgFailover {
         anyhow::bail!("pg_auto_failover was not whole again within {within:?}")
     }
 
+    /// Stops the data nodes' keepers, then the monitor's: the nodes report to it.
     pub async fn stop(&mut self) {
         for node in self.nodes.iter_mut().flatten() {
             node.stop().await;

@@ -30,6 +30,7 @@ impl Ports {
         }
     }
 
+    /// A free port below the ephemeral range, never one handed out before.
     pub fn pick(&mut self) -> anyhow::Result<u16> {
         let (low, high) = below_ephemeral();
         for _ in 0..1_000 {

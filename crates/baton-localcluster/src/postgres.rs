@@ -2,7 +2,7 @@
 //! foreground. Postgres refuses to run as root, so as root both run as the `postgres` user
 //! through `runuser`, in a folder that user owns.
 
-use super::processes::{StopPolicy, Supervised};
+use super::processes::{StopPolicy, Supervised, pid_in_file};
 use super::readiness::wait_until;
 use super::workdir::WorkDir;
 use anyhow::Context;
@@ -15,10 +15,24 @@ use tokio::process::Command;
 
 const READY_WITHIN: Duration = Duration::from_secs(30);
 /// The Postgres user that owns the cluster, and the one that runs it when we are root.
-const SUPERUSER: &str = "postgres";
-/// Also spelt out in the `CREATE DATABASE` statement, which takes no parameters.
-const DATABASE: &str = "baton";
+pub(crate) const SUPERUSER: &str = "postgres";
+/// The database Baton's nodes use. Also spelt out in the `CREATE DATABASE` statement,
+/// which takes no parameters.
+pub(crate) const DATABASE: &str = "baton";
 
+/// Which of Postgres's shutdown modes [`Supervised::stop`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// SIGINT: disconnect the clients, checkpoint, exit.
+    Fast,
+    /// SIGQUIT: every process quits at once, without a checkpoint, and the next start
+    /// recovers as after a crash. Unlike a SIGKILL, the postmaster waits for its backends
+    /// and frees its shared memory, so the same folder can start again at once.
+    Immediate,
+}
+
+/// A Postgres cluster of our own: where its binaries and folder are, whom it runs as, and
+/// its port. It starts, stops and starts again on the same folder.
 pub struct Postgres {
     /// The folder holding `initdb` and `postgres`.
     bin: PathBuf,
@@ -71,6 +85,7 @@ impl Postgres {
         })
     }
 
+    /// The cluster's data folder (`PGDATA`).
     pub fn data_dir(&self) -> PathBuf {
         self.base.join("data")
     }
@@ -80,6 +95,7 @@ impl Postgres {
         self.scratch.then_some(self.base.as_path())
     }
 
+    /// The `baton` database, as the superuser: what the nodes are given.
     pub fn url(&self) -> String {
         format!("postgres://{SUPERUSER}@127.0.0.1:{}/{DATABASE}", self.port)
     }
@@ -92,18 +108,39 @@ impl Postgres {
             .arg(self.data_dir())
             .args(["-A", "trust", "-U", SUPERUSER, "--no-sync"])
             .args(["-E", "UTF8", "--locale=C"]);
-        // Supervised although it runs to completion: if we are interrupted meanwhile, its
-        // process group is killed, which reaches the initdb behind `runuser` too.
-        let mut initdb =
-            Supervised::spawn("initdb", command, log, StopPolicy::signal(Signal::SIGTERM))?;
-        let status = initdb.exited().await.context("waiting for initdb")?;
-        if !status.success() {
-            anyhow::bail!("initdb failed ({status}); see {}", log.display());
-        }
-        Ok(())
+        run_to_end("initdb", command, log).await
     }
 
+    /// Copies the cluster on `primary_port` into ours as its streaming standby
+    /// (`standby.signal` and `primary_conninfo` written, `-R`).
+    pub async fn base_backup(&self, primary_port: u16, log: &Path) -> anyhow::Result<()> {
+        let mut command = self.command("pg_basebackup");
+        command
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(["-h", "127.0.0.1", "-p", &primary_port.to_string()])
+            .args(["-U", SUPERUSER, "-R", "--no-sync", "-X", "stream"]);
+        run_to_end("pg_basebackup", command, log).await
+    }
+
+    /// `postgres` for throwaway data, with a fast shutdown.
     pub fn spawn(&self, log: &Path, max_connections: u32) -> anyhow::Result<Supervised> {
+        let settings = [
+            // Durability buys nothing here and costs start-up time.
+            "fsync=off".to_string(),
+            format!("max_connections={max_connections}"),
+        ];
+        self.spawn_with(log, &settings, Shutdown::Fast)
+    }
+
+    /// `postgres` in the foreground on our port and socket folder, loopback only, with
+    /// `settings` (`name=value`, each passed as `-c`) besides.
+    pub fn spawn_with(
+        &self,
+        log: &Path,
+        settings: &[String],
+        shutdown: Shutdown,
+    ) -> anyhow::Result<Supervised> {
         let mut command = self.command("postgres");
         command
             .arg("-D")
@@ -111,21 +148,55 @@ impl Postgres {
             .args(["-p", &self.port.to_string()])
             .arg("-k")
             .arg(&self.base)
-            .args(["-c", "listen_addresses=127.0.0.1"])
-            // Throwaway data: durability buys nothing here and costs start-up time.
-            .args(["-c", "fsync=off"])
-            .args(["-c", &format!("max_connections={max_connections}")]);
+            .args(["-c", "listen_addresses=127.0.0.1"]);
+        for setting in settings {
+            command.arg("-c").arg(setting);
+        }
+        let signal = match shutdown {
+            Shutdown::Fast => Signal::SIGINT,
+            Shutdown::Immediate => Signal::SIGQUIT,
+        };
         let stop = StopPolicy {
-            // SIGINT is Postgres's fast shutdown: disconnect clients, checkpoint, exit.
-            pid_file: Some(self.data_dir().join("postmaster.pid")),
-            ..StopPolicy::signal(Signal::SIGINT)
+            pid_file: Some(self.pid_file()),
+            ..StopPolicy::signal(signal)
         };
         Supervised::spawn("postgres", command, log, stop)
     }
 
+    /// Written by the postmaster once it runs; its pid is on the first line.
+    fn pid_file(&self) -> PathBuf {
+        self.data_dir().join("postmaster.pid")
+    }
+
+    /// The postmaster's pid while it runs (its children are the backends). Not the
+    /// supervised process's: as root that is `runuser`.
+    pub fn postmaster_pid(&self) -> Option<i32> {
+        pid_in_file(&self.pid_file())
+    }
+
+    /// The `postgres` database, which every cluster has, as the superuser.
+    pub fn admin_url(&self) -> String {
+        format!("postgres://{SUPERUSER}@127.0.0.1:{}/postgres", self.port)
+    }
+
     /// Waits until Postgres takes connections, then creates the `baton` database.
     pub async fn wait_ready(&self, postgres: &mut Supervised) -> anyhow::Result<()> {
-        let admin_url = format!("postgres://{SUPERUSER}@127.0.0.1:{}/postgres", self.port);
+        self.wait_accepting(postgres).await?;
+        let mut conn = sqlx::PgConnection::connect(&self.admin_url()).await?;
+        match sqlx::query("CREATE DATABASE baton")
+            .execute(&mut conn)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_duplicate_database(&e) => Ok(()),
+            Err(e) => Err(e).context("creating the baton database"),
+        }
+    }
+
+    /// Waits until Postgres takes connections (a standby's included, once it is
+    /// consistent).
+    pub async fn wait_accepting(&self, postgres: &mut Supervised) -> anyhow::Result<()> {
+        let admin_url = self.admin_url();
         let connects = || async {
             let attempt = sqlx::PgConnection::connect(&admin_url);
             matches!(
@@ -139,19 +210,11 @@ impl Postgres {
             READY_WITHIN,
             connects,
         )
-        .await?;
-        let mut conn = sqlx::PgConnection::connect(&admin_url).await?;
-        match sqlx::query("CREATE DATABASE baton")
-            .execute(&mut conn)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if is_duplicate_database(&e) => Ok(()),
-            Err(e) => Err(e).context("creating the baton database"),
-        }
+        .await
     }
 
-    fn command(&self, program: &str) -> Command {
+    /// `program` from Postgres's binaries, run as the user that owns the cluster.
+    pub(crate) fn command(&self, program: &str) -> Command {
         let mut command = if self.as_postgres_user {
             let mut runuser = Command::new("runuser");
             runuser
@@ -165,6 +228,20 @@ impl Postgres {
         command.current_dir(&self.base);
         command
     }
+}
+
+/// Runs a Postgres tool to its end, supervised all the same: if we are interrupted
+/// meanwhile, its process group is killed, which reaches the tool behind `runuser` too.
+async fn run_to_end(name: &str, command: Command, log: &Path) -> anyhow::Result<()> {
+    let mut tool = Supervised::spawn(name, command, log, StopPolicy::signal(Signal::SIGTERM))?;
+    let status = tool
+        .exited()
+        .await
+        .with_context(|| format!("waiting for {name}"))?;
+    if !status.success() {
+        anyhow::bail!("{name} failed ({status}); see {}", log.display());
+    }
+    Ok(())
 }
 
 fn is_duplicate_database(e: &sqlx::Error) -> bool {

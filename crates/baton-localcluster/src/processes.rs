@@ -13,15 +13,19 @@ use tokio::process::{Child, Command};
 /// How a process is asked to stop before it is killed.
 #[derive(Debug, Clone)]
 pub struct StopPolicy {
+    /// What asks it to stop: each program has its own (nginx and Postgres read SIGTERM
+    /// as a slow, waiting shutdown).
     pub signal: Signal,
     /// Signal the pid written on the first line of this file instead of the child. Postgres
     /// runs under `runuser`, which ignores SIGINT and answers SIGTERM with a SIGKILL two
     /// seconds later, so the postmaster itself must get the signal.
     pub pid_file: Option<PathBuf>,
+    /// How long it may take to stop before its group is killed.
     pub grace: Duration,
 }
 
 impl StopPolicy {
+    /// `signal` to the child itself, with ten seconds' grace.
     pub fn signal(signal: Signal) -> Self {
         StopPolicy {
             signal,
@@ -42,6 +46,8 @@ pub enum Stopped {
     Killed,
 }
 
+/// A child process in its own process group, its output in a log file, that is stopped
+/// by its [`StopPolicy`] and, whatever happens, never outlives its owner.
 pub struct Supervised {
     name: String,
     log: PathBuf,
@@ -98,6 +104,7 @@ impl Supervised {
         })
     }
 
+    /// What it was started as (`node-0`, `redis`): the name in messages and status.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -107,6 +114,7 @@ impl Supervised {
         self.pid.as_raw()
     }
 
+    /// Its stdout and stderr, for the post-mortem an error message points to.
     pub fn log(&self) -> &Path {
         &self.log
     }
@@ -152,6 +160,38 @@ impl Supervised {
         Stopped::Killed
     }
 
+    /// [`stop`](Self::stop) for a caller that cannot await (a `Drop`): the same signal,
+    /// grace and SIGKILL, waited for by blocking the thread.
+    pub fn stop_blocking(&mut self) -> Stopped {
+        if self.try_exited().is_some() {
+            return Stopped::Already;
+        }
+        let signalled = self
+            .signal_target()
+            .is_some_and(|pid| kill(pid, self.stop.signal).is_ok());
+        if signalled && self.exits_within(self.stop.grace) {
+            return Stopped::Gracefully;
+        }
+        let _ = killpg(self.pid, Signal::SIGKILL);
+        // A SIGKILL cannot be refused; the wait is for the kernel to deliver it.
+        while !self.exits_within(Duration::from_secs(1)) {}
+        Stopped::Killed
+    }
+
+    /// Polls for the exit for up to `within`, blocking the thread; whether it exited.
+    fn exits_within(&mut self, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if self.try_exited().is_some() {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// SIGKILL to its group at once, as a crash would, and reap it.
     pub async fn kill_now(&mut self) {
         if self.try_exited().is_none() {
@@ -170,14 +210,7 @@ impl Supervised {
             None => Some(self.pid),
             // No readable pid file: it never got far enough to write one, so there is
             // nobody to ask politely.
-            Some(file) => std::fs::read_to_string(file)
-                .ok()?
-                .lines()
-                .next()?
-                .trim()
-                .parse()
-                .ok()
-                .map(Pid::from_raw),
+            Some(file) => pid_in_file(file).map(Pid::from_raw),
         }
     }
 }
@@ -190,6 +223,17 @@ impl Drop for Supervised {
             let _ = killpg(self.pid, Signal::SIGKILL);
         }
     }
+}
+
+/// The pid on the first line of a pid file, as Postgres writes its `postmaster.pid`.
+pub fn pid_in_file(file: &Path) -> Option<i32> {
+    std::fs::read_to_string(file)
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The first `name` on PATH, else the first of `elsewhere` that exists (Debian keeps nginx

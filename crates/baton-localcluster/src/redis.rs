@@ -11,10 +11,12 @@ use tokio::process::Command;
 
 const READY_WITHIN: Duration = Duration::from_secs(15);
 
+/// The URL of the Redis on `port`.
 pub fn url(port: u16) -> String {
     format!("redis://127.0.0.1:{port}")
 }
 
+/// Starts `redis-server` on `port`, its folder and log in `work`.
 pub fn spawn(work: &WorkDir, port: u16) -> anyhow::Result<Supervised> {
     let mut command = Command::new("redis-server");
     command
@@ -32,6 +34,7 @@ pub fn spawn(work: &WorkDir, port: u16) -> anyhow::Result<Supervised> {
     .map_err(|e| e.context("is redis-server installed? ./scripts/dev.sh installs it"))
 }
 
+/// Waits until it answers PING: only then does a node's first connection succeed.
 pub async fn wait_ready(redis: &mut Supervised, port: u16) -> anyhow::Result<()> {
     wait_until(redis, "redis to answer PING", READY_WITHIN, || ping(port)).await
 }

@@ -16,8 +16,10 @@ use tokio::process::Command;
 const NODES: usize = 6;
 const READY_WITHIN: Duration = Duration::from_secs(30);
 
+/// Six supervised `redis-server` cluster nodes, and what the drill does to them.
 pub struct RedisCluster {
     work: WorkDir,
+    /// The nodes' ports, in the order they were given to `--cluster create`.
     pub ports: Vec<u16>,
     nodes: Vec<Option<Supervised>>,
 }
@@ -71,6 +73,19 @@ impl RedisCluster {
         .map_err(|e| e.context("is redis-server installed? ./scripts/test.sh installs it"))
     }
 
+    /// Starts a node and waits until it takes connections.
+    async fn start_node(work: &WorkDir, port: u16) -> anyhow::Result<Supervised> {
+        let mut node = Self::spawn(work, port)?;
+        wait_until(
+            &mut node,
+            "a cluster node to listen",
+            READY_WITHIN,
+            || async { connect(port).await.is_ok() },
+        )
+        .await?;
+        Ok(node)
+    }
+
     /// Starts six nodes and makes them one cluster; returns once every node says the
     /// cluster is whole.
     pub async fn start(work: &WorkDir, ports: &mut Ports) -> anyhow::Result<RedisCluster> {
@@ -84,15 +99,7 @@ impl RedisCluster {
         }
         let mut nodes = Vec::new();
         for &port in &picked {
-            let mut node = Self::spawn(work, port)?;
-            wait_until(
-                &mut node,
-                "a cluster node to listen",
-                READY_WITHIN,
-                || async { connect(port).await.is_ok() },
-            )
-            .await?;
-            nodes.push(Some(node));
+            nodes.push(Some(Self::start_node(work, port).await?));
         }
         let create = Command::new("redis-cli")
             .arg("--cluster")
@@ -211,19 +218,11 @@ impl RedisCluster {
         if self.nodes[index].is_some() {
             return Ok(());
         }
-        let port = self.ports[index];
-        let mut node = Self::spawn(&self.work, port)?;
-        wait_until(
-            &mut node,
-            "a cluster node to listen",
-            READY_WITHIN,
-            || async { connect(port).await.is_ok() },
-        )
-        .await?;
-        self.nodes[index] = Some(node);
+        self.nodes[index] = Some(Self::start_node(&self.work, self.ports[index]).await?);
         Ok(())
     }
 
+    /// Whether node `index` was killed and not started again.
     pub fn is_down(&self, index: usize) -> bool {
         self.nodes[index].is_none()
     }
@@ -262,6 +261,7 @@ impl RedisCluster {
         anyhow::bail!("the slot of {key} took no write for a minute")
     }
 
+    /// Stops every node that runs.
     pub async fn stop(&mut self) {
         for node in self.nodes.iter_mut().flatten() {
             node.stop().await;

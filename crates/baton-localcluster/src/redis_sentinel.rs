@@ -15,14 +15,18 @@ use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 use tokio::process::Command;
 
+/// The name the sentinels watch the master under, which a `redis+sentinel://` URL names.
 pub const MASTER_NAME: &str = "mymaster";
 const READY_WITHIN: Duration = Duration::from_secs(30);
 
+/// Two supervised data servers, master and replica, and three sentinels that fail over
+/// between them.
 pub struct RedisSentinel {
     work: WorkDir,
     /// The two data servers; either may be the master.
     pub redis_ports: [u16; 2],
     redis: [Option<Supervised>; 2],
+    /// The sentinels' ports: three, so two make a quorum with one lost.
     pub sentinel_ports: [u16; 3],
     sentinels: Vec<Supervised>,
 }
@@ -188,12 +192,14 @@ impl RedisSentinel {
         anyhow::bail!("no sentinel answers")
     }
 
+    /// SIGKILL to data server `index`, as the loss of its machine would be.
     pub async fn kill(&mut self, index: usize) {
         if let Some(mut redis) = self.redis[index].take() {
             redis.kill_now().await;
         }
     }
 
+    /// Whether data server `index` was killed and not started again.
     pub fn is_down(&self, index: usize) -> bool {
         self.redis[index].is_none()
     }
@@ -309,6 +315,7 @@ impl RedisSentinel {
         anyhow::bail!("the Redis master had no replica in sync within {within:?}")
     }
 
+    /// Stops the sentinels first, so none fails over from a master that is only stopping.
     pub async fn stop(&mut self) {
         for sentinel in &mut self.sentinels {
             sentinel.stop().await;

@@ -10,7 +10,9 @@ use std::path::Path;
 /// What kind of runner to start.
 #[derive(Debug, Clone)]
 pub struct RunnerSpec {
+    /// `--labels`, comma-separated: which tasks it takes.
     pub labels: String,
+    /// `--capacity`: how many tasks it runs at once.
     pub capacity: u32,
     /// More `baton runner` flags.
     pub extra_args: Vec<String>,
@@ -18,6 +20,7 @@ pub struct RunnerSpec {
     pub extra_env: Vec<(String, String)>,
 }
 
+/// Runner `index`'s supervised name, log and state folder.
 pub fn name(index: usize) -> String {
     format!("runner-{index}")
 }

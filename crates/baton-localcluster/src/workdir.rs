@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 /// `--dir` by mistake (their home, a checkout).
 const MARKER: &str = ".baton-dev-dir";
 
+/// The folder, by its absolute path, and the places in it.
 #[derive(Debug, Clone)]
 pub struct WorkDir {
     root: PathBuf,
@@ -51,10 +52,12 @@ impl WorkDir {
         Ok(work)
     }
 
+    /// The folder itself.
     pub fn root(&self) -> &Path {
         &self.root
     }
 
+    /// `<dir>/logs`, one file per process.
     pub fn logs(&self) -> PathBuf {
         self.root.join("logs")
     }
@@ -64,6 +67,7 @@ impl WorkDir {
         self.logs().join(format!("{name}.log"))
     }
 
+    /// A path inside it.
     pub fn join(&self, sub: &str) -> PathBuf {
         self.root.join(sub)
     }

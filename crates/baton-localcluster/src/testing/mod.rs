@@ -25,6 +25,7 @@ use uuid::Uuid;
 pub use procs::{NodeProc, RunnerProc};
 pub use protocol::*;
 
+/// The admin token every test node takes (`BATON_API_TOKEN`).
 pub const API_TOKEN: &str = "test-admin-token";
 
 /// The tests' node thresholds as `baton serve` flags ([`NodeTimings::FAST_HA`]): failovers
@@ -36,31 +37,44 @@ pub static FAST_HA: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
         .map(|arg| &*arg.leak())
         .collect()
 });
+/// The token test runners register with (`BATON_REGISTRATION_TOKEN`).
 pub const REGISTRATION_TOKEN: &str = "test-registration-token";
 /// The key the test nodes seal `secret_env` with (base64 of 32 bytes).
 pub const SECRETS_KEY: &str = "dGVzdC1zZWNyZXRzLWtleS0wMTIzNDU2Nzg5YWJjZGU=";
 
+/// The shared test Postgres, as a superuser who may create and drop databases.
 pub fn admin_database_url() -> String {
     std::env::var("BATON_TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
+/// The shared test Redis; tests keep apart by key prefix.
 pub fn redis_url() -> String {
     std::env::var("BATON_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }
 
 /// One test's world: its own database, its own Redis prefix, its own log folder.
 pub struct TestEnv {
+    /// The test's name, the start of its folder's.
     pub name: String,
+    /// Its database, `baton_t_<tag>`, dropped with it.
     pub database: String,
+    /// Its database's URL: what its nodes are given.
     pub database_url: String,
+    /// The server's admin URL, which created the database and will drop it.
     pub admin_url: String,
+    /// The Redis its nodes use.
     pub redis_url: String,
+    /// `{bt-<tag>}:`, one hash tag, so a Redis Cluster keeps all its keys on one node;
+    /// its keys are deleted with it.
     pub redis_prefix: String,
+    /// Its folder under `target/tmp/baton-tests`: logs, runners' state, kept for a
+    /// post-mortem.
     pub dir: PathBuf,
 }
 
 impl TestEnv {
+    /// A test world on the shared servers.
     pub async fn new(name: &str) -> TestEnv {
         Self::with_servers(name, &admin_database_url(), &redis_url()).await
     }
@@ -96,10 +110,12 @@ impl TestEnv {
         }
     }
 
+    /// A ready node with the default settings.
     pub async fn node(&self) -> NodeProc {
         NodeProc::start(self, &[]).await
     }
 
+    /// A ready node with more `baton serve` flags.
     pub async fn node_with(&self, extra_args: &[&str]) -> NodeProc {
         NodeProc::start(self, extra_args).await
     }
@@ -114,6 +130,7 @@ impl TestEnv {
         RunnerProc::start(self, server, labels, capacity, &[]).await
     }
 
+    /// A runner agent with more `baton runner` flags.
     pub async fn runner_with(
         &self,
         server: &str,
@@ -124,12 +141,14 @@ impl TestEnv {
         RunnerProc::start(self, server, labels, capacity, extra_args).await
     }
 
+    /// A connection to the test's database, to look at rows directly.
     pub async fn db(&self) -> PgConnection {
         PgConnection::connect(&self.database_url)
             .await
             .expect("connect to the test database")
     }
 
+    /// A connection to the test's Redis (its keys are under `redis_prefix`).
     pub async fn redis(&self) -> redis::aio::MultiplexedConnection {
         redis::Client::open(self.redis_url.as_str())
             .unwrap()
@@ -138,6 +157,7 @@ impl TestEnv {
             .expect("connect to the test redis")
     }
 
+    /// How many task rows the database holds: the truth, whatever the API says.
     pub async fn count_tasks(&self) -> i64 {
         sqlx::query_scalar("SELECT count(*) FROM tasks")
             .fetch_one(&mut self.db().await)

@@ -7,9 +7,13 @@ use std::process::{Child, Command, Stdio};
 /// The local cluster's configuration builder, shared with `baton dev`.
 pub use crate::nginx_conf as conf;
 
+/// A running nginx, stopped when dropped.
 pub struct NginxProc {
+    /// The nginx master process.
     pub child: Child,
+    /// `http://127.0.0.1:<port>`, where the site listens.
     pub url: String,
+    /// Its configuration, logs (`access.log`, `error.log`) and temp folders.
     pub dir: PathBuf,
 }
 

@@ -15,17 +15,25 @@ use prost::Message;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+/// A span as the receiver got it, its ids in hex and its attributes as strings, so a
+/// test compares the three transports alike.
 #[derive(Debug, Clone)]
 pub struct ReceivedSpan {
+    /// The resource's `service.name`.
     pub service: String,
     /// How it arrived: `grpc`, `http/protobuf` or `http/json`.
     pub transport: &'static str,
+    /// The span's name.
     pub name: String,
+    /// 32 hex digits; what a `traceparent` carries across processes.
     pub trace_id: String,
+    /// 16 hex digits.
     pub span_id: String,
     /// Empty for a root span.
     pub parent_span_id: String,
+    /// The span's own attributes.
     pub attributes: BTreeMap<String, String>,
+    /// Its resource's attributes: which process sent it.
     pub resource: BTreeMap<String, String>,
 }
 
@@ -127,14 +135,17 @@ async fn http_export(
     }
 }
 
+/// An OTLP trace receiver on two loopback ports, HTTP and gRPC, keeping every span.
 pub struct OtlpSink {
     /// Base URL of the HTTP receiver (exporters append `/v1/traces`).
     pub http_url: String,
+    /// URL of the gRPC receiver.
     pub grpc_url: String,
     spans: Spans,
 }
 
 impl OtlpSink {
+    /// Starts both receivers on free ports; they run until the test's runtime ends.
     pub async fn start() -> OtlpSink {
         let spans = Spans::default();
         let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -159,6 +170,7 @@ impl OtlpSink {
         }
     }
 
+    /// Every span received so far, in arrival order.
     pub fn spans(&self) -> Vec<ReceivedSpan> {
         self.spans.0.lock().unwrap().clone()
     }

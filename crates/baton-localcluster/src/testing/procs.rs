@@ -1,12 +1,15 @@
-//! Real `baton` processes for tests: killed (SIGKILL) when dropped, their output kept in
-//! the test's folder for post-mortems.
+//! Real `baton` processes for tests, under the local cluster's supervisor: killed
+//! (SIGKILL) when dropped, their output kept in the test's folder for post-mortems.
 
 use super::{API_TOKEN, REGISTRATION_TOKEN, SECRETS_KEY, TestEnv};
-use std::io::{BufRead, BufReader, Write};
+use crate::processes::{StopPolicy, Supervised};
+use crate::readiness::wait_until;
+use nix::sys::signal::Signal;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::ExitStatus;
 use std::sync::OnceLock;
 use std::time::Duration;
+use tokio::process::Command;
 
 /// The `baton` binary under test: `BATON_BIN` if set, else the one cargo built beside the
 /// running test or bench (`target/<profile>/baton`, the parent of its `deps/` folder;
@@ -58,20 +61,56 @@ pub fn log_as(filter: &str) {
     let _ = LOG_FILTER.set(filter.to_string());
 }
 
-fn log_file(env: &TestEnv, name: &str) -> (PathBuf, std::fs::File) {
-    let path = env.dir.join(format!("{name}.log"));
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .expect("process log file");
-    (path, file)
+/// Starts `command` as `name`, its stdout and stderr in `<test dir>/<name>.log`.
+fn spawn(env: &TestEnv, name: &str, command: Command) -> (Supervised, PathBuf) {
+    let log = env.dir.join(format!("{name}.log"));
+    // A stop is a SIGKILL to the process alone, as a crash of it would be. Not to its
+    // group: a runner's agent, which shares it, must see its supervisor die and kill its
+    // tasks, as it would in production.
+    let crash = StopPolicy::signal(Signal::SIGKILL);
+    let process = Supervised::spawn(name, command, &log, crash)
+        .unwrap_or_else(|e| panic!("starting {name}: {e:#}"));
+    (process, log)
 }
 
+/// `signal` by its name without `SIG` (`TERM`), as the `kill` command takes it.
+fn send_signal(process: &Supervised, signal: &str) {
+    let signal: Signal = format!("SIG{signal}").parse().expect("a signal's name");
+    assert!(process.signal(signal), "{signal} to {}", process.name());
+}
+
+/// How it exited, once it has, or `None` if it still runs after `timeout`.
+async fn exit_within(process: &mut Supervised, timeout: Duration) -> Option<ExitStatus> {
+    super::poll_until(timeout, || {
+        let status = process.try_exited();
+        async move { status }
+    })
+    .await
+}
+
+/// The URL a node prints on its stdout once it listens (`baton node <id> listening on
+/// <url>`), from a whole line of its log.
+fn listening_url(log: &Path) -> Option<String> {
+    let log = std::fs::read_to_string(log).ok()?;
+    log.split_inclusive('\n')
+        .filter(|line| line.ends_with('\n'))
+        .find_map(|line| {
+            let url = line
+                .strip_prefix("baton node ")?
+                .split(" listening on ")
+                .nth(1)?;
+            Some(url.trim().to_string())
+        })
+}
+
+/// A `baton serve` process.
 pub struct NodeProc {
-    pub child: Child,
+    process: Supervised,
+    /// Its API's base URL, as it printed it.
     pub url: String,
+    /// Its `--node-id`, `node-` and six random hex digits: also its log's name.
     pub node_id: String,
+    /// Its stdout and stderr.
     pub log: PathBuf,
 }
 
@@ -100,8 +139,8 @@ impl NodeProc {
         vars: &[(String, String)],
     ) -> NodeProc {
         let name = format!("node-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
-        let (log, stderr) = log_file(env, &name);
-        let mut child = Command::new(baton_binary())
+        let mut command = Command::new(baton_binary());
+        command
             .args(["serve", "--listen", "127.0.0.1:0", "--node-id", &name])
             .args(extra_args)
             .env("BATON_DATABASE_URL", &env.database_url)
@@ -114,36 +153,37 @@ impl NodeProc {
             // reach by default; `tests/webhooks.rs` sets it back to nothing.
             .env("BATON_WEBHOOK_ALLOW", "127.0.0.0/8")
             .env("RUST_LOG", log_filter())
-            .envs(vars.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn baton serve");
-        // The node prints its bound address on stdout once listening.
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let mut echo = log_file(env, &name).1;
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = writeln!(echo, "{line}");
-                if let Some(url) = line.split("listening on ").nth(1) {
-                    let _ = tx.send(url.trim().to_string());
-                }
-            }
-        });
-        let url = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(30)))
-            .await
-            .unwrap()
-            .unwrap_or_else(|_| panic!("node did not start; see {}", log.display()));
+            .envs(vars.iter().map(|(k, v)| (k, v)));
+        let (mut process, log) = spawn(env, &name, command);
+        // It listens on a port of the kernel's choosing, and says which.
+        let prints_its_url = || async { listening_url(&log).is_some() };
+        wait_until(
+            &mut process,
+            "the node to listen",
+            Duration::from_secs(30),
+            prints_its_url,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("node did not start: {e:#}"));
         NodeProc {
-            child,
-            url,
+            url: listening_url(&log).expect("the line just seen"),
+            process,
             node_id: name,
             log,
         }
     }
 
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.process.pid().unsigned_abs()
+    }
+
+    /// Resolves when it exits (a fault injected to crash it).
+    pub async fn exited(&mut self) -> std::io::Result<ExitStatus> {
+        self.process.exited().await
+    }
+
+    /// Waits until `/readyz` answers with success: its stores are reachable.
     pub async fn wait_ready(&self) {
         let http = reqwest::Client::new();
         let url = format!("{}/readyz", self.url);
@@ -178,35 +218,18 @@ impl NodeProc {
         .await;
     }
 
+    /// SIGKILL, as a crash would, and reaped.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.stop_blocking();
     }
 
-    /// SIGTERM (a graceful drain), then waits up to `timeout` for the exit: its code,
-    /// or `None` if it is still running then.
+    /// SIGTERM (a graceful drain), then waits up to `timeout` for the exit: its code
+    /// (-1 for a signal), or `None` if it is still running then.
     pub async fn terminate(&mut self, timeout: Duration) -> Option<i32> {
-        send_signal(&self.child, "TERM");
-        exit_within(&mut self.child, timeout).await
+        send_signal(&self.process, "TERM");
+        let status = exit_within(&mut self.process, timeout).await?;
+        Some(status.code().unwrap_or(-1))
     }
-}
-
-/// Sends `signal` (e.g. `TERM`) to a child process.
-fn send_signal(child: &Child, signal: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{signal}"), &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-}
-
-/// The child's exit code once it exits, or `None` if it still runs after `timeout`.
-async fn exit_within(child: &mut Child, timeout: Duration) -> Option<i32> {
-    super::poll_until(timeout, || {
-        let status = child.try_wait().expect("try_wait");
-        async move { status.map(|s| s.code().unwrap_or(-1)) }
-    })
-    .await
 }
 
 impl Drop for NodeProc {
@@ -215,13 +238,18 @@ impl Drop for NodeProc {
     }
 }
 
+/// A `baton runner` process: its supervisor, which starts the agent.
 pub struct RunnerProc {
-    pub child: Child,
+    process: Supervised,
+    /// Its `--state-dir`: its identity and kept results, which a restart reuses.
     pub state_dir: PathBuf,
+    /// Its stdout and stderr.
     pub log: PathBuf,
 }
 
 impl RunnerProc {
+    /// Starts `baton runner` against `server` with a state folder of its own, without
+    /// waiting for it to register.
     pub async fn start(
         env: &TestEnv,
         server: &str,
@@ -251,9 +279,9 @@ impl RunnerProc {
         state_dir: &std::path::Path,
     ) -> RunnerProc {
         let name = format!("runner-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
-        let (log, out) = log_file(env, &name);
         let state_dir = state_dir.to_path_buf();
-        let child = Command::new(baton_binary())
+        let mut command = Command::new(baton_binary());
+        command
             .args(["runner", "--server", server, "--name", &name])
             .args(["--labels", &labels.join(",")])
             .args(["--capacity", &capacity.to_string()])
@@ -268,39 +296,43 @@ impl RunnerProc {
             })
             .args(extra_args)
             .env("BATON_REGISTRATION_TOKEN", REGISTRATION_TOKEN)
-            .env("RUST_LOG", log_filter())
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .expect("spawn baton runner");
+            .env("RUST_LOG", log_filter());
+        let (process, log) = spawn(env, &name, command);
         RunnerProc {
-            child,
+            process,
             state_dir,
             log,
         }
     }
 
-    /// Sends a signal to the agent (e.g. SIGTERM for a graceful stop).
-    pub fn signal(&self, signal: &str) {
-        send_signal(&self.child, signal);
+    /// The supervisor's pid (the agent is its child).
+    pub fn pid(&self) -> u32 {
+        self.process.pid().unsigned_abs()
     }
 
-    /// Waits for the agent to exit and returns its exit code.
+    /// Sends a signal (`TERM` for a graceful stop) to the supervisor, which passes stop
+    /// signals on to the agent.
+    pub fn signal(&self, signal: &str) {
+        send_signal(&self.process, signal);
+    }
+
+    /// SIGKILL to the supervisor alone, reaped: the agent sees it die and kills its tasks.
+    pub fn kill(&mut self) {
+        self.process.stop_blocking();
+    }
+
+    /// Waits for the runner to exit and returns its exit code (`None` for a signal).
     pub async fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
-        let child = &mut self.child;
-        super::wait_for("the runner to exit", timeout, || {
-            let status = child.try_wait().expect("try_wait");
-            async move { status.map(|s| s.code()) }
-        })
-        .await
+        exit_within(&mut self.process, timeout)
+            .await
+            .unwrap_or_else(|| panic!("timed out after {timeout:?} waiting for the runner to exit"))
+            .code()
     }
 }
 
 impl Drop for RunnerProc {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
@@ -317,7 +349,5 @@ pub async fn baton_cli(server: &str, token: &str, args: &[&str]) -> std::process
     cmd.args(args)
         .env("BATON_SERVER", server)
         .env("BATON_TOKEN", token);
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
+    cmd.output().await.expect("baton runs")
 }

@@ -1,15 +1,14 @@
 //! Private Redis and Postgres servers for tests that kill or restart them, so the shared
-//! ones other tests use are never disturbed. Redis is the local cluster's own starter under
-//! the supervisor; Postgres runs under `pg_ctl`, which stops and starts one data folder as
-//! many times as a test asks.
+//! ones other tests use are never disturbed. Both are the local cluster's own starters under
+//! its supervisor, so a test's Postgres is initdb'd, configured and awaited as `baton dev`'s
+//! is; a test may stop and start one data folder as many times as it likes.
 
 use crate::ports::Ports;
-use crate::postgres::find_bin_dir;
+use crate::postgres::{Postgres, SUPERUSER, Shutdown};
 use crate::processes::{Supervised, running_as_root};
 use crate::redis;
 use crate::workdir::WorkDir;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::sync::{LazyLock, Mutex};
 
 /// A free loopback port, never handed out twice in this process, below the kernel's
@@ -76,175 +75,146 @@ impl RedisProc {
     }
 }
 
-fn as_postgres(program: &str) -> Command {
-    let program = find_bin_dir().expect("Postgres's binaries").join(program);
-    if running_as_root() {
-        let mut cmd = Command::new("runuser");
-        cmd.args(["-u", "postgres", "--"]).arg(program);
-        cmd
-    } else {
-        Command::new(program)
-    }
-}
-
-/// A private Postgres cluster (initdb'd per test) that a test can stop and start.
+/// A private Postgres cluster (initdb'd per test) that a test can stop and start again on
+/// the same data folder.
 pub struct PostgresProc {
+    /// Where it listens, on 127.0.0.1.
     pub port: u16,
-    data: PathBuf,
-    /// Server settings beyond the port and socket.
+    postgres: Postgres,
+    /// Its logs, and (unless the postgres user cannot reach it) the cluster.
+    work: WorkDir,
+    /// Server settings (`name=value`) beyond the port and socket.
     settings: Vec<String>,
+    process: Option<Supervised>,
 }
 
 impl PostgresProc {
     /// A cluster for tests: `fsync` off, since nothing a test asserts survives a power cut.
     pub async fn start() -> PostgresProc {
-        Self::start_with(&["-c", "fsync=off"]).await
+        Self::start_with(&["fsync=off"]).await
     }
 
     /// A cluster as production runs it (`fsync` and synchronous commit on), with these
-    /// settings (`-c name=value` pairs) besides: for benchmarks.
+    /// settings (`name=value`) besides: for benchmarks.
     pub async fn start_durable(settings: &[&str]) -> PostgresProc {
         Self::start_with(settings).await
+    }
+
+    async fn start_with(settings: &[&str]) -> PostgresProc {
+        let mut pg = Self::prepare(settings.iter().map(|s| s.to_string()).collect()).await;
+        pg.initdb().await;
+        pg.up().await;
+        pg
     }
 
     /// A streaming standby of `primary`, copied from it by `pg_basebackup`, that names
     /// itself `name` to the primary (its `cluster_name`): a primary whose
     /// `synchronous_standby_names` lists `name` waits for it at each commit.
     pub async fn standby_of(primary: &PostgresProc, name: &str) -> PostgresProc {
-        let data = Self::data_dir();
-        let status = as_postgres("pg_basebackup")
-            .arg("-D")
-            .arg(&data)
-            .args(["-h", "127.0.0.1", "-p", &primary.port.to_string()])
-            .args(["-U", "postgres", "-R", "--no-sync", "-X", "stream"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
+        let mut standby = Self::prepare(vec![format!("cluster_name={name}")]).await;
+        standby
+            .postgres
+            .base_backup(primary.port, &standby.work.log("pg_basebackup"))
+            .await
             .expect("pg_basebackup");
-        assert!(status.success(), "pg_basebackup failed");
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let pg = PostgresProc {
-            port: free_port(),
-            data,
-            settings: vec!["-c".into(), format!("cluster_name={name}")],
-        };
-        pg.up();
-        pg
-    }
-
-    /// An empty folder the postgres user owns, in /tmp (which it can reach).
-    fn data_dir() -> PathBuf {
-        let data =
-            std::env::temp_dir().join(format!("baton-test-pg-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&data).unwrap();
-        let _ = Command::new("chown").arg("postgres").arg(&data).status();
-        data
+        standby.up().await;
+        standby
     }
 
     /// A cluster that takes TCP connections over TLS only (`hostssl`: a client that does
     /// not ask for TLS is refused), presenting `cert`.
     pub async fn start_tls(cert: &super::tls::ServerCert) -> PostgresProc {
-        let data = Self::initdb();
+        let mut pg = Self::prepare(vec!["fsync=off".into(), "ssl=on".into()]).await;
+        pg.initdb().await;
+        let data = pg.postgres.data_dir();
         // Postgres reads its key only if the key is its own and private.
         for (from, to) in [(&cert.cert, "server.crt"), (&cert.key, "server.key")] {
             let to = data.join(to);
             std::fs::copy(from, &to).unwrap();
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600)).unwrap();
-            let _ = Command::new("chown").arg("postgres").arg(&to).status();
+            let _ = std::process::Command::new("chown")
+                .arg(SUPERUSER)
+                .arg(&to)
+                .status();
         }
         std::fs::write(
             data.join("pg_hba.conf"),
             "local all all trust\nhostssl all all 127.0.0.1/32 trust\n",
         )
         .unwrap();
-        let settings = ["-c", "fsync=off", "-c", "ssl=on"];
-        let pg = PostgresProc {
-            port: free_port(),
-            data,
-            settings: settings.iter().map(|s| s.to_string()).collect(),
-        };
-        pg.up();
+        pg.up().await;
         pg
     }
 
-    /// A new cluster's data folder, every connection trusted.
-    fn initdb() -> PathBuf {
-        let data = Self::data_dir();
-        let status = as_postgres("initdb")
-            .arg("-D")
-            .arg(&data)
-            .args(["-A", "trust", "-U", "postgres", "--no-sync"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
+    /// A folder of its own in /tmp (which the postgres user can reach), and a free port.
+    async fn prepare(settings: Vec<String>) -> PostgresProc {
+        let dir =
+            std::env::temp_dir().join(format!("baton-test-pg-{}", uuid::Uuid::new_v4().simple()));
+        let work = WorkDir::open(&dir).expect("the private postgres's folder");
+        let port = free_port();
+        let postgres = Postgres::prepare(&work, port, running_as_root())
+            .await
+            .expect("Postgres's binaries and a folder for its cluster");
+        PostgresProc {
+            port,
+            postgres,
+            work,
+            settings,
+            process: None,
+        }
+    }
+
+    async fn initdb(&self) {
+        self.postgres
+            .initdb(&self.work.log("initdb"))
+            .await
             .expect("initdb");
-        assert!(status.success(), "initdb failed");
-        data
-    }
-
-    async fn start_with(settings: &[&str]) -> PostgresProc {
-        let data = Self::initdb();
-        let pg = PostgresProc {
-            port: free_port(),
-            data,
-            settings: settings.iter().map(|s| s.to_string()).collect(),
-        };
-        pg.up();
-        pg
     }
 
     /// The postmaster's pid (its children are the backends).
     pub fn postmaster_pid(&self) -> Option<u32> {
-        std::fs::read_to_string(self.data.join("postmaster.pid"))
-            .ok()?
-            .lines()
-            .next()?
-            .trim()
-            .parse()
-            .ok()
+        self.postgres.postmaster_pid()?.try_into().ok()
     }
 
+    /// The `postgres` database, as the superuser.
     pub fn admin_url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+        self.postgres.admin_url()
     }
 
     /// Starts the server and waits until it accepts connections.
-    pub fn up(&self) {
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 {}",
-            self.port,
-            self.data.display(),
-            self.settings.join(" ")
-        );
-        let status = as_postgres("pg_ctl")
-            .arg("-D")
-            .arg(&self.data)
-            .arg("-l")
-            .arg(self.data.join("server.log"))
-            .args(["-w", "-o", &options, "start"])
-            .stdout(Stdio::null())
-            .status()
-            .expect("pg_ctl start");
-        assert!(status.success(), "postgres did not start");
+    pub async fn up(&mut self) {
+        let mut process = self
+            .postgres
+            .spawn_with(
+                &self.work.log("postgres"),
+                &self.settings,
+                Shutdown::Immediate,
+            )
+            .expect("postgres");
+        self.postgres
+            .wait_accepting(&mut process)
+            .await
+            .expect("postgres to start");
+        self.process = Some(process);
     }
 
     /// Stops it at once, as a crash would (immediate mode: no checkpoint).
-    pub fn down(&self) {
-        let _ = as_postgres("pg_ctl")
-            .arg("-D")
-            .arg(&self.data)
-            .args(["-m", "immediate", "-w", "stop"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+    pub async fn down(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.stop().await;
+        }
     }
 }
 
 impl Drop for PostgresProc {
     fn drop(&mut self) {
-        self.down();
-        let _ = std::fs::remove_dir_all(&self.data);
+        if let Some(process) = &mut self.process {
+            process.stop_blocking();
+        }
+        if let Some(scratch) = self.postgres.scratch_dir() {
+            let _ = std::fs::remove_dir_all(scratch);
+        }
+        let _ = std::fs::remove_dir_all(self.work.root());
     }
 }

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// A test's own certificate authority, in a folder of its own.
 pub struct TestCa {
     /// The CA's certificate (PEM): what a client is told to trust.
     pub cert: PathBuf,
@@ -14,9 +15,21 @@ pub struct TestCa {
 
 /// A server's certificate and key (PEM), for `127.0.0.1` and `localhost`.
 pub struct ServerCert {
+    /// The certificate, which a server presents.
     pub cert: PathBuf,
+    /// Its private key, unencrypted.
     pub key: PathBuf,
 }
+
+/// `openssl req` flags for a new P-256 key, unencrypted (`-nodes`): quick to make, and
+/// every client here speaks it.
+const NEW_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
 
 fn openssl(args: &[&str], dir: &Path) {
     let out = Command::new("openssl")
@@ -33,34 +46,20 @@ fn openssl(args: &[&str], dir: &Path) {
 }
 
 impl TestCa {
-    /// A new CA in `dir/name` (P-256 keys: quick to make, and every client here speaks them).
+    /// A new CA in `dir/name`, with a P-256 key.
     pub fn new(dir: &Path, name: &str) -> TestCa {
         let dir = dir.join(name);
         std::fs::create_dir_all(&dir).unwrap();
-        openssl(
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.crt",
-                "-days",
-                "2",
-                "-subj",
-                &format!("/CN=Baton test CA {name}"),
-                "-addext",
-                "basicConstraints=critical,CA:TRUE",
-                "-addext",
-                "keyUsage=critical,keyCertSign,cRLSign",
-            ],
-            &dir,
-        );
+        let subject = format!("/CN=Baton test CA {name}");
+        let self_signed = [
+            &["req", "-x509"][..],
+            &NEW_KEY,
+            &["-keyout", "ca.key", "-out", "ca.crt", "-days", "2"],
+            &["-subj", &subject],
+            &["-addext", "basicConstraints=critical,CA:TRUE"],
+            &["-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+        ];
+        openssl(&self_signed.concat(), &dir);
         TestCa {
             cert: dir.join("ca.crt"),
             key: dir.join("ca.key"),
@@ -83,24 +82,12 @@ impl TestCa {
             format!("{name}.csr"),
             format!("{name}.crt"),
         );
-        openssl(
-            &[
-                "req",
-                "-new",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                &key,
-                "-out",
-                &csr,
-                "-subj",
-                "/CN=localhost",
-            ],
-            &self.dir,
-        );
+        let request = [
+            &["req", "-new"][..],
+            &NEW_KEY,
+            &["-keyout", &key, "-out", &csr, "-subj", "/CN=localhost"],
+        ];
+        openssl(&request.concat(), &self.dir);
         let (ca_cert, ca_key) = (
             self.cert.display().to_string(),
             self.key.display().to_string(),
