@@ -21,13 +21,13 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LivenessReport {
+pub(crate) struct LivenessReport {
     pub refreshed: bool,
     /// The node took a new id this time.
     pub rotated: bool,
 }
 
-pub struct LivenessKeeper {
+pub(crate) struct LivenessKeeper {
     /// The TTL of the liveness key; refreshed every third of it.
     ttl: Duration,
     identity: Arc<NodeIdentity>,
@@ -39,7 +39,7 @@ pub struct LivenessKeeper {
 }
 
 impl LivenessKeeper {
-    pub fn new(
+    pub(crate) fn new(
         ttl: Duration,
         identity: Arc<NodeIdentity>,
         coord: Coord,
@@ -57,14 +57,14 @@ impl LivenessKeeper {
         }
     }
 
-    pub fn interval(&self) -> Duration {
+    pub(crate) fn interval(&self) -> Duration {
         self.ttl / 3
     }
 
     /// One beat at `now` (the wall clock: a rotated id's start time, and where the
     /// staleness clocks restart after an outage). Whether the key still lives is counted
     /// on the monotonic clock, from when each refresh was sent.
-    pub async fn run_once(&self, now: DateTime<Utc>) -> LivenessReport {
+    pub(crate) async fn run_once(&self, now: DateTime<Utc>) -> LivenessReport {
         let identity = &self.identity;
         let now_ms = now.timestamp_millis();
         let sent = Instant::now();
@@ -138,7 +138,7 @@ impl LivenessKeeper {
     }
 
     /// Beats until shutdown.
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
         let mut ticker = tokio::time::interval(self.interval());
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

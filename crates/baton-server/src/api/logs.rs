@@ -24,7 +24,7 @@ use uuid::Uuid;
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct LogQuery {
+pub(super) struct LogQuery {
     #[param(minimum = 0)]
     offset: Option<i64>,
     /// Which attempt's output (default: the latest).
@@ -68,7 +68,7 @@ fn octet_stream(mut resp: Response, status: &'static str, attempt: i32) -> Respo
         Errors
     )
 )]
-pub async fn logs(
+pub(super) async fn logs(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,

@@ -66,7 +66,7 @@ fn validate_registration(req: &RegisterRunner) -> Result<LabelSet, ApiError> {
     request_body = RegisterRunner,
     responses((status = 201, description = "Registered; the token is shown this once", body = RunnerRegistered), Errors)
 )]
-pub async fn register(
+pub(super) async fn register(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<RegisterRunner>,
 ) -> Result<(StatusCode, Json<RunnerRegistered>), ApiError> {
@@ -135,7 +135,7 @@ pub async fn register(
     request_body = LeaseRequest,
     responses((status = 200, description = "Tasks leased (none after `wait_s`), and verdicts on the runner's running leases", body = LeaseResponse), Errors)
 )]
-pub async fn lease(
+pub(super) async fn lease(
     State(state): State<AppState>,
     runner: Runner,
     ApiJson(req): ApiJson<LeaseRequest>,
@@ -180,7 +180,7 @@ fn check_wait(wait_s: u32, max: u32) -> Result<(), ApiError> {
     request_body = Heartbeat,
     responses((status = 200, description = "Tasks to cancel and leases that are gone", body = HeartbeatResponse), Errors)
 )]
-pub async fn heartbeat(
+pub(super) async fn heartbeat(
     State(state): State<AppState>,
     runner: Runner,
     ApiJson(req): ApiJson<Heartbeat>,
@@ -217,7 +217,7 @@ pub async fn heartbeat(
     request_body = Exchange,
     responses((status = 200, description = "Each item's answer, the new tasks, and the heartbeat's verdicts", body = ExchangeAnswer), Errors)
 )]
-pub async fn exchange(
+pub(super) async fn exchange(
     State(state): State<AppState>,
     runner: Runner,
     ApiJson(req): ApiJson<Exchange>,
@@ -323,7 +323,7 @@ pub async fn exchange(
 #[utoipa::path(post, path = "/v1/runner/unregister", tag = "runner", security(("bearer" = [])),
     responses((status = 204, description = "The runner is deleted"), Errors)
 )]
-pub async fn unregister(
+pub(super) async fn unregister(
     State(state): State<AppState>,
     runner: Runner,
 ) -> Result<StatusCode, ApiError> {
@@ -342,7 +342,7 @@ pub async fn unregister(
     request_body = StartTask,
     responses((status = 200, description = "Started: the runner may run it now", body = Started), Errors)
 )]
-pub async fn start(
+pub(super) async fn start(
     State(state): State<AppState>,
     runner: Runner,
     ApiPath(id): ApiPath<Uuid>,
@@ -393,7 +393,7 @@ fn empty_call() -> RunnerCall {
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct LogChunkQuery {
+pub(super) struct LogChunkQuery {
     lease_id: Uuid,
     /// Where in the output this chunk starts.
     #[param(minimum = 0)]
@@ -409,7 +409,7 @@ pub struct LogChunkQuery {
         Errors
     )
 )]
-pub async fn logs(
+pub(super) async fn logs(
     State(state): State<AppState>,
     runner: Runner,
     ApiPath(id): ApiPath<Uuid>,
@@ -446,7 +446,7 @@ pub async fn logs(
     request_body = CompleteTask,
     responses((status = 200, description = "The task after the report", body = Task), Errors)
 )]
-pub async fn complete(
+pub(super) async fn complete(
     State(state): State<AppState>,
     runner: Runner,
     ApiPath(id): ApiPath<Uuid>,
