@@ -6,9 +6,11 @@
 
 mod reports;
 
+use super::logs::check_offset;
 use super::openapi::Errors;
 use crate::api::views::task_view;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
+use crate::config::Limits;
 use crate::dispatch::exchange::{self, Completion, RunnerCall, Start};
 use crate::error::ApiError;
 use crate::events::RunnerChange;
@@ -140,9 +142,7 @@ pub(super) async fn lease(
     runner: Runner,
     ApiJson(req): ApiJson<LeaseRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
-    let limits = &state.config.limits;
-    validate::check_range("max", req.max, 1, limits.max_lease)?;
-    check_wait(req.wait_s, limits.max_wait_s)?;
+    check_ask(&state.config.limits, req.max, 1, req.wait_s)?;
     let started = std::time::Instant::now();
     let answer = exchange::handle(
         &state,
@@ -170,8 +170,17 @@ pub(super) async fn lease(
     }))
 }
 
-fn check_wait(wait_s: u32, max: u32) -> Result<(), ApiError> {
-    Ok(validate::check_range("wait_s", wait_s, 0, max)?)
+/// A runner's ask for work, as the lease and the exchange take it: `max` tasks, from
+/// `least_max` (a lease must ask for one; an exchange may only report) up to
+/// `max_lease`, parked for at most `max_wait_s`.
+fn check_ask(limits: &Limits, max: u32, least_max: u32, wait_s: u32) -> Result<(), ApiError> {
+    validate::check_range("max", max, least_max, limits.max_lease)?;
+    Ok(validate::check_range(
+        "wait_s",
+        wait_s,
+        0,
+        limits.max_wait_s,
+    )?)
 }
 
 /// A runner's proof of life while it runs tasks, and its way to learn which of them to
@@ -223,8 +232,7 @@ pub(super) async fn exchange(
     ApiJson(req): ApiJson<Exchange>,
 ) -> Result<Json<ExchangeAnswer>, ApiError> {
     let limits = &state.config.limits;
-    validate::check_range("max", req.max, 0, limits.max_lease)?;
-    check_wait(req.wait_s, limits.max_wait_s)?;
+    check_ask(limits, req.max, 0, req.wait_s)?;
     let items = req.starts.len() + req.completions.len();
     if items > limits.max_exchange_items {
         return Err(ApiError::too_large(
@@ -416,9 +424,7 @@ pub(super) async fn logs(
     ApiQuery(q): ApiQuery<LogChunkQuery>,
     RawBody(chunk): RawBody,
 ) -> Result<Json<LogAck>, ApiError> {
-    if q.offset < 0 {
-        return Err(Invalid::new("offset", "must not be negative").into());
-    }
+    check_offset(q.offset)?;
     let mut answer = exchange::handle(
         &state,
         &runner,
