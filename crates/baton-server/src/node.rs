@@ -321,14 +321,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         shutdown: shutdown.clone(),
         config: Arc::new(config),
     };
-    let liveness = LivenessKeeper::new(
-        state.config.node_ttl(),
-        state.identity.clone(),
-        state.coord.clone(),
-        state.store.clone(),
-        state.clocks.clone(),
-        state.clock.clone(),
-    );
+    let liveness = LivenessKeeper::of(&state);
     liveness.run_once(state.clock.now()).await;
     state
         .events

@@ -11,7 +11,7 @@
 //! so an idle cluster costs Postgres nothing here.
 
 use crate::identity::NodeIdentity;
-use crate::state::StalenessClocks;
+use crate::state::{AppState, StalenessClocks};
 use baton_coord::{ClusterClock, Coord};
 use baton_store::Store;
 use chrono::DateTime;
@@ -39,21 +39,15 @@ pub(crate) struct LivenessKeeper {
 }
 
 impl LivenessKeeper {
-    pub(crate) fn new(
-        ttl: Duration,
-        identity: Arc<NodeIdentity>,
-        coord: Coord,
-        store: Store,
-        clocks: Arc<StalenessClocks>,
-        clock: Arc<ClusterClock>,
-    ) -> Self {
+    /// The keeper of `state`'s node, holding only the handles a beat uses.
+    pub(crate) fn of(state: &AppState) -> Self {
         LivenessKeeper {
-            ttl,
-            identity,
-            coord,
-            store,
-            clocks,
-            clock,
+            ttl: state.config.node_ttl(),
+            identity: state.identity.clone(),
+            coord: state.coord.clone(),
+            store: state.store.clone(),
+            clocks: state.clocks.clone(),
+            clock: state.clock.clone(),
         }
     }
 
