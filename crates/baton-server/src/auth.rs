@@ -21,26 +21,26 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use uuid::Uuid;
 
-pub type TokenHash = [u8; 32];
+pub(crate) type TokenHash = [u8; 32];
 
-pub fn hash_token(token: &str) -> TokenHash {
+pub(crate) fn hash_token(token: &str) -> TokenHash {
     Sha256::digest(token.as_bytes()).into()
 }
 
 /// A fresh 256-bit secret, hex-encoded behind a prefix that tells its kind at a glance.
-pub fn new_token(kind_prefix: &str) -> String {
+pub(crate) fn new_token(kind_prefix: &str) -> String {
     let bytes: [u8; 32] = rand::random();
     format!("{kind_prefix}{}", hex::encode(bytes))
 }
 
 /// Equality that takes the same time wherever the first difference is.
-pub fn hashes_equal(a: &TokenHash, b: &TokenHash) -> bool {
+pub(crate) fn hashes_equal(a: &TokenHash, b: &TokenHash) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// A caller of the user API.
 #[derive(Debug, Clone)]
-pub struct User {
+pub(crate) struct User {
     /// The bootstrap token's id is `bootstrap`; created tokens use their uuid.
     pub token_id: String,
     pub scopes: Vec<Scope>,
@@ -59,7 +59,7 @@ impl User {
         ApiError::forbidden(format!("this token's scopes do not allow {what}"))
     }
 
-    pub fn require_admin(&self) -> Result<(), ApiError> {
+    pub(crate) fn require_admin(&self) -> Result<(), ApiError> {
         if self.scopes.contains(&Scope::Admin) {
             Ok(())
         } else {
@@ -69,7 +69,7 @@ impl User {
 
     /// A task this token may submit: to one of its queues, with only its labels (a token
     /// made without limits may submit anywhere).
-    pub fn may_submit_to(&self, queue: &str, labels: &[String]) -> Result<(), ApiError> {
+    pub(crate) fn may_submit_to(&self, queue: &str, labels: &[String]) -> Result<(), ApiError> {
         if let Some(queues) = &self.queues
             && !queues.iter().any(|q| q == queue)
         {
@@ -94,7 +94,7 @@ impl User {
     }
 
     /// Submitting tasks: `submit` or `admin`.
-    pub fn require_submit(&self) -> Result<(), ApiError> {
+    pub(crate) fn require_submit(&self) -> Result<(), ApiError> {
         if self.has(Scope::Submit) {
             Ok(())
         } else {
@@ -103,7 +103,7 @@ impl User {
     }
 
     /// Reading the cluster (runners, nodes): `read` or `admin`.
-    pub fn require_read(&self) -> Result<(), ApiError> {
+    pub(crate) fn require_read(&self) -> Result<(), ApiError> {
         if self.has(Scope::Read) {
             Ok(())
         } else {
@@ -113,7 +113,7 @@ impl User {
 
     /// Which tasks this caller may see: all of them (`None`) for `read` and `admin`; only
     /// those it submitted for a `submit`-only token. Anything else is refused outright.
-    pub fn task_scope(&self) -> Result<Option<&str>, ApiError> {
+    pub(crate) fn task_scope(&self) -> Result<Option<&str>, ApiError> {
         if self.has(Scope::Read) {
             Ok(None)
         } else if self.has(Scope::Submit) {
@@ -126,7 +126,7 @@ impl User {
     /// Which tasks this caller may change (cancel): all of them (`None`) for `admin` only;
     /// those it submitted for a `submit` token, whether or not it may also `read` them
     /// all — seeing a task is not owning it.
-    pub fn task_change_scope(&self) -> Result<Option<&str>, ApiError> {
+    pub(crate) fn task_change_scope(&self) -> Result<Option<&str>, ApiError> {
         if self.scopes.contains(&Scope::Admin) {
             Ok(None)
         } else if self.scopes.contains(&Scope::Submit) {
@@ -139,11 +139,10 @@ impl User {
 
 /// A caller of the runner API, as registered.
 #[derive(Debug, Clone)]
-pub struct Runner {
+pub(crate) struct Runner {
     pub id: Uuid,
     pub labels: LabelSet,
     pub queues: Vec<String>,
-    pub capacity: i32,
     /// A paused runner leases nothing.
     pub paused: bool,
 }
@@ -156,7 +155,7 @@ enum Bearer {
 
 /// Runner lookups by token hash.
 #[derive(Debug, Default)]
-pub struct TokenCache {
+pub(crate) struct TokenCache {
     entries: Mutex<HashMap<TokenHash, Runner>>,
     /// When each runner was last revoked here: a lookup that began before must not put
     /// the runner back (it read the row before the delete committed).
@@ -175,7 +174,7 @@ impl TokenCache {
 
     /// Forgets a runner's token, so its next request reads the runner again (deleted,
     /// paused, resumed): every node hears of it through Redis.
-    pub fn forget_runner(&self, id: Uuid) {
+    pub(crate) fn forget_runner(&self, id: Uuid) {
         let now = std::time::Instant::now();
         {
             let mut revoked = self.revoked_at.lock().expect("token cache lock");
@@ -234,7 +233,7 @@ const MAX_CACHED_RUNNERS: usize = 100_000;
 
 impl TokenCache {
     /// Reads every cached runner again, in one query; returns how many were read.
-    pub async fn refresh(&self, store: &Store) -> Result<usize, StoreError> {
+    pub(crate) async fn refresh(&self, store: &Store) -> Result<usize, StoreError> {
         let ids = self.runner_ids();
         if ids.is_empty() {
             return Ok(0);
@@ -257,7 +256,7 @@ impl TokenCache {
 /// leases of it answer then). When Redis cannot take the announcement now, it is sent
 /// again until it can, for up to a minute: past that, each node's own refresh of its
 /// cached runners catches it.
-pub async fn revoke_everywhere(state: &AppState, id: Uuid) {
+pub(crate) async fn revoke_everywhere(state: &AppState, id: Uuid) {
     state.tokens.forget_runner(id);
     if state
         .coord
@@ -288,16 +287,15 @@ fn runner_of(record: baton_store::RunnerRecord) -> Result<Runner, ApiError> {
             ApiError::from(StoreError::Internal(format!("stored runner labels: {e}")))
         })?,
         queues: record.queues,
-        capacity: record.capacity,
         paused: record.paused,
     })
 }
 
-pub fn parse_scope(s: &str) -> Option<Scope> {
+pub(crate) fn parse_scope(s: &str) -> Option<Scope> {
     serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
 }
 
-pub fn scope_name(scope: Scope) -> String {
+pub(crate) fn scope_name(scope: Scope) -> String {
     serde_json::to_value(scope)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
@@ -323,9 +321,9 @@ fn bearer_token(parts: &Parts) -> Result<&str, ApiError> {
 
 /// Runner tokens carry this prefix, so a token's kind is known before any lookup and
 /// each request costs at most one (cached, for runners) query.
-pub const RUNNER_TOKEN_PREFIX: &str = "brt_";
+pub(crate) const RUNNER_TOKEN_PREFIX: &str = "brt_";
 /// API tokens created through the API carry this one.
-pub const API_TOKEN_PREFIX: &str = "bat_";
+pub(crate) const API_TOKEN_PREFIX: &str = "bat_";
 
 async fn identify(state: &AppState, token: &str) -> Result<Option<Bearer>, ApiError> {
     let hash = hash_token(token);

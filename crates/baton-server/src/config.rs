@@ -6,20 +6,27 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Every setting of one node (`baton serve`). Unknown keys are refused, so a misspelt
+/// setting in a file fails the start instead of being silently ignored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServeConfig {
     /// Where the HTTP API listens.
     pub listen: SocketAddr,
+    /// The Postgres database holding the tasks (the source of truth); created if it
+    /// does not exist, unless `no_migrate`.
     pub database_url: String,
     /// Acknowledge a write only when the primary that committed it replicated it
     /// synchronously (`baton_store::StoreOptions::require_sync_standby`).
     pub require_sync_standby: bool,
+    /// The one Redis server, when neither `redis_sentinels` nor `redis_cluster` is set;
+    /// a `redis+cluster://` URL names a cluster's nodes instead (`redis_target`).
     pub redis_url: String,
     /// Sentinel addresses (`host:port`); when set, Redis is found through them (the
     /// master named `redis_sentinel_master`) instead of `redis_url`, and a failover is
     /// followed without a restart.
     pub redis_sentinels: Vec<String>,
+    /// The master name the sentinels monitor.
     pub redis_sentinel_master: String,
     /// Redis Cluster nodes (`host:port`), some or all; when set, Redis is reached as a
     /// cluster instead of at `redis_url`.
@@ -31,9 +38,10 @@ pub struct ServeConfig {
     pub redis_username: Option<String>,
     /// That user's password, or the `requirepass` of a server without ACL users.
     pub redis_password: Option<String>,
-    /// The sentinels' own user and password, apart from the master's: a sentinel has
-    /// ACLs (or a `requirepass`) of its own.
+    /// The sentinels' own user, apart from the master's: a sentinel has ACLs (or a
+    /// `requirepass`) of its own.
     pub redis_sentinel_username: Option<String>,
+    /// The sentinels' own password: their user's, or their `requirepass`.
     pub redis_sentinel_password: Option<String>,
     /// Reach every Redis server, sentinel and the master they name over TLS, as a
     /// `rediss://` URL does (baton_coord::RedisAccess says the rules).
@@ -55,7 +63,9 @@ pub struct ServeConfig {
     /// A node that could not refresh it for this long stops acting on its claims and
     /// rejoins under a new id.
     pub node_ttl_ms: u64,
+    /// Bounds on what a request may hold or ask for.
     pub limits: Limits,
+    /// How often the node's services run and the thresholds they apply.
     pub timings: Timings,
     /// Test-only fault injection: `after-pop` makes the node abort between the Redis pop
     /// and the Postgres write of a lease, as a crash there would.
@@ -72,7 +82,10 @@ pub struct ServeConfig {
     /// what has gathered at once; batches still grow under load, while the previous one
     /// is being written).
     pub group_commit_linger_us: u64,
+    /// Size of the Postgres pool the handlers and services share (the group commit's
+    /// writers have their own).
     pub db_max_connections: u32,
+    /// Connections in the Redis pool.
     pub redis_pool_size: usize,
     /// Bound on each Redis command and each wait for a Postgres connection.
     pub store_timeout_ms: u64,
@@ -126,8 +139,11 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// A task's `payload`, serialised.
     pub max_payload_bytes: usize,
+    /// Tasks in one batch submit (`POST /v1/tasks/batch`); more is a 413.
     pub max_batch: usize,
+    /// Variables in a task's `env`, and again in its `secret_env`.
     pub max_env_vars: usize,
+    /// Labels a task may require.
     pub max_labels: usize,
     /// One log chunk from a runner.
     pub max_log_chunk_bytes: usize,
@@ -135,9 +151,14 @@ pub struct Limits {
     pub max_registration_body_bytes: usize,
     /// Stored log per task; beyond it the log is marked truncated.
     pub max_log_bytes: i64,
+    /// A task's `timeout_s` when its submit names none.
     pub default_timeout_s: i64,
+    /// Longest `timeout_s` a submit may ask for.
     pub max_timeout_s: i64,
+    /// How long a task may wait queued when its submit names no `queue_timeout_s`; the
+    /// repairer expires it after that.
     pub default_queue_timeout_s: i64,
+    /// Longest `queue_timeout_s` a submit may ask for.
     pub max_queue_timeout_s: i64,
     /// Longest lease long-poll; runners are declared offline only well after it.
     pub max_wait_s: u32,
@@ -151,7 +172,9 @@ pub struct Limits {
     /// Most starts and completions in one runner exchange (and most running leases in
     /// its heartbeat).
     pub max_exchange_items: usize,
+    /// Most attempts a task (or a queue's defaults) may allow.
     pub max_attempts: i32,
+    /// Longest webhook `notify_url`, in bytes.
     pub max_notify_url: usize,
     /// Queue keys (a queue name with a label set) that may have work at once: a submit
     /// that would add one past it gets 429. Each costs Redis a sorted set; empty ones are
@@ -194,11 +217,17 @@ impl Default for Limits {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Timings {
+    /// How often the reconciler looks at this node's claims.
     pub reconcile_interval_ms: u64,
+    /// How often the orphan cleaner looks for claims of dead nodes to take over.
     pub cleaner_interval_ms: u64,
+    /// How often the promoter moves due `scheduled` tasks to `queued`.
     pub promote_interval_ms: u64,
+    /// How often a node tries to take the lock and repair Redis from Postgres.
     pub repair_interval_ms: u64,
+    /// How often the janitor deletes a batch of tasks past `retention_s`.
     pub janitor_interval_ms: u64,
+    /// How often the outbox looks for webhooks to deliver while rows are due or failing.
     pub outbox_interval_ms: u64,
     /// How often runner presence is copied from Redis to Postgres.
     pub presence_flush_ms: u64,
@@ -224,7 +253,10 @@ pub struct Timings {
     /// A run its runner's heartbeat no longer lists (same boot) is ended once it has been
     /// going this long: longer than a heartbeat can be in flight.
     pub forgotten_run_after_s: u64,
+    /// A retried task's first backoff; each later retry waits longer, up to
+    /// `retry_max_ms`.
     pub retry_initial_ms: u64,
+    /// Longest backoff between a task's attempts.
     pub retry_max_ms: u64,
     /// Terminal tasks and their logs are deleted this long after they finished.
     pub retention_s: u64,
@@ -279,6 +311,7 @@ impl Default for Timings {
 }
 
 impl Timings {
+    /// The thresholds the reconciler's pure decision applies, from the settings' units.
     pub fn thresholds(&self) -> baton_core::reconcile::Thresholds {
         let secs = |s: u64| chrono::Duration::seconds(s as i64);
         baton_core::reconcile::Thresholds {
@@ -290,6 +323,8 @@ impl Timings {
         }
     }
 
+    /// The backoff between a task's attempts: a queue's defaults or a submit may choose
+    /// their own; this is what applies otherwise. The jitter is baton-core's.
     pub fn retry_backoff(&self) -> baton_core::backoff::Backoff {
         baton_core::backoff::Backoff {
             initial: Duration::from_millis(self.retry_initial_ms),
@@ -409,14 +444,17 @@ impl ServeConfig {
         Ok(access)
     }
 
+    /// `node_ttl_ms` as a duration.
     pub fn node_ttl(&self) -> Duration {
         Duration::from_millis(self.node_ttl_ms)
     }
 
+    /// `drain_grace_s` as a duration.
     pub fn drain_grace(&self) -> Duration {
         Duration::from_secs(self.drain_grace_s)
     }
 
+    /// `store_timeout_ms` as a duration.
     pub fn store_timeout(&self) -> Duration {
         Duration::from_millis(self.store_timeout_ms)
     }

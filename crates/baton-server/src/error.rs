@@ -12,7 +12,7 @@ use baton_core::{Invalid, TaskStatus};
 use baton_store::StoreError;
 
 #[derive(Debug, Clone)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     pub status: StatusCode,
     pub code: ErrorCode,
     pub message: String,
@@ -22,7 +22,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
             status,
             code,
@@ -33,27 +33,27 @@ impl ApiError {
         }
     }
 
-    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, message)
     }
 
-    pub fn unauthorized(message: impl Into<String>) -> Self {
+    pub(crate) fn unauthorized(message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message)
     }
 
-    pub fn forbidden(message: impl Into<String>) -> Self {
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
     }
 
-    pub fn not_found(message: impl Into<String>) -> Self {
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, message)
     }
 
-    pub fn too_large(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn too_large(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, code, message)
     }
 
-    pub fn too_many(message: impl Into<String>) -> Self {
+    pub(crate) fn too_many(message: impl Into<String>) -> Self {
         Self::new(
             StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::TooManyRequests,
@@ -61,7 +61,7 @@ impl ApiError {
         )
     }
 
-    pub fn unavailable(message: impl Into<String>) -> Self {
+    pub(crate) fn unavailable(message: impl Into<String>) -> Self {
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Unavailable,
@@ -70,7 +70,7 @@ impl ApiError {
     }
 
     /// The error body's detail: in an answer of its own, or one item's in a bulk answer.
-    pub fn detail(self) -> ErrorDetail {
+    pub(crate) fn detail(self) -> ErrorDetail {
         ErrorDetail {
             code: self.code.as_str().to_string(),
             message: self.message,
@@ -160,7 +160,7 @@ impl From<CoordError> for ApiError {
 /// A store's error, for the client: what failed and an id to find it by in this node's
 /// log, where the store's own words go. They name hosts, users, tables and statements,
 /// which are the operator's to read, not every caller's.
-pub fn logged(what: &str, detail: &dyn std::fmt::Display) -> String {
+pub(crate) fn logged(what: &str, detail: &dyn std::fmt::Display) -> String {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let id = &id[..12];
     tracing::warn!(error.id = id, error = %detail, "{what}");

@@ -13,7 +13,7 @@ use serde_json::Value;
 /// A JSON request body. Beyond axum's `Json`: the body must be a JSON object (serde would
 /// also take an array for a struct), and a number with no fractional part is an integer
 /// (`5.0` is a valid JSON-Schema integer, which serde would refuse for an `i32`).
-pub struct ApiJson<T>(pub T);
+pub(crate) struct ApiJson<T>(pub T);
 
 /// `application/json`, or any `application/*+json`, parameters aside.
 fn is_json(req: &Request) -> bool {
@@ -88,14 +88,14 @@ fn invalid_body(message: &str) -> ApiError {
 
 #[derive(FromRequestParts)]
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
-pub struct ApiQuery<T>(pub T);
+pub(crate) struct ApiQuery<T>(pub T);
 
 #[derive(FromRequestParts)]
 #[from_request(via(axum::extract::Path), rejection(ApiError))]
-pub struct ApiPath<T>(pub T);
+pub(crate) struct ApiPath<T>(pub T);
 
 /// A raw request body (log chunks: output need not be UTF-8).
-pub struct RawBody(pub Bytes);
+pub(crate) struct RawBody(pub Bytes);
 
 impl<S: Send + Sync> FromRequest<S> for RawBody {
     type Rejection = ApiError;

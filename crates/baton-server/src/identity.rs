@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+/// This node's current id and whether its liveness key certainly still lives. Shared by
+/// everything that claims or acts on claims: each asks [`NodeIdentity::is_live`] first.
 #[derive(Debug)]
 pub struct NodeIdentity {
     base: String,
@@ -23,6 +25,8 @@ pub struct NodeIdentity {
 }
 
 impl NodeIdentity {
+    /// A node starting as `info`, not yet live: it is live only once a refresh of its key
+    /// lands ([`NodeIdentity::beat_succeeded`]). `ttl_ms` is the key's TTL.
     pub fn new(info: NodeInfo, ttl_ms: u64) -> Self {
         NodeIdentity {
             base: info.id.clone(),
@@ -34,10 +38,13 @@ impl NodeIdentity {
         }
     }
 
+    /// What the liveness key says of this node now, under its current id.
     pub fn current(&self) -> Arc<NodeInfo> {
         self.current.read().expect("identity lock").clone()
     }
 
+    /// The current id: the one claims are made under from now on. It changes at each
+    /// rotation, so read it for each use rather than keeping it.
     pub fn id(&self) -> String {
         self.current().id.clone()
     }

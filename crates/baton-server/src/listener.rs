@@ -22,12 +22,12 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Copy)]
-pub struct ServeLimits {
+pub(crate) struct ServeLimits {
     pub max_connections: usize,
     pub header_read_timeout: Duration,
 }
 
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ServeLimits,

@@ -22,25 +22,25 @@ use std::collections::BTreeSet;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-pub const QUEUE_DEPTH: &str = "baton_queue_depth";
-pub const TASKS: &str = "baton_tasks";
-pub const LIVE_NODES: &str = "baton_live_nodes";
-pub const PARKED_LEASES: &str = "baton_parked_leases";
-pub const HTTP_OPEN_CONNECTIONS: &str = "baton_http_open_connections";
-pub const TASKS_SUBMITTED: &str = "baton_tasks_submitted_total";
-pub const TASKS_LEASED: &str = "baton_tasks_leased_total";
-pub const PICKUP_LATENCY: &str = "baton_pickup_latency_seconds";
-pub const LEASE_WAIT: &str = "baton_lease_wait_seconds";
-pub const RECONCILER_ACTIONS: &str = "baton_reconciler_actions_total";
-pub const ORPHAN_ADOPTIONS: &str = "baton_orphan_adoptions_total";
-pub const REDIS_REBUILDS: &str = "baton_redis_rebuilds_total";
-pub const HTTP_REQUESTS: &str = "baton_http_requests_total";
-pub const HTTP_DURATION: &str = "baton_http_request_duration_seconds";
-pub const SCHEDULE_FIRE_LAG: &str = "baton_schedule_fire_lag_seconds";
-pub const SCHEDULE_TICKS_SKIPPED: &str = "baton_schedule_ticks_skipped_total";
+pub(crate) const QUEUE_DEPTH: &str = "baton_queue_depth";
+pub(crate) const TASKS: &str = "baton_tasks";
+pub(crate) const LIVE_NODES: &str = "baton_live_nodes";
+pub(crate) const PARKED_LEASES: &str = "baton_parked_leases";
+pub(crate) const HTTP_OPEN_CONNECTIONS: &str = "baton_http_open_connections";
+pub(crate) const TASKS_SUBMITTED: &str = "baton_tasks_submitted_total";
+pub(crate) const TASKS_LEASED: &str = "baton_tasks_leased_total";
+pub(crate) const PICKUP_LATENCY: &str = "baton_pickup_latency_seconds";
+pub(crate) const LEASE_WAIT: &str = "baton_lease_wait_seconds";
+pub(crate) const RECONCILER_ACTIONS: &str = "baton_reconciler_actions_total";
+pub(crate) const ORPHAN_ADOPTIONS: &str = "baton_orphan_adoptions_total";
+pub(crate) const REDIS_REBUILDS: &str = "baton_redis_rebuilds_total";
+pub(crate) const HTTP_REQUESTS: &str = "baton_http_requests_total";
+pub(crate) const HTTP_DURATION: &str = "baton_http_request_duration_seconds";
+pub(crate) const SCHEDULE_FIRE_LAG: &str = "baton_schedule_fire_lag_seconds";
+pub(crate) const SCHEDULE_TICKS_SKIPPED: &str = "baton_schedule_ticks_skipped_total";
 
 /// What the reconciler's actions are counted as: one per outcome of `act`.
-pub const RECONCILER_ACTION_KINDS: [&str; 6] = [
+pub(crate) const RECONCILER_ACTION_KINDS: [&str; 6] = [
     "requeue",
     "retry",
     "fail",
@@ -80,7 +80,7 @@ static RECORDER: OnceLock<PrometheusHandle> = OnceLock::new();
 /// Installs the process's recorder, once: later calls (more nodes in one test process)
 /// return the same handle, and none panics. If something else installed a global
 /// recorder first, the node still serves `/metrics`, with nothing in it.
-pub fn install() -> &'static PrometheusHandle {
+pub(crate) fn install() -> &'static PrometheusHandle {
     RECORDER.get_or_init(|| {
         let buckets = [
             (PICKUP_LATENCY, PICKUP_BUCKETS),
@@ -226,13 +226,13 @@ fn describe() {
 }
 
 /// Tasks were accepted (not those an idempotency key found).
-pub fn tasks_submitted(n: usize) {
+pub(crate) fn tasks_submitted(n: usize) {
     counter!(TASKS_SUBMITTED).increment(n as u64);
 }
 
 /// A task was leased at `leased_at`: count it, and how long it waited since it was
 /// queued (a requeued task keeps its place in line, and its `queued_at`).
-pub fn task_leased(task: &TaskRecord, leased_at: chrono::DateTime<chrono::Utc>) {
+pub(crate) fn task_leased(task: &TaskRecord, leased_at: chrono::DateTime<chrono::Utc>) {
     counter!(TASKS_LEASED).increment(1);
     if let Some(queued) = task.queued_at {
         let waited = (leased_at - queued).to_std().unwrap_or_default();
@@ -242,7 +242,7 @@ pub fn task_leased(task: &TaskRecord, leased_at: chrono::DateTime<chrono::Utc>) 
 
 /// A lease request was answered with `answer` tasks (or an error): how long it took,
 /// parking included, by `result` (`tasks`, `empty`, `error`).
-pub fn lease_answered(started: Instant, answer: Result<usize, &ApiError>) {
+pub(crate) fn lease_answered(started: Instant, answer: Result<usize, &ApiError>) {
     let result = match answer {
         Ok(tasks) if tasks > 0 => "tasks",
         Ok(_) => "empty",
@@ -252,12 +252,12 @@ pub fn lease_answered(started: Instant, answer: Result<usize, &ApiError>) {
 }
 
 /// The reconciler acted (one of [`RECONCILER_ACTION_KINDS`]).
-pub fn reconciler_action(action: &'static str) {
+pub(crate) fn reconciler_action(action: &'static str) {
     counter!(RECONCILER_ACTIONS, "action" => action).increment(1);
 }
 
 /// The reconciler ended a run: what the run became names the action.
-pub fn reconciler_ended(status: TaskStatus) {
+pub(crate) fn reconciler_ended(status: TaskStatus) {
     reconciler_action(match status {
         TaskStatus::Scheduled => "retry",
         TaskStatus::TimedOut => "timed_out",
@@ -267,26 +267,26 @@ pub fn reconciler_ended(status: TaskStatus) {
 }
 
 /// A schedule's tick made its task `lag` after the tick.
-pub fn schedule_fired(lag: chrono::Duration) {
+pub(crate) fn schedule_fired(lag: chrono::Duration) {
     histogram!(SCHEDULE_FIRE_LAG).record(lag.to_std().unwrap_or_default().as_secs_f64());
 }
 
 /// A schedule's ticks made no task, for `reason` (`overlap`, `missed`, `invalid`).
-pub fn schedule_ticks_skipped(reason: &'static str, ticks: u64) {
+pub(crate) fn schedule_ticks_skipped(reason: &'static str, ticks: u64) {
     counter!(SCHEDULE_TICKS_SKIPPED, "reason" => reason).increment(ticks);
 }
 
-pub fn orphans_adopted(n: usize) {
+pub(crate) fn orphans_adopted(n: usize) {
     counter!(ORPHAN_ADOPTIONS).increment(n as u64);
 }
 
-pub fn redis_rebuilt() {
+pub(crate) fn redis_rebuilt() {
     counter!(REDIS_REBUILDS).increment(1);
 }
 
 /// The HTTP middleware: every request by method, the route it matched (never the raw
 /// path, so the label set stays bounded) and status.
-pub async fn track_http(request: Request, next: Next) -> Response {
+pub(crate) async fn track_http(request: Request, next: Next) -> Response {
     let method = method_label(request.method());
     let route = request
         .extensions()
@@ -339,7 +339,7 @@ static REFRESHED: Mutex<Refreshed> = Mutex::new(Refreshed {
 /// by status, live nodes) come from Redis and Postgres, at most every `REFRESH_EVERY`
 /// and within `REFRESH_LIMIT`; a failure keeps the last values and never fails the
 /// scrape (the error counters tell).
-pub async fn refresh(state: &AppState) {
+pub(crate) async fn refresh(state: &AppState) {
     gauge!(PARKED_LEASES).set(state.wake.parked() as f64);
     {
         let mut refreshed = REFRESHED.lock().expect("metrics refresh lock");

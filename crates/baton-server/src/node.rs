@@ -17,28 +17,46 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+/// Why a node did not start, or did not stop cleanly. Each ends the process: a node
+/// that cannot serve exits rather than run half-started.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
+    /// The settings contradict themselves or are malformed (a bad node id, both Sentinel
+    /// and Cluster addresses, an unreadable Redis CA file, a bad secrets key).
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// Postgres failed the start: a bad URL, a migration refused, or Postgres away for
+    /// longer than a starting node waits.
     #[error(transparent)]
     Store(#[from] baton_store::StoreError),
+    /// Redis could not be set up (a bad URL or TLS setting).
     #[error(transparent)]
     Coord(#[from] baton_coord::CoordError),
+    /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
+        /// The address asked for.
         addr: SocketAddr,
+        /// Why the bind failed (in use, not permitted).
         source: std::io::Error,
     },
+    /// The HTTP server stopped on its own.
     #[error("server failed: {0}")]
     Serve(std::io::Error),
+    /// A drain ran out of grace: the node left the cluster anyway, and what it had
+    /// claimed is adopted as after a crash.
     #[error("requests still in flight after the {0:?} drain grace; exiting anyway")]
     DrainTimeout(Duration),
 }
 
-/// A started node.
+/// A started node: serving, its services running, until [`RunningNode::run_until`]'s
+/// signal or [`RunningNode::drain`].
 pub struct RunningNode {
+    /// Where it listens: the bound address, so a `:0` port in the settings reads here as
+    /// the one the kernel chose.
     pub addr: SocketAddr,
+    /// The id it joined the cluster under. A node whose liveness lapses rejoins under a
+    /// new one; this stays the first.
     pub node_id: String,
     shutdown: CancellationToken,
     served: JoinHandle<Result<(), NodeError>>,
@@ -148,6 +166,10 @@ pub fn random_node_id() -> String {
     format!("n-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
 }
 
+/// Starts a node: creates the database and applies migrations (unless `no_migrate`),
+/// waiting out a Postgres failover; binds the listener; beats its liveness once before it
+/// serves, so its first claims are never taken for a dead node's; then starts the
+/// services and serves the API.
 pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
     let node_id = config.node_id.clone().unwrap_or_else(random_node_id);
     check_node_id(&node_id)?;
@@ -299,14 +321,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         shutdown: shutdown.clone(),
         config: Arc::new(config),
     };
-    let liveness = LivenessKeeper::new(
-        state.config.node_ttl(),
-        state.identity.clone(),
-        state.coord.clone(),
-        state.store.clone(),
-        state.clocks.clone(),
-        state.clock.clone(),
-    );
+    let liveness = LivenessKeeper::of(&state);
     liveness.run_once(state.clock.now()).await;
     state
         .events

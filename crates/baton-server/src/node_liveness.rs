@@ -11,7 +11,7 @@
 //! so an idle cluster costs Postgres nothing here.
 
 use crate::identity::NodeIdentity;
-use crate::state::StalenessClocks;
+use crate::state::{AppState, StalenessClocks};
 use baton_coord::{ClusterClock, Coord};
 use baton_store::Store;
 use chrono::DateTime;
@@ -21,13 +21,13 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LivenessReport {
+pub(crate) struct LivenessReport {
     pub refreshed: bool,
     /// The node took a new id this time.
     pub rotated: bool,
 }
 
-pub struct LivenessKeeper {
+pub(crate) struct LivenessKeeper {
     /// The TTL of the liveness key; refreshed every third of it.
     ttl: Duration,
     identity: Arc<NodeIdentity>,
@@ -39,32 +39,26 @@ pub struct LivenessKeeper {
 }
 
 impl LivenessKeeper {
-    pub fn new(
-        ttl: Duration,
-        identity: Arc<NodeIdentity>,
-        coord: Coord,
-        store: Store,
-        clocks: Arc<StalenessClocks>,
-        clock: Arc<ClusterClock>,
-    ) -> Self {
+    /// The keeper of `state`'s node, holding only the handles a beat uses.
+    pub(crate) fn of(state: &AppState) -> Self {
         LivenessKeeper {
-            ttl,
-            identity,
-            coord,
-            store,
-            clocks,
-            clock,
+            ttl: state.config.node_ttl(),
+            identity: state.identity.clone(),
+            coord: state.coord.clone(),
+            store: state.store.clone(),
+            clocks: state.clocks.clone(),
+            clock: state.clock.clone(),
         }
     }
 
-    pub fn interval(&self) -> Duration {
+    pub(crate) fn interval(&self) -> Duration {
         self.ttl / 3
     }
 
     /// One beat at `now` (the wall clock: a rotated id's start time, and where the
     /// staleness clocks restart after an outage). Whether the key still lives is counted
     /// on the monotonic clock, from when each refresh was sent.
-    pub async fn run_once(&self, now: DateTime<Utc>) -> LivenessReport {
+    pub(crate) async fn run_once(&self, now: DateTime<Utc>) -> LivenessReport {
         let identity = &self.identity;
         let now_ms = now.timestamp_millis();
         let sent = Instant::now();
@@ -138,7 +132,7 @@ impl LivenessKeeper {
     }
 
     /// Beats until shutdown.
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
         let mut ticker = tokio::time::interval(self.interval());
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

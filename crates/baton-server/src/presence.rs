@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 /// When each runner was last heard by this node, and under which boot, not yet written.
 #[derive(Debug)]
-pub struct PresenceBuffer {
+pub(crate) struct PresenceBuffer {
     heard: Mutex<HashMap<Uuid, (i64, Uuid)>>,
     /// The last write reached Redis: what is heard now will be seen by every node.
     reaching_redis: AtomicBool,
@@ -30,7 +30,7 @@ impl Default for PresenceBuffer {
 
 impl PresenceBuffer {
     /// `runner` (agent process `boot`) was heard at `at_ms`. Presence only moves forward.
-    pub fn record(&self, runner: Uuid, boot: Uuid, at_ms: i64) {
+    pub(crate) fn record(&self, runner: Uuid, boot: Uuid, at_ms: i64) {
         let mut heard = self.heard.lock().expect("presence lock");
         let entry = heard.entry(runner).or_insert((at_ms, boot));
         if at_ms >= entry.0 {
@@ -47,7 +47,7 @@ impl PresenceBuffer {
     }
 
     /// Whether presence heard now reaches the other nodes (its last write did).
-    pub fn reaching_redis(&self) -> bool {
+    pub(crate) fn reaching_redis(&self) -> bool {
         self.reaching_redis.load(Ordering::Relaxed)
     }
 
@@ -59,7 +59,7 @@ impl PresenceBuffer {
     }
 
     /// Writes what was heard every `interval`, until `shutdown` (and once more then).
-    pub async fn run(&self, coord: Coord, interval: Duration, shutdown: CancellationToken) {
+    pub(crate) async fn run(&self, coord: Coord, interval: Duration, shutdown: CancellationToken) {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

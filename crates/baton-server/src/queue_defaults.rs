@@ -19,13 +19,13 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 /// How old the copy may be before a submit reads Postgres again.
-pub const REFRESH: Duration = Duration::from_secs(1);
+pub(crate) const REFRESH: Duration = Duration::from_secs(1);
 
-pub type DefaultsByQueue = HashMap<String, QueueDefaults>;
+pub(crate) type DefaultsByQueue = HashMap<String, QueueDefaults>;
 
 /// This node's copy of every queue's defaults.
 #[derive(Debug, Default)]
-pub struct QueueDefaultsCache {
+pub(crate) struct QueueDefaultsCache {
     copy: RwLock<Option<(Instant, Arc<DefaultsByQueue>)>>,
     /// One refresh at a time: submits arriving meanwhile wait for its answer.
     refreshing: tokio::sync::Mutex<()>,
@@ -33,7 +33,7 @@ pub struct QueueDefaultsCache {
 
 impl QueueDefaultsCache {
     /// Every queue's defaults, at most [`REFRESH`] old.
-    pub async fn current(&self, store: &Store) -> Result<Arc<DefaultsByQueue>, StoreError> {
+    pub(crate) async fn current(&self, store: &Store) -> Result<Arc<DefaultsByQueue>, StoreError> {
         if let Some(fresh) = self.fresh() {
             return Ok(fresh);
         }
@@ -47,7 +47,7 @@ impl QueueDefaultsCache {
     }
 
     /// Drops the copy: the next submit reads Postgres (after this node changed defaults).
-    pub fn forget(&self) {
+    pub(crate) fn forget(&self) {
         *self.copy.write().expect("queue defaults lock") = None;
     }
 
@@ -68,7 +68,7 @@ fn parse(rows: Vec<(String, serde_json::Value)>) -> DefaultsByQueue {
 /// A queue's stored defaults, if this node can read them. Written by a release that knew
 /// other fields, they are ignored (and said so): the queue's tasks take the node's
 /// defaults rather than every submit to it failing.
-pub fn read(queue: &str, stored: serde_json::Value) -> Option<QueueDefaults> {
+pub(crate) fn read(queue: &str, stored: serde_json::Value) -> Option<QueueDefaults> {
     match serde_json::from_value::<QueueDefaults>(stored) {
         Ok(defaults) => Some(defaults).filter(|d| !d.is_empty()),
         Err(error) => {
@@ -81,7 +81,7 @@ pub fn read(queue: &str, stored: serde_json::Value) -> Option<QueueDefaults> {
 /// The defaults as they are stored, or which field is wrong. Checked with the same rules
 /// as a task's own fields, so that a task taking them passes; a limit without a key is the
 /// queue's own group, `queue:<name>`.
-pub fn checked(
+pub(crate) fn checked(
     queue: &str,
     defaults: QueueDefaults,
     limits: &Limits,
@@ -109,7 +109,7 @@ pub fn checked(
 /// concurrency key or limit keeps its own group (or its own mistake); its retry policy's
 /// fields win one by one, except the exit code lists, which go together (a task saying
 /// "retry only on 3" is not also told "never on 1").
-pub fn fill(task: &mut SubmitTask, defaults: &QueueDefaults) {
+pub(crate) fn fill(task: &mut SubmitTask, defaults: &QueueDefaults) {
     task.max_attempts = task.max_attempts.or(defaults.max_attempts);
     if task.concurrency_key.is_none() && task.concurrency_limit.is_none() {
         task.concurrency_key = defaults.concurrency_key.clone();

@@ -7,7 +7,7 @@ use baton_store::TaskRecord;
 
 /// The queue entry of a task: its queue, labels and priority, aged from when it was
 /// (first) queued so a requeued task keeps its place in line.
-pub fn queue_entry(task: &TaskRecord) -> Enqueue {
+pub(crate) fn queue_entry(task: &TaskRecord) -> Enqueue {
     Enqueue {
         task_id: task.id,
         queue: task.queue.clone(),
@@ -19,7 +19,7 @@ pub fn queue_entry(task: &TaskRecord) -> Enqueue {
 }
 
 /// The task's concurrency group, as validated on insert.
-pub fn group_of(task: &TaskRecord) -> Option<Group> {
+pub(crate) fn group_of(task: &TaskRecord) -> Option<Group> {
     Some(Group {
         key: task.concurrency_key.clone()?,
         limit: task.concurrency_limit.unwrap_or(1),

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 /// How many each caller holds now.
 #[derive(Debug)]
-pub struct Quota<K> {
+pub(crate) struct Quota<K> {
     held: Mutex<HashMap<K, usize>>,
 }
 
@@ -22,14 +22,14 @@ impl<K> Default for Quota<K> {
 
 /// One held place; given back when dropped.
 #[derive(Debug)]
-pub struct Held<K: Hash + Eq> {
+pub(crate) struct Held<K: Hash + Eq> {
     quota: Arc<Quota<K>>,
     key: K,
 }
 
 impl<K: Hash + Eq + Clone> Quota<K> {
     /// A place for `key`, unless it already holds `limit`.
-    pub fn take(self: &Arc<Self>, key: K, limit: usize) -> Option<Held<K>> {
+    pub(crate) fn take(self: &Arc<Self>, key: K, limit: usize) -> Option<Held<K>> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let n = held.entry(key.clone()).or_default();
         if *n >= limit {

@@ -15,10 +15,10 @@ use baton_store::{NewTask, ScheduleRecord, ScheduleSettings};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
-pub const DEFAULT_TIMEZONE: &str = "UTC";
-pub const DEFAULT_OVERLAP: Overlap = Overlap::Skip;
-pub const DEFAULT_CATCH_UP: CatchUp = CatchUp::Latest;
-pub const DEFAULT_CATCH_UP_WINDOW_S: i64 = 86_400;
+pub(crate) const DEFAULT_TIMEZONE: &str = "UTC";
+pub(crate) const DEFAULT_OVERLAP: Overlap = Overlap::Skip;
+pub(crate) const DEFAULT_CATCH_UP: CatchUp = CatchUp::Latest;
+pub(crate) const DEFAULT_CATCH_UP_WINDOW_S: i64 = 86_400;
 /// The longest catch-up window a schedule may ask for.
 pub(crate) const MAX_CATCH_UP_WINDOW_S: i64 = 30 * 86_400;
 /// The most a tick's task may be started late, spread.
@@ -29,18 +29,18 @@ pub(crate) const MAX_NAME: usize = 128;
 /// The task key of a tick: unique per (schedule, tick), so a tick fired twice (two nodes,
 /// a retried transaction) is one task. No user's key can equal it: theirs are stored as
 /// `<owner>:<key>`, and this has no colon.
-pub fn tick_key(schedule: Uuid, tick: DateTime<Utc>) -> String {
+pub(crate) fn tick_key(schedule: Uuid, tick: DateTime<Utc>) -> String {
     format!("sched/{schedule}/{}", tick.timestamp_millis())
 }
 
 /// The clock of a schedule's expression and zone.
-pub fn clock_of(record: &ScheduleRecord) -> Result<CronClock, Invalid> {
+pub(crate) fn clock_of(record: &ScheduleRecord) -> Result<CronClock, Invalid> {
     CronClock::new(&record.cron, &record.timezone)
 }
 
 /// The first tick at or after `start_at` (if later than `now`), after `now`, and not
 /// after `end_at`.
-pub fn first_tick(
+pub(crate) fn first_tick(
     clock: &CronClock,
     now: DateTime<Utc>,
     start_at: Option<DateTime<Utc>>,
@@ -58,7 +58,7 @@ pub fn first_tick(
 /// Checks a schedule request into the settings to store, the first tick computed from
 /// `now`; `keep_next` keeps an existing schedule's next tick when nothing that decides it
 /// changed.
-pub fn settings_of(
+pub(crate) fn settings_of(
     state: &AppState,
     user: &User,
     req: CreateSchedule,
@@ -101,7 +101,7 @@ pub fn settings_of(
 }
 
 /// A change applied to a schedule, as the whole request it makes.
-pub fn changed(
+pub(crate) fn changed(
     record: &ScheduleRecord,
     change: UpdateSchedule,
 ) -> Result<CreateSchedule, ApiError> {
@@ -129,7 +129,7 @@ pub fn changed(
 
 /// Whether a change moves when the schedule fires (then it fires from the next tick
 /// after now, not from the tick it was waiting for).
-pub fn moves_ticks(record: &ScheduleRecord, after: &CreateSchedule) -> bool {
+pub(crate) fn moves_ticks(record: &ScheduleRecord, after: &CreateSchedule) -> bool {
     record.cron != after.cron
         || Some(&record.timezone) != after.timezone.as_ref()
         || record.start_at != after.start_at
@@ -222,7 +222,7 @@ fn tick_task_of(
 }
 
 /// The task a tick makes, keyed to the tick, starting after the tick's jitter.
-pub fn tick_task(
+pub(crate) fn tick_task(
     state: &AppState,
     queues: &DefaultsByQueue,
     record: &ScheduleRecord,
@@ -242,7 +242,7 @@ pub fn tick_task(
 }
 
 /// A schedule as users see it; `detail` adds its next ticks and latest runs.
-pub fn schedule_view(
+pub(crate) fn schedule_view(
     record: ScheduleRecord,
     next_fires: Vec<DateTime<Utc>>,
     last_runs: Vec<ScheduleRun>,

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 const RECHECK: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Default)]
-pub struct SealingGate {
+pub(crate) struct SealingGate {
     last: Mutex<Option<(Instant, bool)>>,
 }
 
 impl SealingGate {
-    pub async fn every_node_opens(&self, coord: &Coord) -> bool {
+    pub(crate) async fn every_node_opens(&self, coord: &Coord) -> bool {
         if let Some((at, answer)) = *self.last.lock().expect("sealing gate lock")
             && at.elapsed() < RECHECK
         {

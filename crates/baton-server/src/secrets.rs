@@ -21,7 +21,7 @@ use uuid::Uuid;
 const SEALED_PREFIX: &str = "sealed:v1:";
 
 /// The keys a node seals and opens `secret_env` with: the first seals, all open.
-pub struct SecretsKeyring {
+pub(crate) struct SecretsKeyring {
     keys: Vec<SecretsKey>,
     random: SystemRandom,
 }
@@ -32,7 +32,7 @@ struct SecretsKey {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum KeyringError {
+pub(crate) enum KeyringError {
     #[error("the secrets key holds no key")]
     Empty,
     #[error(
@@ -43,7 +43,7 @@ pub enum KeyringError {
 
 /// Why a sealed value did not open: the node lacks its key, or it was tampered with.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum OpenError {
+pub(crate) enum OpenError {
     #[error("secret_env {name}: sealed under key {key_id}, which this node does not hold")]
     UnknownKey { name: String, key_id: String },
     #[error("secret_env {name}: does not open (altered, or sealed for another task)")]
@@ -53,7 +53,7 @@ pub enum OpenError {
 impl SecretsKeyring {
     /// Keys as base64 of 32 bytes each, one per line or comma-separated; `#` starts a
     /// comment. The first is the one that seals.
-    pub fn parse(text: &str) -> Result<SecretsKeyring, KeyringError> {
+    pub(crate) fn parse(text: &str) -> Result<SecretsKeyring, KeyringError> {
         let keys = text
             .lines()
             .map(|line| line.split('#').next().unwrap_or_default())
@@ -86,12 +86,16 @@ impl SecretsKeyring {
     }
 
     /// The id of the key that seals.
-    pub fn sealing_key_id(&self) -> &str {
+    pub(crate) fn sealing_key_id(&self) -> &str {
         &self.keys[0].id
     }
 
     /// Every value sealed for `task`, the names as they were.
-    pub fn seal(&self, task: Uuid, env: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    pub(crate) fn seal(
+        &self,
+        task: Uuid,
+        env: BTreeMap<String, String>,
+    ) -> BTreeMap<String, String> {
         let key = &self.keys[0];
         env.into_iter()
             .map(|(name, value)| {
@@ -117,7 +121,10 @@ impl SecretsKeyring {
 
     /// Every value of `task`'s `secret_env` as submitted. A value stored before sealing
     /// existed (no `sealed:` mark) comes back as it is: it was plaintext already.
-    pub fn open(
+    /// The node opens through [`open_with`], which also serves a node without a key;
+    /// this is the tests' way in.
+    #[cfg(test)]
+    fn open(
         &self,
         task: Uuid,
         env: &BTreeMap<String, String>,
@@ -128,7 +135,7 @@ impl SecretsKeyring {
 
 /// `task`'s `secret_env` opened with `ring`'s keys, or with none (a node without a key
 /// still hands out values stored before sealing existed; a sealed one it cannot open).
-pub fn open(
+pub(crate) fn open(
     ring: Option<&SecretsKeyring>,
     task: Uuid,
     env: &BTreeMap<String, String>,
@@ -176,7 +183,7 @@ fn open_one(keys: &[SecretsKey], task: Uuid, name: &str, value: &str) -> Result<
 
 /// The node's keyring from its settings: `secrets_key`, else the file
 /// `secrets_key_file`; `None` when neither is set.
-pub fn keyring_of(config: &crate::ServeConfig) -> Result<Option<SecretsKeyring>, String> {
+pub(crate) fn keyring_of(config: &crate::ServeConfig) -> Result<Option<SecretsKeyring>, String> {
     // A blank setting is no setting (`BATON_SECRETS_KEY=` unsets it).
     let given = config.secrets_key.as_ref().filter(|t| !t.trim().is_empty());
     let text = match (given, &config.secrets_key_file) {

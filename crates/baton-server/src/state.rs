@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
     pub config: Arc<ServeConfig>,
     pub identity: Arc<NodeIdentity>,
     pub store: Store,
@@ -66,12 +66,12 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn node_id(&self) -> String {
+    pub(crate) fn node_id(&self) -> String {
         self.identity.id()
     }
 
     /// What ends runs under the server's own verdict, with this node's handles.
-    pub fn finalizer(&self) -> ServerFinalizer {
+    pub(crate) fn finalizer(&self) -> ServerFinalizer {
         ServerFinalizer::new(
             self.commit.clone(),
             self.coord.clone(),
@@ -98,6 +98,8 @@ pub struct StalenessClocks {
 }
 
 impl StalenessClocks {
+    /// The clocks of a node that starts at `now_ms`: no runner's silence is counted from
+    /// before then, and Postgres failures seen before then are no news to its first beat.
     pub fn new(now_ms: i64) -> Self {
         StalenessClocks {
             since_ms: AtomicI64::new(now_ms),
@@ -140,6 +142,7 @@ impl StalenessClocks {
         }
     }
 
+    /// Whether an outage is on: the last check failed and none has passed since.
     pub fn in_outage(&self) -> bool {
         self.in_outage.load(Ordering::Relaxed)
     }

@@ -19,7 +19,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
-pub async fn bound_body_reads(
+pub(crate) async fn bound_body_reads(
     State(state): State<AppState>,
     request: Request,
     next: Next,
@@ -74,7 +74,7 @@ impl HttpBody for DeadlineBody {
 }
 
 /// Whether a body read failed because it outlived its deadline.
-pub fn is_body_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
+pub(crate) fn is_body_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(error);
     while let Some(e) = cause {
         if e.is::<BodyTimedOut>() {
@@ -86,7 +86,7 @@ pub fn is_body_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// The answer to a body that did not arrive in time.
-pub fn timed_out() -> ApiError {
+pub(crate) fn timed_out() -> ApiError {
     ApiError::new(
         StatusCode::REQUEST_TIMEOUT,
         ErrorCode::BodyTimeout,

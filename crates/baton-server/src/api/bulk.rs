@@ -34,7 +34,7 @@ pub(crate) const BULK_MAX: i64 = 1000;
     request_body = BulkRequest,
     responses((status = 200, description = "What was cancelled (or, in a dry run, would be)", body = BulkAnswer), Errors)
 )]
-pub async fn cancel_many(
+pub(super) async fn cancel_many(
     State(state): State<AppState>,
     user: User,
     ApiJson(req): ApiJson<BulkRequest>,
@@ -46,7 +46,7 @@ pub async fn cancel_many(
     request_body = BulkRequest,
     responses((status = 200, description = "What was re-run (or, in a dry run, would be)", body = BulkAnswer), Errors)
 )]
-pub async fn retry_many(
+pub(super) async fn retry_many(
     State(state): State<AppState>,
     user: User,
     headers: HeaderMap,

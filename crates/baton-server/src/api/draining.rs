@@ -9,7 +9,7 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
 
-pub async fn close_connections(
+pub(super) async fn close_connections(
     State(state): State<AppState>,
     request: Request,
     next: Next,

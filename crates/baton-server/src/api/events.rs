@@ -21,7 +21,7 @@ use uuid::Uuid;
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct EventsQuery {
+pub(super) struct EventsQuery {
     /// Only events of this queue's tasks (and its schedules' fires).
     #[param(pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")]
     queue: Option<String>,
@@ -47,7 +47,7 @@ const OUTBOX: usize = 256;
         Errors
     )
 )]
-pub async fn events(
+pub(super) async fn events(
     State(state): State<AppState>,
     user: User,
     headers: HeaderMap,

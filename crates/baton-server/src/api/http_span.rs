@@ -10,7 +10,7 @@ use std::time::Duration;
 use tracing::Span;
 use tracing::field::Empty;
 
-pub fn make_span(request: &Request) -> Span {
+pub(super) fn make_span(request: &Request) -> Span {
     let method = request.method().as_str();
     let route = request
         .extensions()
@@ -41,7 +41,7 @@ pub fn make_span(request: &Request) -> Span {
     span
 }
 
-pub fn on_response(response: &Response, _latency: Duration, span: &Span) {
+pub(super) fn on_response(response: &Response, _latency: Duration, span: &Span) {
     let status = response.status();
     span.record("http.response.status_code", status.as_u16());
     if status.is_server_error() {

@@ -24,7 +24,7 @@ use uuid::Uuid;
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct LogQuery {
+pub(super) struct LogQuery {
     #[param(minimum = 0)]
     offset: Option<i64>,
     /// Which attempt's output (default: the latest).
@@ -44,6 +44,15 @@ const FOLLOW_RECHECK: Duration = Duration::from_secs(2);
 /// A follow stream with no new output for this long ends; the client asks again from
 /// the bytes it has. Proxies and idle-connection reapers then never cut it mid-way.
 const FOLLOW_IDLE: Duration = Duration::from_secs(30);
+
+/// A byte offset into a task's output, from a reader or from a runner shipping a chunk.
+/// The schemas say `minimum = 0`; this is the answer to a client that sends one anyway.
+pub(super) fn check_offset(offset: i64) -> Result<i64, Invalid> {
+    if offset < 0 {
+        return Err(Invalid::new("offset", "must not be negative"));
+    }
+    Ok(offset)
+}
 
 fn octet_stream(mut resp: Response, status: &'static str, attempt: i32) -> Response {
     let headers = resp.headers_mut();
@@ -68,16 +77,13 @@ fn octet_stream(mut resp: Response, status: &'static str, attempt: i32) -> Respo
         Errors
     )
 )]
-pub async fn logs(
+pub(super) async fn logs(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(q): ApiQuery<LogQuery>,
 ) -> Result<Response, ApiError> {
-    let offset = q.offset.unwrap_or(0);
-    if offset < 0 {
-        return Err(Invalid::new("offset", "must not be negative").into());
-    }
+    let offset = check_offset(q.offset.unwrap_or(0))?;
     let task = visible_task(&state, &user, id).await?;
     if q.follow {
         // Before its first start a task is at attempt 0: follow the first run to come.

@@ -16,7 +16,7 @@ const CONTENT: &str = "text/plain; version=0.0.4";
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text exposition format 0.0.4", content_type = "text/plain; version=0.0.4", body = String))
 )]
-pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     crate::metrics::refresh(&state).await;
     (
         [(CONTENT_TYPE, CONTENT)],

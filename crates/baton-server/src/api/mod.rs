@@ -17,7 +17,7 @@ mod runner_version;
 mod schedules;
 pub(crate) mod tasks;
 mod unread_body;
-pub mod views;
+pub(crate) mod views;
 mod webhooks;
 
 use crate::config::Limits;
@@ -30,7 +30,7 @@ use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 use utoipa_axum::routes;
 
 /// Every route, each registered together with its OpenAPI description.
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     // A node serves /metrics, so its process needs a recorder (installed once).
     crate::metrics::install();
     let limits = state.config.limits.clone();

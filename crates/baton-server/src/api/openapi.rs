@@ -15,7 +15,7 @@ use utoipa::{Modify, OpenApi};
 /// invariant 7.
 #[derive(utoipa::IntoResponses)]
 #[allow(dead_code)]
-pub enum Errors {
+pub(super) enum Errors {
     /// Malformed: not JSON, a bad path or query parameter.
     #[response(status = 400)]
     BadRequest(ErrorBody),
@@ -66,7 +66,7 @@ impl Modify for BearerAuth {
 /// A task runs a `command` or a `script`: exactly one. The derived schema lists both as
 /// optional; this adds the rule, so generated clients and fuzzers know it. Applied once
 /// the routes have added their schemas.
-pub struct CommandOrScript;
+pub(super) struct CommandOrScript;
 
 impl Modify for CommandOrScript {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
@@ -118,7 +118,7 @@ impl Modify for CommandOrScript {
         (name = "operations", description = "Health, readiness, nodes"),
     )
 )]
-pub struct ApiDoc;
+pub(super) struct ApiDoc;
 
 #[utoipa::path(
     get,
@@ -126,6 +126,6 @@ pub struct ApiDoc;
     tag = "operations",
     responses((status = 200, description = "This document", content_type = "application/json", body = Object))
 )]
-pub async fn openapi_json(State(state): State<AppState>) -> Json<serde_json::Value> {
+pub(super) async fn openapi_json(State(state): State<AppState>) -> Json<serde_json::Value> {
     Json(state.openapi.get().cloned().unwrap_or_default())
 }

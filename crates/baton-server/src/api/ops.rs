@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses((status = 200, description = "The process is up", body = Object))
 )]
-pub async fn healthz() -> Json<Value> {
+pub(super) async fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
 
@@ -25,7 +25,7 @@ pub async fn healthz() -> Json<Value> {
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses((status = 200, description = "Ready to serve", body = Object), Errors)
 )]
-pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     if state.draining.is_cancelled() {
         return Err(ApiError::unavailable("node is draining"));
     }
@@ -47,7 +47,10 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiErr
 #[utoipa::path(get, path = "/v1/nodes", tag = "operations", security(("bearer" = [])),
     responses((status = 200, description = "Live nodes and their claims", body = NodeList), Errors)
 )]
-pub async fn nodes(State(state): State<AppState>, user: User) -> Result<Json<NodeList>, ApiError> {
+pub(super) async fn nodes(
+    State(state): State<AppState>,
+    user: User,
+) -> Result<Json<NodeList>, ApiError> {
     user.require_read()?;
     let mut nodes = Vec::new();
     for info in state.coord.nodes_live().await? {
@@ -66,11 +69,11 @@ pub async fn nodes(State(state): State<AppState>, user: User) -> Result<Json<Nod
     Ok(Json(NodeList { nodes }))
 }
 
-pub async fn not_found() -> ApiError {
+pub(super) async fn not_found() -> ApiError {
     ApiError::not_found("no such endpoint")
 }
 
-pub async fn method_not_allowed() -> ApiError {
+pub(super) async fn method_not_allowed() -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::MethodNotAllowed,

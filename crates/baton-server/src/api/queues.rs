@@ -32,7 +32,7 @@ fn queue_view(q: QueueRecord) -> QueueView {
 #[utoipa::path(get, path = "/v1/queues", tag = "admin", security(("bearer" = [])),
     responses((status = 200, description = "Every queue with settings or unfinished tasks", body = QueueList), Errors)
 )]
-pub async fn queues(
+pub(super) async fn queues(
     State(state): State<AppState>,
     user: User,
 ) -> Result<Json<QueueList>, ApiError> {
@@ -75,7 +75,7 @@ async fn queue_now(state: &AppState, name: &str) -> Result<Json<QueueView>, ApiE
     request_body = QueueDefaults,
     responses((status = 200, description = "Set: tasks submitted to the queue from now on take them (on every node within a second); `{}` clears them", body = QueueView), Errors)
 )]
-pub async fn set_defaults(
+pub(super) async fn set_defaults(
     State(state): State<AppState>,
     user: User,
     ApiPath(name): ApiPath<String>,
@@ -104,7 +104,7 @@ pub async fn set_defaults(
     params(("name" = String, Path, description = "Queue name", pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")),
     responses((status = 200, description = "Paused: it hands out nothing, takes submits, and its tasks do not expire", body = QueueView), Errors)
 )]
-pub async fn pause(
+pub(super) async fn pause(
     State(state): State<AppState>,
     user: User,
     ApiPath(name): ApiPath<String>,
@@ -116,7 +116,7 @@ pub async fn pause(
     params(("name" = String, Path, description = "Queue name", pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")),
     responses((status = 200, description = "Resumed: its tasks go out at once; their queue timeout counts again from now", body = QueueView), Errors)
 )]
-pub async fn resume(
+pub(super) async fn resume(
     State(state): State<AppState>,
     user: User,
     ApiPath(name): ApiPath<String>,

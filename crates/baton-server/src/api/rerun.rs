@@ -38,7 +38,7 @@ use uuid::Uuid;
         Errors
     )
 )]
-pub async fn retry(
+pub(super) async fn retry(
     State(state): State<AppState>,
     user: User,
     headers: HeaderMap,

@@ -6,9 +6,11 @@
 
 mod reports;
 
+use super::logs::check_offset;
 use super::openapi::Errors;
 use crate::api::views::task_view;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
+use crate::config::Limits;
 use crate::dispatch::exchange::{self, Completion, RunnerCall, Start};
 use crate::error::ApiError;
 use crate::events::RunnerChange;
@@ -66,7 +68,7 @@ fn validate_registration(req: &RegisterRunner) -> Result<LabelSet, ApiError> {
     request_body = RegisterRunner,
     responses((status = 201, description = "Registered; the token is shown this once", body = RunnerRegistered), Errors)
 )]
-pub async fn register(
+pub(super) async fn register(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<RegisterRunner>,
 ) -> Result<(StatusCode, Json<RunnerRegistered>), ApiError> {
@@ -135,14 +137,12 @@ pub async fn register(
     request_body = LeaseRequest,
     responses((status = 200, description = "Tasks leased (none after `wait_s`), and verdicts on the runner's running leases", body = LeaseResponse), Errors)
 )]
-pub async fn lease(
+pub(super) async fn lease(
     State(state): State<AppState>,
     runner: Runner,
     ApiJson(req): ApiJson<LeaseRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
-    let limits = &state.config.limits;
-    validate::check_range("max", req.max, 1, limits.max_lease)?;
-    check_wait(req.wait_s, limits.max_wait_s)?;
+    check_ask(&state.config.limits, req.max, 1, req.wait_s)?;
     let started = std::time::Instant::now();
     let answer = exchange::handle(
         &state,
@@ -170,8 +170,17 @@ pub async fn lease(
     }))
 }
 
-fn check_wait(wait_s: u32, max: u32) -> Result<(), ApiError> {
-    Ok(validate::check_range("wait_s", wait_s, 0, max)?)
+/// A runner's ask for work, as the lease and the exchange take it: `max` tasks, from
+/// `least_max` (a lease must ask for one; an exchange may only report) up to
+/// `max_lease`, parked for at most `max_wait_s`.
+fn check_ask(limits: &Limits, max: u32, least_max: u32, wait_s: u32) -> Result<(), ApiError> {
+    validate::check_range("max", max, least_max, limits.max_lease)?;
+    Ok(validate::check_range(
+        "wait_s",
+        wait_s,
+        0,
+        limits.max_wait_s,
+    )?)
 }
 
 /// A runner's proof of life while it runs tasks, and its way to learn which of them to
@@ -180,7 +189,7 @@ fn check_wait(wait_s: u32, max: u32) -> Result<(), ApiError> {
     request_body = Heartbeat,
     responses((status = 200, description = "Tasks to cancel and leases that are gone", body = HeartbeatResponse), Errors)
 )]
-pub async fn heartbeat(
+pub(super) async fn heartbeat(
     State(state): State<AppState>,
     runner: Runner,
     ApiJson(req): ApiJson<Heartbeat>,
@@ -217,14 +226,13 @@ pub async fn heartbeat(
     request_body = Exchange,
     responses((status = 200, description = "Each item's answer, the new tasks, and the heartbeat's verdicts", body = ExchangeAnswer), Errors)
 )]
-pub async fn exchange(
+pub(super) async fn exchange(
     State(state): State<AppState>,
     runner: Runner,
     ApiJson(req): ApiJson<Exchange>,
 ) -> Result<Json<ExchangeAnswer>, ApiError> {
     let limits = &state.config.limits;
-    validate::check_range("max", req.max, 0, limits.max_lease)?;
-    check_wait(req.wait_s, limits.max_wait_s)?;
+    check_ask(limits, req.max, 0, req.wait_s)?;
     let items = req.starts.len() + req.completions.len();
     if items > limits.max_exchange_items {
         return Err(ApiError::too_large(
@@ -323,7 +331,7 @@ pub async fn exchange(
 #[utoipa::path(post, path = "/v1/runner/unregister", tag = "runner", security(("bearer" = [])),
     responses((status = 204, description = "The runner is deleted"), Errors)
 )]
-pub async fn unregister(
+pub(super) async fn unregister(
     State(state): State<AppState>,
     runner: Runner,
 ) -> Result<StatusCode, ApiError> {
@@ -342,7 +350,7 @@ pub async fn unregister(
     request_body = StartTask,
     responses((status = 200, description = "Started: the runner may run it now", body = Started), Errors)
 )]
-pub async fn start(
+pub(super) async fn start(
     State(state): State<AppState>,
     runner: Runner,
     ApiPath(id): ApiPath<Uuid>,
@@ -393,7 +401,7 @@ fn empty_call() -> RunnerCall {
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct LogChunkQuery {
+pub(super) struct LogChunkQuery {
     lease_id: Uuid,
     /// Where in the output this chunk starts.
     #[param(minimum = 0)]
@@ -409,16 +417,14 @@ pub struct LogChunkQuery {
         Errors
     )
 )]
-pub async fn logs(
+pub(super) async fn logs(
     State(state): State<AppState>,
     runner: Runner,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(q): ApiQuery<LogChunkQuery>,
     RawBody(chunk): RawBody,
 ) -> Result<Json<LogAck>, ApiError> {
-    if q.offset < 0 {
-        return Err(Invalid::new("offset", "must not be negative").into());
-    }
+    check_offset(q.offset)?;
     let mut answer = exchange::handle(
         &state,
         &runner,
@@ -446,7 +452,7 @@ pub async fn logs(
     request_body = CompleteTask,
     responses((status = 200, description = "The task after the report", body = Task), Errors)
 )]
-pub async fn complete(
+pub(super) async fn complete(
     State(state): State<AppState>,
     runner: Runner,
     ApiPath(id): ApiPath<Uuid>,

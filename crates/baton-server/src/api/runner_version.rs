@@ -18,7 +18,7 @@ static SERVER_VERSION: LazyLock<Version> = LazyLock::new(|| {
     Version::parse(env!("CARGO_PKG_VERSION")).expect("the crate version is MAJOR.MINOR.PATCH")
 });
 
-pub async fn gate(request: Request, next: Next) -> Response {
+pub(super) async fn gate(request: Request, next: Next) -> Response {
     if request.uri().path().starts_with("/v1/runner/")
         && let Some(value) = request.headers().get(RUNNER_VERSION_HEADER)
     {

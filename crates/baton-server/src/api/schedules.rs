@@ -26,7 +26,7 @@ const SHOWN: usize = 10;
     request_body = CreateSchedule,
     responses((status = 201, description = "Created; `next_fire_at` is its first tick", body = Schedule), Errors)
 )]
-pub async fn create(
+pub(super) async fn create(
     State(state): State<AppState>,
     user: User,
     ApiJson(req): ApiJson<CreateSchedule>,
@@ -48,7 +48,7 @@ pub async fn create(
 #[utoipa::path(operation_id = "list_schedules", get, path = "/v1/schedules", tag = "schedules", security(("bearer" = [])),
     responses((status = 200, description = "The schedules this token may see, by name", body = ScheduleList), Errors)
 )]
-pub async fn list(
+pub(super) async fn list(
     State(state): State<AppState>,
     user: User,
 ) -> Result<Json<ScheduleList>, ApiError> {
@@ -66,7 +66,7 @@ pub async fn list(
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 200, description = "The schedule, its next ticks and its latest runs", body = Schedule), Errors)
 )]
-pub async fn get(
+pub(super) async fn get(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,
@@ -125,7 +125,7 @@ async fn last_runs(state: &AppState, id: Uuid) -> Result<Vec<ScheduleRun>, ApiEr
     request_body = UpdateSchedule,
     responses((status = 200, description = "Changed", body = Schedule), Errors)
 )]
-pub async fn update(
+pub(super) async fn update(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,
@@ -148,7 +148,7 @@ pub async fn update(
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 204, description = "Deleted; the tasks it made stay"), Errors)
 )]
-pub async fn delete(
+pub(super) async fn delete(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,
@@ -162,7 +162,7 @@ pub async fn delete(
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 200, description = "Paused: no tick fires until resumed", body = Schedule), Errors)
 )]
-pub async fn pause(
+pub(super) async fn pause(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,
@@ -174,7 +174,7 @@ pub async fn pause(
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 200, description = "Resumed: fires from the next tick after now; ticks while paused do not fire", body = Schedule), Errors)
 )]
-pub async fn resume(
+pub(super) async fn resume(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,
@@ -216,7 +216,7 @@ async fn set_paused(
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 200, description = "A task was made from the template now, outside the ticks (overlap not applied); the schedule's latest runs show it", body = Schedule), Errors)
 )]
-pub async fn trigger(
+pub(super) async fn trigger(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,

@@ -59,7 +59,7 @@ fn caller_traceparent(headers: &HeaderMap) -> Option<String> {
         Errors
     )
 )]
-pub async fn submit(
+pub(crate) async fn submit(
     State(state): State<AppState>,
     user: User,
     headers: HeaderMap,
@@ -101,7 +101,7 @@ pub async fn submit(
         Errors
     )
 )]
-pub async fn submit_batch(
+pub(crate) async fn submit_batch(
     State(state): State<AppState>,
     user: User,
     headers: HeaderMap,
@@ -211,7 +211,7 @@ async fn with_leases(state: &AppState, rows: Vec<TaskRecord>) -> Vec<TaskRecord>
     params(("id" = Uuid, Path, description = "Task id")),
     responses((status = 200, description = "The task", body = Task), Errors)
 )]
-pub async fn get(
+pub(crate) async fn get(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,
@@ -261,7 +261,7 @@ pub async fn get(
     params(("id" = Uuid, Path, description = "Task id")),
     responses((status = 200, description = "Cancelled, or cancelling while its runner stops it", body = Task), Errors)
 )]
-pub async fn cancel(
+pub(crate) async fn cancel(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,
@@ -300,7 +300,7 @@ pub(super) async fn cancel_one(
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     #[param(value_type = Option<baton_core::TaskStatus>)]
     status: Option<String>,
     #[param(pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")]
@@ -335,7 +335,7 @@ pub(crate) const TEXT_MAX_CHARS: usize = 200;
     params(ListQuery),
     responses((status = 200, description = "Newest first; pass `next_cursor` as `cursor` for the next page", body = TaskList), Errors)
 )]
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<AppState>,
     user: User,
     ApiQuery(q): ApiQuery<ListQuery>,

@@ -21,7 +21,7 @@ const DRAIN_AT_MOST_BYTES: usize = 64 << 20;
 /// How long a client may take to finish a body nobody will read.
 const DRAIN_FOR: Duration = Duration::from_secs(10);
 
-pub async fn drain_when_unread(request: Request, next: Next) -> Response {
+pub(super) async fn drain_when_unread(request: Request, next: Next) -> Response {
     let (parts, body) = request.into_parts();
     let body = Body::new(DrainOnDrop(Some(body)));
     next.run(Request::from_parts(parts, body)).await

@@ -6,7 +6,7 @@ use baton_client::{LeasedTask, NotifyDelivery, NotifyState, Task};
 use baton_store::{OutboxState, TaskRecord};
 use std::collections::BTreeMap;
 
-pub fn task_view(t: TaskRecord) -> Task {
+pub(crate) fn task_view(t: TaskRecord) -> Task {
     Task {
         id: t.id,
         queue: t.queue,
@@ -58,7 +58,7 @@ pub fn task_view(t: TaskRecord) -> Task {
 }
 
 /// Where a task's webhook stands: delivered, given up (`failed`), or still being tried.
-pub fn notify_state(o: OutboxState) -> NotifyState {
+pub(crate) fn notify_state(o: OutboxState) -> NotifyState {
     let state = match (o.delivered_at, o.given_up_at) {
         (Some(_), _) => NotifyDelivery::Delivered,
         (None, Some(_)) => NotifyDelivery::Failed,
@@ -72,7 +72,7 @@ pub fn notify_state(o: OutboxState) -> NotifyState {
 }
 
 /// The body of a completion webhook: the event and the task's final state.
-pub fn webhook_body(t: &TaskRecord) -> serde_json::Value {
+pub(crate) fn webhook_body(t: &TaskRecord) -> serde_json::Value {
     serde_json::json!({
         "event": "task.finished",
         "task": task_view(t.clone()),
@@ -83,7 +83,7 @@ pub fn webhook_body(t: &TaskRecord) -> serde_json::Value {
 /// (the row counts the attempt), or still to be acknowledged (the attempt it will be).
 /// `secret_env`: the opened secrets of a started task; none for one still to be
 /// acknowledged, which gets them with its start's answer.
-pub fn leased_view(
+pub(crate) fn leased_view(
     t: TaskRecord,
     lease_id: uuid::Uuid,
     started: bool,

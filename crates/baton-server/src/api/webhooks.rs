@@ -14,7 +14,7 @@ use baton_client::WebhookSecret;
 #[utoipa::path(get, path = "/v1/webhooks/secret", tag = "admin", security(("bearer" = [])),
     responses((status = 200, description = "The key webhooks are signed with (`whsec_` + base64)", body = WebhookSecret), Errors)
 )]
-pub async fn secret(
+pub(super) async fn secret(
     State(state): State<AppState>,
     user: User,
 ) -> Result<impl IntoResponse, ApiError> {

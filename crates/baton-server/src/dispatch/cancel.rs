@@ -13,7 +13,7 @@ use baton_store::Cancelled;
 use uuid::Uuid;
 
 /// Cancels `id` (`owner`: only if that token submitted it).
-pub async fn cancel(
+pub(crate) async fn cancel(
     state: &AppState,
     id: Uuid,
     owner: Option<&str>,

@@ -19,7 +19,7 @@
 mod pass;
 mod starts;
 
-pub use starts::StartAnswer;
+pub(crate) use starts::StartAnswer;
 
 use super::lease;
 use super::verdicts::{self, Verdicts};
@@ -37,7 +37,7 @@ use uuid::Uuid;
 
 /// A lease a runner acknowledges.
 #[derive(Debug, Clone)]
-pub struct Start {
+pub(crate) struct Start {
     pub task: Uuid,
     pub lease_id: Uuid,
     /// The runner's span for it, which the node's `task.start` span continues.
@@ -46,7 +46,7 @@ pub struct Start {
 
 /// A run's end as a runner reports it.
 #[derive(Debug, Clone)]
-pub struct Completion {
+pub(crate) struct Completion {
     pub task: Uuid,
     pub lease_id: Uuid,
     pub end: RunEnd,
@@ -56,7 +56,7 @@ pub struct Completion {
 
 /// Everything one runner request says and asks.
 #[derive(Debug, Clone)]
-pub struct RunnerCall {
+pub(crate) struct RunnerCall {
     pub request_id: Uuid,
     /// A resend of a request that got no answer: replay what it leased.
     pub retry: bool,
@@ -85,7 +85,7 @@ impl RunnerCall {
 
 /// Each item's answer, and the new tasks.
 #[derive(Debug, Default)]
-pub struct RunnerAnswer {
+pub(crate) struct RunnerAnswer {
     pub starts: Vec<Result<StartAnswer, ApiError>>,
     pub logs: Vec<Result<LogAppend, ApiError>>,
     pub completions: Vec<Result<TaskRecord, ApiError>>,
@@ -95,7 +95,7 @@ pub struct RunnerAnswer {
 
 /// Handles one runner request: its items at once, then — if it carried none and there is
 /// no work — parks up to `call.wait` for work queued on any node.
-pub async fn handle(
+pub(crate) async fn handle(
     state: &AppState,
     runner: &Runner,
     call: RunnerCall,
@@ -116,7 +116,7 @@ pub async fn handle(
 
 /// Whether presence this node hears now reaches every node: its liveness holds and its
 /// last presence write landed. Said in every exchange answer and outage refusal.
-pub fn vouches(state: &AppState) -> bool {
+pub(crate) fn vouches(state: &AppState) -> bool {
     state.identity.is_live() && state.presence.reaching_redis()
 }
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 /// A run's end, as the group commit takes it.
-pub fn finish_item(task: Uuid, fence: Fence, end: RunEnd) -> FinishRun {
+pub(crate) fn finish_item(task: Uuid, fence: Fence, end: RunEnd) -> FinishRun {
     FinishRun {
         task,
         fence,
@@ -35,14 +35,14 @@ pub fn finish_item(task: Uuid, fence: Fence, end: RunEnd) -> FinishRun {
 /// correct — if it fails or the node dies first, the repair pass drops claims of
 /// terminal tasks and promotes overdue scheduled ones — so a runner's answer need not
 /// wait for it either ([`AfterCommit::spawn`]).
-pub struct AfterCommit {
+pub(crate) struct AfterCommit {
     runs: Vec<RunEnded>,
     logs: Vec<Uuid>,
     webhooks: bool,
 }
 
 impl AfterCommit {
-    pub fn of(ended: &[(&TaskRecord, Uuid)], logs: &[Uuid]) -> AfterCommit {
+    pub(crate) fn of(ended: &[(&TaskRecord, Uuid)], logs: &[Uuid]) -> AfterCommit {
         AfterCommit {
             runs: ended
                 .iter()
@@ -61,7 +61,7 @@ impl AfterCommit {
         }
     }
 
-    pub async fn apply(self, coord: &Coord) {
+    pub(crate) async fn apply(self, coord: &Coord) {
         if let Err(e) = coord.runs_ended(&self.runs, &self.logs).await {
             tracing::warn!(error = %e, runs = self.runs.len(), "claims of ended runs not dropped; repair will");
         }
@@ -71,7 +71,7 @@ impl AfterCommit {
     }
 
     /// Applies it in the background: the caller answers now.
-    pub fn spawn(self, coord: &Coord) {
+    pub(crate) fn spawn(self, coord: &Coord) {
         if self.runs.is_empty() && self.logs.is_empty() {
             return;
         }
@@ -91,6 +91,9 @@ pub struct ServerFinalizer {
 }
 
 impl ServerFinalizer {
+    /// A finalizer writing through `commit` as `identity`. `lock_ttl` is how long a
+    /// finalize lock lives: a finalizer that dies holding one keeps the others off that
+    /// run no longer than this.
     pub fn new(
         commit: GroupCommit,
         coord: Coord,

@@ -33,7 +33,7 @@ use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 /// What a pass asks of the lease script.
-pub struct Pop<'a> {
+pub(crate) struct Pop<'a> {
     pub boot_id: Uuid,
     /// How many tasks to take (0: none).
     pub max: u32,
@@ -44,7 +44,7 @@ pub struct Pop<'a> {
 }
 
 /// What the script found.
-pub struct Popping {
+pub(crate) struct Popping {
     pub claims: Vec<Option<Claim>>,
     pub popped: Vec<Popped>,
     /// For a resend: what its first attempt leased, each still under its claim.
@@ -52,7 +52,11 @@ pub struct Popping {
 }
 
 /// Runs the lease script, when there is anything to ask it.
-pub async fn pop(state: &AppState, runner: &Runner, ask: Pop<'_>) -> Result<Popping, CoordError> {
+pub(crate) async fn pop(
+    state: &AppState,
+    runner: &Runner,
+    ask: Pop<'_>,
+) -> Result<Popping, CoordError> {
     if ask.max == 0 && ask.claims_of.is_empty() && !ask.retry {
         return Ok(Popping {
             claims: Vec::new(),
@@ -126,7 +130,7 @@ pub async fn pop(state: &AppState, runner: &Runner, ask: Pop<'_>) -> Result<Popp
 /// The starts that `start_leased` records with the lease: the popped tasks, and for a
 /// resend what its first attempt leased (a start already recorded under the same lease
 /// counts as done).
-pub fn starts_of(
+pub(crate) fn starts_of(
     runner: &Runner,
     boot_id: Option<Uuid>,
     popped: &[Popped],
@@ -154,7 +158,7 @@ pub fn starts_of(
 /// them; and, with `started`, those whose start Postgres refused while they stay
 /// `queued` — this runner may not take them (deleted, paused, or a queue entry it should
 /// never have been offered): they go back to their queue.
-pub async fn views(
+pub(crate) async fn views(
     state: &AppState,
     runner: &Runner,
     (popped, replayed): (&[Popped], &[(Uuid, Uuid)]),
@@ -229,7 +233,7 @@ pub async fn views(
 /// How tasks are handed out: started with the lease or not, and whether the runner
 /// takes secrets with its start's answer.
 #[derive(Debug, Clone, Copy)]
-pub struct Handing {
+pub(crate) struct Handing {
     pub started: bool,
     pub secrets_at_start: bool,
 }
@@ -256,7 +260,7 @@ impl Handing {
 }
 
 /// The secrets of a task whose start is recorded, opened for the runner that starts it.
-pub fn opened_secrets(
+pub(crate) fn opened_secrets(
     state: &AppState,
     row: &TaskRecord,
 ) -> Result<BTreeMap<String, String>, OpenError> {
@@ -264,7 +268,7 @@ pub fn opened_secrets(
 }
 
 /// Popped tasks whose rows no longer exist.
-pub fn unread<'a>(
+pub(crate) fn unread<'a>(
     popped: &'a [Popped],
     rows: &'a HashMap<Uuid, TaskRecord>,
 ) -> impl Iterator<Item = &'a Popped> {
@@ -274,7 +278,7 @@ pub fn unread<'a>(
 /// Parks until a wake-up that concerns this runner, then tries `lease` again; returns
 /// what it leased, or nothing at `deadline` (or when the node drains, or a cancel for one
 /// of the runner's tasks wants answering now). A paused runner only waits.
-pub async fn park<F, Fut>(
+pub(crate) async fn park<F, Fut>(
     state: &AppState,
     runner: &Runner,
     wakes: &mut Receiver<Wake>,
@@ -328,7 +332,7 @@ fn concerns(runner: &Runner, key: &str) -> bool {
 
 /// A task Postgres calls `queued` but a runner holds the lease of, as users see it:
 /// `leased` to that runner since the claim was made.
-pub fn as_leased(mut task: TaskRecord, claim: &Claim) -> TaskRecord {
+pub(crate) fn as_leased(mut task: TaskRecord, claim: &Claim) -> TaskRecord {
     if task.status == TaskStatus::Queued
         && let Some(runner) = claim.runner
     {
@@ -347,7 +351,7 @@ pub fn as_leased(mut task: TaskRecord, claim: &Claim) -> TaskRecord {
 /// is news the node hears after it; and a parked request wakes on that news itself.
 /// An entry is trusted for `KNOWN_EMPTY_FOR` at most, in case news was missed.
 #[derive(Debug, Default)]
-pub struct KnownEmpty {
+pub(crate) struct KnownEmpty {
     looks: std::sync::Mutex<HashMap<String, (u64, std::time::Instant)>>,
 }
 

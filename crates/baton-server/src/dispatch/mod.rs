@@ -18,10 +18,10 @@
 //! and every write goes through the node's group commit (`baton_store::GroupCommit`): a
 //! runner is told an item is done only once its row is committed.
 
-pub mod cancel;
-pub mod exchange;
+pub(crate) mod cancel;
+pub(crate) mod exchange;
 pub mod finish;
-pub mod lease;
-pub mod queue_caps;
-pub mod submit;
-pub mod verdicts;
+pub(crate) mod lease;
+pub(crate) mod queue_caps;
+pub(crate) mod submit;
+pub(crate) mod verdicts;

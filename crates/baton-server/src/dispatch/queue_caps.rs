@@ -28,7 +28,7 @@ const KNOWN_MAX: usize = 10_000;
 
 /// Queue keys this node has recently seen with work.
 #[derive(Debug, Default)]
-pub struct KnownQueues {
+pub(crate) struct KnownQueues {
     seen: Mutex<HashMap<String, Instant>>,
 }
 
@@ -52,7 +52,7 @@ impl KnownQueues {
 }
 
 /// Refuses `tasks` when queuing them would pass `max_queues` or `max_label_sets`.
-pub async fn check(state: &AppState, tasks: &[NewTask]) -> Result<(), ApiError> {
+pub(crate) async fn check(state: &AppState, tasks: &[NewTask]) -> Result<(), ApiError> {
     let mut keys: Vec<(String, String)> = tasks
         .iter()
         .filter_map(|t| {

@@ -14,7 +14,7 @@ use uuid::Uuid;
 /// Inserts `tasks`, all or none (a repeated idempotency key gives its existing task,
 /// `false`), then queues those created; refused first if their queues would pass the
 /// caps (`queue_caps`).
-pub async fn submit(
+pub(crate) async fn submit(
     state: &AppState,
     tasks: Vec<NewTask>,
 ) -> Result<Vec<(TaskRecord, bool)>, ApiError> {

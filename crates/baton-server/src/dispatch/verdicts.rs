@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Verdicts {
+pub(crate) struct Verdicts {
     /// Tasks the runner must stop and report `cancelled`.
     pub cancel: Vec<Uuid>,
     /// Leases that are no longer the runner's: stop, report nothing.
@@ -23,7 +23,7 @@ pub struct Verdicts {
 /// The verdicts on `running` from the tasks' rows and their claims (in `running`'s
 /// order). A lease not started yet lives only in its claim; with no claims to look at
 /// (Redis unreachable) such a lease is not called gone.
-pub fn of(
+pub(crate) fn of(
     runner: &Runner,
     running: &[RunningLease],
     rows: &HashMap<Uuid, TaskRecord>,
@@ -54,7 +54,7 @@ pub fn of(
 }
 
 /// The verdicts as things stand now: the rows (through the group commit) and the claims.
-pub async fn now(
+pub(crate) async fn now(
     state: &AppState,
     runner: &Runner,
     running: &[RunningLease],
@@ -84,7 +84,7 @@ pub async fn now(
 /// retry) instead of waiting for their timeout. A failure here waits for the next
 /// heartbeat. The list is as old as the runner says (`as_of`, this cluster's clock, never
 /// later than now): runs started after it was made are not in it, and are not forgotten.
-pub async fn end_forgotten_runs(
+pub(crate) async fn end_forgotten_runs(
     state: &AppState,
     runner: &Runner,
     boot_id: Uuid,

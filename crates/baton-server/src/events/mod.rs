@@ -10,10 +10,10 @@
 //! event first, so a subscriber knows to read the state again rather than trust a
 //! history with a hole in it.
 
-pub mod subscription;
+pub(crate) mod subscription;
 mod tail;
 
-pub use tail::{Batch, Tail};
+pub(crate) use tail::{Batch, Tail};
 
 use baton_coord::{ClusterClock, Coord, EntryId};
 use baton_core::TaskStatus;
@@ -28,7 +28,7 @@ use uuid::Uuid;
 /// One thing that happened, as a subscriber receives it (the SSE `data`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Event {
+pub(crate) enum Event {
     /// A task's status changed.
     Task {
         task_id: Uuid,
@@ -81,7 +81,7 @@ pub enum Event {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum RunnerChange {
+pub(crate) enum RunnerChange {
     Joined,
     /// Its tasks were taken from it because nobody heard from it (told once per runner
     /// within [`RUNNER_LOST_TOLD_FOR`], by the node whose reconciler acted first).
@@ -93,7 +93,7 @@ pub enum RunnerChange {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum NodeChange {
+pub(crate) enum NodeChange {
     Joined,
     Left,
     Lost,
@@ -101,7 +101,7 @@ pub enum NodeChange {
 
 /// The kinds a subscriber may filter on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
+pub(crate) enum Kind {
     Task,
     Runner,
     Node,
@@ -109,9 +109,9 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const NAMES: [&'static str; 4] = ["task", "runner", "node", "schedule"];
+    pub(crate) const NAMES: [&'static str; 4] = ["task", "runner", "node", "schedule"];
 
-    pub fn parse(s: &str) -> Option<Kind> {
+    pub(crate) fn parse(s: &str) -> Option<Kind> {
         match s {
             "task" => Some(Kind::Task),
             "runner" => Some(Kind::Runner),
@@ -124,7 +124,7 @@ impl Kind {
 
 impl Event {
     /// The SSE `event` name.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Event::Task { .. } => "task",
             Event::Runner { .. } => "runner",
@@ -135,7 +135,7 @@ impl Event {
     }
 
     /// `None` for `resync`, which every subscriber gets.
-    pub fn kind(&self) -> Option<Kind> {
+    pub(crate) fn kind(&self) -> Option<Kind> {
         match self {
             Event::Task { .. } => Some(Kind::Task),
             Event::Runner { .. } => Some(Kind::Runner),
@@ -149,7 +149,7 @@ impl Event {
 /// An event as the history holds it: with the token that submitted its task, which
 /// decides who may see it and is never sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Stored {
+pub(crate) struct Stored {
     #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     #[serde(flatten)]
@@ -164,7 +164,7 @@ impl Stored {
 
 /// A runner found lost is told so once in this long, however many of its tasks the
 /// nodes' reconcilers take back.
-pub const RUNNER_LOST_TOLD_FOR: Duration = Duration::from_secs(600);
+pub(crate) const RUNNER_LOST_TOLD_FOR: Duration = Duration::from_secs(600);
 
 /// After an append failed, appends are not tried again for this long: a Redis that is
 /// away would otherwise hold up every commit for a timeout.
@@ -175,7 +175,7 @@ const APPEND_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The node's writer and reader of the history. Cheap to clone.
 #[derive(Clone)]
-pub struct EventLog {
+pub(crate) struct EventLog {
     inner: Arc<Inner>,
 }
 
@@ -193,7 +193,7 @@ struct Inner {
 }
 
 impl EventLog {
-    pub fn new(
+    pub(crate) fn new(
         coord: Coord,
         clock: Arc<ClusterClock>,
         node_id: String,
@@ -213,16 +213,16 @@ impl EventLog {
         }
     }
 
-    pub fn coord(&self) -> &Coord {
+    pub(crate) fn coord(&self) -> &Coord {
         &self.inner.coord
     }
 
-    pub fn tail(&self) -> &Tail {
+    pub(crate) fn tail(&self) -> &Tail {
         &self.inner.tail
     }
 
     /// How long the history is held.
-    pub fn retention(&self) -> Duration {
+    pub(crate) fn retention(&self) -> Duration {
         self.inner.retention
     }
 
@@ -231,7 +231,7 @@ impl EventLog {
     }
 
     /// The event of each transition, as made by this node now.
-    pub fn of_transitions(&self, transitions: &[Transition]) -> Vec<Stored> {
+    pub(crate) fn of_transitions(&self, transitions: &[Transition]) -> Vec<Stored> {
         let at = self.now();
         transitions
             .iter()
@@ -253,17 +253,17 @@ impl EventLog {
     }
 
     /// Appends the changes that left `rows` as they are.
-    pub async fn tasks(&self, rows: &[&TaskRecord]) {
+    pub(crate) async fn tasks(&self, rows: &[&TaskRecord]) {
         let transitions: Vec<Transition> = rows.iter().map(|r| Transition::of(r)).collect();
         self.append(self.of_transitions(&transitions)).await;
     }
 
     /// For the group commit: appends a committed batch's changes.
-    pub async fn committed(&self, transitions: Vec<Transition>) {
+    pub(crate) async fn committed(&self, transitions: Vec<Transition>) {
         self.append(self.of_transitions(&transitions)).await;
     }
 
-    pub async fn runner(&self, change: RunnerChange, runner_id: Uuid) {
+    pub(crate) async fn runner(&self, change: RunnerChange, runner_id: Uuid) {
         let event = Event::Runner {
             event: change,
             runner_id,
@@ -273,7 +273,12 @@ impl EventLog {
         self.append(vec![Stored::public(event)]).await;
     }
 
-    pub async fn node(&self, change: NodeChange, node_id: &str, adopted: Option<(String, usize)>) {
+    pub(crate) async fn node(
+        &self,
+        change: NodeChange,
+        node_id: &str,
+        adopted: Option<(String, usize)>,
+    ) {
         let (adopted_by, claims) = adopted.unzip();
         let event = Event::Node {
             event: change,
@@ -286,7 +291,7 @@ impl EventLog {
     }
 
     /// A schedule's fire and the task it made, as one entry (the fire first).
-    pub async fn schedule_fired(&self, schedule_id: Uuid, task: &TaskRecord) {
+    pub(crate) async fn schedule_fired(&self, schedule_id: Uuid, task: &TaskRecord) {
         let fired = Stored {
             owner: Some(task.created_by.clone()),
             event: Event::Schedule {
@@ -303,7 +308,7 @@ impl EventLog {
 
     /// Appends `events` as one entry. Never fails the caller: the change it reports has
     /// happened; a lost append is owed as a `resync` in the next one.
-    pub async fn append(&self, mut events: Vec<Stored>) {
+    pub(crate) async fn append(&self, mut events: Vec<Stored>) {
         let inner = &self.inner;
         if events.is_empty() && !inner.lost.load(Ordering::Acquire) {
             return;
@@ -367,7 +372,7 @@ impl EventLog {
 /// A task's states in the order its life passes through them. Waiting (`scheduled`,
 /// `queued`, `leased`) belongs to the attempt to come — the row's `attempt` counts starts
 /// — running and cancelling to the attempt under way, and an end comes after all of it.
-pub fn step(status: TaskStatus, attempt: i32) -> i64 {
+pub(crate) fn step(status: TaskStatus, attempt: i32) -> i64 {
     let attempt = i64::from(attempt.max(0));
     let (phase, rank) = match status {
         TaskStatus::Scheduled => (attempt + 1, 0),
@@ -383,29 +388,29 @@ pub fn step(status: TaskStatus, attempt: i32) -> i64 {
 /// Where a subscriber stands: after event `index` of entry `entry` (`index: None`:
 /// after the whole entry). The SSE id is `<entry>:<index>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Position {
+pub(crate) struct Position {
     pub entry: EntryId,
     pub index: Option<usize>,
 }
 
 impl Position {
-    pub fn after_entry(entry: EntryId) -> Position {
+    pub(crate) fn after_entry(entry: EntryId) -> Position {
         Position { entry, index: None }
     }
 
-    pub fn id(entry: EntryId, index: usize) -> String {
+    pub(crate) fn id(entry: EntryId, index: usize) -> String {
         format!("{entry}:{index}")
     }
 
     /// This position as an SSE id: `<entry>:<index>`, or `<entry>` after a whole entry.
-    pub fn to_id(&self) -> String {
+    pub(crate) fn to_id(self) -> String {
         match self.index {
             Some(index) => Position::id(self.entry, index),
             None => self.entry.to_string(),
         }
     }
 
-    pub fn parse(s: &str) -> Option<Position> {
+    pub(crate) fn parse(s: &str) -> Option<Position> {
         let s = s.trim();
         match s.split_once(':') {
             Some((entry, index)) => Some(Position {
@@ -417,7 +422,7 @@ impl Position {
     }
 
     /// Whether event `index` of `entry` comes after this position.
-    pub fn before(&self, entry: EntryId, index: usize) -> bool {
+    pub(crate) fn before(&self, entry: EntryId, index: usize) -> bool {
         entry > self.entry || (entry == self.entry && self.index.is_some_and(|i| index > i))
     }
 }

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 /// What a subscriber asked for, and what its token lets it see.
 #[derive(Debug, Clone, Default)]
-pub struct Filter {
+pub(crate) struct Filter {
     pub queue: Option<String>,
     pub task: Option<Uuid>,
     /// `None`: every kind.
@@ -24,7 +24,7 @@ pub struct Filter {
 }
 
 impl Filter {
-    pub fn admits(&self, stored: &Stored) -> bool {
+    pub(crate) fn admits(&self, stored: &Stored) -> bool {
         let Some(kind) = stored.event.kind() else {
             // `resync` concerns everyone.
             return true;
@@ -56,7 +56,7 @@ impl Filter {
 /// subscriber alone, which is no place in the history), or — `event: None` — only a
 /// place, so a client that has received no event yet still has an id to resume from.
 #[derive(Debug, Clone)]
-pub struct Sent {
+pub(crate) struct Sent {
     pub id: Option<String>,
     pub event: Option<Event>,
 }
@@ -77,7 +77,7 @@ impl From<CoordError> for Stop {
 /// A subscription with its place taken: listening to the node's reader, and where it
 /// starts decided. Made before the answer goes out, so everything that happens once the
 /// client has its answer reaches it.
-pub struct Start {
+pub(crate) struct Start {
     news: broadcast::Receiver<Arc<Batch>>,
     at: Position,
     resync: Option<String>,
@@ -85,7 +85,7 @@ pub struct Start {
 
 /// Takes the place of a new subscriber: after `resume` if the history still holds it,
 /// else from now (with a `resync` to send first when `resume` was not held).
-pub async fn start(log: &EventLog, resume: Option<Position>) -> Result<Start, CoordError> {
+pub(crate) async fn start(log: &EventLog, resume: Option<Position>) -> Result<Start, CoordError> {
     // Listen before looking, so an entry appended between the two is not missed.
     let news = log.tail().subscribe();
     let bounds = log.coord().history_bounds().await?;
@@ -107,7 +107,7 @@ fn not_held(log: &EventLog) -> String {
 
 /// Feeds `out` until the client goes, the node drains, or Redis fails (the client then
 /// reconnects, to this node or another, from the last id it got).
-pub async fn run(
+pub(crate) async fn run(
     log: EventLog,
     filter: Filter,
     start: Start,

@@ -16,7 +16,7 @@ use tokio::sync::broadcast;
 
 /// One entry, parsed once for every subscriber.
 #[derive(Debug)]
-pub struct Batch {
+pub(crate) struct Batch {
     /// The entry read before it (the reader's position when it read this one).
     pub after: EntryId,
     pub entry: EntryId,
@@ -27,20 +27,20 @@ pub struct Batch {
 /// a reader with no subscriber left stays on.
 const WAIT: Duration = Duration::from_millis(1000);
 /// Most entries one read takes.
-pub const READ_MAX: usize = 500;
+pub(super) const READ_MAX: usize = 500;
 /// Entries waiting for a slow subscriber before it is told it lagged (and reads the
 /// gap from the history).
 const FANOUT: usize = 1024;
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(500);
 
-pub struct Tail {
+pub(crate) struct Tail {
     coord: Coord,
     tx: broadcast::Sender<Arc<Batch>>,
     running: Arc<AtomicBool>,
 }
 
 impl Tail {
-    pub fn new(coord: Coord) -> Tail {
+    pub(crate) fn new(coord: Coord) -> Tail {
         Tail {
             coord,
             tx: broadcast::channel(FANOUT).0,
@@ -49,7 +49,7 @@ impl Tail {
     }
 
     /// A receiver of new entries; starts the reader if it is not running.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Batch>> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Batch>> {
         let rx = self.tx.subscribe();
         if !self.running.swap(true, Ordering::AcqRel) {
             tokio::spawn(read(
@@ -64,7 +64,7 @@ impl Tail {
 
 /// Parses an entry, each event in its place: one this release does not know (a newer
 /// node's) is `None`, so the others keep the index every node gives them.
-pub fn parse(events: &str) -> Vec<Option<Stored>> {
+pub(super) fn parse(events: &str) -> Vec<Option<Stored>> {
     match serde_json::from_str::<Vec<serde_json::Value>>(events) {
         Ok(values) => values
             .into_iter()

@@ -24,7 +24,7 @@ pub struct FlowRepair {
 /// Mirrors the paused queues, then recounts every group from its unfinished rows and
 /// drops the group entries of tasks that ended. Claims must have been restored first:
 /// a slot is held by a claim.
-pub async fn repair(store: &Store, coord: &Coord) -> Result<FlowRepair, ServiceError> {
+pub(super) async fn repair(store: &Store, coord: &Coord) -> Result<FlowRepair, ServiceError> {
     let mut out = FlowRepair {
         paused_mirrored: coord.paused_mirror(&store.queues_paused().await?).await?,
         ..FlowRepair::default()

@@ -17,15 +17,21 @@ use uuid::Uuid;
 
 const BATCH: i64 = 1000;
 
+/// What one pass deleted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JanitorReport {
+    /// Terminal tasks past retention, with their logs.
     pub tasks_deleted: u64,
+    /// Delivered webhooks past retention (at most one batch a pass).
     pub outbox_deleted: u64,
+    /// Runners whose presence left Redis.
     pub presence_pruned: usize,
 }
 
+/// The janitor's settings, from the node's [`Timings`].
 #[derive(Debug, Clone)]
 pub struct JanitorSettings {
+    /// Time between passes.
     pub interval: Duration,
     /// How long terminal tasks are kept.
     pub retention: chrono::Duration,
@@ -34,6 +40,7 @@ pub struct JanitorSettings {
 }
 
 impl JanitorSettings {
+    /// The settings a node with these timings runs its janitor with.
     pub fn of(timings: &Timings) -> Self {
         JanitorSettings {
             interval: Duration::from_millis(timings.janitor_interval_ms),
@@ -43,6 +50,8 @@ impl JanitorSettings {
     }
 }
 
+/// Deletes what is past retention; every node runs one, and two deleting the same rows
+/// at once only find fewer to delete.
 pub struct Janitor {
     settings: JanitorSettings,
     store: Store,
@@ -50,6 +59,7 @@ pub struct Janitor {
 }
 
 impl Janitor {
+    /// A janitor over these stores; it starts nothing until run.
     pub fn new(settings: JanitorSettings, store: Store, coord: Coord) -> Self {
         Janitor {
             settings,
@@ -58,7 +68,7 @@ impl Janitor {
         }
     }
 
-    pub async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
+    pub(crate) async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
         super::every(self.settings.interval, shutdown, || async {
             match self.run_once(clock.now()).await {
                 Ok(r) if r.tasks_deleted > 0 => {
@@ -71,6 +81,8 @@ impl Janitor {
         .await;
     }
 
+    /// One pass as of `now`: terminal tasks finished before `now - retention` go a batch
+    /// at a time until none is left, then delivered webhooks, then stale presence.
     pub async fn run_once(&self, now: DateTime<Utc>) -> Result<JanitorReport, ServiceError> {
         // A pass stopped by shutdown is dropped between batches, each one a statement of
         // its own.

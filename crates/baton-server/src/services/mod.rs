@@ -4,17 +4,17 @@
 //! `run(shutdown)` loop that runs it on a ticker until shutdown. [`spawn_all`] wires them
 //! to a node.
 
-pub mod flow_repair;
+mod flow_repair;
 pub mod janitor;
-pub mod orphan_cleaner;
-pub mod outbox;
-pub mod presence;
+mod orphan_cleaner;
+mod outbox;
+mod presence;
 pub mod promoter;
 pub mod rebuilder;
 pub mod reconciler;
 pub mod repairer;
-pub mod revocations;
-pub mod scheduler;
+mod revocations;
+mod scheduler;
 
 use crate::state::AppState;
 use baton_coord::CoordError;
@@ -37,15 +37,17 @@ use tokio_util::sync::CancellationToken;
 /// Why a pass stopped early: Redis or Postgres failed. The next pass tries again.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
+    /// Postgres failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Redis failed.
     #[error(transparent)]
     Coord(#[from] CoordError),
 }
 
 /// Runs `pass` every `interval` until `shutdown`. A pass that overruns delays the next
 /// one rather than stacking them.
-pub async fn every<F, Fut>(interval: Duration, shutdown: CancellationToken, mut pass: F)
+pub(crate) async fn every<F, Fut>(interval: Duration, shutdown: CancellationToken, mut pass: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = ()>,
@@ -95,7 +97,7 @@ fn repairer(state: &AppState) -> Repairer {
 
 /// Starts every background service of a node (the liveness heartbeat aside: the node
 /// beats once before it serves), each with the handles it uses, until `state.shutdown`.
-pub fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
+pub(crate) fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
     let timings = &state.config.timings;
     let ms = Duration::from_millis;
     let stop = || state.shutdown.clone();

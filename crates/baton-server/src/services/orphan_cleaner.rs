@@ -17,13 +17,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CleanerReport {
+pub(super) struct CleanerReport {
     /// Dead nodes whose claims this node took over.
     pub dead_nodes: Vec<String>,
     pub adopted: usize,
 }
 
-pub struct OrphanCleaner {
+pub(super) struct OrphanCleaner {
     interval: Duration,
     identity: Arc<NodeIdentity>,
     coord: Coord,
@@ -34,7 +34,7 @@ pub struct OrphanCleaner {
 }
 
 impl OrphanCleaner {
-    pub fn new(
+    pub(super) fn new(
         interval: Duration,
         identity: Arc<NodeIdentity>,
         coord: Coord,
@@ -52,14 +52,14 @@ impl OrphanCleaner {
     }
 
     /// Tells the event stream of the nodes it finds lost.
-    pub fn with_events(self, events: EventLog) -> Self {
+    pub(super) fn with_events(self, events: EventLog) -> Self {
         OrphanCleaner {
             events: Some(events),
             ..self
         }
     }
 
-    pub async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
+    pub(super) async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
         super::every(self.interval, shutdown, || async {
             if let Err(e) = self.run_once(clock.now()).await {
                 tracing::warn!(error = %e, "orphan cleaner pass failed");
@@ -80,7 +80,7 @@ impl OrphanCleaner {
         }
     }
 
-    pub async fn run_once(&self, now: DateTime<Utc>) -> Result<CleanerReport, ServiceError> {
+    pub(super) async fn run_once(&self, now: DateTime<Utc>) -> Result<CleanerReport, ServiceError> {
         let mut report = CleanerReport::default();
         if !self.identity.is_live() {
             return Ok(report);

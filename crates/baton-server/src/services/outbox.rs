@@ -35,7 +35,7 @@ const BATCH: i64 = 50;
 
 /// Deliveries in flight at once on one node. Each is bounded by the request timeout, so
 /// this many hung receivers hold this many slots for that long, and the rest wait.
-pub const IN_FLIGHT: usize = 32;
+pub(super) const IN_FLIGHT: usize = 32;
 
 /// Retry pacing for a failing receiver: 1 s doubling to 10 min.
 const DELIVERY_RETRY: Backoff = Backoff {
@@ -47,7 +47,7 @@ const DELIVERY_RETRY: Backoff = Backoff {
 /// What a pass did: deliveries started (their outcomes are recorded as they end), rows
 /// given up without an attempt (too old), and whether every slot was busy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeliveryReport {
+pub(super) struct DeliveryReport {
     pub started: usize,
     pub given_up: usize,
     pub saturated: bool,
@@ -55,7 +55,7 @@ pub struct DeliveryReport {
 
 /// When a delivery stops being tried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GiveUp {
+pub(super) struct GiveUp {
     pub max_attempts: i32,
     /// Counted from the task's end (the row's creation).
     pub max_age: chrono::Duration,
@@ -63,7 +63,7 @@ pub struct GiveUp {
 
 /// After an attempt failed: when to try again, or why not — its attempts are used up,
 /// or the next one would come after the age limit.
-pub fn retry_at(
+pub(super) fn retry_at(
     give_up: GiveUp,
     attempts: i32,
     created_at: DateTime<Utc>,
@@ -86,7 +86,7 @@ pub fn retry_at(
 /// Before an attempt: why this row is given up without one (the limits were lowered
 /// since it was last tried, or its node died holding it), or `None` to go on.
 /// `attempts` counts the attempt about to be made.
-pub fn spent(
+pub(super) fn spent(
     give_up: GiveUp,
     attempts: i32,
     created_at: DateTime<Utc>,
@@ -105,7 +105,7 @@ pub fn spent(
 }
 
 #[derive(Debug, Clone)]
-pub struct OutboxSettings {
+pub(super) struct OutboxSettings {
     /// How often it looks while rows are due or failing.
     pub busy: Duration,
     /// With no news of new webhooks, how often it looks anyway.
@@ -116,7 +116,7 @@ pub struct OutboxSettings {
 }
 
 impl OutboxSettings {
-    pub fn of(config: &ServeConfig) -> Self {
+    pub(super) fn of(config: &ServeConfig) -> Self {
         let timings = &config.timings;
         let busy = Duration::from_millis(timings.outbox_interval_ms);
         OutboxSettings {
@@ -133,7 +133,7 @@ impl OutboxSettings {
     }
 }
 
-pub struct OutboxDeliverer {
+pub(super) struct OutboxDeliverer {
     settings: OutboxSettings,
     courier: Courier,
     /// Where news of new webhooks arrives.
@@ -146,7 +146,7 @@ pub struct OutboxDeliverer {
 }
 
 impl OutboxDeliverer {
-    pub fn new(
+    pub(super) fn new(
         settings: OutboxSettings,
         store: Store,
         webhooks: Arc<Webhooks>,
@@ -167,7 +167,7 @@ impl OutboxDeliverer {
         }
     }
 
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub(super) async fn run(self, shutdown: CancellationToken) {
         let _stop_deliveries = self.stop.clone().drop_guard();
         let (busy, idle) = (self.settings.busy, self.settings.idle);
         let mut wakes = self.wake.subscribe();
@@ -268,7 +268,10 @@ impl OutboxDeliverer {
 
     /// Takes the due rows there are free slots for and starts their deliveries; returns
     /// without waiting for them.
-    pub async fn run_once(&self, now: DateTime<Utc>) -> Result<DeliveryReport, ServiceError> {
+    pub(super) async fn run_once(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<DeliveryReport, ServiceError> {
         let free = self.slots.available_permits().min(BATCH as usize);
         if free == 0 {
             return Ok(DeliveryReport {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-pub struct PresenceFlusher {
+pub(super) struct PresenceFlusher {
     interval: Duration,
     identity: Arc<NodeIdentity>,
     coord: Coord,
@@ -21,7 +21,7 @@ pub struct PresenceFlusher {
 }
 
 impl PresenceFlusher {
-    pub fn new(
+    pub(super) fn new(
         interval: Duration,
         identity: Arc<NodeIdentity>,
         coord: Coord,
@@ -35,7 +35,7 @@ impl PresenceFlusher {
         }
     }
 
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub(super) async fn run(self, shutdown: CancellationToken) {
         super::every(self.interval, shutdown, || async {
             if let Err(e) = self.run_once().await {
                 tracing::warn!(error = %e, "presence flush failed");
@@ -46,7 +46,7 @@ impl PresenceFlusher {
 
     /// Copies presence to Postgres if no other node is doing it now. Returns how many
     /// runner rows moved.
-    pub async fn run_once(&self) -> Result<u64, ServiceError> {
+    pub(super) async fn run_once(&self) -> Result<u64, ServiceError> {
         let owner = format!("{}:{}", self.identity.id(), Uuid::new_v4());
         let Some(lock) = self
             .coord

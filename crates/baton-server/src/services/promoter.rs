@@ -19,11 +19,15 @@ use uuid::Uuid;
 /// Most tasks promoted per pass.
 const BATCH: usize = 500;
 
+/// What one pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PromoteReport {
+    /// Tasks moved from `scheduled` to `queued` (and into their Redis queue).
     pub promoted: usize,
 }
 
+/// Queues `scheduled` tasks whose time has come; every node runs one, and the atomic
+/// pop from the delayed set keeps two from promoting the same task.
 pub struct Promoter {
     interval: Duration,
     store: Store,
@@ -32,6 +36,7 @@ pub struct Promoter {
 }
 
 impl Promoter {
+    /// A promoter passing every `interval` over these stores.
     pub fn new(interval: Duration, store: Store, coord: Coord) -> Self {
         Promoter {
             interval,
@@ -42,14 +47,14 @@ impl Promoter {
     }
 
     /// Tells the event stream of the tasks it queues.
-    pub fn with_events(self, events: EventLog) -> Self {
+    pub(crate) fn with_events(self, events: EventLog) -> Self {
         Promoter {
             events: Some(events),
             ..self
         }
     }
 
-    pub async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
+    pub(crate) async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
         super::every(self.interval, shutdown, || async {
             if let Err(e) = self.run_once(clock.now()).await {
                 tracing::warn!(error = %e, "promoter pass failed");
@@ -58,6 +63,9 @@ impl Promoter {
         .await;
     }
 
+    /// One pass as of `now`: up to a batch of due ids, promoted in Postgres, then queued
+    /// in Redis. A due id Postgres no longer calls due (its `run_at` moved) goes back to
+    /// the delayed set.
     pub async fn run_once(&self, now: DateTime<Utc>) -> Result<PromoteReport, ServiceError> {
         let due = self
             .coord

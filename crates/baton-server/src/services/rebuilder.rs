@@ -18,6 +18,7 @@ use uuid::Uuid;
 /// How long a rebuild may hold its lock before another node may try.
 const REBUILD_LOCK: Duration = Duration::from_secs(300);
 
+/// Watches for Redis having lost its data and rebuilds it from Postgres, on one node.
 pub struct Rebuilder {
     /// How often the marker is looked at.
     interval: Duration,
@@ -28,6 +29,8 @@ pub struct Rebuilder {
 }
 
 impl Rebuilder {
+    /// A rebuilder looking at the marker every `interval`, rebuilding with `repairer`'s
+    /// walk.
     pub fn new(
         interval: Duration,
         identity: Arc<NodeIdentity>,
@@ -42,7 +45,7 @@ impl Rebuilder {
         }
     }
 
-    pub async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
+    pub(crate) async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
         super::every(self.interval, shutdown, || async {
             match self.run_once(clock.now()).await {
                 Ok(Some(report)) => tracing::warn!(?report, "rebuilt redis from postgres"),

@@ -32,13 +32,18 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
+/// The reconciler's settings, from the node's [`Timings`].
 #[derive(Debug, Clone)]
 pub struct ReconcilerSettings {
+    /// Time between passes.
     pub interval: Duration,
+    /// What the pure decision counts as too long: runner silence, a lease unstarted, a
+    /// run past its timeout.
     pub thresholds: Thresholds,
 }
 
 impl ReconcilerSettings {
+    /// The settings a node with these timings reconciles with.
     pub fn of(timings: &Timings) -> Self {
         ReconcilerSettings {
             interval: Duration::from_millis(timings.reconcile_interval_ms),
@@ -47,19 +52,28 @@ impl ReconcilerSettings {
     }
 }
 
+/// What one pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReconcileReport {
+    /// Claims of this node looked at.
     pub examined: usize,
+    /// Tasks taken back from their runner and queued again.
     pub requeued: usize,
     /// Runs ended without a report: failed, timed out or retried.
     pub ended: usize,
+    /// Of those ended, the ones with an attempt left: `scheduled` for a retry.
     pub retried: usize,
+    /// `cancelling` tasks ended as `cancelled` without their runner's report: it fell
+    /// silent, or the run passed its timeout.
     pub cancelled: usize,
+    /// Claims with nothing left to own (the task deleted, or leased again since).
     pub claims_dropped: usize,
     /// This node's liveness had lapsed: it did not act.
     pub fenced: bool,
 }
 
+/// Applies the pure reconcile decision to this node's claims. Each node reconciles only
+/// what it claims, so no two nodes act on one task.
 pub struct Reconciler {
     settings: ReconcilerSettings,
     identity: Arc<NodeIdentity>,
@@ -75,6 +89,8 @@ fn ms(t: i64) -> DateTime<Utc> {
 }
 
 impl Reconciler {
+    /// A reconciler acting as `identity`, ending runs through `finalizer`. `clocks` says
+    /// from when runner silence may be counted.
     pub fn new(
         settings: ReconcilerSettings,
         identity: Arc<NodeIdentity>,
@@ -124,14 +140,14 @@ impl Reconciler {
     }
 
     /// Tells the event stream of the tasks it requeues.
-    pub fn with_events(self, events: EventLog) -> Self {
+    pub(crate) fn with_events(self, events: EventLog) -> Self {
         Reconciler {
             events: Some(events),
             ..self
         }
     }
 
-    pub async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
+    pub(crate) async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
         super::every(self.settings.interval, shutdown, || async {
             if let Err(e) = self.run_once(clock.now()).await {
                 tracing::warn!(error = %e, "reconcile pass failed");

@@ -31,16 +31,24 @@ use uuid::Uuid;
 
 const PAGE: i64 = 1000;
 
+/// What one pass mended, step by step.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RepairReport {
+    /// Queued tasks nobody took within their queue timeout, now `expired`.
     pub expired: usize,
+    /// Overdue `scheduled` tasks queued (the delayed set may have lost them).
     pub promoted: usize,
+    /// `queued` rows no Redis queue held, queued again.
     pub requeued: usize,
+    /// Leased, running or cancelling rows with no claim, claimed by this node.
     pub claimed: usize,
+    /// Claims on tasks that had moved on (terminal, deleted, scheduled), dropped.
     pub claims_dropped: usize,
+    /// Queue entries whose task is no longer `queued`, dropped.
     pub entries_dropped: usize,
     /// Queue index entries that did not match their queues (`Coord::queue_index_repair`).
     pub index_fixed: u64,
+    /// In a rebuild: `scheduled` tasks put back in the delayed set.
     pub delayed: usize,
     /// Paused queues and concurrency groups mended from Postgres (`flow_repair`).
     pub flow: super::flow_repair::FlowRepair,
@@ -53,11 +61,15 @@ pub struct RepairReport {
 pub enum Mode {
     /// Leave recent changes alone: a submit or requeue may be between its Postgres write
     /// and its Redis add.
-    Periodic { grace: Duration },
+    Periodic {
+        /// How recent a change is left alone (`RepairerSettings::grace`).
+        grace: Duration,
+    },
     /// Redis lost its data: rebuild everything from Postgres.
     Rebuild,
 }
 
+/// The repairer's settings, from the node's [`Timings`].
 #[derive(Debug, Clone)]
 pub struct RepairerSettings {
     /// One periodic pass per interval, for the whole cluster.
@@ -68,6 +80,8 @@ pub struct RepairerSettings {
 }
 
 impl RepairerSettings {
+    /// The settings a node with these timings repairs with. The grace spans a few
+    /// promoter passes, so a promotion under way is never taken for a lost one.
     pub fn of(timings: &Timings) -> Self {
         let promote = Duration::from_millis(timings.promote_interval_ms);
         RepairerSettings {
@@ -77,6 +91,8 @@ impl RepairerSettings {
     }
 }
 
+/// Mends Redis from Postgres: periodically on whichever node holds the repair lock, and
+/// as the walk of a full rebuild (see `rebuilder`).
 pub struct Repairer {
     settings: RepairerSettings,
     identity: Arc<NodeIdentity>,
@@ -86,6 +102,7 @@ pub struct Repairer {
 }
 
 impl Repairer {
+    /// A repairer acting as `identity`: the claims it takes are that node's.
     pub fn new(
         settings: RepairerSettings,
         identity: Arc<NodeIdentity>,
@@ -102,7 +119,7 @@ impl Repairer {
     }
 
     /// Tells the event stream of the tasks it expires or queues.
-    pub fn with_events(self, events: EventLog) -> Self {
+    pub(crate) fn with_events(self, events: EventLog) -> Self {
         Repairer {
             events: Some(events),
             ..self
@@ -115,7 +132,7 @@ impl Repairer {
         }
     }
 
-    pub async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
+    pub(crate) async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
         super::every(self.settings.interval, shutdown, || async {
             match self.run_locked(clock.now()).await {
                 Ok(r) if r != RepairReport::default() && !r.skipped => {
@@ -129,7 +146,10 @@ impl Repairer {
     }
 
     /// One periodic pass, if no other node ran one this interval.
-    pub async fn run_locked(&self, now: DateTime<Utc>) -> Result<RepairReport, ServiceError> {
+    pub(crate) async fn run_locked(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<RepairReport, ServiceError> {
         if !self.identity.is_live() {
             return Ok(RepairReport {
                 skipped: true,
@@ -162,6 +182,9 @@ impl Repairer {
         result
     }
 
+    /// One pass as of `now`, whatever other nodes do (the periodic caller holds the lock
+    /// first). Claims come before queues: after a data loss nothing is queued again
+    /// before Redis knows which queues are paused and how full each group is.
     pub async fn run_once(
         &self,
         now: DateTime<Utc>,

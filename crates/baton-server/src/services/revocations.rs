@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-pub struct RevocationListener {
+pub(super) struct RevocationListener {
     /// How often every cached runner is read again.
     interval: Duration,
     tokens: Arc<TokenCache>,
@@ -26,7 +26,12 @@ pub struct RevocationListener {
 }
 
 impl RevocationListener {
-    pub fn new(interval: Duration, tokens: Arc<TokenCache>, store: Store, wake: WakeBus) -> Self {
+    pub(super) fn new(
+        interval: Duration,
+        tokens: Arc<TokenCache>,
+        store: Store,
+        wake: WakeBus,
+    ) -> Self {
         RevocationListener {
             interval,
             tokens,
@@ -35,7 +40,7 @@ impl RevocationListener {
         }
     }
 
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub(super) async fn run(self, shutdown: CancellationToken) {
         let mut wakes = self.wake.subscribe();
         let mut ticker = tokio::time::interval(self.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -61,7 +66,7 @@ impl RevocationListener {
     }
 
     /// Reads every cached runner again; returns how many.
-    pub async fn run_once(&self) -> Result<usize, ServiceError> {
+    pub(super) async fn run_once(&self) -> Result<usize, ServiceError> {
         Ok(self.tokens.refresh(&self.store).await?)
     }
 }

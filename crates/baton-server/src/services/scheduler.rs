@@ -26,13 +26,13 @@ const BATCH: i64 = 100;
 const MIN_SLEEP: std::time::Duration = std::time::Duration::from_millis(5);
 
 #[derive(Debug, Clone, Copy)]
-pub struct SchedulerSettings {
+pub(super) struct SchedulerSettings {
     pub misfire_grace: Duration,
     pub poll: std::time::Duration,
 }
 
 impl SchedulerSettings {
-    pub fn of(timings: &Timings) -> SchedulerSettings {
+    pub(super) fn of(timings: &Timings) -> SchedulerSettings {
         SchedulerSettings {
             misfire_grace: Duration::milliseconds(timings.schedule_misfire_grace_ms as i64),
             poll: std::time::Duration::from_millis(timings.schedule_poll_ms.max(1)),
@@ -41,7 +41,7 @@ impl SchedulerSettings {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SchedulerReport {
+pub(super) struct SchedulerReport {
     /// Ticks that made a task on this node.
     pub fired: usize,
     /// Ticks recorded as skipped by this node.
@@ -50,17 +50,17 @@ pub struct SchedulerReport {
     pub lost: usize,
 }
 
-pub struct Scheduler {
+pub(super) struct Scheduler {
     settings: SchedulerSettings,
     state: AppState,
 }
 
 impl Scheduler {
-    pub fn new(settings: SchedulerSettings, state: AppState) -> Scheduler {
+    pub(super) fn new(settings: SchedulerSettings, state: AppState) -> Scheduler {
         Scheduler { settings, state }
     }
 
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub(super) async fn run(self, shutdown: CancellationToken) {
         let mut wakes = self.state.wake.subscribe();
         loop {
             let sleep = match self.run_once().await {
@@ -104,7 +104,7 @@ impl Scheduler {
     }
 
     /// One pass: every due schedule, fired or found fired by another node.
-    pub async fn run_once(&self) -> Result<SchedulerReport, ServiceError> {
+    pub(super) async fn run_once(&self) -> Result<SchedulerReport, ServiceError> {
         let (now, due) = self.state.store.schedules_due(BATCH).await?;
         let mut report = SchedulerReport::default();
         for record in due {

@@ -2,7 +2,7 @@
 //! with no build step, so what is in `crates/baton-server/ui/` is what the browser runs.
 
 /// One file of the console, served at `/ui/{path}`.
-pub struct Asset {
+pub(super) struct Asset {
     pub path: &'static str,
     pub content_type: &'static str,
     pub body: &'static str,
@@ -24,11 +24,11 @@ macro_rules! asset {
 }
 
 /// The page, served at `/ui/` (its one address).
-pub const INDEX: &Asset = &asset!("index.html", HTML);
+pub(super) const INDEX: &Asset = &asset!("index.html", HTML);
 
 /// Every other file, each at `/ui/{path}`. A new file in `ui/` must be listed here (a
 /// test checks).
-pub const ASSETS: &[Asset] = &[
+pub(super) const ASSETS: &[Asset] = &[
     asset!("style.css", CSS),
     asset!("app.js", JS),
     asset!("api.js", JS),

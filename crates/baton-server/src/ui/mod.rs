@@ -12,7 +12,7 @@ mod page_config;
 mod security_headers;
 mod trace_url;
 
-pub use trace_url::TraceUrlTemplate;
+pub(crate) use trace_url::TraceUrlTemplate;
 
 use crate::state::AppState;
 use axum::Router;
@@ -23,7 +23,7 @@ use axum::routing::get;
 /// `/ui/`, `/ui/config.json` and one route per built-in file, each answered with the
 /// console's security headers. An unknown `/ui/...` path falls through to the API's
 /// JSON 404, and the per-route metrics stay a fixed set of names.
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     let mut router = Router::new()
         // The assets are named relative to the page (`app.js`), so the page must be
         // read at `/ui/`, not `/ui`.

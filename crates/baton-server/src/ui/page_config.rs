@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-pub async fn config_json(State(state): State<AppState>) -> Json<Value> {
+pub(super) async fn config_json(State(state): State<AppState>) -> Json<Value> {
     Json(json!({
         // Where a task's trace is shown (`--ui-trace-url`), or null: no trace links.
         "trace_url": state.config.ui_trace_url.as_ref().map(|t| t.as_str()),

@@ -21,7 +21,7 @@ const HEADERS: [(HeaderName, &str); 4] = [
     (header::REFERRER_POLICY, "no-referrer"),
 ];
 
-pub async fn add(request: Request, next: Next) -> Response {
+pub(super) async fn add(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     for (name, value) in HEADERS {

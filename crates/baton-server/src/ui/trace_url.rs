@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 #[serde(try_from = "String", into = "String")]
 pub struct TraceUrlTemplate(String);
 
-pub const TRACE_ID: &str = "{trace_id}";
+pub(super) const TRACE_ID: &str = "{trace_id}";
 
 impl TraceUrlTemplate {
     pub fn as_str(&self) -> &str {

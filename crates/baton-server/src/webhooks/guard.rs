@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 /// An address webhooks may not reach, and what kind it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Forbidden {
+pub(crate) struct Forbidden {
     pub addr: IpAddr,
     pub kind: &'static str,
 }
@@ -33,13 +33,13 @@ impl std::fmt::Display for Forbidden {
 
 /// The refused ranges and the allow-list that overrides them.
 #[derive(Debug, Clone, Default)]
-pub struct AddressPolicy {
+pub(crate) struct AddressPolicy {
     allow: Vec<IpNet>,
 }
 
 impl AddressPolicy {
     /// From `webhook_allow`: CIDRs, or single addresses; empty entries are skipped.
-    pub fn new(allow: &[String]) -> Result<Self, String> {
+    pub(crate) fn new(allow: &[String]) -> Result<Self, String> {
         let allow = allow
             .iter()
             .map(|s| s.trim())
@@ -54,7 +54,7 @@ impl AddressPolicy {
     }
 
     /// Whether a webhook may connect to `addr`.
-    pub fn check(&self, addr: IpAddr) -> Result<(), Forbidden> {
+    pub(crate) fn check(&self, addr: IpAddr) -> Result<(), Forbidden> {
         let Some(kind) = forbidden_kind(addr) else {
             return Ok(());
         };
@@ -70,7 +70,7 @@ impl AddressPolicy {
 /// A URL's host when it is an address (the resolver never sees those): checked here.
 /// A name is left to the resolver. The URL parser has already turned every spelling of an IPv4 address (`127.1`,
 /// `0x7f.0.0.1`, `2130706433`) into the dotted one.
-pub fn check_url(policy: &AddressPolicy, url: &reqwest::Url) -> Result<(), Forbidden> {
+pub(crate) fn check_url(policy: &AddressPolicy, url: &reqwest::Url) -> Result<(), Forbidden> {
     let host = url.host_str().unwrap_or_default();
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     match bare.parse::<IpAddr>() {
@@ -177,12 +177,12 @@ const V6_RANGES: &[(Ipv6Net, &str)] = &[
 /// The delivering client's resolver: the system's lookup, then every address the policy
 /// refuses is dropped. The client connects only to what this returns.
 #[derive(Debug, Clone)]
-pub struct GuardedResolver {
+pub(crate) struct GuardedResolver {
     policy: Arc<AddressPolicy>,
 }
 
 impl GuardedResolver {
-    pub fn new(policy: Arc<AddressPolicy>) -> Self {
+    pub(crate) fn new(policy: Arc<AddressPolicy>) -> Self {
         GuardedResolver { policy }
     }
 }

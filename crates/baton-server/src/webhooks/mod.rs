@@ -18,10 +18,10 @@ mod redact;
 mod secret;
 mod signing;
 
-pub use guard::{AddressPolicy, Forbidden, GuardedResolver, check_url};
-pub use redact::redacted;
-pub use secret::ClusterSecret;
-pub use signing::SigningKey;
+pub(crate) use guard::{AddressPolicy, GuardedResolver, check_url};
+pub(crate) use redact::redacted;
+pub(crate) use secret::ClusterSecret;
+pub(crate) use signing::SigningKey;
 
 use crate::config::ServeConfig;
 use baton_store::Store;
@@ -32,7 +32,7 @@ use std::time::Duration;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
-pub struct WebhookSettings {
+pub(crate) struct WebhookSettings {
     pub allow: Vec<String>,
     pub secret: Option<String>,
     /// One delivery, from resolving the name to the answer's status.
@@ -40,7 +40,7 @@ pub struct WebhookSettings {
 }
 
 impl WebhookSettings {
-    pub fn of(config: &ServeConfig) -> Self {
+    pub(crate) fn of(config: &ServeConfig) -> Self {
         WebhookSettings {
             allow: config.webhook_allow.clone(),
             secret: config.webhook_secret.clone(),
@@ -51,7 +51,7 @@ impl WebhookSettings {
 
 /// What every delivery of a node shares: the address policy, the signing key and the
 /// one HTTP client that enforces the rules above.
-pub struct Webhooks {
+pub(crate) struct Webhooks {
     pub policy: Arc<AddressPolicy>,
     pub secret: ClusterSecret,
     http: reqwest::Client,
@@ -59,7 +59,7 @@ pub struct Webhooks {
 
 impl Webhooks {
     /// A bad allow-list entry or secret is the operator's to fix: refused at start.
-    pub fn new(settings: &WebhookSettings, store: Store) -> Result<Self, String> {
+    pub(crate) fn new(settings: &WebhookSettings, store: Store) -> Result<Self, String> {
         let policy = Arc::new(AddressPolicy::new(&settings.allow)?);
         let configured = settings
             .secret
@@ -86,7 +86,7 @@ impl Webhooks {
     /// `webhook-id` and, as before, `Idempotency-Key`), `body` the exact bytes signed.
     /// The error is what the task shows as its webhook's `last_error`: it never holds
     /// the URL, so never its credentials.
-    pub async fn send(&self, target: &str, id: &str, body: &[u8]) -> Result<(), String> {
+    pub(crate) async fn send(&self, target: &str, id: &str, body: &[u8]) -> Result<(), String> {
         let url = reqwest::Url::parse(target).map_err(|e| format!("not a URL: {e}"))?;
         check_url(&self.policy, &url)
             .map_err(|f| format!("address refused: {f}, which webhooks may not reach"))?;

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 /// The URL with its password, if it has one, replaced by `***`.
-pub fn redacted(url: &str) -> Cow<'_, str> {
+pub(crate) fn redacted(url: &str) -> Cow<'_, str> {
     match reqwest::Url::parse(url) {
         Ok(mut parsed) if parsed.password().is_some() => {
             let _ = parsed.set_password(Some("***"));

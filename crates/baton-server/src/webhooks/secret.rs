@@ -8,14 +8,14 @@ use super::signing::SigningKey;
 use baton_store::{Store, StoreError};
 use tokio::sync::OnceCell;
 
-pub struct ClusterSecret {
+pub(crate) struct ClusterSecret {
     configured: Option<SigningKey>,
     store: Store,
     loaded: OnceCell<SigningKey>,
 }
 
 impl ClusterSecret {
-    pub fn new(configured: Option<SigningKey>, store: Store) -> Self {
+    pub(crate) fn new(configured: Option<SigningKey>, store: Store) -> Self {
         ClusterSecret {
             configured,
             store,
@@ -23,7 +23,7 @@ impl ClusterSecret {
         }
     }
 
-    pub async fn get(&self) -> Result<&SigningKey, StoreError> {
+    pub(crate) async fn get(&self) -> Result<&SigningKey, StoreError> {
         if let Some(key) = &self.configured {
             return Ok(key);
         }

@@ -20,7 +20,7 @@ const GENERATED_KEY_BYTES: usize = 32;
 
 /// The key webhooks are signed with. Its `Debug` shows nothing of it.
 #[derive(Clone, PartialEq, Eq)]
-pub struct SigningKey(Vec<u8>);
+pub(crate) struct SigningKey(Vec<u8>);
 
 impl std::fmt::Debug for SigningKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -30,7 +30,7 @@ impl std::fmt::Debug for SigningKey {
 
 impl SigningKey {
     /// `whsec_` + base64, or any other string taken as the key's bytes.
-    pub fn parse(secret: &str) -> Result<Self, String> {
+    pub(crate) fn parse(secret: &str) -> Result<Self, String> {
         let key = match secret.strip_prefix(PREFIX) {
             Some(encoded) => STANDARD.decode(encoded).map_err(|e| {
                 format!("webhook secret: `{PREFIX}` must be followed by base64 ({e})")
@@ -47,17 +47,17 @@ impl SigningKey {
     }
 
     /// A fresh random key (the thread's generator is a CSPRNG, seeded by the OS).
-    pub fn generate() -> Self {
+    pub(crate) fn generate() -> Self {
         SigningKey(rand::random::<[u8; GENERATED_KEY_BYTES]>().to_vec())
     }
 
     /// The key as receivers configure it: `whsec_` + base64, whatever form it was given in.
-    pub fn to_whsec(&self) -> String {
+    pub(crate) fn to_whsec(&self) -> String {
         format!("{PREFIX}{}", STANDARD.encode(&self.0))
     }
 
     /// The `webhook-signature` header's value for one delivery.
-    pub fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
+    pub(crate) fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
         mac.update(id.as_bytes());
         mac.update(b".");
