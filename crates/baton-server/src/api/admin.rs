@@ -60,7 +60,7 @@ fn runner_view(
 #[utoipa::path(get, path = "/v1/runners", tag = "admin", security(("bearer" = [])),
     responses((status = 200, description = "Registered runners", body = RunnerList), Errors)
 )]
-pub async fn runners(
+pub(super) async fn runners(
     State(state): State<AppState>,
     user: User,
 ) -> Result<Json<RunnerList>, ApiError> {
@@ -87,7 +87,7 @@ async fn forget_runner(state: &AppState, id: Uuid) {
     params(("id" = Uuid, Path, description = "Runner id")),
     responses((status = 204, description = "Deleted: its next request gets 401"), Errors)
 )]
-pub async fn runner_delete(
+pub(super) async fn runner_delete(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,
@@ -133,7 +133,7 @@ async fn set_paused(
     params(("id" = Uuid, Path, description = "Runner id")),
     responses((status = 200, description = "Paused: it leases nothing", body = RunnerView), Errors)
 )]
-pub async fn runner_pause(
+pub(super) async fn runner_pause(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,
@@ -145,7 +145,7 @@ pub async fn runner_pause(
     params(("id" = Uuid, Path, description = "Runner id")),
     responses((status = 200, description = "Resumed", body = RunnerView), Errors)
 )]
-pub async fn runner_resume(
+pub(super) async fn runner_resume(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,
@@ -211,7 +211,7 @@ fn token_limits(queues: Limit, labels: Limit) -> Result<(Limit, Limit), Invalid>
     request_body = CreateToken,
     responses((status = 201, description = "The token, shown this once", body = TokenCreated), Errors)
 )]
-pub async fn token_create(
+pub(super) async fn token_create(
     State(state): State<AppState>,
     user: User,
     ApiJson(req): ApiJson<CreateToken>,
@@ -259,7 +259,7 @@ pub async fn token_create(
 #[utoipa::path(get, path = "/v1/me", tag = "admin", security(("bearer" = [])),
     responses((status = 200, description = "The calling token and what it may do", body = Caller), Errors)
 )]
-pub async fn me(user: User) -> Json<Caller> {
+pub(super) async fn me(user: User) -> Json<Caller> {
     Json(Caller {
         token_id: user.token_id,
         scopes: user.scopes,
@@ -271,7 +271,7 @@ pub async fn me(user: User) -> Json<Caller> {
 #[utoipa::path(get, path = "/v1/tokens", tag = "admin", security(("bearer" = [])),
     responses((status = 200, description = "API tokens, never their secrets", body = TokenList), Errors)
 )]
-pub async fn tokens(
+pub(super) async fn tokens(
     State(state): State<AppState>,
     user: User,
 ) -> Result<Json<TokenList>, ApiError> {
@@ -291,7 +291,7 @@ pub async fn tokens(
     params(("id" = Uuid, Path, description = "Token id")),
     responses((status = 204, description = "Revoked"), Errors)
 )]
-pub async fn token_revoke(
+pub(super) async fn token_revoke(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,
@@ -345,7 +345,7 @@ fn registration_limits(
     request_body = CreateRegistrationToken,
     responses((status = 201, description = "The token, shown this once", body = RegistrationTokenCreated), Errors)
 )]
-pub async fn registration_token_create(
+pub(super) async fn registration_token_create(
     State(state): State<AppState>,
     user: User,
     ApiJson(req): ApiJson<CreateRegistrationToken>,
@@ -370,7 +370,7 @@ pub async fn registration_token_create(
 #[utoipa::path(get, path = "/v1/registration-tokens", tag = "admin", security(("bearer" = [])),
     responses((status = 200, description = "Registration tokens, never their secrets", body = RegistrationTokenList), Errors)
 )]
-pub async fn registration_tokens(
+pub(super) async fn registration_tokens(
     State(state): State<AppState>,
     user: User,
 ) -> Result<Json<RegistrationTokenList>, ApiError> {
@@ -393,7 +393,7 @@ pub async fn registration_tokens(
     params(("id" = Uuid, Path, description = "Registration token id")),
     responses((status = 204, description = "Revoked"), Errors)
 )]
-pub async fn registration_token_revoke(
+pub(super) async fn registration_token_revoke(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<Uuid>,
