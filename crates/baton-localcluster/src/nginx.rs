@@ -10,6 +10,7 @@ use super::readiness::{http_ok, probe_client, wait_until};
 use super::workdir::WorkDir;
 use anyhow::Context;
 use nix::sys::signal::Signal;
+use std::path::Path;
 use std::time::Duration;
 use tokio::process::Command;
 
@@ -23,27 +24,34 @@ pub fn spawn(
     nodes: &[u16],
     as_root: bool,
 ) -> anyhow::Result<Supervised> {
-    let nginx = find_program("nginx", &["/usr/sbin/nginx"])
-        .context("nginx not found on PATH nor at /usr/sbin/nginx; ./scripts/dev.sh installs it")?;
     let dir = work.join("nginx");
-    let conf = dir.join("nginx.conf");
-    std::fs::write(&conf, config(&dir, listen_port, nodes, as_root))?;
-    let mut command = Command::new(nginx);
-    command
-        .arg("-p")
-        .arg(&dir)
-        .arg("-c")
-        .arg(&conf)
-        // Errors before the configuration is read go here, not to /var/log/nginx.
-        .arg("-e")
-        .arg(dir.join("error.log"));
+    std::fs::write(
+        dir.join("nginx.conf"),
+        config(&dir, listen_port, nodes, as_root),
+    )?;
     // SIGQUIT is nginx's graceful stop: finish the requests in flight, then exit.
-    Supervised::spawn(
-        "nginx",
-        command,
+    spawn_in(
+        &dir,
         &work.log("nginx"),
         StopPolicy::signal(Signal::SIGQUIT),
     )
+}
+
+/// Starts nginx in the foreground on the `nginx.conf` in `dir` (its prefix: relative
+/// paths and `error.log` are under it), output to `log`, stopped by `stop`.
+pub(crate) fn spawn_in(dir: &Path, log: &Path, stop: StopPolicy) -> anyhow::Result<Supervised> {
+    let nginx = find_program("nginx", &["/usr/sbin/nginx"])
+        .context("nginx not found on PATH nor at /usr/sbin/nginx; ./scripts/dev.sh and ./scripts/test.sh install it")?;
+    let mut command = Command::new(nginx);
+    command
+        .arg("-p")
+        .arg(dir)
+        .arg("-c")
+        .arg(dir.join("nginx.conf"))
+        // Errors before the configuration is read go here, not to /var/log/nginx.
+        .arg("-e")
+        .arg(dir.join("error.log"));
+    Supervised::spawn("nginx", command, log, stop)
 }
 
 /// Waits until a node answers ready through nginx.
