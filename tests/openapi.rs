@@ -11,12 +11,7 @@ use support::*;
 async fn the_document_lists_every_route() {
     let env = TestEnv::new("openapi-doc").await;
     let node = env.node().await;
-    let doc: serde_json::Value = reqwest::get(format!("{}/openapi.json", node.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = node.openapi().await;
     let paths = doc["paths"].as_object().unwrap();
     let expected = [
         ("/healthz", "get"),

@@ -13,12 +13,7 @@ async fn the_served_document_states_the_configured_limits() {
     let node = env
         .node_with(&["--config", settings.to_str().unwrap()])
         .await;
-    let doc: serde_json::Value = reqwest::get(format!("{}/openapi.json", node.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = node.openapi().await;
     let schemas = &doc["components"]["schemas"];
     assert_eq!(schemas["LeaseRequest"]["properties"]["max"]["maximum"], 7);
     assert_eq!(schemas["Exchange"]["properties"]["max"]["maximum"], 7);

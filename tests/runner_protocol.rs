@@ -196,32 +196,15 @@ async fn log_chunks_are_stored_once_by_offset() {
     );
     runner.start(t.id, lease_id).await.unwrap();
 
-    assert_eq!(
-        runner
-            .log_append(t.id, lease_id, 0, "hello ".into())
+    // A resend of the same chunk is acknowledged, not stored twice; an overlapping
+    // chunk stores only its new tail.
+    for (offset, chunk, acked) in [(0, "hello ", 6), (0, "hello ", 6), (3, "lo world", 11)] {
+        let ack = runner
+            .log_append(t.id, lease_id, offset, chunk.into())
             .await
-            .unwrap()
-            .acked,
-        6
-    );
-    // A resend of the same chunk is acknowledged, not stored twice.
-    assert_eq!(
-        runner
-            .log_append(t.id, lease_id, 0, "hello ".into())
-            .await
-            .unwrap()
-            .acked,
-        6
-    );
-    // An overlapping chunk stores only its new tail.
-    assert_eq!(
-        runner
-            .log_append(t.id, lease_id, 3, "lo world".into())
-            .await
-            .unwrap()
-            .acked,
-        11
-    );
+            .unwrap();
+        assert_eq!(ack.acked, acked, "{chunk:?} at {offset}");
+    }
     // A chunk past the end is refused with the offset the server holds.
     let gap = runner
         .log_append(t.id, lease_id, 20, "?".into())

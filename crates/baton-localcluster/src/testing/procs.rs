@@ -203,6 +203,13 @@ impl NodeProc {
         .await;
     }
 
+    /// The API description the node serves (`/openapi.json`), as JSON.
+    pub async fn openapi(&self) -> serde_json::Value {
+        let url = format!("{}/openapi.json", self.url);
+        let answer = reqwest::get(&url).await.expect("GET /openapi.json");
+        answer.json().await.expect("/openapi.json is JSON")
+    }
+
     /// Waits until the node's count of parked lease requests satisfies `done`.
     pub async fn wait_parked(&self, what: &str, done: impl Fn(u64) -> bool) {
         let http = reqwest::Client::new();
