@@ -140,7 +140,7 @@ async fn bench() {
         ),
         ("redis".into(), vec![stack.redis.pid().expect("redis runs")]),
         ("nginx".into(), {
-            let master = stack.lb.nginx.pid() as u32;
+            let master = stack.lb.pid();
             let mut pids = vec![master];
             pids.extend(counters::children_of(master));
             pids

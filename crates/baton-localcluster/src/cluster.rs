@@ -81,7 +81,7 @@ pub struct MemberState {
 }
 
 impl Cluster {
-    /// Adds a member that cannot be started again (a store whose data would be lost).
+    /// Adds a member that is not started again if it dies (`baton dev`'s Postgres).
     pub fn add(&mut self, role: Role, process: Supervised) -> Member {
         self.members.push(Entry {
             role,

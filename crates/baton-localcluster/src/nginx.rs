@@ -5,7 +5,7 @@
 //! context that keeps everything nginx writes under the cluster's folder.
 
 use super::nginx_conf::config;
-use super::processes::{StopPolicy, Supervised, find_program};
+use super::processes::{Group, StopPolicy, Supervised, find_program};
 use super::readiness::{http_ok, probe_client, wait_until};
 use super::workdir::WorkDir;
 use anyhow::Context;
@@ -30,16 +30,19 @@ pub fn spawn(
         config(&dir, listen_port, nodes, as_root),
     )?;
     // SIGQUIT is nginx's graceful stop: finish the requests in flight, then exit.
-    spawn_in(
-        &dir,
-        &work.log("nginx"),
-        StopPolicy::signal(Signal::SIGQUIT),
-    )
+    let stop = StopPolicy::signal(Signal::SIGQUIT);
+    spawn_in(Group::Own, &dir, &work.log("nginx"), stop)
 }
 
 /// Starts nginx in the foreground on the `nginx.conf` in `dir` (its prefix: relative
-/// paths and `error.log` are under it), output to `log`, stopped by `stop`.
-pub(crate) fn spawn_in(dir: &Path, log: &Path, stop: StopPolicy) -> anyhow::Result<Supervised> {
+/// paths and `error.log` are under it), output to `log`, in process group `group`,
+/// stopped by `stop`.
+pub(crate) fn spawn_in(
+    group: Group,
+    dir: &Path,
+    log: &Path,
+    stop: StopPolicy,
+) -> anyhow::Result<Supervised> {
     let nginx = find_program("nginx", &["/usr/sbin/nginx"])
         .context("nginx not found on PATH nor at /usr/sbin/nginx; ./scripts/dev.sh and ./scripts/test.sh install it")?;
     let mut command = Command::new(nginx);
@@ -51,7 +54,7 @@ pub(crate) fn spawn_in(dir: &Path, log: &Path, stop: StopPolicy) -> anyhow::Resu
         // Errors before the configuration is read go here, not to /var/log/nginx.
         .arg("-e")
         .arg(dir.join("error.log"));
-    Supervised::spawn("nginx", command, log, stop)
+    Supervised::spawn_in(group, "nginx", command, log, stop)
 }
 
 /// Waits until a node answers ready through nginx.

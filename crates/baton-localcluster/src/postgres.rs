@@ -13,7 +13,9 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio::process::Command;
 
-const READY_WITHIN: Duration = Duration::from_secs(30);
+/// How long a start may take to accept connections: `pg_ctl start`'s own default wait, so
+/// a crash recovery on a loaded machine has the time pg_ctl gave it.
+const READY_WITHIN: Duration = Duration::from_secs(60);
 /// The Postgres user that owns the cluster, and the one that runs it when we are root.
 pub(crate) const SUPERUSER: &str = "postgres";
 /// The database Baton's nodes use. Also spelt out in the `CREATE DATABASE` statement,
@@ -214,7 +216,7 @@ impl Postgres {
     }
 
     /// `program` from Postgres's binaries, run as the user that owns the cluster.
-    pub(crate) fn command(&self, program: &str) -> Command {
+    fn command(&self, program: &str) -> Command {
         let mut command = if self.as_postgres_user {
             let mut runuser = Command::new("runuser");
             runuser

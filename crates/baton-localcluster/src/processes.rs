@@ -1,6 +1,6 @@
 //! A child process `baton dev` started and therefore must stop: its output goes to a log
-//! file, it lives in its own process group, and stopping it is a signal, a grace period,
-//! then SIGKILL for the whole group.
+//! file, it lives in its own process group (or, for a test's, in the test's), and
+//! stopping it is a signal, a grace period, then SIGKILL for the whole group.
 
 use anyhow::Context;
 use nix::sys::signal::{Signal, kill, killpg};
@@ -13,8 +13,8 @@ use tokio::process::{Child, Command};
 /// How a process is asked to stop before it is killed.
 #[derive(Debug, Clone)]
 pub struct StopPolicy {
-    /// What asks it to stop: each program has its own (nginx and Postgres read SIGTERM
-    /// as a slow, waiting shutdown).
+    /// What asks it to stop: each program has its own (Postgres reads SIGTERM as a smart
+    /// shutdown that waits for its clients; nginx's graceful stop is SIGQUIT).
     pub signal: Signal,
     /// Signal the pid written on the first line of this file instead of the child. Postgres
     /// runs under `runuser`, which ignores SIGINT and answers SIGTERM with a SIGKILL two
@@ -46,21 +46,50 @@ pub enum Stopped {
     Killed,
 }
 
-/// A child process in its own process group, its output in a log file, that is stopped
-/// by its [`StopPolicy`] and, whatever happens, never outlives its owner.
+/// Which process group a supervised child lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// A group of its own, which it leads: Ctrl-C in the terminal reaches its owner only,
+    /// and a kill reaches its helpers (nginx workers, Postgres backends) too.
+    Own,
+    /// Its owner's: a signal to the owner's group (Ctrl-C on `cargo test`, a runner's
+    /// timeout) reaches it as well, so an interrupted test leaves nothing running. A
+    /// kill is to the process alone.
+    Owners,
+}
+
+/// A child process, its output in a log file, that is stopped by its [`StopPolicy`] and
+/// killed when its owner drops it, even on a panic (not when the owner itself is killed:
+/// see [`Group::Owners`]).
 pub struct Supervised {
     name: String,
     log: PathBuf,
     child: Child,
-    /// The child's pid, which is also its process group id.
+    /// The child's pid; with [`Group::Own`] also its process group's id.
     pid: Pid,
+    group: Group,
     stop: StopPolicy,
     exit: Option<ExitStatus>,
 }
 
+/// How long a blocking stop waits for a SIGKILLed child to be reaped before it gives up.
+const REAP_WITHIN: Duration = Duration::from_secs(30);
+
 impl Supervised {
-    /// Starts `command` with stdin closed and stdout and stderr appended to `log`.
+    /// Starts `command` in a process group of its own, with stdin closed and stdout and
+    /// stderr appended to `log`.
     pub fn spawn(
+        name: impl Into<String>,
+        command: Command,
+        log: &Path,
+        stop: StopPolicy,
+    ) -> anyhow::Result<Self> {
+        Self::spawn_in(Group::Own, name, command, log, stop)
+    }
+
+    /// [`spawn`](Self::spawn), in the process group `group`.
+    pub fn spawn_in(
+        group: Group,
         name: impl Into<String>,
         mut command: Command,
         log: &Path,
@@ -79,12 +108,14 @@ impl Supervised {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
-            // Its own process group: Ctrl-C in the terminal then reaches `baton dev` only,
-            // which stops the children in order (runners before nodes before the stores)
-            // rather than all of them at once.
-            .process_group(0)
             // The safety net if `baton dev` unwinds without stopping it; see also `Drop`.
             .kill_on_drop(true);
+        if group == Group::Own {
+            // Ctrl-C in the terminal then reaches `baton dev` only, which stops the
+            // children in order (runners before nodes before the stores) rather than all
+            // of them at once.
+            command.process_group(0);
+        }
         let program = command
             .as_std()
             .get_program()
@@ -99,6 +130,7 @@ impl Supervised {
             log: log.to_path_buf(),
             child,
             pid: Pid::from_raw(i32::try_from(pid)?),
+            group,
             stop,
             exit: None,
         })
@@ -109,7 +141,7 @@ impl Supervised {
         &self.name
     }
 
-    /// Its pid, which is also its process group's id.
+    /// Its pid (with [`Group::Own`], also its process group's id).
     pub fn pid(&self) -> i32 {
         self.pid.as_raw()
     }
@@ -144,20 +176,31 @@ impl Supervised {
         if self.try_exited().is_some() {
             return Stopped::Already;
         }
-        let signalled = self
-            .signal_target()
-            .is_some_and(|pid| kill(pid, self.stop.signal).is_ok());
-        if signalled
+        if self.ask_to_stop()
             && let Ok(Ok(status)) = tokio::time::timeout(self.stop.grace, self.child.wait()).await
         {
             self.exit = Some(status);
             return Stopped::Gracefully;
         }
-        // The whole group, so helpers (nginx workers, Postgres backends, a runner's tasks)
-        // do not outlive it. The leader is not reaped yet, so the group id is still ours.
-        let _ = killpg(self.pid, Signal::SIGKILL);
+        self.kill_all();
         self.exit = self.child.wait().await.ok();
         Stopped::Killed
+    }
+
+    /// Sends the stop signal; whether it was sent.
+    fn ask_to_stop(&self) -> bool {
+        self.signal_target()
+            .is_some_and(|pid| kill(pid, self.stop.signal).is_ok())
+    }
+
+    /// SIGKILL to its group when it leads one, so helpers (nginx workers, Postgres
+    /// backends, a runner's tasks) do not outlive it; to it alone in its owner's group.
+    /// Sent before it is reaped, while the group id is still its own.
+    fn kill_all(&self) {
+        let _ = match self.group {
+            Group::Own => killpg(self.pid, Signal::SIGKILL),
+            Group::Owners => kill(self.pid, Signal::SIGKILL),
+        };
     }
 
     /// [`stop`](Self::stop) for a caller that cannot await (a `Drop`): the same signal,
@@ -166,15 +209,15 @@ impl Supervised {
         if self.try_exited().is_some() {
             return Stopped::Already;
         }
-        let signalled = self
-            .signal_target()
-            .is_some_and(|pid| kill(pid, self.stop.signal).is_ok());
-        if signalled && self.exits_within(self.stop.grace) {
+        if self.ask_to_stop() && self.exits_within(self.stop.grace) {
             return Stopped::Gracefully;
         }
-        let _ = killpg(self.pid, Signal::SIGKILL);
-        // A SIGKILL cannot be refused; the wait is for the kernel to deliver it.
-        while !self.exits_within(Duration::from_secs(1)) {}
+        self.kill_all();
+        // A SIGKILL cannot be refused; the wait is for the kernel to deliver it. Bounded,
+        // so a Drop never hangs on a child that cannot be reaped (one already reaped).
+        if !self.exits_within(REAP_WITHIN) {
+            eprintln!("{}: not reaped {REAP_WITHIN:?} after SIGKILL", self.name);
+        }
         Stopped::Killed
     }
 
@@ -192,10 +235,10 @@ impl Supervised {
         }
     }
 
-    /// SIGKILL to its group at once, as a crash would, and reap it.
+    /// SIGKILL at once (to its group when it leads one), as a crash would, and reap it.
     pub async fn kill_now(&mut self) {
         if self.try_exited().is_none() {
-            let _ = killpg(self.pid, Signal::SIGKILL);
+            self.kill_all();
             self.exit = self.child.wait().await.ok();
         }
     }
@@ -220,7 +263,7 @@ impl Drop for Supervised {
         // Not stopped (an error or a panic unwound past it): kill the group, which also
         // reaches a postmaster under `runuser` that `kill_on_drop` alone would orphan.
         if self.exit.is_none() {
-            let _ = killpg(self.pid, Signal::SIGKILL);
+            self.kill_all();
         }
     }
 }

@@ -1,7 +1,7 @@
 //! A real nginx in front of test nodes, from a configuration the test writes (routes to
 //! chosen nodes, or an upstream of several): what runners and users talk to in production.
 
-use crate::processes::{StopPolicy, Supervised, running_as_root};
+use crate::processes::{Group, StopPolicy, Supervised, running_as_root};
 use nix::sys::signal::Signal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,7 +12,7 @@ pub use crate::nginx_conf as conf;
 /// A running nginx, stopped when dropped.
 pub struct NginxProc {
     /// The nginx master process, under the cluster's supervisor.
-    pub nginx: Supervised,
+    nginx: Supervised,
     /// `http://127.0.0.1:<port>`, where the site listens.
     pub url: String,
     /// Its configuration, logs (`access.log`, `error.log`) and temp folders.
@@ -37,12 +37,14 @@ impl NginxProc {
         );
         std::fs::write(dir.join("nginx.conf"), conf).unwrap();
         // SIGTERM, nginx's fast shutdown: a test's long polls need not be waited out, and
-        // the master takes its workers down with it.
+        // the master takes its workers down with it. In the test's process group, so an
+        // interrupted test run stops it too.
         let stop = StopPolicy {
             grace: Duration::from_secs(5),
             ..StopPolicy::signal(Signal::SIGTERM)
         };
-        let nginx = crate::nginx::spawn_in(&dir, &dir.join("nginx.out"), stop)
+        let out = dir.join("nginx.out");
+        let nginx = crate::nginx::spawn_in(Group::Owners, &dir, &out, stop)
             .expect("spawn nginx (scripts/test.sh installs it)");
         let url = format!("http://127.0.0.1:{port}");
         let probe = reqwest::Client::new();
@@ -52,6 +54,11 @@ impl NginxProc {
         })
         .await;
         NginxProc { nginx, url, dir }
+    }
+
+    /// The nginx master's pid (its workers are its children).
+    pub fn pid(&self) -> u32 {
+        self.nginx.pid() as u32
     }
 }
 

@@ -2,7 +2,7 @@
 //! (SIGKILL) when dropped, their output kept in the test's folder for post-mortems.
 
 use super::{API_TOKEN, REGISTRATION_TOKEN, SECRETS_KEY, TestEnv};
-use crate::processes::{StopPolicy, Supervised};
+use crate::processes::{Group, StopPolicy, Supervised};
 use crate::readiness::wait_until;
 use nix::sys::signal::Signal;
 use std::path::{Path, PathBuf};
@@ -64,11 +64,12 @@ pub fn log_as(filter: &str) {
 /// Starts `command` as `name`, its stdout and stderr in `<test dir>/<name>.log`.
 fn spawn(env: &TestEnv, name: &str, command: Command) -> (Supervised, PathBuf) {
     let log = env.dir.join(format!("{name}.log"));
-    // A stop is a SIGKILL to the process alone, as a crash of it would be. Not to its
-    // group: a runner's agent, which shares it, must see its supervisor die and kill its
-    // tasks, as it would in production.
+    // A stop is a SIGKILL to the process alone, as a crash of it would be: a runner's
+    // agent must see its supervisor die and kill its tasks, as it would in production. In
+    // the test's process group, so an interrupted test run (Ctrl-C, a timeout's kill of
+    // the group) takes its nodes and runners with it.
     let crash = StopPolicy::signal(Signal::SIGKILL);
-    let process = Supervised::spawn(name, command, &log, crash)
+    let process = Supervised::spawn_in(Group::Owners, name, command, &log, crash)
         .unwrap_or_else(|e| panic!("starting {name}: {e:#}"));
     (process, log)
 }
@@ -355,6 +356,8 @@ pub async fn baton_cli(server: &str, token: &str, args: &[&str]) -> std::process
     let mut cmd = Command::new(baton_binary());
     cmd.args(args)
         .env("BATON_SERVER", server)
-        .env("BATON_TOKEN", token);
+        .env("BATON_TOKEN", token)
+        // As std's `output()` did: the CLI reads nothing of the test's own stdin.
+        .stdin(std::process::Stdio::null());
     cmd.output().await.expect("baton runs")
 }

@@ -1,7 +1,9 @@
 //! Private Redis and Postgres servers for tests that kill or restart them, so the shared
 //! ones other tests use are never disturbed. Both are the local cluster's own starters under
-//! its supervisor, so a test's Postgres is initdb'd, configured and awaited as `baton dev`'s
-//! is; a test may stop and start one data folder as many times as it likes.
+//! its supervisor, so a test's Postgres is initdb'd and configured as `baton dev`'s is; it
+//! differs in stopping as a crash would (immediate shutdown: a test may stop and start one
+//! data folder as many times as it likes) and in being awaited until it accepts
+//! connections, with no `baton` database made (a standby cannot make one).
 
 use crate::ports::Ports;
 use crate::postgres::{Postgres, SUPERUSER, Shutdown};
