@@ -144,13 +144,14 @@ pub struct Schedule {
     pub created_at: DateTime<Utc>,
     /// When its settings last changed; firing does not change it.
     pub updated_at: DateTime<Utc>,
-    /// The next tick due (absent: none left, or paused).
+    /// The next tick due (absent: none left; a paused schedule keeps it, and fires
+    /// nothing until resumed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_fire_at: Option<DateTime<Utc>>,
     /// With `overlap: queue`, the tick held until the unfinished run ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffered_for: Option<DateTime<Utc>>,
-    /// Ticks that made a task, and ticks skipped, since it was created.
+    /// Ticks that made a task, since it was created.
     pub fired_count: i64,
     /// Ticks that made no task: skipped for overlap, missed beyond catch-up, or with a
     /// template no longer valid.
@@ -193,7 +194,8 @@ pub struct ScheduleList {
 
 /// The schedule calls of the typed client.
 impl crate::Client {
-    /// Creates a schedule: it fires from the first tick after now (and after `start_at`).
+    /// Creates a schedule: it fires from the first tick after now (and at or after
+    /// `start_at`).
     pub async fn schedule_create(
         &self,
         req: &CreateSchedule,

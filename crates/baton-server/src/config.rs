@@ -174,7 +174,7 @@ pub struct Limits {
     pub max_exchange_items: usize,
     /// Most attempts a task (or a queue's defaults) may allow.
     pub max_attempts: i32,
-    /// Longest webhook `notify_url`, in bytes.
+    /// Longest webhook `notify_url`, in characters.
     pub max_notify_url: usize,
     /// Queue keys (a queue name with a label set) that may have work at once: a submit
     /// that would add one past it gets 429. Each costs Redis a sorted set; empty ones are
@@ -225,7 +225,7 @@ pub struct Timings {
     pub promote_interval_ms: u64,
     /// How often a node tries to take the lock and repair Redis from Postgres.
     pub repair_interval_ms: u64,
-    /// How often the janitor deletes a batch of tasks past `retention_s`.
+    /// How often the janitor deletes the tasks past `retention_s`, a batch at a time.
     pub janitor_interval_ms: u64,
     /// How often the outbox looks for webhooks to deliver while rows are due or failing.
     pub outbox_interval_ms: u64,

@@ -14,14 +14,13 @@ pub struct NodeList {
 /// A live node: who it is, where it serves, and how much it answers for.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct NodeView {
-    /// Random per `baton serve` start: a restarted process is a new node, never its old
-    /// self.
+    /// `--node-id`, else random per `baton serve` start; `<id>.<n>` once it rejoined after
+    /// its liveness lapsed, so a node that was presumed dead is never its old self.
     pub id: String,
     /// The address it serves the API on, as it announces it: for operators to find it, not
     /// for clients to pick a node by.
     pub addr: String,
-    /// When its process started; a restart makes a new node, so this is also the node's
-    /// age.
+    /// When it joined under this id (a rejoin under a new id starts it again).
     pub started_at: DateTime<Utc>,
     /// Dispatched tasks this node owns (reconciles).
     pub claims: u64,

@@ -74,7 +74,7 @@ pub struct QueueView {
 /// `GET /v1/queues`.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct QueueList {
-    /// Every queue with settings or unfinished tasks, by name; a queue nobody configured
-    /// and with nothing waiting or running is not listed.
+    /// Every queue with settings or tasks queued, leased or running, by name; a queue
+    /// nobody configured and with none of those is not listed.
     pub queues: Vec<QueueView>,
 }

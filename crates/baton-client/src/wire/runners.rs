@@ -305,10 +305,12 @@ pub struct RunnerView {
     pub paused: bool,
     /// Heard from within the offline threshold.
     pub online: bool,
-    /// When a node last heard from it; `None` before its first call.
+    /// When a node last heard from it; `None` before its first lease, heartbeat or
+    /// exchange.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seen: Option<DateTime<Utc>>,
-    /// Tasks leased to it or running on it now.
+    /// Tasks leased to it or running on it now, as Postgres records them (a lease only
+    /// Redis holds yet, before its start, is not counted).
     pub running: i64,
     /// When it registered; an agent that registers again (its state directory lost) is
     /// a new runner.

@@ -209,7 +209,8 @@ pub struct Task {
     /// The runner that holds or last held it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_id: Option<Uuid>,
-    /// When it was submitted (its id, a UUIDv7, holds the same moment).
+    /// When it was submitted, on the cluster's clock (its id, a UUIDv7, holds about the
+    /// same moment, on the submitting node's own clock).
     pub created_at: DateTime<Utc>,
     /// When its stored record last changed (a status move, a report).
     pub updated_at: DateTime<Utc>,

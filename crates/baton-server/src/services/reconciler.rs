@@ -63,8 +63,8 @@ pub struct ReconcileReport {
     pub ended: usize,
     /// Of those ended, the ones with an attempt left: `scheduled` for a retry.
     pub retried: usize,
-    /// `cancelling` tasks ended as `cancelled` without their runner's report: it fell
-    /// silent, or the run passed its timeout.
+    /// `cancelling` tasks ended as `cancelled` without their runner's report: their
+    /// runner was lost, deleted or restarted, or the run passed its timeout.
     pub cancelled: usize,
     /// Claims with nothing left to own (the task deleted, or leased again since).
     pub claims_dropped: usize,
