@@ -1,7 +1,8 @@
 //! The defaults the documents state are the defaults the code has. Wherever a page names a
-//! node or runner setting and gives its value right after it — a table row
-//! (`` | `node_ttl_ms` | 10000 | ``), a parenthesis (`` `presence_flush_ms` (15 s) ``) or a
-//! comma (`` `finalize_lock_ms`, 30 s ``) — the value, read in its unit, must equal the
+//! node or runner setting, by its name or its flag (`` `--drain-grace-s` ``), and gives its
+//! value right after it — a table row (`` | `node_ttl_ms` | 10000 | ``), a parenthesis
+//! (`` `presence_flush_ms` (15 s) ``) or a comma (`` `finalize_lock_ms`, 30 s ``) — the
+//! value, read in its unit, must equal the
 //! setting's default in `ServeConfig` or `RunnerConfig`. An operator reading a page is told
 //! what the binary does, and a default changed in code shows every page that still says
 //! the old one. Plain scanning of the pages against the defaults serialised: no server, no
@@ -76,16 +77,16 @@ struct Stated {
     text: String,
 }
 
-/// A setting's name in backticks, then its value: after `|` (a table's next cell), `(`,
-/// `, ` or `(default `, bold or not. A value followed by a dash is a range, not a
+/// A setting's name or flag in backticks, then its value: after `|` (a table's next
+/// cell), `(` or `, `, with `default ` or not, bold or not. A value followed by a dash is a range, not a
 /// default; a setting after `×` is a multiple, whose value is not the setting's.
 fn pattern() -> Regex {
     Regex::new(
         r"(?x)
         (?P<times>×\s*)?
-        `(?P<name>[a-z][a-z0-9_]*_(?:ms|s))`\*{0,2}
+        `(?P<name>(?:--)?[a-z][a-z0-9_-]*[_-](?:ms|s))`\*{0,2}
         (?P<runner>\s\(runner\))?
-        (?:\s*\|\s*|\s\((?:default\s)?|,\s)
+        (?:\s*\|\s*|\s\((?:default\s)?|,\s(?:default\s)?)
         (?P<number>[0-9][0-9,_]*(?:\.[0-9]+)?)
         (?:\s?(?P<unit>ms|s|min|h|days|day)\b)?
         (?P<range>\s?[–-])?",
@@ -113,7 +114,8 @@ fn statements(
         let shown = page.strip_prefix(root).unwrap().display().to_string();
         for (i, line) in text.lines().enumerate() {
             for m in pattern.captures_iter(line) {
-                let name = &m["name"];
+                // A flag names the setting of its words: `--drain-grace-s`, `drain_grace_s`.
+                let name = &m["name"].trim_start_matches("--").replace('-', "_");
                 let known = node.contains_key(name) || runner.contains_key(name);
                 if !known || m.name("times").is_some() || m.name("range").is_some() {
                     continue;
@@ -122,7 +124,7 @@ fn statements(
                 found.push(Stated {
                     page: shown.clone(),
                     line: i + 1,
-                    name: name.to_string(),
+                    name: name.clone(),
                     for_runner: m.name("runner").is_some() || !node.contains_key(name),
                     value: in_units_of(name, &m["number"], unit),
                     text: m[0].to_string(),
@@ -188,7 +190,8 @@ fn the_pattern_reads_each_form_a_page_uses() {
         "| `node_ttl_ms` | 10000 | x |\n\
          kept `retention_s` (7 days) and `fence_after_s` (runner) | 150 |\n\
          every 2 × `webhook_timeout_ms` (20 s), a wait `webhook_timeout_ms`, 10 s\n\
-         a range `node_ttl_ms` (1–60 s), no value `node_ttl_ms` after\n",
+         a range `node_ttl_ms` (1–60 s), no value `node_ttl_ms` after\n\
+         a flag `--node-ttl-ms`, default 10 s\n",
     )
     .unwrap();
     let found = statements(&dir, &node, &runner);
@@ -203,6 +206,7 @@ fn the_pattern_reads_each_form_a_page_uses() {
             ("retention_s", 604_800.0, false),
             ("fence_after_s", 150.0, true),
             ("webhook_timeout_ms", 10_000.0, false),
+            ("node_ttl_ms", 10_000.0, false),
         ]
     );
     fs::remove_dir_all(&dir).unwrap();

@@ -10,7 +10,7 @@ use support::*;
 use uuid::Uuid;
 
 /// A test's own Redis prefix (`name`) and a coordinator on it.
-async fn started(name: &str) -> (TestEnv, Coord) {
+async fn env_and_coord(name: &str) -> (TestEnv, Coord) {
     let env = TestEnv::new(name).await;
     let coord =
         Coord::from_url(&env.redis_url, &env.redis_prefix, &CoordOptions::default()).unwrap();
@@ -83,7 +83,7 @@ async fn pop_any(coord: &Coord, node: &str, wanted: usize) -> Vec<Popped> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_id_is_queued_at_most_once() {
-    let (_env, coord) = started("redis-once").await;
+    let (_env, coord) = env_and_coord("redis-once").await;
     let id = Uuid::now_v7();
     coord
         .enqueue(&[entry(id, "default", &[], 0, NOW)])
@@ -100,7 +100,7 @@ async fn a_task_id_is_queued_at_most_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_lease_script_skips_and_drops_entries_of_claimed_tasks() {
-    let (env, coord) = started("redis-claimed").await;
+    let (env, coord) = env_and_coord("redis-claimed").await;
     let claimed = Uuid::now_v7();
     let free = Uuid::now_v7();
     coord
@@ -139,7 +139,7 @@ async fn the_lease_script_skips_and_drops_entries_of_claimed_tasks() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_lease_script_matches_labels_and_queues() {
-    let (_env, coord) = started("redis-match").await;
+    let (_env, coord) = env_and_coord("redis-match").await;
     let gpu = Uuid::now_v7();
     let builds = Uuid::now_v7();
     let plain = Uuid::now_v7();
@@ -180,7 +180,7 @@ async fn the_lease_script_matches_labels_and_queues() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_postgres_write_puts_the_task_back_exactly_and_drops_the_claim() {
-    let (_env, coord) = started("redis-requeue").await;
+    let (_env, coord) = env_and_coord("redis-requeue").await;
     let early = Uuid::now_v7();
     let late = Uuid::now_v7();
     coord
@@ -210,7 +210,7 @@ async fn a_failed_postgres_write_puts_the_task_back_exactly_and_drops_the_claim(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_is_released_only_under_its_own_lease() {
-    let (_env, coord) = started("redis-release").await;
+    let (_env, coord) = env_and_coord("redis-release").await;
     let id = Uuid::now_v7();
     coord
         .enqueue(&[entry(id, "default", &[], 0, NOW)])
@@ -233,7 +233,7 @@ async fn a_claim_is_released_only_under_its_own_lease() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_generation_marker_is_written_only_while_the_rebuild_still_holds_its_lock() {
-    let (env, coord) = started("epoch-holding").await;
+    let (env, coord) = env_and_coord("epoch-holding").await;
     let epoch = baton_coord::Epoch {
         id: Uuid::new_v4(),
         since_ms: 1,
@@ -273,7 +273,7 @@ async fn the_generation_marker_is_written_only_while_the_rebuild_still_holds_its
 /// the entry as stale and the task is stranded, queued with neither entry nor lease.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_repair_does_not_claim_a_task_its_queue_holds() {
-    let (_env, coord) = started("redis-claim-absent").await;
+    let (_env, coord) = env_and_coord("redis-claim-absent").await;
     let id = Uuid::now_v7();
     let queued = entry(id, "default", &[], 0, NOW);
     coord.enqueue(std::slice::from_ref(&queued)).await.unwrap();
@@ -306,7 +306,7 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
 /// Redis holds, written late, leaves the newer one in place.
 #[tokio::test(flavor = "multi_thread")]
 async fn presence_written_late_never_moves_a_runner_back() {
-    let (_env, coord) = started("redis-presence").await;
+    let (_env, coord) = env_and_coord("redis-presence").await;
     let (runner, other) = (Uuid::new_v4(), Uuid::new_v4());
     let (old_boot, new_boot) = (Uuid::now_v7(), Uuid::now_v7());
     coord
@@ -335,7 +335,7 @@ async fn presence_written_late_never_moves_a_runner_back() {
 /// must register the queue again, or the task sits where no lease looks until it expires.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_put_back_in_a_queue_its_lease_emptied_is_found_again() {
-    let (env, coord) = started("redis-requeue-registers").await;
+    let (env, coord) = env_and_coord("redis-requeue-registers").await;
     let id = Uuid::now_v7();
     coord
         .enqueue(&[entry(id, "lonely", &[], 0, NOW)])
@@ -377,7 +377,7 @@ async fn a_task_put_back_in_a_queue_its_lease_emptied_is_found_again() {
 /// (lua/queue_index.lua).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lease_across_many_queues_takes_the_best_tasks_it_may_take() {
-    let (_env, coord) = started("redis-index-order").await;
+    let (_env, coord) = env_and_coord("redis-index-order").await;
     let label_sets: [&[&str]; 4] = [&[], &["gpu"], &["linux"], &["gpu", "windows"]];
     let mut entries = Vec::new();
     for i in 0..400u32 {
@@ -447,7 +447,7 @@ async fn a_lease_across_many_queues_takes_the_best_tasks_it_may_take() {
 /// set once no queue of it has work: nothing client-named lingers in Redis.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_emptied_queue_leaves_the_index_and_so_does_its_label_set() {
-    let (env, coord) = started("redis-index-prune").await;
+    let (env, coord) = env_and_coord("redis-index-prune").await;
     let mut redis = env.redis().await;
     let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
     coord
@@ -502,7 +502,7 @@ async fn an_emptied_queue_leaves_the_index_and_so_does_its_label_set() {
 /// the index lost is found again, and an entry for a queue with none is dropped.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_repair_check_mends_a_queue_index_that_lost_its_entries() {
-    let (env, coord) = started("redis-index-repair").await;
+    let (env, coord) = env_and_coord("redis-index-repair").await;
     let mut redis = env.redis().await;
     let id = Uuid::now_v7();
     coord
@@ -542,7 +542,7 @@ async fn the_repair_check_mends_a_queue_index_that_lost_its_entries() {
 /// reads the next queues in line for the places left.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stale_best_queue_does_not_hide_the_next_ones() {
-    let (env, coord) = started("redis-index-stale").await;
+    let (env, coord) = env_and_coord("redis-index-stale").await;
     let mut redis = env.redis().await;
     let (stale, fresh) = (Uuid::now_v7(), Uuid::now_v7());
     coord

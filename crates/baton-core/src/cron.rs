@@ -42,7 +42,7 @@ pub struct CronClock {
 
 /// Parses an expression (`field` names it in the error).
 pub fn parse_cron(field: &str, expression: &str) -> Result<Cron, Invalid> {
-    if expression.trim().is_empty() || expression.len() > MAX_CRON_CHARS {
+    if expression.trim().is_empty() || expression.chars().count() > MAX_CRON_CHARS {
         return Err(Invalid::new(
             field,
             format!("must be a cron expression of 1-{MAX_CRON_CHARS} characters"),
@@ -66,7 +66,7 @@ pub fn parse_cron(field: &str, expression: &str) -> Result<Cron, Invalid> {
 
 /// Parses an IANA zone name such as `Europe/Berlin` or `UTC`.
 pub fn parse_zone(field: &str, name: &str) -> Result<Tz, Invalid> {
-    if name.len() > MAX_ZONE_CHARS {
+    if name.chars().count() > MAX_ZONE_CHARS {
         return Err(Invalid::new(
             field,
             format!("must be an IANA time zone name of at most {MAX_ZONE_CHARS} characters"),
