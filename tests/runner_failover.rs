@@ -11,6 +11,7 @@ use baton_client::SubmitTask;
 use baton_core::TaskStatus;
 use std::time::Duration;
 use support::*;
+use uuid::Uuid;
 
 fn task(script: &str, label: &str, max_attempts: i32) -> SubmitTask {
     SubmitTask {
@@ -362,19 +363,24 @@ async fn a_result_no_node_heard_is_delivered_by_the_agents_next_start() {
     let mut agent = env
         .runner_with(&first_node.url, &["kept"], 1, &["--shutdown-grace-s", "1"])
         .await;
+    // The task marks its start in a world-writable place (it may run as a user of its
+    // own): `running` in Postgres comes before the runner has the start's answer, and a
+    // node killed in between leaves the runner never starting it.
+    let mark = std::env::temp_dir().join(format!("baton-kept-{}", Uuid::new_v4()));
     let (task, _) = user
         .submit(&SubmitTask {
             labels: vec!["kept".into()],
-            script: Some("sleep 1; echo done".into()),
+            script: Some(format!("touch {}; sleep 1; echo done", mark.display())),
             ..SubmitTask::default()
         })
         .await
         .unwrap();
     wait_for("the task to run", Duration::from_secs(30), || async {
         let t = user.task_get(task.id).await.ok()?;
-        (t.status == TaskStatus::Running).then_some(())
+        (t.status == TaskStatus::Running && mark.exists()).then_some(())
     })
     .await;
+    let _ = std::fs::remove_file(&mark);
     // The only node dies; the task ends with nobody to tell.
     first_node.kill();
     let results = agent.state_dir.join("results");
