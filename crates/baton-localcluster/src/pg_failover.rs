@@ -16,6 +16,7 @@ use super::postgres::{
     DATABASE, SUPERUSER, find_bin_dir, postgres_user_ids, reachable_by_postgres_user,
 };
 use super::processes::{StopPolicy, Supervised, find_program};
+use super::readiness::poll_until;
 use super::workdir::WorkDir;
 use anyhow::Context;
 use nix::sys::signal::Signal;
@@ -143,24 +144,24 @@ impl PgFailover {
     }
 
     async fn wait_states(&self, want: &[(&str, &str)], within: Duration) -> anyhow::Result<()> {
-        let deadline = Instant::now() + within;
-        let mut last = Vec::new();
-        while Instant::now() < deadline {
-            if let Ok(states) = self.states().await {
-                let settled = states.len() == want.len()
-                    && want.iter().all(|(name, state)| {
-                        states
-                            .iter()
-                            .any(|(n, seen, goal)| n == name && seen == state && goal == state)
-                    });
-                if settled {
-                    return Ok(());
-                }
-                last = states;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        let settled = poll_until(within, || async {
+            let states = self.states().await.ok()?;
+            let settled = states.len() == want.len()
+                && want.iter().all(|(name, state)| {
+                    states
+                        .iter()
+                        .any(|(n, seen, goal)| n == name && seen == state && goal == state)
+                });
+            settled.then_some(())
+        })
+        .await;
+        if settled.is_none() {
+            let last = self.states().await.unwrap_or_default();
+            anyhow::bail!(
+                "pg_auto_failover did not reach {want:?} within {within:?}; last {last:?}"
+            )
         }
-        anyhow::bail!("pg_auto_failover did not reach {want:?} within {within:?}; last {last:?}")
+        Ok(())
     }
 
     async fn create_node(&mut self, index: usize) -> anyhow::Result<()> {
@@ -261,14 +262,12 @@ impl PgFailover {
         )
         .await?;
         pg.monitor = Some(pg.keeper("monitor")?);
-        let deadline = Instant::now() + READY_WITHIN;
-        while sqlx::PgConnection::connect(&admin_url(pg.monitor_port, "pg_auto_failover"))
-            .await
-            .is_err()
-        {
-            anyhow::ensure!(Instant::now() < deadline, "the monitor did not start");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let monitor = admin_url(pg.monitor_port, "pg_auto_failover");
+        poll_until(READY_WITHIN, || async {
+            sqlx::PgConnection::connect(&monitor).await.ok().map(drop)
+        })
+        .await
+        .context("the monitor did not start")?;
         pg.fast_timeouts().await?;
         pg.create_node(0).await?;
         pg.wait_states(&[("node1", "single")], READY_WITHIN).await?;
@@ -384,32 +383,27 @@ impl PgFailover {
     /// Waits until a node other than `old` takes writes; how long that took from `since`.
     pub async fn wait_new_primary(&self, old: usize, since: Instant) -> anyhow::Result<Duration> {
         let other = 1 - old;
-        while since.elapsed() < Duration::from_secs(120) {
-            if writable(self.node_ports[other]).await == Some(true) {
-                return Ok(since.elapsed());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        anyhow::bail!("the standby was not promoted within two minutes")
+        let left = Duration::from_secs(120).saturating_sub(since.elapsed());
+        poll_until(left, || async {
+            (writable(self.node_ports[other]).await == Some(true)).then(|| since.elapsed())
+        })
+        .await
+        .context("the standby was not promoted within two minutes")
     }
 
     /// Waits until both nodes are back as primary and standby.
     pub async fn wait_whole(&self, within: Duration) -> anyhow::Result<()> {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Ok(states) = self.states().await {
-                let has = |state: &str| {
-                    states
-                        .iter()
-                        .any(|(_, seen, goal)| seen == state && goal == state)
-                };
-                if states.len() == 2 && has("primary") && has("secondary") {
-                    return Ok(());
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        anyhow::bail!("pg_auto_failover was not whole again within {within:?}")
+        poll_until(within, || async {
+            let states = self.states().await.ok()?;
+            let has = |state: &str| {
+                states
+                    .iter()
+                    .any(|(_, seen, goal)| seen == state && goal == state)
+            };
+            (states.len() == 2 && has("primary") && has("secondary")).then_some(())
+        })
+        .await
+        .with_context(|| format!("pg_auto_failover was not whole again within {within:?}"))
     }
 
     /// Stops the data nodes' keepers, then the monitor's: the nodes report to it.

@@ -1,15 +1,38 @@
-//! Waiting for a started process to become usable: poll a check until it passes, the
-//! process exits, or a deadline passes, and then say which, with the log to read.
+//! Waiting: poll a check until it passes or a deadline passes ([`poll_until`], the one
+//! such loop of the cluster and its tests), and for a started process to become usable,
+//! saying whether it exited or timed out, with the log to read.
 
 use super::processes::Supervised;
 use std::future::Future;
 use std::time::Duration;
 use tokio::time::Instant;
 
-const POLL_EVERY: Duration = Duration::from_millis(100);
+/// The longest pause between two looks: a wait notices its effect within this.
+const LONGEST_PAUSE: Duration = Duration::from_millis(200);
 
-/// Polls `check` until it returns true. `what` completes "waiting for ...", e.g.
-/// "redis to answer PING".
+/// Polls `check` until it yields `Some`, backing off from 10 ms up to 200 ms between
+/// looks; `None` once `within` has passed.
+pub async fn poll_until<T, F, Fut>(within: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + within;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        if let Some(v) = check().await {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(LONGEST_PAUSE);
+    }
+}
+
+/// Polls `check` until it returns true, while `process` runs. `what` completes
+/// "waiting for ...", e.g. "redis to answer PING".
 pub async fn wait_until<F, Fut>(
     process: &mut Supervised,
     what: &str,
@@ -20,26 +43,29 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = Instant::now() + within;
-    loop {
-        if check().await {
-            return Ok(());
+    // Ok when the check passed, Err(status) when the process exited first.
+    let outcome = poll_until(within, || {
+        let exited = process.try_exited();
+        let passed = check();
+        async move {
+            match passed.await {
+                true => Some(Ok(())),
+                false => exited.map(Err),
+            }
         }
-        if let Some(status) = process.try_exited() {
-            anyhow::bail!(
-                "{} exited ({status}) while waiting for {what}; see {}",
-                process.name(),
-                process.log().display()
-            );
-        }
-        if Instant::now() >= deadline {
-            anyhow::bail!(
-                "gave up waiting for {what} after {}s; see {}",
-                within.as_secs(),
-                process.log().display()
-            );
-        }
-        tokio::time::sleep(POLL_EVERY).await;
+    })
+    .await;
+    let log = process.log().display();
+    match outcome {
+        Some(Ok(())) => Ok(()),
+        Some(Err(status)) => anyhow::bail!(
+            "{} exited ({status}) while waiting for {what}; see {log}",
+            process.name()
+        ),
+        None => anyhow::bail!(
+            "gave up waiting for {what} after {}s; see {log}",
+            within.as_secs()
+        ),
     }
 }
 

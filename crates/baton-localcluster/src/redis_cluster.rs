@@ -6,7 +6,7 @@
 
 use super::ports::Ports;
 use super::processes::{StopPolicy, Supervised};
-use super::readiness::wait_until;
+use super::readiness::{poll_until, wait_until};
 use super::workdir::WorkDir;
 use anyhow::Context;
 use nix::sys::signal::Signal;
@@ -125,22 +125,16 @@ impl RedisCluster {
     }
 
     async fn wait_whole(&self, within: Duration) -> anyhow::Result<()> {
-        let deadline = Instant::now() + within;
-        loop {
-            let mut whole = true;
+        poll_until(within, || async {
             for (port, node) in self.ports.iter().zip(&self.nodes) {
                 if node.is_some() && !cluster_ok(*port).await {
-                    whole = false;
+                    return None;
                 }
             }
-            if whole {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                anyhow::bail!("the Redis Cluster was not whole within {within:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            Some(())
+        })
+        .await
+        .with_context(|| format!("the Redis Cluster was not whole within {within:?}"))
     }
 
     /// `host:port` of every node, for `--redis-cluster`.
@@ -249,16 +243,19 @@ impl RedisCluster {
             .response_timeout(Duration::from_millis(500))
             .build()?;
         let probe = format!("{key}:writable");
-        while since.elapsed() < Duration::from_secs(60) {
-            if let Ok(Ok(mut conn)) =
-                tokio::time::timeout(Duration::from_secs(2), client.get_async_connection()).await
-                && super::redis::takes_a_write(&mut conn, &probe).await
-            {
-                return Ok(since.elapsed());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        anyhow::bail!("the slot of {key} took no write for a minute")
+        let left = Duration::from_secs(60).saturating_sub(since.elapsed());
+        poll_until(left, || async {
+            let connecting = client.get_async_connection();
+            let mut conn = tokio::time::timeout(Duration::from_secs(2), connecting)
+                .await
+                .ok()?
+                .ok()?;
+            super::redis::takes_a_write(&mut conn, &probe)
+                .await
+                .then(|| since.elapsed())
+        })
+        .await
+        .with_context(|| format!("the slot of {key} took no write for a minute"))
     }
 
     /// Stops every node that runs.

@@ -8,7 +8,7 @@
 
 use super::ports::Ports;
 use super::processes::{StopPolicy, Supervised};
-use super::readiness::wait_until;
+use super::readiness::{poll_until, wait_until};
 use super::workdir::WorkDir;
 use anyhow::Context;
 use nix::sys::signal::Signal;
@@ -274,45 +274,39 @@ impl RedisSentinel {
         since: Instant,
         within: Duration,
     ) -> anyhow::Result<Duration> {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Ok(now) = self.master().await
-                && now != old
-                && let Ok(mut conn) = connect(self.redis_ports[now]).await
-                && super::redis::takes_a_write(&mut conn, "baton-failover-probe").await
-            {
-                return Ok(since.elapsed());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        anyhow::bail!("no new master took a write within {within:?}")
+        poll_until(within, || async {
+            let now = self.master().await.ok().filter(|now| *now != old)?;
+            let mut conn = connect(self.redis_ports[now]).await.ok()?;
+            super::redis::takes_a_write(&mut conn, "baton-failover-probe")
+                .await
+                .then(|| since.elapsed())
+        })
+        .await
+        .with_context(|| format!("no new master took a write within {within:?}"))
     }
 
     /// Waits until the master has its replica in sync again (a killed one restarted is
     /// made a replica by the sentinels within seconds), so a failover has somewhere to go.
     pub async fn wait_whole(&self, within: Duration) -> anyhow::Result<()> {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Ok(master) = self.master().await
-                && !self.is_down(1 - master)
-                && let Ok(mut conn) = connect(self.redis_ports[1 - master]).await
-            {
-                let info: String = redis::cmd("INFO")
-                    .arg("replication")
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap_or_default();
-                let following = format!("master_port:{}", self.redis_ports[master]);
-                if info.contains("role:slave")
-                    && info.contains(&following)
-                    && info.contains("master_link_status:up")
-                {
-                    return Ok(());
-                }
+        poll_until(within, || async {
+            let master = self.master().await.ok()?;
+            if self.is_down(1 - master) {
+                return None;
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        anyhow::bail!("the Redis master had no replica in sync within {within:?}")
+            let mut conn = connect(self.redis_ports[1 - master]).await.ok()?;
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut conn)
+                .await
+                .unwrap_or_default();
+            let following = format!("master_port:{}", self.redis_ports[master]);
+            (info.contains("role:slave")
+                && info.contains(&following)
+                && info.contains("master_link_status:up"))
+            .then_some(())
+        })
+        .await
+        .with_context(|| format!("the Redis master had no replica in sync within {within:?}"))
     }
 
     /// Stops the sentinels first, so none fails over from a master that is only stopping.

@@ -286,26 +286,8 @@ where
         .unwrap_or_else(|| panic!("timed out after {timeout:?} waiting for {what}"))
 }
 
-/// Polls `check` until it yields `Some`, backing off up to 200 ms between looks; `None`
-/// once `timeout` has passed.
-pub async fn poll_until<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut pause = Duration::from_millis(10);
-    loop {
-        if let Some(v) = check().await {
-            return Some(v);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return None;
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(200));
-    }
-}
+/// The one deadline poll of the cluster and its tests.
+pub use crate::readiness::poll_until;
 
 /// A task row to insert through the store directly: `true`, in the default queue, with
 /// every option at its default; tests change what they are about.
