@@ -8,7 +8,8 @@
 //!
 //! Marking costs nothing per task (no file written or removed for each); looking costs a
 //! read of each process's environment, once per start. A process that rewrites its own
-//! environment escapes the net, as one that left its group escapes a group kill.
+//! environment escapes the net, as one that left its group escapes a group kill; so does
+//! one caught inside `exec` (for microseconds its `environ` reads empty).
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -80,6 +81,25 @@ pub(crate) fn kill_marked(mark: &str) -> usize {
 mod tests {
     use super::*;
 
+    /// Waits until the child's environment is its own. `spawn` returns once the child is
+    /// in `exec`, but the kernel fills in the new environment's place a little later; a
+    /// look in between reads an empty `environ` (seen on a loaded CI machine).
+    fn exec_done(child: &std::process::Child) {
+        let path = format!("/proc/{}/environ", child.id());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read(&path)
+            .unwrap()
+            .split(|&b| b == 0)
+            .any(|var| var.starts_with(format!("{MARK_VAR}=").as_bytes()))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child never finished exec"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     #[test]
     fn kills_the_marked_and_spares_the_rest() {
         let state = std::env::temp_dir().join(format!("baton-leftovers-{}", Uuid::new_v4()));
@@ -104,6 +124,8 @@ mod tests {
         };
         let mut ours = spawn(&mark);
         let mut theirs = spawn("another-runner");
+        exec_done(&ours);
+        exec_done(&theirs);
         assert_eq!(kill_marked(&mark), 1);
         assert!(!ours.wait().unwrap().success(), "the leftover was killed");
         assert!(
