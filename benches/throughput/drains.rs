@@ -51,12 +51,9 @@ pub(crate) async fn bulk_submit(url: &str, queue: &str, n: usize, command: &str)
 pub(crate) async fn drained(stack: &Stack, queue: &str, n: usize) -> f64 {
     let mut db = stack.env.db().await;
     let deadline = Instant::now() + Duration::from_secs(600);
-    let unfinished_statuses = baton_core::TaskStatus::ALL
-        .into_iter()
-        .filter(|s| !s.is_terminal());
     let left = format!(
         "SELECT EXISTS (SELECT 1 FROM tasks WHERE queue = $1 AND status IN ({}))",
-        baton_store::sql_list(unfinished_statuses)
+        baton_store::sql_list(baton_core::TaskStatus::UNFINISHED)
     );
     loop {
         let unfinished: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(left.as_str()))

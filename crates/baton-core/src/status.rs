@@ -63,6 +63,16 @@ impl TaskStatus {
         TaskStatus::Expired,
     ];
 
+    /// The statuses a task leaves again (all but the terminal ones), in the order of
+    /// [`TaskStatus::ALL`].
+    pub const UNFINISHED: [TaskStatus; 5] = [
+        TaskStatus::Scheduled,
+        TaskStatus::Queued,
+        TaskStatus::Leased,
+        TaskStatus::Running,
+        TaskStatus::Cancelling,
+    ];
+
     /// The statuses in which a runner holds the task and a node holds a claim on it, in
     /// the order of [`TaskStatus::ALL`].
     pub const DISPATCHED: [TaskStatus; 3] = [
@@ -339,5 +349,14 @@ mod tests {
             .filter(|s| s.is_dispatched())
             .collect();
         assert_eq!(dispatched, vec![Leased, Running, Cancelling]);
+    }
+
+    #[test]
+    fn every_status_is_unfinished_or_terminal() {
+        let unfinished: Vec<_> = TaskStatus::ALL
+            .into_iter()
+            .filter(|s| !s.is_terminal())
+            .collect();
+        assert_eq!(unfinished, TaskStatus::UNFINISHED);
     }
 }

@@ -202,7 +202,7 @@ fn describe() {
     ] {
         counter!(name).increment(0);
     }
-    for status in TaskStatus::ALL.into_iter().filter(|s| s.is_terminal()) {
+    for status in TaskStatus::TERMINAL {
         counter!(baton_store::TASKS_COMPLETED, "outcome" => status.as_str()).increment(0);
     }
     for action in RECONCILER_ACTION_KINDS {
@@ -391,7 +391,7 @@ async fn refresh_redis(state: &AppState) -> Result<(), ServiceError> {
 
 async fn refresh_postgres(state: &AppState) -> Result<(), ServiceError> {
     let counts = state.store.tasks_count_by_status(REFRESH_LIMIT).await?;
-    for status in TaskStatus::ALL.into_iter().filter(|s| !s.is_terminal()) {
+    for status in TaskStatus::UNFINISHED {
         let n = counts
             .iter()
             .find(|(s, _)| *s == status)

@@ -58,10 +58,10 @@ use metered::MeteredPool;
 /// it matches their predicate). From `TaskStatus`, so the list has one home; a test
 /// holds the migrations' predicate to it.
 pub(crate) static UNFINISHED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let unfinished = baton_core::TaskStatus::ALL
-        .into_iter()
-        .filter(|s| !s.is_terminal());
-    format!("status IN ({})", statuses::sql_list(unfinished))
+    format!(
+        "status IN ({})",
+        statuses::sql_list(baton_core::TaskStatus::UNFINISHED)
+    )
 });
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
