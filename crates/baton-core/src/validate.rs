@@ -82,6 +82,15 @@ where
     in_range(field, value, min, max, "")
 }
 
+/// A byte offset or count (of a task's output): the schemas say `minimum = 0`; this is the
+/// answer to a client that sends a negative one anyway.
+pub fn check_not_negative(field: &str, value: i64) -> Result<i64, Invalid> {
+    if value < 0 {
+        return Err(Invalid::new(field, "must not be negative"));
+    }
+    Ok(value)
+}
+
 /// A duration in seconds within `1..=max`.
 pub fn check_seconds(field: &str, value: i64, max: i64) -> Result<(), Invalid> {
     in_range(field, value, 1, max, " seconds")

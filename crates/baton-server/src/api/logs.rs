@@ -14,7 +14,7 @@ use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 use baton_client::log_headers;
 use baton_coord::Wake;
-use baton_core::validate::Invalid;
+use baton_core::validate::check_not_negative;
 use futures::StreamExt;
 use serde::Deserialize;
 use std::time::Duration;
@@ -45,15 +45,6 @@ const FOLLOW_RECHECK: Duration = Duration::from_secs(2);
 /// the bytes it has. Proxies and idle-connection reapers then never cut it mid-way.
 const FOLLOW_IDLE: Duration = Duration::from_secs(30);
 
-/// A byte offset into a task's output, from a reader or from a runner shipping a chunk.
-/// The schemas say `minimum = 0`; this is the answer to a client that sends one anyway.
-pub(super) fn check_offset(offset: i64) -> Result<i64, Invalid> {
-    if offset < 0 {
-        return Err(Invalid::new("offset", "must not be negative"));
-    }
-    Ok(offset)
-}
-
 fn octet_stream(mut resp: Response, status: &'static str, attempt: i32) -> Response {
     let headers = resp.headers_mut();
     headers.insert(
@@ -83,7 +74,7 @@ pub(super) async fn logs(
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(q): ApiQuery<LogQuery>,
 ) -> Result<Response, ApiError> {
-    let offset = check_offset(q.offset.unwrap_or(0))?;
+    let offset = check_not_negative("offset", q.offset.unwrap_or(0))?;
     let task = visible_task(&state, &user, id).await?;
     if q.follow {
         // Before its first start a task is at attempt 0: follow the first run to come.

@@ -6,7 +6,6 @@
 
 mod reports;
 
-use super::logs::check_offset;
 use super::openapi::Errors;
 use crate::api::views::task_view;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
@@ -424,7 +423,7 @@ pub(super) async fn logs(
     ApiQuery(q): ApiQuery<LogChunkQuery>,
     RawBody(chunk): RawBody,
 ) -> Result<Json<LogAck>, ApiError> {
-    check_offset(q.offset)?;
+    validate::check_not_negative("offset", q.offset)?;
     let mut answer = exchange::handle(
         &state,
         &runner,

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use baton_client::ErrorCode;
 use baton_client::{CompletionItem, ItemAnswer, ItemResult, Outcome};
 use baton_core::TaskStatus;
-use baton_core::validate::Invalid;
+use baton_core::validate::{Invalid, check_not_negative};
 use baton_store::{LogWrite, RunEnd};
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -34,9 +34,7 @@ pub(super) fn completion(
     let tail = match &c.log_tail {
         None => None,
         Some(tail) => {
-            if tail.offset < 0 {
-                return Err(Invalid::new("log_tail.offset", "must not be negative").into());
-            }
+            check_not_negative("log_tail.offset", tail.offset)?;
             let data = tail.bytes().ok_or_else(|| {
                 ApiError::from(Invalid::new("log_tail.data", "must be standard base64"))
             })?;
@@ -126,8 +124,8 @@ pub(super) fn run_end(
             ));
         }
     }
-    if log_size.is_some_and(|s| s < 0) {
-        return Err(Invalid::new("log_size", "must not be negative").into());
+    if let Some(size) = log_size {
+        check_not_negative("log_size", size)?;
     }
     Ok(RunEnd {
         outcome: outcome.status(),
