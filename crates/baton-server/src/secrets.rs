@@ -118,36 +118,17 @@ impl SecretsKeyring {
             })
             .collect()
     }
-
-    /// Every value of `task`'s `secret_env` as submitted. A value stored before sealing
-    /// existed (no `sealed:` mark) comes back as it is: it was plaintext already.
-    /// The node opens through [`open_with`], which also serves a node without a key;
-    /// this is the tests' way in.
-    #[cfg(test)]
-    fn open(
-        &self,
-        task: Uuid,
-        env: &BTreeMap<String, String>,
-    ) -> Result<BTreeMap<String, String>, OpenError> {
-        open_with(&self.keys, task, env)
-    }
 }
 
-/// `task`'s `secret_env` opened with `ring`'s keys, or with none (a node without a key
-/// still hands out values stored before sealing existed; a sealed one it cannot open).
+/// `task`'s `secret_env` as submitted, opened with `ring`'s keys, or with none (a node
+/// without a key still hands out values stored before sealing existed, which come back as
+/// they are; a sealed one it cannot open).
 pub(crate) fn open(
     ring: Option<&SecretsKeyring>,
     task: Uuid,
     env: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, String>, OpenError> {
-    open_with(ring.map_or(&[][..], |r| &r.keys), task, env)
-}
-
-fn open_with(
-    keys: &[SecretsKey],
-    task: Uuid,
-    env: &BTreeMap<String, String>,
-) -> Result<BTreeMap<String, String>, OpenError> {
+    let keys = ring.map_or(&[][..], |r| &r.keys);
     env.iter()
         .map(|(name, value)| Ok((name.clone(), open_one(keys, task, name, value)?)))
         .collect()
@@ -227,17 +208,17 @@ mod tests {
         assert!(sealed["TOKEN"].starts_with("sealed:v1:"));
         assert!(!sealed["TOKEN"].contains("hunter2"));
         assert_eq!(
-            ring.open(task, &sealed).unwrap(),
+            open(Some(&ring), task, &sealed).unwrap(),
             env(&[("TOKEN", "hunter2"), ("OTHER", "x")])
         );
         // Copied into another task's row, or under another name: it does not open.
         assert!(matches!(
-            ring.open(Uuid::now_v7(), &sealed),
+            open(Some(&ring), Uuid::now_v7(), &sealed),
             Err(OpenError::Corrupt { .. })
         ));
         let swapped = env(&[("OTHER", &sealed["TOKEN"])]);
         assert!(matches!(
-            ring.open(task, &swapped),
+            open(Some(&ring), task, &swapped),
             Err(OpenError::Corrupt { .. })
         ));
     }
@@ -259,10 +240,13 @@ mod tests {
         let sealed = old.seal(task, env(&[("T", "v")]));
         let rotated = SecretsKeyring::parse(&format!("{new_key}\n{}  # retired\n", key())).unwrap();
         assert_ne!(rotated.sealing_key_id(), old.sealing_key_id());
-        assert_eq!(rotated.open(task, &sealed).unwrap(), env(&[("T", "v")]));
+        assert_eq!(
+            open(Some(&rotated), task, &sealed).unwrap(),
+            env(&[("T", "v")])
+        );
         let without_old = SecretsKeyring::parse(&new_key).unwrap();
         assert!(matches!(
-            without_old.open(task, &sealed),
+            open(Some(&without_old), task, &sealed),
             Err(OpenError::UnknownKey { .. })
         ));
     }
@@ -276,7 +260,7 @@ mod tests {
         let flipped = if v.ends_with('A') { 'B' } else { 'A' };
         v.pop();
         v.push(flipped);
-        assert!(ring.open(task, &sealed).is_err());
+        assert!(open(Some(&ring), task, &sealed).is_err());
     }
 
     #[test]
@@ -292,6 +276,6 @@ mod tests {
     fn values_stored_before_sealing_pass_through() {
         let ring = SecretsKeyring::parse(&key()).unwrap();
         let plain = env(&[("T", "old plaintext")]);
-        assert_eq!(ring.open(Uuid::now_v7(), &plain).unwrap(), plain);
+        assert_eq!(open(Some(&ring), Uuid::now_v7(), &plain).unwrap(), plain);
     }
 }
