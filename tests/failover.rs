@@ -6,7 +6,6 @@ use baton_localcluster::testing as support;
 
 use baton_client::{Client, CompleteTask, LeasedTask, Outcome, SubmitTask};
 use baton_core::TaskStatus;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use support::*;
 use uuid::Uuid;
@@ -186,7 +185,7 @@ async fn a_paused_node_resumed_after_its_claims_were_adopted_does_not_act_on_the
     let leased = lease(&runner_a, 1).await.remove(0);
     runner_a.start(t.id, leased.lease_id).await.unwrap();
 
-    signal(&node_a, "STOP");
+    node_a.signal("STOP");
     wait_for(
         "node B to adopt the paused node's claim",
         Duration::from_secs(15),
@@ -196,7 +195,7 @@ async fn a_paused_node_resumed_after_its_claims_were_adopted_does_not_act_on_the
         },
     )
     .await;
-    signal(&node_a, "CONT");
+    node_a.signal("CONT");
 
     // Node A comes back under a new id, with nothing: the claim stays node B's.
     let rejoined = wait_for(
@@ -246,15 +245,6 @@ async fn a_paused_node_resumed_after_its_claims_were_adopted_does_not_act_on_the
         },
     )
     .await;
-}
-
-fn signal(node: &NodeProc, sig: &str) {
-    let ok = Command::new("kill")
-        .args([&format!("-{sig}"), &node.pid().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
 }
 
 /// The bearer token a runner client carries (to use it through another node).

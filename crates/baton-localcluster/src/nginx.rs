@@ -12,7 +12,6 @@ use anyhow::Context;
 use nix::sys::signal::Signal;
 use std::path::Path;
 use std::time::Duration;
-use tokio::process::Command;
 
 const READY_WITHIN: Duration = Duration::from_secs(15);
 
@@ -25,36 +24,42 @@ pub fn spawn(
     as_root: bool,
 ) -> anyhow::Result<Supervised> {
     let dir = work.join("nginx");
-    std::fs::write(
-        dir.join("nginx.conf"),
-        config(&dir, listen_port, nodes, as_root),
-    )?;
+    let conf = config(&dir, listen_port, nodes, as_root);
     // SIGQUIT is nginx's graceful stop: finish the requests in flight, then exit.
     let stop = StopPolicy::signal(Signal::SIGQUIT);
-    spawn_in(Group::Own, &dir, &work.log("nginx"), stop)
+    spawn_in(Group::Own, &dir, &conf, &work.log("nginx"), stop)
 }
 
-/// Starts nginx in the foreground on the `nginx.conf` in `dir` (its prefix: relative
-/// paths and `error.log` are under it), output to `log`, in process group `group`,
-/// stopped by `stop`.
+/// Starts nginx in the foreground on `conf`, in `dir`, output to `log`, in process group
+/// `group`, stopped by `stop`.
 pub(crate) fn spawn_in(
     group: Group,
     dir: &Path,
+    conf: &str,
     log: &Path,
     stop: StopPolicy,
 ) -> anyhow::Result<Supervised> {
+    let command = command_on(dir, conf)?;
+    Supervised::spawn_in(group, "nginx", command.into(), log, stop)
+}
+
+/// nginx's command line for `conf`, which it writes to `dir/nginx.conf`; `dir` is
+/// nginx's prefix (relative paths and `error.log` are under it).
+fn command_on(dir: &Path, conf: &str) -> anyhow::Result<std::process::Command> {
     let nginx = find_program("nginx", &["/usr/sbin/nginx"])
         .context("nginx not found on PATH nor at /usr/sbin/nginx; ./scripts/dev.sh and ./scripts/test.sh install it")?;
-    let mut command = Command::new(nginx);
+    let file = dir.join("nginx.conf");
+    std::fs::write(&file, conf).with_context(|| format!("writing {}", file.display()))?;
+    let mut command = std::process::Command::new(nginx);
     command
         .arg("-p")
         .arg(dir)
         .arg("-c")
-        .arg(dir.join("nginx.conf"))
+        .arg(file)
         // Errors before the configuration is read go here, not to /var/log/nginx.
         .arg("-e")
         .arg(dir.join("error.log"));
-    Supervised::spawn_in(group, "nginx", command, log, stop)
+    Ok(command)
 }
 
 /// Waits until a node answers ready through nginx.
@@ -71,6 +76,7 @@ pub async fn wait_ready(nginx: &mut Supervised, lb_url: &str) -> anyhow::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::processes::running_as_root;
     use std::path::Path;
 
     #[test]
@@ -107,29 +113,15 @@ mod tests {
     /// installs it).
     #[test]
     fn nginx_accepts_the_rendered_configuration() {
-        let Some(nginx) = find_program("nginx", &["/usr/sbin/nginx"]) else {
+        if find_program("nginx", &["/usr/sbin/nginx"]).is_none() {
             eprintln!("nginx not installed: not checked");
             return;
-        };
+        }
         let dir = std::env::temp_dir().join(format!("baton-nginx-t-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
-        let conf = dir.join("nginx.conf");
         // `user root;` needs root; `nginx -t` runs as whoever runs the tests.
-        let as_root = std::process::Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
-        std::fs::write(&conf, config(&dir, 18080, &[18081, 18082], as_root)).unwrap();
-        let out = std::process::Command::new(nginx)
-            .arg("-t")
-            .arg("-p")
-            .arg(&dir)
-            .arg("-c")
-            .arg(&conf)
-            .arg("-e")
-            .arg(dir.join("error.log"))
-            .output()
-            .unwrap();
+        let conf = config(&dir, 18080, &[18081, 18082], running_as_root());
+        let out = command_on(&dir, &conf).unwrap().arg("-t").output().unwrap();
         let _ = std::fs::remove_dir_all(&dir);
         assert!(
             out.status.success(),

@@ -16,7 +16,7 @@ use super::postgres::{
     DATABASE, SUPERUSER, find_bin_dir, postgres_user_ids, reachable_by_postgres_user,
 };
 use super::processes::{StopPolicy, Supervised, find_program};
-use super::readiness::poll_until;
+use super::readiness::{poll_every, poll_until};
 use super::workdir::WorkDir;
 use anyhow::Context;
 use nix::sys::signal::Signal;
@@ -384,7 +384,7 @@ impl PgFailover {
     pub async fn wait_new_primary(&self, old: usize, since: Instant) -> anyhow::Result<Duration> {
         let other = 1 - old;
         let left = Duration::from_secs(120).saturating_sub(since.elapsed());
-        poll_until(left, || async {
+        poll_every(left, Duration::from_millis(100), || async {
             (writable(self.node_ports[other]).await == Some(true)).then(|| since.elapsed())
         })
         .await

@@ -2,7 +2,7 @@
 //! foreground. Postgres refuses to run as root, so as root both run as the `postgres` user
 //! through `runuser`, in a folder that user owns.
 
-use super::processes::{StopPolicy, Supervised, pid_in_file};
+use super::processes::{StopPolicy, Supervised, pid_in_file, run_to_end};
 use super::readiness::wait_until;
 use super::workdir::WorkDir;
 use anyhow::Context;
@@ -18,8 +18,7 @@ use tokio::process::Command;
 const READY_WITHIN: Duration = Duration::from_secs(60);
 /// The Postgres user that owns the cluster, and the one that runs it when we are root.
 pub(crate) const SUPERUSER: &str = "postgres";
-/// The database Baton's nodes use. Also spelt out in the `CREATE DATABASE` statement,
-/// which takes no parameters.
+/// The database Baton's nodes use.
 pub(crate) const DATABASE: &str = "baton";
 
 /// Which of Postgres's shutdown modes [`Supervised::stop`] asks for.
@@ -185,7 +184,8 @@ impl Postgres {
     pub async fn wait_ready(&self, postgres: &mut Supervised) -> anyhow::Result<()> {
         self.wait_accepting(postgres).await?;
         let mut conn = sqlx::PgConnection::connect(&self.admin_url()).await?;
-        match sqlx::query("CREATE DATABASE baton")
+        let create = format!("CREATE DATABASE {DATABASE}");
+        match sqlx::query(sqlx::AssertSqlSafe(create))
             .execute(&mut conn)
             .await
         {
@@ -230,20 +230,6 @@ impl Postgres {
         command.current_dir(&self.base);
         command
     }
-}
-
-/// Runs a Postgres tool to its end, supervised all the same: if we are interrupted
-/// meanwhile, its process group is killed, which reaches the tool behind `runuser` too.
-async fn run_to_end(name: &str, command: Command, log: &Path) -> anyhow::Result<()> {
-    let mut tool = Supervised::spawn(name, command, log, StopPolicy::signal(Signal::SIGTERM))?;
-    let status = tool
-        .exited()
-        .await
-        .with_context(|| format!("waiting for {name}"))?;
-    if !status.success() {
-        anyhow::bail!("{name} failed ({status}); see {}", log.display());
-    }
-    Ok(())
 }
 
 fn is_duplicate_database(e: &sqlx::Error) -> bool {

@@ -268,8 +268,23 @@ impl Drop for Supervised {
     }
 }
 
+/// Runs a tool (initdb, pg_basebackup) to its end, supervised all the same: if we are
+/// interrupted meanwhile, its process group is killed, which reaches a tool behind
+/// `runuser` too. An error names its log when it fails.
+pub(crate) async fn run_to_end(name: &str, command: Command, log: &Path) -> anyhow::Result<()> {
+    let mut tool = Supervised::spawn(name, command, log, StopPolicy::signal(Signal::SIGTERM))?;
+    let status = tool
+        .exited()
+        .await
+        .with_context(|| format!("waiting for {name}"))?;
+    if !status.success() {
+        anyhow::bail!("{name} failed ({status}); see {}", log.display());
+    }
+    Ok(())
+}
+
 /// The pid on the first line of a pid file, as Postgres writes its `postmaster.pid`.
-pub fn pid_in_file(file: &Path) -> Option<i32> {
+pub(crate) fn pid_in_file(file: &Path) -> Option<i32> {
     std::fs::read_to_string(file)
         .ok()?
         .lines()

@@ -1,5 +1,6 @@
-//! Waiting: poll a check until it passes or a deadline passes ([`poll_until`], the one
-//! such loop of the cluster and its tests), and for a started process to become usable,
+//! Waiting: poll a check until it passes or a deadline passes ([`poll_until`], and
+//! [`poll_every`] where the wait is measured: the one such loop of the cluster and its
+//! tests), and for a started process to become usable,
 //! saying whether it exited or timed out, with the log to read.
 
 use super::processes::Supervised;
@@ -12,13 +13,38 @@ const LONGEST_PAUSE: Duration = Duration::from_millis(200);
 
 /// Polls `check` until it yields `Some`, backing off from 10 ms up to 200 ms between
 /// looks; `None` once `within` has passed.
-pub async fn poll_until<T, F, Fut>(within: Duration, mut check: F) -> Option<T>
+pub async fn poll_until<T, F, Fut>(within: Duration, check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    poll(within, Duration::from_millis(10), LONGEST_PAUSE, check).await
+}
+
+/// [`poll_until`] at a steady `pause`, for a wait whose length is the figure (a
+/// failover's time): a backed-off look would add up to its pause to what is reported.
+pub async fn poll_every<T, F, Fut>(within: Duration, pause: Duration, check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    poll(within, pause, pause, check).await
+}
+
+/// Looks at `check` until `Some` or `within` passes, the pause from `first` doubling up
+/// to `longest`.
+async fn poll<T, F, Fut>(
+    within: Duration,
+    first: Duration,
+    longest: Duration,
+    mut check: F,
+) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
     let deadline = Instant::now() + within;
-    let mut pause = Duration::from_millis(10);
+    let mut pause = first;
     loop {
         if let Some(v) = check().await {
             return Some(v);
@@ -27,7 +53,7 @@ where
             return None;
         }
         tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(LONGEST_PAUSE);
+        pause = (pause * 2).min(longest);
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::ports::Ports;
 use super::processes::{StopPolicy, Supervised};
-use super::readiness::{poll_until, wait_until};
+use super::readiness::{poll_every, poll_until, wait_until};
 use super::workdir::WorkDir;
 use anyhow::Context;
 use nix::sys::signal::Signal;
@@ -244,7 +244,7 @@ impl RedisCluster {
             .build()?;
         let probe = format!("{key}:writable");
         let left = Duration::from_secs(60).saturating_sub(since.elapsed());
-        poll_until(left, || async {
+        poll_every(left, Duration::from_millis(50), || async {
             let connecting = client.get_async_connection();
             let mut conn = tokio::time::timeout(Duration::from_secs(2), connecting)
                 .await

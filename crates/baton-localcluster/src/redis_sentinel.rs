@@ -8,7 +8,7 @@
 
 use super::ports::Ports;
 use super::processes::{StopPolicy, Supervised};
-use super::readiness::{poll_until, wait_until};
+use super::readiness::{poll_every, poll_until, wait_until};
 use super::workdir::WorkDir;
 use anyhow::Context;
 use nix::sys::signal::Signal;
@@ -274,7 +274,7 @@ impl RedisSentinel {
         since: Instant,
         within: Duration,
     ) -> anyhow::Result<Duration> {
-        poll_until(within, || async {
+        poll_every(within, Duration::from_millis(50), || async {
             let now = self.master().await.ok().filter(|now| *now != old)?;
             let mut conn = connect(self.redis_ports[now]).await.ok()?;
             super::redis::takes_a_write(&mut conn, "baton-failover-probe")

@@ -35,7 +35,6 @@ impl NginxProc {
             running_as_root(),
             &site.replace("{listen}", &format!("127.0.0.1:{port}")),
         );
-        std::fs::write(dir.join("nginx.conf"), conf).unwrap();
         // SIGTERM, nginx's fast shutdown: a test's long polls need not be waited out, and
         // the master takes its workers down with it. In the test's process group, so an
         // interrupted test run stops it too.
@@ -44,7 +43,7 @@ impl NginxProc {
             ..StopPolicy::signal(Signal::SIGTERM)
         };
         let out = dir.join("nginx.out");
-        let nginx = crate::nginx::spawn_in(Group::Owners, &dir, &out, stop)
+        let nginx = crate::nginx::spawn_in(Group::Owners, &dir, &conf, &out, stop)
             .expect("spawn nginx (scripts/test.sh installs it)");
         let url = format!("http://127.0.0.1:{port}");
         let probe = reqwest::Client::new();

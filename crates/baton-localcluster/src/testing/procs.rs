@@ -62,16 +62,15 @@ pub fn log_as(filter: &str) {
 }
 
 /// Starts `command` as `name`, its stdout and stderr in `<test dir>/<name>.log`.
-fn spawn(env: &TestEnv, name: &str, command: Command) -> (Supervised, PathBuf) {
+fn spawn(env: &TestEnv, name: &str, command: Command) -> Supervised {
     let log = env.dir.join(format!("{name}.log"));
     // A stop is a SIGKILL to the process alone, as a crash of it would be: a runner's
     // agent must see its supervisor die and kill its tasks, as it would in production. In
     // the test's process group, so an interrupted test run (Ctrl-C, a timeout's kill of
     // the group) takes its nodes and runners with it.
     let crash = StopPolicy::signal(Signal::SIGKILL);
-    let process = Supervised::spawn_in(Group::Owners, name, command, &log, crash)
-        .unwrap_or_else(|e| panic!("starting {name}: {e:#}"));
-    (process, log)
+    Supervised::spawn_in(Group::Owners, name, command, &log, crash)
+        .unwrap_or_else(|e| panic!("starting {name}: {e:#}"))
 }
 
 /// `signal` by its name without `SIG` (`TERM`), as the `kill` command takes it.
@@ -82,11 +81,10 @@ fn send_signal(process: &Supervised, signal: &str) {
 
 /// How it exited, once it has, or `None` if it still runs after `timeout`.
 async fn exit_within(process: &mut Supervised, timeout: Duration) -> Option<ExitStatus> {
-    super::poll_until(timeout, || {
-        let status = process.try_exited();
-        async move { status }
-    })
-    .await
+    tokio::time::timeout(timeout, process.exited())
+        .await
+        .ok()?
+        .ok()
 }
 
 /// The URL a node prints on its stdout once it listens (`baton node <id> listening on
@@ -155,9 +153,15 @@ impl NodeProc {
             .env("BATON_WEBHOOK_ALLOW", "127.0.0.0/8")
             .env("RUST_LOG", log_filter())
             .envs(vars.iter().map(|(k, v)| (k, v)));
-        let (mut process, log) = spawn(env, &name, command);
+        let mut process = spawn(env, &name, command);
+        let log = process.log().to_path_buf();
         // It listens on a port of the kernel's choosing, and says which.
-        let prints_its_url = || async { listening_url(&log).is_some() };
+        let mut url = None;
+        let prints_its_url = || {
+            url = listening_url(&log);
+            let printed = url.is_some();
+            async move { printed }
+        };
         wait_until(
             &mut process,
             "the node to listen",
@@ -167,7 +171,7 @@ impl NodeProc {
         .await
         .unwrap_or_else(|e| panic!("node did not start: {e:#}"));
         NodeProc {
-            url: listening_url(&log).expect("the line just seen"),
+            url: url.expect("seen by the wait"),
             process,
             node_id: name,
             log,
@@ -231,10 +235,15 @@ impl NodeProc {
         self.process.stop_blocking();
     }
 
+    /// Sends a signal by its name without `SIG` (`STOP` to pause it, `CONT` to resume).
+    pub fn signal(&self, signal: &str) {
+        send_signal(&self.process, signal);
+    }
+
     /// SIGTERM (a graceful drain), then waits up to `timeout` for the exit: its code
     /// (-1 for a signal), or `None` if it is still running then.
     pub async fn terminate(&mut self, timeout: Duration) -> Option<i32> {
-        send_signal(&self.process, "TERM");
+        self.signal("TERM");
         let status = exit_within(&mut self.process, timeout).await?;
         Some(status.code().unwrap_or(-1))
     }
@@ -305,11 +314,11 @@ impl RunnerProc {
             .args(extra_args)
             .env("BATON_REGISTRATION_TOKEN", REGISTRATION_TOKEN)
             .env("RUST_LOG", log_filter());
-        let (process, log) = spawn(env, &name, command);
+        let process = spawn(env, &name, command);
         RunnerProc {
+            log: process.log().to_path_buf(),
             process,
             state_dir,
-            log,
         }
     }
 
