@@ -167,7 +167,8 @@ impl Client {
         Ok((resp.json().await?, created))
     }
 
-    /// Submits up to 1,000 tasks at once, all or nothing.
+    /// Submits up to the nodes' `max_batch` tasks (1,000 by default) at once, all or
+    /// nothing.
     pub async fn submit_batch(&self, tasks: Vec<SubmitTask>) -> Result<TaskList, ClientError> {
         Self::json(
             self.request(Method::POST, "/v1/tasks/batch")

@@ -13,8 +13,6 @@
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use uuid::Uuid;
 
@@ -32,13 +30,7 @@ pub(crate) fn mark(state_dir: &Path) -> std::io::Result<String> {
             std::fs::create_dir_all(state_dir)?;
             let mark = Uuid::new_v4().simple().to_string();
             // Like every file of the state dir, the agent's alone.
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&path)?
-                .write_all(mark.as_bytes())?;
+            crate::owner_only::write(&path, mark.as_bytes())?;
             Ok(mark)
         }
     }
@@ -86,11 +78,12 @@ mod tests {
     /// look in between reads an empty `environ` (seen on a loaded CI machine).
     fn exec_done(child: &std::process::Child) {
         let path = format!("/proc/{}/environ", child.id());
+        let assignment = format!("{MARK_VAR}=");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !std::fs::read(&path)
             .unwrap()
             .split(|&b| b == 0)
-            .any(|var| var.starts_with(format!("{MARK_VAR}=").as_bytes()))
+            .any(|var| var.starts_with(assignment.as_bytes()))
         {
             assert!(
                 std::time::Instant::now() < deadline,

@@ -18,12 +18,15 @@ use sqlx::query::QueryAs;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-/// `s` bound as `$2` to `$13`, in the one column order the insert and the update share.
-fn bind_settings<'q>(
-    query: QueryAs<'q, sqlx::Postgres, ScheduleRecord, PgArguments>,
+/// `sql` with the schedule's `id` bound as `$1` and its settings `s` as `$2` to `$13`, in
+/// the one column order the insert and the update share.
+fn with_settings<'q>(
+    sql: &'static str,
+    id: Uuid,
     s: &'q ScheduleSettings,
 ) -> QueryAs<'q, sqlx::Postgres, ScheduleRecord, PgArguments> {
-    query
+    sqlx::query_as(sql)
+        .bind(id)
         .bind(&s.name)
         .bind(&s.cron)
         .bind(&s.timezone)
@@ -154,16 +157,17 @@ impl Store {
         created_by: &str,
         now: DateTime<Utc>,
     ) -> Result<ScheduleRecord, StoreError> {
-        let query = sqlx::query_as::<_, ScheduleRecord>(
+        let insert = with_settings(
             "INSERT INTO schedules (id, name, cron, timezone, template, overlap, catch_up,
                                     catch_up_window_s, jitter_s, paused, start_at, end_at,
                                     next_fire_at, created_by, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)
              ON CONFLICT (created_by, name) DO NOTHING
              RETURNING *",
-        )
-        .bind(id);
-        bind_settings(query, s)
+            id,
+            s,
+        );
+        insert
             .bind(created_by)
             .bind(now)
             .fetch_optional(&self.pool)
@@ -178,7 +182,7 @@ impl Store {
         s: &ScheduleSettings,
         now: DateTime<Utc>,
     ) -> Result<ScheduleRecord, StoreError> {
-        let query = sqlx::query_as::<_, ScheduleRecord>(
+        let update = with_settings(
             "UPDATE schedules
              SET name = $2, cron = $3, timezone = $4, template = $5, overlap = $6,
                  catch_up = $7, catch_up_window_s = $8, jitter_s = $9, paused = $10,
@@ -186,9 +190,10 @@ impl Store {
                  buffered_for = CASE WHEN $6 = 'queue' THEN buffered_for END
              WHERE id = $1
              RETURNING *",
-        )
-        .bind(id);
-        bind_settings(query, s)
+            id,
+            s,
+        );
+        update
             .bind(now)
             .fetch_optional(&self.pool)
             .await

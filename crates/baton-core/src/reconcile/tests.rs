@@ -20,12 +20,12 @@ fn thresholds() -> Thresholds {
 
 #[test]
 fn the_default_timeout_grace_outlasts_the_runners_longest_backoff_step() {
-    let runner = crate::backoff::Backoff::RUNNER;
-    let longest_step = runner.max.as_secs_f64() * runner.jitter_factor(1.0);
-    let grace = Thresholds::default().timeout_grace.num_seconds() as f64;
+    // The longest wait the runner's backoff draws: the cap, jittered up as far as it goes.
+    let longest_step = crate::backoff::Backoff::RUNNER.delay(u32::MAX, 1.0);
+    let grace = Thresholds::default().timeout_grace.to_std().unwrap();
     assert!(
         grace > longest_step,
-        "grace {grace} s, longest step {longest_step} s"
+        "grace {grace:?}, longest step {longest_step:?}"
     );
 }
 

@@ -105,16 +105,6 @@ pub(crate) fn bounds(limits: &Limits) -> Vec<Bound> {
             admin::MAX_TOKEN_NAME.into(),
         ),
         bound(
-            Property("CreateToken", "expires_in_s"),
-            "maximum",
-            admin::MAX_EXPIRY_S.into(),
-        ),
-        bound(
-            Property("CreateRegistrationToken", "expires_in_s"),
-            "maximum",
-            admin::MAX_EXPIRY_S.into(),
-        ),
-        bound(
             Property("BulkRequest", "limit"),
             "maximum",
             bulk::BULK_MAX.into(),
@@ -130,6 +120,13 @@ pub(crate) fn bounds(limits: &Limits) -> Vec<Bound> {
             tasks::TEXT_MAX_CHARS.into(),
         ),
     ]);
+    for schema in ["CreateToken", "CreateRegistrationToken"] {
+        all.push(bound(
+            Property(schema, "expires_in_s"),
+            "maximum",
+            admin::MAX_EXPIRY_S.into(),
+        ));
+    }
     for schema in ["LeaseRequest", "Exchange"] {
         all.extend([
             bound(Property(schema, "max"), "maximum", limits.max_lease.into()),
