@@ -53,6 +53,14 @@ pub use transitions::{Apply, Done, FinishRun, LogWrite, StartRun, Started, Work}
 
 use metered::MeteredPool;
 
+/// `NotFound` when a statement about one row changed none.
+pub(crate) fn changed_one(done: &sqlx::postgres::PgQueryResult) -> Result<(), StoreError> {
+    match done.rows_affected() {
+        0 => Err(StoreError::NotFound),
+        _ => Ok(()),
+    }
+}
+
 /// `status IN (…every unfinished status…)`, spelt out in a query so Postgres can use the
 /// partial indexes on unfinished tasks (a status list passed as a parameter cannot show
 /// it matches their predicate). From `TaskStatus`, so the list has one home; a test
@@ -129,10 +137,7 @@ impl Store {
             .bind(now)
             .execute(&self.pool)
             .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
-        Ok(())
+        changed_one(&done)
     }
 
     /// A pool that connects lazily, so a node can start (and report not-ready) while

@@ -235,10 +235,7 @@ impl Store {
             .bind(id)
             .execute(&self.pool)
             .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
-        Ok(())
+        crate::changed_one(&done)
     }
 
     /// The time by Postgres's clock, and the schedules due at it: a tick at or before it,
