@@ -153,3 +153,48 @@ fn help_matches_its_snapshots() {
         assert!(!help[..heading].contains("--otlp-endpoint"), "{command}");
     }
 }
+
+/// A Redis Cluster keeps Baton's keys in one slot only through the prefix's hash tag; a
+/// node given a prefix without one took submits and never dispatched them (every
+/// multi-key script failed with CROSSSLOT). It now refuses to start, naming the fix —
+/// before it reaches for either store.
+#[test]
+fn a_cluster_prefix_without_a_hash_tag_is_refused_at_start() {
+    let mut node = Command::new(baton_binary())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            "postgres://postgres@127.0.0.1:1/nowhere",
+            "--redis-cluster",
+            "127.0.0.1:1,127.0.0.1:2",
+            "--redis-prefix",
+            "baton:",
+        ])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = node.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            node.kill().unwrap();
+            panic!(
+                "a node with an untagged prefix on a Redis Cluster was still running after 20 s"
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let said = stderr_of(&node.wait_with_output().unwrap());
+    assert!(!status.success(), "{said}");
+    assert!(
+        said.contains("\"baton:\"") && said.contains("hash tag") && said.contains("{baton}:"),
+        "{said}"
+    );
+}

@@ -665,3 +665,46 @@ async fn a_lease_whose_commit_answer_was_lost_is_not_queued_again() {
     assert_eq!(replayed.tasks[0].id, task.id);
     assert!(replayed.tasks[0].started);
 }
+
+/// The same resend, landing on a node that has just looked for this runner's labels and
+/// found the queues empty — emptied by the very lease the resend repeats. Its memory of
+/// that look (`KnownEmpty`) was written after the queueing's wake-up, so the wake-up does
+/// not end it; before the node consulted the replay record first, the resend was told
+/// "nothing", and the task stayed `running` with nobody to run it until it ended `failed`
+/// without ever having run.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unmarked_resend_is_replayed_by_a_node_that_knows_the_queues_empty() {
+    let two = TwoNodes::start("exchange-resent-known-empty").await;
+    let (_, other_token) = register_runner_token(two.on_a.base_url(), &[], 4).await;
+    let other_on_b = Client::new(two.on_b.base_url(), Some(other_token)).unwrap();
+    let (task, _) = two.user.submit(&task()).await.unwrap();
+    let sent = Exchange {
+        max: 1,
+        start_leased: true,
+        ..exchange()
+    };
+    let answered = two.on_a.exchange(&sent).await.unwrap();
+    assert_eq!(
+        answered.tasks.len(),
+        1,
+        "node A leased and started the task"
+    );
+    // The answer is lost. Meanwhile a runner of the same labels, parked on node B for a
+    // second, looks after the submit's wake-up and finds the queue empty.
+    let parked = other_on_b
+        .exchange(&Exchange {
+            max: 1,
+            wait_s: 1,
+            ..exchange()
+        })
+        .await
+        .unwrap();
+    assert!(parked.tasks.is_empty());
+    // nginx sends the lost exchange on to node B, unmarked.
+    let again = two.on_b.exchange(&sent).await.unwrap();
+    assert_eq!(
+        again.tasks, answered.tasks,
+        "the resend gets the task its first attempt started"
+    );
+    assert_eq!(stored(&two.env, task.id).await, ("running".into(), 1));
+}

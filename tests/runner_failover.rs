@@ -419,3 +419,144 @@ async fn a_result_no_node_heard_is_delivered_by_the_agents_next_start() {
     })
     .await;
 }
+
+/// A runner's parked poll is answered with a task the node has already started, but the
+/// answer is held up (a node frozen after its commit, a link that holds its bytes) for
+/// longer than `forgotten_run_after_s`, while the runner's other lane — its heartbeats —
+/// is answered at once. Before, those heartbeats were taken as of their newest answer,
+/// left out the task still on its way, and the server ended it as forgotten and retried
+/// it on another runner; when the held answer arrived, the first runner started attempt 1
+/// beside attempt 2. A heartbeat now counts only as of before the exchange still out was
+/// sent, so the task is not called forgotten, and it runs once, where it was handed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_held_up_on_its_way_is_not_ended_as_forgotten_nor_run_twice() {
+    let env = TestEnv::new("runner-held-start").await;
+    let mut args = FAST_HA.clone();
+    args.extend([
+        "--forgotten-run-after-s",
+        "2",
+        "--fault",
+        "hold-answer:held:8",
+    ]);
+    let node = env.node_with(&args).await;
+    let user = user_client(&node.url);
+    let fast = ["--heartbeat-s", "1"];
+    let first = env.runner_with(&node.url, &["a"], 2, &fast).await;
+    // A long run keeps the first runner heartbeating while the next answer is held.
+    let (long, _) = user.submit(&task(SLEEPER, "a", 1)).await.unwrap();
+    assert!(alive(pid_of(&user, long.id).await));
+
+    let runs = file_tasks_may_write(&env.dir.join("runs.log"));
+    let script = format!("echo $BATON_ATTEMPT >> {}; sleep 1", runs.display());
+    let (held, _) = user
+        .submit(&SubmitTask {
+            queue: Some("held".into()),
+            ..task(&script, "a", 2)
+        })
+        .await
+        .unwrap();
+    wait_for(
+        "the held task's start to commit",
+        Duration::from_secs(20),
+        || async {
+            let t = user.task_get(held.id).await.ok()?;
+            (t.status == TaskStatus::Running).then_some(())
+        },
+    )
+    .await;
+    // A second runner is there to take a retry, if the server ends the run.
+    let _second = env.runner_with(&node.url, &["a"], 1, &fast).await;
+
+    let ended = env.wait_terminal(&user, held.id).await;
+    let ran = std::fs::read_to_string(&runs).unwrap();
+    assert_eq!(
+        (ended.status, ended.attempt, ran.as_str()),
+        (TaskStatus::Succeeded, 1, "1\n"),
+        "the held task ran once, as attempt 1, on the runner it was handed to: {ended:?}"
+    );
+    drop(first);
+}
+
+/// Whether `pid` has exited (gone, or a zombie its stopped parent has not reaped).
+fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s[s.rfind(')')? + 2..].starts_with('Z')))
+        .unwrap_or(true)
+}
+
+/// A run ends in time while its agent is stopped (as cut off) for longer than the
+/// timeout grace, and shorter than its fence. Before, the server ended the run
+/// `timed_out` as its deadline passed with no report, and the success the agent then
+/// reported was refused; now only a runner heard since the deadline can have let it pass,
+/// and a silent one is left to the lost-runner rule: the run ends `succeeded`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_ended_in_time_while_its_runner_was_silent_is_not_called_timed_out() {
+    let env = TestEnv::new("runner-silent-past-grace").await;
+    let timings = baton_localcluster::timings::NodeTimings {
+        runner_offline_after_s: 30,
+        runner_lost_after_s: 60,
+        timeout_grace_s: 2,
+        ..baton_localcluster::timings::NodeTimings::FAST_HA
+    }
+    .args();
+    let node = env
+        .node_with(&timings.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    let user = user_client(&node.url);
+    let runner = env
+        .runner_with(
+            &node.url,
+            &["silent"],
+            1,
+            &["--heartbeat-s", "1", "--fence-after-s", "40"],
+        )
+        .await;
+    let (submitted, _) = user
+        .submit(&SubmitTask {
+            timeout_s: Some(4),
+            ..task("echo $$; sleep 2", "silent", 1)
+        })
+        .await
+        .unwrap();
+    let pid = pid_of(&user, submitted.id).await;
+    let agent = agent_of(&runner);
+    let stop = |signal| nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent as i32), signal);
+    stop(nix::sys::signal::Signal::SIGSTOP).unwrap();
+    wait_for(
+        "the run to exit, in time",
+        Duration::from_secs(10),
+        || async { exited(pid).then_some(()) },
+    )
+    .await;
+    // Its deadline (start + 4 s timeout + 2 s grace) passes while the agent is silent;
+    // the task stays `running` through it and a few reconcile passes after.
+    let started = user
+        .task_get(submitted.id)
+        .await
+        .unwrap()
+        .started_at
+        .unwrap();
+    let judged_by = started + chrono::Duration::seconds(4 + 2 + 3);
+    wait_for(
+        "the deadline and three seconds to pass",
+        Duration::from_secs(20),
+        || async {
+            let task = user.task_get(submitted.id).await.unwrap();
+            assert_eq!(
+                task.status,
+                TaskStatus::Running,
+                "ended while its runner was silent: {task:?}"
+            );
+            (chrono::Utc::now() > judged_by).then_some(())
+        },
+    )
+    .await;
+    stop(nix::sys::signal::Signal::SIGCONT).unwrap();
+    let ended = env.wait_terminal(&user, submitted.id).await;
+    assert_eq!(
+        (ended.status, ended.exit_code),
+        (TaskStatus::Succeeded, Some(0)),
+        "{ended:?}"
+    );
+}

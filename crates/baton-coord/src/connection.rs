@@ -307,13 +307,16 @@ fn pool_error(e: managed::PoolError<RedisError>) -> CoordError {
 /// The part of a key prefix Redis Cluster hashes: what is between its first `{` and the
 /// next `}`, when that is not empty; otherwise the whole prefix.
 fn hash_tag(prefix: &str) -> &str {
-    if let Some(open) = prefix.find('{')
-        && let Some(len) = prefix[open + 1..].find('}')
-        && len > 0
-    {
-        return &prefix[open..open + len + 2];
-    }
-    prefix
+    hash_tag_of(prefix).unwrap_or(prefix)
+}
+
+/// The Redis Cluster hash tag in a key prefix (`{baton}` in `{baton}:`), if it has one:
+/// the part of every key that Cluster hashes to pick its slot. A prefix without one
+/// spreads Baton's keys over many slots, and every multi-key script fails with CROSSSLOT.
+pub fn hash_tag_of(prefix: &str) -> Option<&str> {
+    let open = prefix.find('{')?;
+    let len = prefix[open + 1..].find('}')?;
+    (len > 0).then(|| &prefix[open..open + len + 2])
 }
 
 impl Conn {
@@ -413,6 +416,9 @@ mod tests {
         assert_eq!(super::hash_tag("app:{bt-1}:"), "{bt-1}");
         assert_eq!(super::hash_tag("plain:"), "plain:");
         assert_eq!(super::hash_tag("{}:x"), "{}:x");
+        assert_eq!(super::hash_tag_of("baton:"), None);
+        assert_eq!(super::hash_tag_of("{}:x"), None);
+        assert_eq!(super::hash_tag_of("{baton}:"), Some("{baton}"));
     }
 
     #[test]

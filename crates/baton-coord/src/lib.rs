@@ -25,7 +25,7 @@ mod wake;
 pub use access::RedisAccess;
 pub use claims::{Claim, RunEnded};
 pub use clock::ClusterClock;
-pub use connection::{COMMAND_DURATION as REDIS_COMMAND_DURATION, RedisTarget};
+pub use connection::{COMMAND_DURATION as REDIS_COMMAND_DURATION, RedisTarget, hash_tag_of};
 pub use epoch::Epoch;
 pub use error::{CoordError, ERRORS as REDIS_ERRORS};
 pub use events::{EntryId, HistoryBounds, HistoryEntry};

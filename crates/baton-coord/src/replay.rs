@@ -32,6 +32,20 @@ impl Coord {
             ttl_ms,
         }
     }
+
+    /// Whether a replay record exists under `key`: a request that leased something was
+    /// seen, on some node, under this id. A node that would answer a poll from its memory
+    /// that the queues are empty (`KnownEmpty`) asks this first, so that a load balancer's
+    /// unmarked resend of a request that leased (and started) tasks is replayed, not told
+    /// "nothing": the queue's wake-up does not order the record against that memory.
+    pub async fn replay_recorded(&self, key: &ReplayKey) -> Result<bool, CoordError> {
+        let mut conn = self.conn().await?;
+        Ok(redis::cmd("EXISTS")
+            .arg(&key.key)
+            .query_async::<i64>(&mut conn)
+            .await?
+            == 1)
+    }
 }
 
 /// Parses a replay record: `task:lease,task:lease,...`.

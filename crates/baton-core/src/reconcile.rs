@@ -232,10 +232,20 @@ pub fn decide(i: &Inputs, t: &Thresholds) -> Decision {
     };
     // The grace lets the runner, which enforces the timeout itself, report first; it
     // could not while this node's stores were out, so the grace runs from the outage's
-    // end too.
+    // end too. And only a runner heard since the deadline has let it pass without a
+    // report: a silent one may have finished the run in time and be cut off with its
+    // result (a partition longer than the grace, shorter than its fence). Ending that run
+    // `timed_out` would overwrite a success on its way; it is left to the lost-runner
+    // rule, which its fence makes safe.
     let past_timeout = task.started_at.is_some_and(|started| {
-        i.now - started > Duration::seconds(task.timeout_s) + t.timeout_grace
-            && i.now - i.clocks_since > t.timeout_grace
+        let deadline = started + Duration::seconds(task.timeout_s) + t.timeout_grace;
+        let heard_since = match i.runner {
+            RunnerFacts::Known { last_seen, .. } | RunnerFacts::Deleted { last_seen } => {
+                last_seen.is_some_and(|seen| seen > deadline)
+            }
+            RunnerFacts::Gone => true,
+        };
+        i.now > deadline && heard_since && i.now - i.clocks_since > t.timeout_grace
     });
 
     match task.status {

@@ -324,7 +324,7 @@ impl Agent {
                     }
                 }
                 assignment = assigned.recv() => {
-                    let Some(exchanger::Assigned { task, slot }) = assignment else { continue };
+                    let Some(exchanger::Assigned { task, slot, since }) = assignment else { continue };
                     took_one.store(true, Ordering::Relaxed);
                     let busy = crate::metrics::BusySlot::take();
                     let control = tracker.insert(task.id, task.lease_id);
@@ -335,7 +335,7 @@ impl Agent {
                     let slot_ids = slot_ids.clone();
                     tasks.spawn(async move {
                         let (id, lease) = (task.id, task.lease_id);
-                        let result = executor.run(task, stop, control, user).await;
+                        let result = executor.run(task, since, stop, control, user).await;
                         slot_ids.lock().expect("slot ids lock").push(slot_id);
                         tracker.remove(id, lease);
                         drop(slot);

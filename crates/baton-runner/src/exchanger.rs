@@ -106,6 +106,9 @@ pub(crate) fn outcome(answer: ItemAnswer) -> ItemOutcome {
 pub(crate) struct Assigned {
     pub task: LeasedTask,
     pub slot: OwnedSemaphorePermit,
+    /// When the exchange that leased it was first sent: a task that arrives started was
+    /// started on the server after this, and its timeout runs from here.
+    pub since: Instant,
 }
 
 /// Why the exchanger stopped asking for work.
@@ -143,11 +146,35 @@ pub(crate) fn spawn(setup: Setup) -> (Reports, mpsc::Receiver<Assigned>, JoinHan
 
 type Flight = JoinHandle<Flown>;
 
+/// The server time of the newest answer the runner had (`None`: it had none yet).
+type AsOf = Option<chrono::DateTime<chrono::Utc>>;
+
+/// A leasing exchange out, with what its tasks' starts are bounded by: every task it
+/// leases is started on the server after it was first sent — after `as_of` on the
+/// server's clock, and after `first_sent` on ours (a resend keeps the first's).
+#[derive(Debug, Clone, Copy)]
+struct Leasing {
+    as_of: AsOf,
+    first_sent: Instant,
+}
+
+impl Leasing {
+    fn now(lanes: &Lanes) -> Leasing {
+        Leasing {
+            as_of: lanes.answered_at,
+            first_sent: Instant::now(),
+        }
+    }
+}
+
 struct Lanes {
-    poll: Option<Flight>,
+    /// The parked poll.
+    poll: Option<(Flight, Leasing)>,
     report: Option<(Flight, Vec<oneshot::Sender<ItemOutcome>>)>,
+    /// Whether the report in flight asks for work.
+    report_leasing: Option<Leasing>,
     /// A leasing exchange that got no answer, to send again as it was.
-    unanswered: Option<Exchange>,
+    unanswered: Option<(Exchange, Leasing)>,
     failures: u32,
     /// No new poll before this (backoff after failures).
     quiet_until: Instant,
@@ -169,6 +196,7 @@ async fn run(
     let mut lanes = Lanes {
         poll: None,
         report: None,
+        report_leasing: None,
         unanswered: None,
         failures: 0,
         quiet_until: Instant::now(),
@@ -199,8 +227,8 @@ async fn run(
                 }
                 None => reports_open = false,
             },
-            flown = flight(lanes.poll.as_mut()), if lanes.poll.is_some() => {
-                lanes.poll = None;
+            flown = flight(lanes.poll.as_mut().map(|(f, _)| f)), if lanes.poll.is_some() => {
+                let (_, leasing) = lanes.poll.take().expect("in flight");
                 let early = lanes.poll_sent.elapsed() + Duration::from_secs(1)
                     < Duration::from_secs(setup.config.wait_s.into());
                 if early && matches!(&flown.1, Ok(a) if a.tasks.is_empty()) {
@@ -208,13 +236,14 @@ async fn run(
                     // this runner (a cancel): the heartbeat asks for it now.
                     lanes.last_beat = None;
                 }
-                if let Some(ended) = landed(&setup, &mut lanes, flown, Vec::new(), &assign).await {
+                if let Some(ended) = landed(&setup, &mut lanes, flown, (Vec::new(), Some(leasing)), &assign).await {
                     return ended;
                 }
             }
             flown = flight(lanes.report.as_mut().map(|(f, _)| f)), if lanes.report.is_some() => {
                 let (_, replies) = lanes.report.take().expect("in flight");
-                if let Some(ended) = landed(&setup, &mut lanes, flown, replies, &assign).await {
+                let leasing = lanes.report_leasing.take();
+                if let Some(ended) = landed(&setup, &mut lanes, flown, (replies, leasing), &assign).await {
                     return ended;
                 }
             }
@@ -235,7 +264,7 @@ async fn run(
             _ = setup.stop_leasing.cancelled(), if lanes.poll.is_some() => {
                 // A parked poll is left to the server; what it leases is never started
                 // and goes back after the ack timeout.
-                if let Some(poll) = lanes.poll.take() {
+                if let Some((poll, _)) = lanes.poll.take() {
                     poll.abort();
                 }
             }
@@ -261,6 +290,31 @@ fn fly(client: &Client, exchange: Exchange) -> Flight {
         let answer = client.exchange(&exchange).await;
         (exchange, answer, sent_at)
     })
+}
+
+impl Lanes {
+    /// What a heartbeat's list is as of: the newest answer, but never later than what any
+    /// leasing exchange still out was sent after. The server ends as forgotten only runs
+    /// started well before this; a run whose start is still on its way to this runner —
+    /// its answer held up by a frozen node or a slow link while the other lane's answers
+    /// come back from other nodes — started after its exchange was sent, so it is never
+    /// one of them, however long the answer takes.
+    fn list_as_of(&self) -> AsOf {
+        let out = [
+            self.poll.as_ref().map(|(_, leasing)| leasing.as_of),
+            self.report_leasing.map(|leasing| leasing.as_of),
+            self.unanswered.as_ref().map(|(_, leasing)| leasing.as_of),
+        ];
+        out.into_iter()
+            .flatten()
+            .fold(self.answered_at, |list, sent| match (list, sent) {
+                (Some(list), Some(sent)) => Some(list.min(sent)),
+                // Sent before any answer came: nothing this runner heard bounds its tasks'
+                // starts from below, so the list may call none of them forgotten.
+                (_, None) => Some(chrono::DateTime::UNIX_EPOCH),
+                (None, Some(_)) => None,
+            })
+    }
 }
 
 /// Sends the items that have gathered (and the heartbeat, when due), if the report lane
@@ -298,7 +352,7 @@ fn send_report(
         }
     }
     if beat_due {
-        exchange.running_as_of = lanes.answered_at;
+        exchange.running_as_of = lanes.list_as_of();
         exchange.running = Some(setup.tracker.leases());
         lanes.last_beat = Some(Instant::now());
     }
@@ -306,6 +360,7 @@ fn send_report(
         exchange.max = setup.slots.available_permits() as u32;
         exchange.start_leased = true;
         exchange.secrets_at_start = true;
+        lanes.report_leasing = Some(Leasing::now(lanes));
     }
     start_replies.extend(completion_replies);
     lanes.report = Some((fly(&setup.client, exchange), start_replies));
@@ -320,14 +375,14 @@ fn send_poll(setup: &Setup, lanes: &mut Lanes) {
     if lanes.report.is_some() {
         return;
     }
-    let exchange = match lanes.unanswered.take() {
+    let (exchange, leasing) = match lanes.unanswered.take() {
         Some(resend) => resend,
         None => {
             let free = setup.slots.available_permits() as u32;
             if free == 0 {
                 return;
             }
-            Exchange {
+            let poll = Exchange {
                 request_id: Uuid::new_v4(),
                 boot_id: setup.boot_id,
                 max: free,
@@ -337,11 +392,12 @@ fn send_poll(setup: &Setup, lanes: &mut Lanes) {
                 // start's answer (executor.rs `acknowledge`).
                 secrets_at_start: true,
                 ..Exchange::default()
-            }
+            };
+            (poll, Leasing::now(lanes))
         }
     };
     lanes.poll_sent = Instant::now();
-    lanes.poll = Some(fly(&setup.client, exchange));
+    lanes.poll = Some((fly(&setup.client, exchange), leasing));
 }
 
 /// An exchange came back: answer its items, hand out its tasks, apply its verdicts.
@@ -349,13 +405,13 @@ async fn landed(
     setup: &Setup,
     lanes: &mut Lanes,
     (sent, answer, sent_at): Flown,
-    replies: Vec<oneshot::Sender<ItemOutcome>>,
+    (replies, leasing): (Vec<oneshot::Sender<ItemOutcome>>, Option<Leasing>),
     assign: &mpsc::Sender<Assigned>,
 ) -> Option<Ended> {
     crate::metrics::exchange_answered(&answer);
     let answer = match answer {
         Ok(answer) => answer,
-        Err(e) => return failed(setup, lanes, (sent, sent_at), replies, e),
+        Err(e) => return failed(setup, lanes, (sent, sent_at, leasing), replies, e),
     };
     lanes.failures = 0;
     if answer.presence_recorded != Some(false) {
@@ -372,14 +428,17 @@ async fn landed(
         let _ = reply.send(outcome(item));
     }
     let fence_after = Duration::from_secs(setup.config.fence_after_s);
-    if !answer.tasks.is_empty() && sent_at.elapsed() > fence_after {
+    // The tasks were started on the server after the request was first sent (a resend's
+    // too): their time runs from then, here as there.
+    let since = leasing.map_or(sent_at, |l| l.first_sent.min(sent_at));
+    if !answer.tasks.is_empty() && since.elapsed() > fence_after {
         // An answer held up longer than the fence (a partition that healed, and TCP
         // delivered what it had): by now a node may have called this runner lost and
         // handed its tasks to another. They are not started, nor reported: the server
         // ends them as forgotten once a heartbeat leaves them out, or at their timeout.
         tracing::warn!(
             tasks = answer.tasks.len(),
-            late_s = sent_at.elapsed().as_secs(),
+            late_s = since.elapsed().as_secs(),
             "an answer came back after the fence: its tasks are not started"
         );
     } else {
@@ -389,7 +448,7 @@ async fn landed(
                 .clone()
                 .try_acquire_owned()
                 .expect("the server hands out at most `max` tasks");
-            if assign.send(Assigned { task, slot }).await.is_err() {
+            if assign.send(Assigned { task, slot, since }).await.is_err() {
                 return Some(Ended::Shutdown);
             }
         }
@@ -403,7 +462,7 @@ async fn landed(
 fn failed(
     setup: &Setup,
     lanes: &mut Lanes,
-    (sent, sent_at): (Exchange, Instant),
+    (sent, sent_at, leasing): (Exchange, Instant, Option<Leasing>),
     replies: Vec<oneshot::Sender<ItemOutcome>>,
     e: ClientError,
 ) -> Option<Ended> {
@@ -418,14 +477,20 @@ fn failed(
         _ => None,
     };
     if matches!(error, CallError::Transient(_) | CallError::StoresOut(_)) && sent.max > 0 {
-        // What it may have leased is replayed to the same request, resent as it was.
-        lanes.unanswered = Some(Exchange {
+        // What it may have leased is replayed to the same request, resent as it was;
+        // until then heartbeats stay as of before it was first sent.
+        let leasing = leasing.unwrap_or(Leasing {
+            as_of: lanes.answered_at,
+            first_sent: sent_at,
+        });
+        let resend = Exchange {
             retry: true,
             starts: Vec::new(),
             completions: Vec::new(),
             running: None,
             ..sent
-        });
+        };
+        lanes.unanswered = Some((resend, leasing));
     }
     lanes.failures += 1;
     let delay = setup.config.backoff().delay(lanes.failures, rand::random());

@@ -104,6 +104,7 @@ impl Executor {
     pub(crate) async fn run(
         &self,
         task: LeasedTask,
+        since: Instant,
         stop: CancellationToken,
         control: TaskControl,
         user: Option<TaskUser>,
@@ -125,7 +126,7 @@ impl Executor {
             results: self.results.clone(),
         };
         for_task
-            .run_traced(task, stop, control, user)
+            .run_traced(task, since, stop, control, user)
             .instrument(span)
             .await
     }
@@ -133,14 +134,20 @@ impl Executor {
     async fn run_traced(
         &self,
         mut task: LeasedTask,
+        since: Instant,
         stop: CancellationToken,
         control: TaskControl,
         user: Option<TaskUser>,
     ) -> RunResult {
         let id = task.id;
-        // The task's time counts from the first `start` attempt: the server's clock starts
-        // at its commit, which a lost answer and our retries may have preceded.
-        let deadline = Instant::now() + Duration::from_secs(task.timeout_s.max(0) as u64);
+        // The task's time counts from no later than the server's: a task that arrived
+        // started was committed after its exchange was first sent (`since`), however long
+        // the answer then took; one started here counts from its first `start` attempt,
+        // which a lost answer and our retries may precede. Counted here from later, a run
+        // held up on its way could outlast the server's deadline and be ended and retried
+        // while it still runs.
+        let acknowledged_from = if task.started { since } else { Instant::now() };
+        let deadline = acknowledged_from + Duration::from_secs(task.timeout_s.max(0) as u64);
         // A task that arrived started (`start_leased`) needs no acknowledgement.
         match self.acknowledge(&task).await {
             // The secrets come with the start's answer, not with the lease.
@@ -345,7 +352,13 @@ impl Executor {
                     Ok(status) => Ending::Exited(status),
                     Err(e) => Ending::SpawnFailed(format!("lost track of the process: {e}")),
                 },
-                _ = &mut timeout => break Ending::TimedOut,
+                // A process that exited before its deadline ended in time, even if this
+                // agent looks only after it (stopped, or starved): the exit may not have
+                // reached `wait` yet when the timer does, so the process is asked.
+                _ = &mut timeout => break match child.try_wait() {
+                    Ok(Some(status)) => Ending::Exited(status),
+                    _ => Ending::TimedOut,
+                },
                 _ = stop.cancelled() => break Ending::RunnerStopping,
                 _ = control.cancel.cancelled() => break Ending::CancelRequested,
                 _ = control.gone.cancelled() => break Ending::Stopped(Stop::LeaseGone),

@@ -68,7 +68,10 @@ pub struct ServeConfig {
     /// How often the node's services run and the thresholds they apply.
     pub timings: Timings,
     /// Test-only fault injection: `after-pop` makes the node abort between the Redis pop
-    /// and the Postgres write of a lease, as a crash there would.
+    /// and the Postgres write of a lease, as a crash there would; `hold-answer:<queue>:<s>`
+    /// holds the first exchange answer handing out a task of `<queue>` for `<s>` seconds
+    /// after its commit; the group commit's own faults (`abort-after-commit`, …) are in
+    /// `baton_store::GroupCommitSettings`.
     pub fault: Option<String>,
     /// How often the node reads its cached runners again from Postgres, all in one query
     /// (a revocation reaches every node at once through Redis; this catches one missed).
@@ -442,6 +445,26 @@ impl ServeConfig {
             );
         }
         Ok(access)
+    }
+
+    /// A Redis Cluster keeps every key Baton writes in one slot only if the prefix holds a
+    /// hash tag; without one each multi-key script fails with CROSSSLOT, so a node would
+    /// take submits and never dispatch them. Refused at start instead.
+    pub fn redis_prefix_check(&self) -> Result<(), String> {
+        let cluster = matches!(
+            self.redis_target(),
+            baton_coord::RedisTarget::Cluster { .. }
+        );
+        if cluster && baton_coord::hash_tag_of(&self.redis_prefix).is_none() {
+            return Err(format!(
+                "the Redis key prefix {:?} has no hash tag, so on a Redis Cluster Baton's keys \
+                 would fall in different slots and every multi-key script would fail: put \
+                 the part every key shares in braces (--redis-prefix '{{{}}}:')",
+                self.redis_prefix,
+                self.redis_prefix.trim_end_matches(':'),
+            ));
+        }
+        Ok(())
     }
 
     /// `node_ttl_ms` as a duration.

@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     /// The settings contradict themselves or are malformed (a bad node id, both Sentinel
-    /// and Cluster addresses, an unreadable Redis CA file, a bad secrets key).
+    /// and Cluster addresses, an unreadable Redis CA file, a Cluster key prefix without a
+    /// hash tag, a bad secrets key).
     #[error("invalid configuration: {0}")]
     Config(String),
     /// Postgres failed the start: a bad URL, a migration refused, or Postgres away for
@@ -179,6 +180,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         ));
     }
     let redis_access = config.redis_access().map_err(NodeError::Config)?;
+    config.redis_prefix_check().map_err(NodeError::Config)?;
     if !config.no_migrate {
         while_postgres_away("creating the database", || {
             Store::database_create_if_missing(&config.database_url)

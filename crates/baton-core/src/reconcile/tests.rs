@@ -241,9 +241,14 @@ fn decision_table() {
             fail(Reason::TimedOut),
         ),
         (
-            "running, past timeout and silent",
+            "running, past timeout, runner silent since before the deadline",
+            inputs(task(Running), seen(600), 700),
+            Decision::Keep,
+        ),
+        (
+            "running, past timeout and silent past the lost threshold",
             inputs(task(Running), seen(0), 700),
-            fail(Reason::TimedOut),
+            fail(Reason::RunnerLost),
         ),
         (
             "cancelling, runner fresh",
@@ -269,6 +274,11 @@ fn decision_table() {
             "cancelling, past timeout",
             inputs(task(Cancelling), seen(700), 700),
             Decision::Cancel(Reason::TimedOut),
+        ),
+        (
+            "cancelling, past timeout, runner silent since before the deadline",
+            inputs(task(Cancelling), seen(600), 700),
+            Decision::Keep,
         ),
         (
             "scheduled keeps no claim",
@@ -466,6 +476,26 @@ proptest! {
         match d {
             Decision::Requeue(r) | Decision::Cancel(r) | Decision::EndRun { reason: r, .. } => prop_assert!(!stale(r), "{:?}", d),
             Decision::Keep | Decision::DropClaim => {}
+        }
+    }
+
+    /// A runner cut off after its run finished in time holds a success the server has
+    /// not heard: only a runner heard since the deadline can have let it pass.
+    #[test]
+    fn a_run_times_out_only_when_its_runner_was_heard_past_the_deadline(i in any_inputs()) {
+        let timed_out = matches!(
+            decide(&i, &thresholds()),
+            Decision::EndRun { reason: Reason::TimedOut, .. } | Decision::Cancel(Reason::TimedOut)
+        );
+        if timed_out {
+            let deadline = i.task.started_at.unwrap()
+                + Duration::seconds(i.task.timeout_s)
+                + thresholds().timeout_grace;
+            let heard = match i.runner {
+                RunnerFacts::Known { last_seen, .. } | RunnerFacts::Deleted { last_seen } => last_seen,
+                RunnerFacts::Gone => Some(i.now),
+            };
+            prop_assert!(heard.is_some_and(|h| h > deadline), "{:?}", i);
         }
     }
 

@@ -55,3 +55,21 @@ fn a_plain_url_is_one_server() {
     let config = ServeConfig::default();
     assert!(matches!(config.redis_target(), RedisTarget::Url(u) if u == config.redis_url));
 }
+
+#[test]
+fn a_cluster_prefix_needs_a_hash_tag_and_a_single_server_does_not() {
+    let cluster = |prefix: &str| ServeConfig {
+        redis_cluster: vec!["10.0.0.1:6379".into()],
+        redis_prefix: prefix.into(),
+        ..ServeConfig::default()
+    };
+    let refused = cluster("baton:").redis_prefix_check().unwrap_err();
+    assert!(refused.contains("{baton}:"), "{refused}");
+    cluster("{baton}:").redis_prefix_check().unwrap();
+    cluster("app:{bt-1}:").redis_prefix_check().unwrap();
+    let single = ServeConfig {
+        redis_prefix: "baton:".into(),
+        ..ServeConfig::default()
+    };
+    single.redis_prefix_check().unwrap();
+}

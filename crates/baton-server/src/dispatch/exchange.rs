@@ -109,9 +109,39 @@ pub(crate) async fn handle(
     }
     // Only the arrival proves the runner alive: a parked request's answer may go to a
     // runner that died or was cut off meanwhile.
-    answer(state, runner, call)
+    let answered = answer(state, runner, call)
         .await
-        .map_err(|e| vouched(state, e, heard))
+        .map_err(|e| vouched(state, e, heard))?;
+    hold_fault(state, &answered.tasks).await;
+    Ok(answered)
+}
+
+/// Test-only fault injection, `hold-answer:<queue>:<seconds>`: the first answer that hands
+/// out a task of `<queue>` waits that long after its commit before it goes, as when a node
+/// freezes or a link holds its answer — while the runner's other lane, and other
+/// runners, are answered at once.
+async fn hold_fault(state: &AppState, tasks: &[LeasedTask]) {
+    static HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let Some((queue, seconds)) = state
+        .config
+        .fault
+        .as_deref()
+        .and_then(|f| f.strip_prefix("hold-answer:"))
+        .and_then(|f| f.rsplit_once(':'))
+        .and_then(|(queue, s)| Some((queue, s.parse::<u64>().ok()?)))
+    else {
+        return;
+    };
+    if tasks.iter().any(|t| t.queue == queue)
+        && !HELD.swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
+        tracing::error!(
+            queue,
+            seconds,
+            "fault injection: holding an answer that hands out tasks"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+    }
 }
 
 /// Whether presence this node hears now reaches every node: its liveness holds and its

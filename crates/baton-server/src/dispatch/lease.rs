@@ -66,7 +66,16 @@ pub(crate) async fn pop(
     }
     let just_looking = ask.claims_of.is_empty() && !ask.retry;
     let news = state.wake.queue_news();
-    if just_looking && state.known_empty.holds(runner, news) {
+    // The memory that the queues are empty says nothing of this request: an unmarked
+    // resend of one whose first attempt leased and started tasks (its node died after
+    // the commit, or its answer was lost, and a load balancer sent it on) must get them
+    // back. The memory may have been written after the queueing's wake-up (another look
+    // found the queue already emptied by that first attempt), so only the record itself
+    // tells: one read, and the script runs only when there is something to replay.
+    if just_looking
+        && state.known_empty.holds(runner, news)
+        && !state.coord.replay_recorded(ask.replay).await?
+    {
         return Ok(Popping {
             claims: Vec::new(),
             popped: Vec::new(),
@@ -88,9 +97,8 @@ pub(crate) async fn pop(
             // Whenever the script runs, it looks the request up: a load balancer resends
             // an exchange whose node died as it was sent, without the runner's `retry`
             // mark, and what the first attempt leased (and started) must come back. It
-            // costs a GET inside the script. An idle poll that asks Redis nothing at all
-            // (`KnownEmpty`) skips it: a first attempt that leased anything for these
-            // labels queued it, and the wake-up of that queueing ended the known-empty.
+            // costs a GET inside the script. An idle poll answered from `KnownEmpty`
+            // checks for a record first (above).
             retry: true,
             claims_of: ask.claims_of,
             now_ms: state.clock.now().timestamp_millis(),
@@ -345,8 +353,9 @@ pub(crate) fn as_leased(mut task: TaskRecord, claim: &Claim) -> TaskRecord {
 
 /// What the lease script last found nothing for: a runner's labels and queues, with the
 /// news of queued work this node had heard before it looked. Until more news arrives,
-/// a runner of the same labels and queues is told "nothing" without asking Redis — an
-/// idle runner's poll then costs Redis nothing, however many runners poll. Every add to
+/// a runner of the same labels and queues is told "nothing" without running the lease
+/// script — an idle runner's poll then costs Redis one read (is this request a resend of
+/// one that leased?), however many runners poll. Every add to
 /// a queue publishes its wake-up after the entry exists, so news the look could not see
 /// is news the node hears after it; and a parked request wakes on that news itself.
 /// An entry is trusted for `KNOWN_EMPTY_FOR` at most, in case news was missed.
