@@ -429,3 +429,258 @@ async fn bad_queue_defaults_are_refused_by_name_and_change_nothing() {
         .unwrap();
     assert_eq!(set.defaults.and_then(|d| d.max_attempts), Some(2));
 }
+
+/// Redis as a failover leaves it when the new master did not have the last writes of a
+/// lease that started `task`: no claim, no group slot, the task back in its queue.
+async fn lose_the_lease_of(env: &TestEnv, task: &Task, group: &str) {
+    let coord = baton_coord::Coord::from_url(
+        &env.redis_url,
+        &env.redis_prefix,
+        &baton_coord::CoordOptions::default(),
+    )
+    .unwrap();
+    let keys = coord.keys();
+    let mut redis = env.redis().await;
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("HDEL")
+        .arg(keys.running())
+        .arg(task.id.to_string())
+        .ignore()
+        .cmd("SREM")
+        .arg(keys.group_running(group))
+        .arg(task.id.to_string())
+        .ignore()
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let entry = baton_coord::Enqueue {
+        task_id: task.id,
+        queue: task.queue.clone(),
+        labels: baton_core::labels::LabelSet::empty(),
+        priority: task.priority,
+        enqueued_at_ms: task.queued_at.unwrap().timestamp_millis(),
+        group: Some(baton_core::flow::Group {
+            key: group.into(),
+            limit: 1,
+        }),
+    };
+    assert_eq!(coord.enqueue_unclaimed(&[entry]).await.unwrap(), 1);
+}
+
+/// A Redis failover loses the claim and the group slot a lease took for a task that then
+/// started: the task is back in its queue while it runs. The next lease pops it, its
+/// start is refused, and — before — the pass released it with `forget`, which freed its
+/// slot and let the next task of the group (limit 1) start beside it. Now the claim the
+/// pop made becomes the run's, with its slot, and the next task waits for the first to end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
+    let env = TestEnv::new("flow-lost-claim").await;
+    let node = env.node_with(&["--repair-interval-ms", "3600000"]).await;
+    let user = user_client(&node.url);
+    let (_, first) = register_runner(&node.url, &[], 4).await;
+    let (_, second) = register_runner(&node.url, &[], 4).await;
+    let (boot_1, boot_2) = (Uuid::now_v7(), Uuid::now_v7());
+    let mutex = SubmitTask {
+        command: Some(vec!["true".into()]),
+        concurrency_key: Some("g".into()),
+        concurrency_limit: Some(1),
+        ..Default::default()
+    };
+    let (a, _) = user.submit(&mutex).await.unwrap();
+    let (b, _) = user.submit(&mutex).await.unwrap();
+    let got = first
+        .exchange(&exchange_starting(boot_1, 1, 0))
+        .await
+        .unwrap();
+    assert_eq!(
+        got.tasks.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![a.id]
+    );
+    let lease_a = got.tasks[0].lease_id;
+
+    lose_the_lease_of(&env, &user.task_get(a.id).await.unwrap(), "g").await;
+    let got = second
+        .exchange(&exchange_starting(boot_2, 2, 0))
+        .await
+        .unwrap();
+    assert!(
+        got.tasks.is_empty(),
+        "nothing for the second runner: {got:?}"
+    );
+    // The pass settles the popped claim after its answer: wait until it is gone (before)
+    // or under the run's lease (now).
+    let coord = baton_coord::Coord::from_url(
+        &env.redis_url,
+        &env.redis_prefix,
+        &baton_coord::CoordOptions::default(),
+    )
+    .unwrap();
+    let claim = wait_for(
+        "the popped claim to settle",
+        Duration::from_secs(10),
+        || async {
+            match coord.claim_get(a.id).await.unwrap() {
+                Some(c) if c.lease_id != lease_a => None,
+                settled => Some(settled),
+            }
+        },
+    )
+    .await;
+    let again = second
+        .exchange(&exchange_starting(boot_2, 2, 0))
+        .await
+        .unwrap();
+    let held: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM tasks WHERE concurrency_key = 'g' AND status IN ('leased', 'running', 'cancelling')",
+    )
+    .fetch_one(&mut env.db().await)
+    .await
+    .unwrap();
+    assert_eq!(held, 1, "group g (limit 1) runs {held} at once: {again:?}");
+    assert!(
+        claim.is_some_and(|c| c.runner.is_some()),
+        "the run keeps a claim under its lease"
+    );
+
+    // When the first ends, the second gets its turn.
+    let done = first
+        .exchange(&baton_client::Exchange {
+            completions: vec![baton_client::CompletionItem::succeeded(a.id, lease_a)],
+            ..exchange_starting(boot_1, 0, 0)
+        })
+        .await
+        .unwrap();
+    assert_eq!(done.completions[0].result, baton_client::ItemResult::Done);
+    let next = wait_for(
+        "the waiting task to be handed out",
+        Duration::from_secs(10),
+        || async {
+            let got = second
+                .exchange(&exchange_starting(boot_2, 1, 0))
+                .await
+                .unwrap();
+            got.tasks.first().map(|t| t.id)
+        },
+    )
+    .await;
+    assert_eq!(next, b.id);
+}
+
+/// A pause whose Redis copy a failover lost: the lease script sees the queue open and
+/// pops its task. Before, the start was recorded and the task ran from a paused queue;
+/// now Postgres refuses the start, the task stays `queued`, and the copy is mended.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pause_lost_in_a_redis_failover_still_starts_nothing() {
+    let env = TestEnv::new("flow-lost-pause").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    user.queue_pause("held", true).await.unwrap();
+    let coord = baton_coord::Coord::from_url(
+        &env.redis_url,
+        &env.redis_prefix,
+        &baton_coord::CoordOptions::default(),
+    )
+    .unwrap();
+    let mut redis = env.redis().await;
+    let _: () = redis::cmd("DEL")
+        .arg(coord.keys().paused())
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let (task, _) = user
+        .submit(&SubmitTask {
+            command: Some(vec!["true".into()]),
+            queue: Some("held".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let got = runner
+        .exchange(&exchange_starting(Uuid::now_v7(), 1, 0))
+        .await
+        .unwrap();
+    assert!(
+        got.tasks.is_empty(),
+        "a paused queue's task went out: {got:?}"
+    );
+    assert_eq!(
+        user.task_get(task.id).await.unwrap().status,
+        TaskStatus::Queued
+    );
+    let paused: bool = redis::cmd("SISMEMBER")
+        .arg(coord.keys().paused())
+        .arg("held")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(paused, "the pause is mirrored to Redis again");
+}
+
+/// The same loss, when the pass that popped the running task could not hand its claim to
+/// the run (it died, or Redis failed it): the node's reconciler finds a claim under
+/// another lease than the task's run. Before, it released the claim — and with it the
+/// group slot; now it hands the claim to the run, slot and all.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reconciler_hands_a_claim_under_another_lease_to_the_run() {
+    let env = TestEnv::new("flow-reconcile-adopt").await;
+    let node = env.node_with(&FAST_HA).await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 4).await;
+    let boot = Uuid::now_v7();
+    let (a, _) = user
+        .submit(&SubmitTask {
+            command: Some(vec!["true".into()]),
+            concurrency_key: Some("g".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let got = runner
+        .exchange(&exchange_starting(boot, 1, 0))
+        .await
+        .unwrap();
+    let lease_a = got.tasks[0].lease_id;
+    let coord = baton_coord::Coord::from_url(
+        &env.redis_url,
+        &env.redis_prefix,
+        &baton_coord::CoordOptions::default(),
+    )
+    .unwrap();
+    let run = coord
+        .claim_get(a.id)
+        .await
+        .unwrap()
+        .expect("the run's claim");
+    // A lease that popped it again after a failover left its own claim behind.
+    let popped = Uuid::new_v4();
+    let mut redis = env.redis().await;
+    let _: () = redis::cmd("HSET")
+        .arg(coord.keys().running())
+        .arg(a.id.to_string())
+        .arg(format!("{}|{popped}|{}||", run.node, run.claimed_at_ms))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let settled = wait_for(
+        "the reconciler to settle the claim",
+        Duration::from_secs(10),
+        || async {
+            match coord.claim_get(a.id).await.unwrap() {
+                Some(c) if c.lease_id == popped => None,
+                settled => Some(settled),
+            }
+        },
+    )
+    .await
+    .map(|c| c.lease_id);
+    assert_eq!(settled, Some(lease_a), "the claim is the run's again");
+    let in_slot: bool = redis::cmd("SISMEMBER")
+        .arg(coord.keys().group_running("g"))
+        .arg(a.id.to_string())
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(in_slot, "and the run keeps its group slot");
+}

@@ -13,6 +13,8 @@ use uuid::Uuid;
 
 static TAKE_OVER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/claims_take_over.lua")));
+static ADOPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/claims_adopt.lua")));
 static CLAIM_IF_ABSENT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/claim_if_absent.lua")));
 pub(crate) static RUNS_END: LazyLock<Script> =
@@ -67,7 +69,47 @@ pub struct RunEnded {
     pub retry_at_ms: Option<i64>,
 }
 
+/// A claim to hand to the run Postgres has on its task (`lua/claims_adopt.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimAdopt {
+    /// The task.
+    pub task: Uuid,
+    /// The lease the claim is under now: it is adopted only if still so.
+    pub from: Uuid,
+    /// The run's lease, as its row has it.
+    pub lease_id: Uuid,
+    /// The run's runner and boot, as its row has them.
+    pub runner: Option<Uuid>,
+    /// The boot of `runner`.
+    pub boot: Option<Uuid>,
+}
+
 impl Coord {
+    /// Hands each claim made under `from` to the run Postgres has on its task, keeping
+    /// its group slot (design.md §4.2: a claim names the lease of the task's run).
+    /// Returns how many were adopted.
+    pub async fn claims_adopt(
+        &self,
+        now_ms: i64,
+        adoptions: &[ClaimAdopt],
+    ) -> Result<usize, CoordError> {
+        if adoptions.is_empty() {
+            return Ok(0);
+        }
+        let text = |id: Option<Uuid>| id.map(|id| id.to_string()).unwrap_or_default();
+        let mut inv = ADOPT.prepare_invoke();
+        inv.key(self.keys.running()).arg(now_ms);
+        for a in adoptions {
+            inv.arg(a.task.to_string())
+                .arg(a.from.to_string())
+                .arg(a.lease_id.to_string())
+                .arg(text(a.runner))
+                .arg(text(a.boot));
+        }
+        let mut conn = self.conn().await?;
+        Ok(inv.invoke_async::<usize>(&mut conn).await?)
+    }
+
     /// The claim on `task`, if a node holds one.
     pub async fn claim_get(&self, task: Uuid) -> Result<Option<Claim>, CoordError> {
         let mut conn = self.conn().await?;

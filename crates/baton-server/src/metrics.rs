@@ -40,13 +40,14 @@ pub(crate) const SCHEDULE_FIRE_LAG: &str = "baton_schedule_fire_lag_seconds";
 pub(crate) const SCHEDULE_TICKS_SKIPPED: &str = "baton_schedule_ticks_skipped_total";
 
 /// What the reconciler's actions are counted as: one per outcome of `act`.
-pub(crate) const RECONCILER_ACTION_KINDS: [&str; 6] = [
+pub(crate) const RECONCILER_ACTION_KINDS: [&str; 7] = [
     "requeue",
     "retry",
     "fail",
     "timed_out",
     "cancel",
     "drop_claim",
+    "adopt_claim",
 ];
 
 /// Latencies from a millisecond up to ten minutes (a task waiting for a free runner).

@@ -20,7 +20,7 @@ use crate::queueing::queue_entry;
 use crate::secrets::OpenError;
 use crate::state::AppState;
 use baton_client::{LeasedTask, trace_context};
-use baton_coord::{Claim, CoordError, LeaseAsk, Popped, ReplayKey, Wake};
+use baton_coord::{Claim, ClaimAdopt, CoordError, LeaseAsk, Popped, ReplayKey, Wake};
 use baton_core::TaskStatus;
 use baton_core::labels::runner_can_take;
 use baton_core::queue_order::parse_queue_key;
@@ -159,20 +159,36 @@ pub(crate) fn starts_of(
         .collect()
 }
 
+/// What [`views`] found: what to hand out, and what to do with the popped tasks that
+/// cannot be.
+#[derive(Debug, Default)]
+pub(crate) struct Views {
+    /// The tasks to hand out.
+    pub tasks: Vec<LeasedTask>,
+    /// Popped tasks whose rows moved on meanwhile (cancelled, expired): their claims
+    /// must go, under the popped lease.
+    pub moved_on: Vec<(TaskRecord, Uuid)>,
+    /// With `started`: popped tasks whose start Postgres refused while they stay
+    /// `queued` — this runner may not take them (deleted, paused, a paused queue, or a
+    /// queue entry it should never have been offered): back to their queue.
+    pub refused: Vec<Popped>,
+    /// Popped tasks Postgres has dispatched under another lease: Redis lost their run's
+    /// claim (a failover) and queued them again. The claim just made becomes the run's,
+    /// and keeps the group slot it took (`Coord::claims_adopt`).
+    pub claims_lost: Vec<ClaimAdopt>,
+}
+
 /// The tasks to hand out: popped ones whose rows are still `queued` (with `started`:
 /// now `running` under their lease), and replayed ones not yet started (with `started`:
-/// started under their lease). Also returns the popped tasks whose rows moved on
-/// meanwhile (cancelled, expired): their claims must go, and nothing is handed out for
-/// them; and, with `started`, those whose start Postgres refused while they stay
-/// `queued` — this runner may not take them (deleted, paused, or a queue entry it should
-/// never have been offered): they go back to their queue.
+/// started under their lease); and the popped ones that cannot be, sorted by what to do
+/// with them ([`Views`]).
 pub(crate) async fn views(
     state: &AppState,
     runner: &Runner,
     (popped, replayed): (&[Popped], &[(Uuid, Uuid)]),
     rows: &HashMap<Uuid, TaskRecord>,
     handing: Handing,
-) -> (Vec<LeasedTask>, Vec<(TaskRecord, Uuid)>, Vec<Popped>) {
+) -> Views {
     let started = handing.started;
     let ours = |row: &TaskRecord, lease: Uuid| {
         if started {
@@ -190,6 +206,7 @@ pub(crate) async fn views(
     let mut tasks = Vec::with_capacity(popped.len() + replayed.len());
     let mut moved_on = Vec::new();
     let mut refused = Vec::new();
+    let mut claims_lost = Vec::new();
     for p in popped {
         let Some(row) = rows.get(&p.task_id) else {
             continue;
@@ -198,6 +215,18 @@ pub(crate) async fn views(
             // Back to the queue its row says, not the one it was popped from (which a
             // forged entry may have put it in).
             refused.push(Popped::of(&queue_entry(row), p.lease_id));
+            continue;
+        }
+        if row.status.is_dispatched()
+            && let Some(lease_id) = row.lease_id.filter(|l| *l != p.lease_id)
+        {
+            claims_lost.push(ClaimAdopt {
+                task: row.id,
+                from: p.lease_id,
+                lease_id,
+                runner: row.runner_id,
+                boot: row.boot_id,
+            });
             continue;
         }
         if !ours(row, p.lease_id) {
@@ -235,7 +264,12 @@ pub(crate) async fn views(
             }
         }
     }
-    (tasks, moved_on, refused)
+    Views {
+        tasks,
+        moved_on,
+        refused,
+        claims_lost,
+    }
 }
 
 /// How tasks are handed out: started with the lease or not, and whether the runner

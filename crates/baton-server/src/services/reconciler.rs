@@ -66,8 +66,10 @@ pub struct ReconcileReport {
     /// `cancelling` tasks ended as `cancelled` without their runner's report: their
     /// runner was lost, deleted or restarted, or the run passed its timeout.
     pub cancelled: usize,
-    /// Claims with nothing left to own (the task deleted, or leased again since).
+    /// Claims with nothing left to own (the task deleted).
     pub claims_dropped: usize,
+    /// Claims under another lease than their task's run, handed to the run.
+    pub claims_adopted: usize,
     /// This node's liveness had lapsed: it did not act.
     pub fenced: bool,
 }
@@ -190,12 +192,27 @@ impl Reconciler {
                 crate::metrics::reconciler_action("drop_claim");
                 continue;
             };
-            if task.status.is_dispatched() && task.lease_id != Some(claim.lease_id) {
-                // A claim from an older lease of a task that was leased again: the current
-                // lease has (or will get, through repair) its own claim.
-                self.coord.claim_release(*id, claim.lease_id).await?;
-                report.claims_dropped += 1;
-                crate::metrics::reconciler_action("drop_claim");
+            if task.status.is_dispatched()
+                && let Some(lease_id) = task.lease_id.filter(|l| *l != claim.lease_id)
+            {
+                // The claim is under another lease than the task's run: a lease popped it
+                // again after Redis lost the run's claim (a failover), and the pass that
+                // should have handed the claim to the run did not. A task has one claim,
+                // so the run has none: this one becomes the run's, keeping the group
+                // slot it holds — released, it would let another task of the group run
+                // beside this one (design.md §4.13).
+                let adopt = baton_coord::ClaimAdopt {
+                    task: *id,
+                    from: claim.lease_id,
+                    lease_id,
+                    runner: task.runner_id,
+                    boot: task.boot_id,
+                };
+                report.claims_adopted += self
+                    .coord
+                    .claims_adopt(now.timestamp_millis(), &[adopt])
+                    .await?;
+                crate::metrics::reconciler_action("adopt_claim");
                 continue;
             }
             let inputs = Inputs {

@@ -87,12 +87,14 @@ pub(super) fn start(p: usize) -> String {
 
 /// Who may take a task is decided here, at the start, from Postgres — not trusted from
 /// Redis, which only proposed it: the runner exists, is neither deleted nor paused, has
-/// every label the task needs, and serves its queue (or every queue). A queue entry
-/// forged in Redis, or a deleted runner's stale cache entry, starts nothing.
+/// every label the task needs, and serves its queue (or every queue); and the queue is
+/// not paused. A queue entry forged in Redis, a deleted runner's stale cache entry, or a
+/// pause whose Redis copy a failover lost, starts nothing.
 const RUNNER_MAY_TAKE: &str = "EXISTS (SELECT 1 FROM runners w
                   WHERE w.id = r.runner AND w.deleted_at IS NULL AND NOT w.paused
                     AND t.labels <@ w.labels
-                    AND (cardinality(w.queues) = 0 OR t.queue = ANY(w.queues)))";
+                    AND (cardinality(w.queues) = 0 OR t.queue = ANY(w.queues)))
+           AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = t.queue AND q.paused)";
 
 /// The retry rule of `baton_core::after_run::after_run`, as SQL over the row before the
 /// update (`t`) and the report (`r`): a `running` task whose run failed or timed out

@@ -164,7 +164,12 @@ pub(super) async fn pass(
         .zip(&call.starts)
         .map(|(answer, start)| with_secrets(state, answer?, rows.get(&start.task)))
         .collect();
-    let (tasks, not_leasable, not_for_this_runner) = lease::views(
+    let lease::Views {
+        tasks,
+        moved_on: not_leasable,
+        refused: not_for_this_runner,
+        claims_lost,
+    } = lease::views(
         state,
         runner,
         (&popped, &replayed),
@@ -196,10 +201,12 @@ pub(super) async fn pass(
     log_news.sort();
     log_news.dedup();
     AfterCommit::of(&ended, &log_news).spawn(&state.coord);
+    adopt_lost_claims(state, &claims_lost).await;
     refused.extend(not_for_this_runner);
     if !refused.is_empty() {
         tracing::warn!(runner.id = %runner.id, tasks = refused.len(), "postgres refused starts for this runner (deleted, paused, or not matching): back to their queues");
         requeue(state, &refused).await;
+        mirror_pauses(state).await;
     }
     for popped in lease::unread(&popped, &rows) {
         // Its row is gone (deleted): nothing to hand out, and nothing to keep a claim for.
@@ -412,5 +419,41 @@ fn failed(call: &RunnerCall, checks: Vec<StartCheck>, error: StoreError) -> Runn
         completions,
         tasks: Vec::new(),
         verdicts: Verdicts::default(),
+    }
+}
+
+/// Popped tasks that run under another lease: Redis lost their run's claim in a failover.
+/// The claims just made become theirs, keeping the group slots (design.md §4.13); one
+/// that fails here is adopted by the reconciler's next pass, by the same script.
+async fn adopt_lost_claims(state: &AppState, lost: &[baton_coord::ClaimAdopt]) {
+    if lost.is_empty() {
+        return;
+    }
+    tracing::warn!(
+        tasks = lost.len(),
+        "popped tasks already running: their claims were lost in Redis, adopted for their runs"
+    );
+    let now_ms = state.clock.now().timestamp_millis();
+    if let Err(e) = state.coord.claims_adopt(now_ms, lost).await {
+        tracing::warn!(error = %e, "lost claims not adopted; the reconciler will");
+    }
+}
+
+/// A start refused may be one from a queue Redis thinks open but Postgres has paused (its
+/// `paused` copy lost in a failover): the copy is mended at once, or the task put back
+/// would be popped and refused again until the repair pass.
+async fn mirror_pauses(state: &AppState) {
+    let mirrored = match state.store.queues_paused().await {
+        Ok(paused) => state
+            .coord
+            .paused_mirror(&paused)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    match mirrored {
+        Ok(true) => tracing::warn!("the paused queues in Redis did not match Postgres: mirrored"),
+        Ok(false) => {}
+        Err(e) => tracing::debug!(error = %e, "paused queues not mirrored; the repair pass will"),
     }
 }
