@@ -430,15 +430,20 @@ async fn bad_queue_defaults_are_refused_by_name_and_change_nothing() {
     assert_eq!(set.defaults.and_then(|d| d.max_attempts), Some(2));
 }
 
-/// Redis as a failover leaves it when the new master did not have the last writes of a
-/// lease that started `task`: no claim, no group slot, the task back in its queue.
-async fn lose_the_lease_of(env: &TestEnv, task: &Task, group: &str) {
-    let coord = baton_coord::Coord::from_url(
+/// A coordinator on the test's Redis, to read and break what the node keeps there.
+fn coord_of(env: &TestEnv) -> baton_coord::Coord {
+    baton_coord::Coord::from_url(
         &env.redis_url,
         &env.redis_prefix,
         &baton_coord::CoordOptions::default(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// Redis as a failover leaves it when the new master did not have the last writes of a
+/// lease that started `task`: no claim, no group slot, the task back in its queue.
+async fn lose_the_lease_of(env: &TestEnv, task: &Task, group: &str) {
+    let coord = coord_of(env);
     let keys = coord.keys();
     let mut redis = env.redis().await;
     let _: () = redis::pipe()
@@ -510,12 +515,7 @@ async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
     );
     // The pass settles the popped claim after its answer: wait until it is gone (before)
     // or under the run's lease (now).
-    let coord = baton_coord::Coord::from_url(
-        &env.redis_url,
-        &env.redis_prefix,
-        &baton_coord::CoordOptions::default(),
-    )
-    .unwrap();
+    let coord = coord_of(&env);
     let claim = wait_for(
         "the popped claim to settle",
         Duration::from_secs(10),
@@ -576,12 +576,7 @@ async fn a_pause_lost_in_a_redis_failover_still_starts_nothing() {
     let node = env.node().await;
     let user = user_client(&node.url);
     user.queue_pause("held", true).await.unwrap();
-    let coord = baton_coord::Coord::from_url(
-        &env.redis_url,
-        &env.redis_prefix,
-        &baton_coord::CoordOptions::default(),
-    )
-    .unwrap();
+    let coord = coord_of(&env);
     let mut redis = env.redis().await;
     let _: () = redis::cmd("DEL")
         .arg(coord.keys().paused())
@@ -642,12 +637,7 @@ async fn the_reconciler_hands_a_claim_under_another_lease_to_the_run() {
         .await
         .unwrap();
     let lease_a = got.tasks[0].lease_id;
-    let coord = baton_coord::Coord::from_url(
-        &env.redis_url,
-        &env.redis_prefix,
-        &baton_coord::CoordOptions::default(),
-    )
-    .unwrap();
+    let coord = coord_of(&env);
     let run = coord
         .claim_get(a.id)
         .await
