@@ -533,3 +533,54 @@ async fn bad_schedules_are_refused_naming_the_field_and_nothing_is_written() {
         .unwrap();
     assert_eq!(n, 0, "nothing written");
 }
+
+/// Postgres cut off from the only node for a few seconds — as in a failover, every pass
+/// fails, and one query hangs on a link that answers nothing. Before, the schedule
+/// service then slept its whole `schedule_poll_ms` (30 s) and the ticks stopped that
+/// long after Postgres was back; now it tries again after `schedule_retry_ms` (1 s), a
+/// pass is bounded by twice `store_timeout_ms` (2 s), and the first tick after the cut
+/// heals fires within their sum and a second (docs/schedules.md).
+#[tokio::test(flavor = "multi_thread")]
+async fn ticks_resume_within_the_retry_bound_after_postgres_comes_back() {
+    let link =
+        baton_localcluster::fault_proxy::FaultProxy::in_front_of(&support::admin_database_url())
+            .await
+            .unwrap();
+    let mut through = reqwest::Url::parse(&support::admin_database_url()).unwrap();
+    through.set_port(Some(link.port())).unwrap();
+    let env = TestEnv::with_servers("sched-resume", through.as_str(), &support::redis_url()).await;
+    let node = env.node().await;
+    let schedule = user_client(&node.url)
+        .schedule_create(&every_second("resume", "allow", "all", "true"))
+        .await
+        .unwrap();
+    fired_past(&node, schedule.id, 2).await;
+
+    link.set(baton_localcluster::fault_proxy::Link::Cut);
+    // The outage lasts long enough for passes to fail and one to hang.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let healed = Utc::now();
+    link.set(baton_localcluster::fault_proxy::Link::Open);
+
+    let first_after: DateTime<Utc> = wait_for(
+        "a tick to fire after Postgres came back",
+        Duration::from_secs(45),
+        || async {
+            ticks_of(&env, schedule.id)
+                .await
+                .into_iter()
+                .map(|(_, _, created)| created)
+                .filter(|created| *created > healed)
+                .min()
+        },
+    )
+    .await;
+    // schedule_retry_ms + 2 × store_timeout_ms + the tick's own second.
+    let bound = chrono::Duration::milliseconds(1_000 + 2 * 2_000 + 1_000);
+    assert!(
+        first_after - healed <= bound,
+        "the first tick after the outage fired {} ms after it ended (bound {} ms)",
+        (first_after - healed).num_milliseconds(),
+        bound.num_milliseconds()
+    );
+}

@@ -82,14 +82,75 @@ impl ScheduleWorkload {
         }
     }
 
-    /// Pauses the schedule once the cluster has settled, then checks its ticks from the
-    /// first to the last: each made one task, one second after the one before; and the
-    /// last is no older than the pause (less the misfire grace), so no tick due was left.
+    /// A write the cluster takes (a task nobody serves, in a queue of its own), asked
+    /// again while the cluster answers 5xx or not at all: when it is answered, Postgres
+    /// takes writes again. Its time is the node's own commit time.
+    async fn writes_taken(&self) -> anyhow::Result<DateTime<Utc>> {
+        let probe = SubmitTask {
+            command: Some(vec!["true".into()]),
+            queue: Some("chaos-schedule-probe".into()),
+            labels: vec!["chaos-schedule-unserved".into()],
+            ..SubmitTask::default()
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            match self.client.submit(&probe).await {
+                Ok((made, _)) => return Ok(made.created_at),
+                Err(e)
+                    if e.status().is_some_and(|s| !s.is_server_error())
+                        || tokio::time::Instant::now() > deadline =>
+                {
+                    return Err(anyhow::anyhow!("the cluster took no write: {e}"));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+    }
+
+    /// The schedule fires again within [`resume_limit`] of Postgres taking writes again,
+    /// whatever failed over before: a tick made at or after `from`.
+    async fn resumed(
+        &self,
+        cluster: &ChaosCluster,
+        from: DateTime<Utc>,
+        violations: &mut Vec<String>,
+    ) -> anyhow::Result<()> {
+        let limit = chrono::Duration::from_std(resume_limit())?;
+        let mut conn = PgConnection::connect(&cluster.postgres.url_now().await?).await?;
+        let first = loop {
+            let made: Option<DateTime<Utc>> = sqlx::query_scalar(
+                "SELECT min(created_at) FROM tasks WHERE schedule_id = $1 AND created_at >= $2",
+            )
+            .bind(self.id)
+            .bind(from)
+            .fetch_one(&mut conn)
+            .await?;
+            // Past the limit by more than a look's own time: judged below.
+            if made.is_some() || Utc::now() - from > limit + chrono::Duration::seconds(2) {
+                break made;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        match first {
+            Some(made) if made - from <= limit => {}
+            made => violations.push(format!(
+                "the drill's schedule fired first at {made:?} after Postgres took writes again                  at {from}: later than {limit} (schedule_retry_ms + 2 x store_timeout_ms +                  the tick's second)"
+            )),
+        }
+        Ok(())
+    }
+
+    /// Checks the schedule resumed within its bound once Postgres took writes again,
+    /// pauses it, then checks its ticks from the first to the last: each made one task,
+    /// one second after the one before; and the last is no older than the pause (less the
+    /// misfire grace), so no tick due was left.
     pub async fn check(
         &self,
         cluster: &ChaosCluster,
         violations: &mut Vec<String>,
     ) -> anyhow::Result<ScheduleOutcome> {
+        let writes_back = self.writes_taken().await?;
+        self.resumed(cluster, writes_back, violations).await?;
         let paused = self.pause().await?;
         let paused_at = paused.updated_at;
         let mut conn = PgConnection::connect(&cluster.postgres.url_now().await?).await?;
@@ -138,4 +199,13 @@ impl ScheduleWorkload {
         }
         Ok(outcome)
     }
+}
+
+/// The promise of docs/schedules.md ("After a store outage or failover"): a node's
+/// schedule service tries a failed pass again after `schedule_retry_ms`, a pass that
+/// hangs counts as failed after twice `store_timeout_ms`, and a due tick fires within its
+/// second — so the schedule fires again within their sum of Postgres taking writes.
+pub fn resume_limit() -> Duration {
+    let node = baton_server::config::ServeConfig::default();
+    Duration::from_millis(node.timings.schedule_retry_ms + 2 * node.store_timeout_ms + 1_000)
 }

@@ -186,6 +186,9 @@ struct TimingArgs {
     /// How often the schedule service looks for new schedules when no wake-up came [default: 30000].
     #[arg(long, env = "BATON_SCHEDULE_POLL_MS")]
     schedule_poll_ms: Option<u64>,
+    /// How soon the schedule service tries again after a failed pass [default: 1000].
+    #[arg(long, env = "BATON_SCHEDULE_RETRY_MS")]
+    schedule_retry_ms: Option<u64>,
     /// How long the event stream's history is held for resuming (`Last-Event-ID`) [default: 600].
     #[arg(long, env = "BATON_EVENT_RETENTION_S")]
     event_retention_s: Option<u64>,

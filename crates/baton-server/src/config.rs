@@ -273,6 +273,10 @@ pub struct Timings {
     /// How often a node looks for new or changed schedules while none is due sooner and
     /// no wake-up said one changed: a backstop, since every change wakes every node.
     pub schedule_poll_ms: u64,
+    /// How soon a node's schedule service tries again after a pass that failed (a store
+    /// unreachable, failing over, or refusing writes): nothing wakes it when the store
+    /// comes back, so this bounds how long ticks wait after it does.
+    pub schedule_retry_ms: u64,
     /// How long the event history (`GET /v1/events`) holds events: a subscriber that
     /// reconnects after longer is told to `resync`.
     pub event_retention_s: u64,
@@ -308,6 +312,7 @@ impl Default for Timings {
             webhook_timeout_ms: 10_000,
             schedule_misfire_grace_ms: 2_000,
             schedule_poll_ms: 30_000,
+            schedule_retry_ms: 1_000,
             event_retention_s: 600,
         }
     }

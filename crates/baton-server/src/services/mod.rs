@@ -135,7 +135,9 @@ pub(crate) fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
             .run(stop(), clock()),
         ),
         tokio::spawn(repairer(state).run(stop(), clock())),
-        tokio::spawn(Scheduler::new(SchedulerSettings::of(timings), state.clone()).run(stop())),
+        tokio::spawn(
+            Scheduler::new(SchedulerSettings::of(&state.config), state.clone()).run(stop()),
+        ),
         tokio::spawn(
             Janitor::new(JanitorSettings::of(timings), store.clone(), coord.clone())
                 .run(stop(), clock()),

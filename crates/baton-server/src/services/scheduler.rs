@@ -4,12 +4,16 @@
 //! or early. It sleeps until the next tick, or until a schedule is made or changed on
 //! any node (`Wake::Schedules`), or at most `schedule_poll_ms` (a backstop for a lost
 //! wake-up): an on-time tick fires within milliseconds, and a cluster with nothing due
-//! soon asks Postgres only at that poll.
+//! soon asks Postgres only at that poll. A pass that fails, or outlasts its limit (a
+//! store cut off mid-query answers nothing, ever), is tried again after
+//! `schedule_retry_ms`: nothing wakes the service when a store comes back, so ticks
+//! resume within `schedule_retry_ms` + the pass limit + a second of the store taking
+//! writes again (docs/schedules.md).
 //!
 //! It submits and cancels as the API does (the queue add after the commit, a cancel's
 //! Redis tidy-up), so it holds the node's state rather than a few handles.
 
-use crate::config::Timings;
+use crate::config::ServeConfig;
 use crate::schedules::{clock_of, tick_key, tick_task};
 use crate::services::ServiceError;
 use crate::state::AppState;
@@ -29,13 +33,25 @@ const MIN_SLEEP: std::time::Duration = std::time::Duration::from_millis(5);
 pub(super) struct SchedulerSettings {
     pub misfire_grace: Duration,
     pub poll: std::time::Duration,
+    /// The sleep after a failed pass.
+    pub retry: std::time::Duration,
+    /// The longest a pass may take before it counts as failed.
+    pub pass_limit: std::time::Duration,
 }
 
 impl SchedulerSettings {
-    pub(super) fn of(timings: &Timings) -> SchedulerSettings {
+    pub(super) fn of(config: &ServeConfig) -> SchedulerSettings {
+        let timings = &config.timings;
+        let poll = std::time::Duration::from_millis(timings.schedule_poll_ms.max(1));
         SchedulerSettings {
             misfire_grace: Duration::milliseconds(timings.schedule_misfire_grace_ms as i64),
-            poll: std::time::Duration::from_millis(timings.schedule_poll_ms.max(1)),
+            poll,
+            retry: std::time::Duration::from_millis(timings.schedule_retry_ms).min(poll),
+            // A pass asks Postgres a few things, each bounded by `store_timeout` when the
+            // store answers; one that does not answer at all (its link cut mid-query)
+            // would hold the pass forever. Twice the store timeout covers a connection's
+            // wait and its query.
+            pass_limit: config.store_timeout() * 2,
         }
     }
 }
@@ -63,12 +79,27 @@ impl Scheduler {
     pub(super) async fn run(self, shutdown: CancellationToken) {
         let mut wakes = self.state.wake.subscribe();
         loop {
-            let sleep = match self.run_once().await {
-                Ok(report) if report.fired + report.lost > 0 || report.skipped > 0 => MIN_SLEEP,
-                Ok(_) => self.until_next_tick().await,
-                Err(e) => {
-                    tracing::warn!(error = %e, "schedule pass failed");
-                    self.settings.poll
+            // A pass dropped at its limit leaves nothing half done: a fire is one
+            // transaction (rolled back unless committed), and a committed fire's Redis add
+            // is the repair pass's to make, as for a submit whose Redis failed.
+            let pass = tokio::time::timeout(self.settings.pass_limit, async {
+                match self.run_once().await? {
+                    report if report.fired + report.lost > 0 || report.skipped > 0 => Ok(MIN_SLEEP),
+                    _ => self.until_next_tick().await,
+                }
+            });
+            let sleep = match pass.await {
+                Ok(Ok(sleep)) => sleep,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, retry_in_ms = self.settings.retry.as_millis() as u64, "schedule pass failed");
+                    self.settings.retry
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        limit_ms = self.settings.pass_limit.as_millis() as u64,
+                        "schedule pass outlasted its limit: the store does not answer"
+                    );
+                    self.settings.retry
                 }
             };
             let changed = async {
@@ -93,14 +124,14 @@ impl Scheduler {
     }
 
     /// Until the next tick of any schedule by Postgres's clock, at most the poll interval.
-    async fn until_next_tick(&self) -> std::time::Duration {
-        match self.state.store.schedules_next_tick_in().await {
-            Ok(Some(wait)) => wait
+    async fn until_next_tick(&self) -> Result<std::time::Duration, ServiceError> {
+        Ok(match self.state.store.schedules_next_tick_in().await? {
+            Some(wait) => wait
                 .to_std()
                 .unwrap_or_default()
                 .clamp(MIN_SLEEP, self.settings.poll),
-            Ok(None) | Err(_) => self.settings.poll,
-        }
+            None => self.settings.poll,
+        })
     }
 
     /// One pass: every due schedule, fired or found fired by another node.
