@@ -493,13 +493,7 @@ fn exited(pid: u32) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_that_ended_in_time_while_its_runner_was_silent_is_not_called_timed_out() {
     let env = TestEnv::new("runner-silent-past-grace").await;
-    let timings = baton_localcluster::timings::NodeTimings {
-        runner_offline_after_s: 30,
-        runner_lost_after_s: 60,
-        timeout_grace_s: 2,
-        ..baton_localcluster::timings::NodeTimings::FAST_HA
-    }
-    .args();
+    let timings = patient_with_silence();
     let node = env
         .node_with(&timings.iter().map(String::as_str).collect::<Vec<_>>())
         .await;
@@ -553,6 +547,116 @@ async fn a_run_that_ended_in_time_while_its_runner_was_silent_is_not_called_time
     )
     .await;
     stop(nix::sys::signal::Signal::SIGCONT).unwrap();
+    let ended = env.wait_terminal(&user, submitted.id).await;
+    assert_eq!(
+        (ended.status, ended.exit_code),
+        (TaskStatus::Succeeded, Some(0)),
+        "{ended:?}"
+    );
+}
+
+/// Node settings for the silent-runner stories: a runner silent this long is neither
+/// offline nor lost, and a run's timeout grace is 2 s.
+fn patient_with_silence() -> Vec<String> {
+    baton_localcluster::timings::NodeTimings {
+        runner_offline_after_s: 30,
+        runner_lost_after_s: 60,
+        timeout_grace_s: 2,
+        ..baton_localcluster::timings::NodeTimings::FAST_HA
+    }
+    .args()
+}
+
+/// A runner that reaches no node while its run ends in time, for longer than the timeout
+/// grace: as the link heals its heartbeat reaches the server at once, and its result —
+/// waiting out a backoff grown through the outage — only later. Before, that heartbeat told the server the
+/// runner was back, and the run was ended `timed_out` before the success arrived; now the
+/// first answer after the failures sends the waiting result at once, and it lands first.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_held_through_an_outage_lands_before_the_heartbeat_can_time_it_out() {
+    let env = TestEnv::new("runner-cut-past-grace").await;
+    let timings = patient_with_silence();
+    let node = env
+        .node_with(&timings.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    let link = proxy::FaultProxy::in_front_of(&node.url).await.unwrap();
+    let _runner = env
+        .runner_with(
+            &format!("http://127.0.0.1:{}", link.port()),
+            &["cut"],
+            1,
+            &["--heartbeat-s", "1", "--fence-after-s", "40"],
+        )
+        .await;
+    let user = user_client(&node.url);
+    let (submitted, _) = user
+        .submit(&SubmitTask {
+            timeout_s: Some(4),
+            ..task("echo $$; sleep 2", "cut", 1)
+        })
+        .await
+        .unwrap();
+    let pid = pid_of(&user, submitted.id).await;
+    // No node answers (its port refuses, as a restarting load balancer's does): every
+    // call fails at once, and the runner backs off.
+    link.set(proxy::Link::Refuse);
+    wait_for(
+        "the run to exit, in time",
+        Duration::from_secs(10),
+        || async { exited(pid).then_some(()) },
+    )
+    .await;
+    // The outage outlasts the deadline (start + 4 s + 2 s grace) by far: the result's
+    // backoff grows meanwhile.
+    let started = user
+        .task_get(submitted.id)
+        .await
+        .unwrap()
+        .started_at
+        .unwrap();
+    let heal_at = started + chrono::Duration::seconds(14);
+    wait_for(
+        "the outage to have lasted",
+        Duration::from_secs(20),
+        || async { (chrono::Utc::now() > heal_at).then_some(()) },
+    )
+    .await;
+    link.set(proxy::Link::Open);
+    let ended = env.wait_terminal(&user, submitted.id).await;
+    assert_eq!(
+        (ended.status, ended.exit_code),
+        (TaskStatus::Succeeded, Some(0)),
+        "{ended:?}"
+    );
+}
+
+/// A runner parked for a while is handed a task, started with its lease: the task's time
+/// runs from when the server started it, not from when the poll was sent. Counted from
+/// the send, the park was taken off its timeout, and a task with a timeout shorter than
+/// the park was killed as it began.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_handed_out_at_the_end_of_a_park_keeps_its_whole_timeout() {
+    let env = TestEnv::new("runner-park-timeout").await;
+    let node = env.node_with(&FAST_HA).await;
+    let _runner = env
+        .runner_with(&node.url, &["parked"], 1, &["--wait-s", "20"])
+        .await;
+    node.wait_parked("the runner to park", |n| n >= 1).await;
+    let parked_at = std::time::Instant::now();
+    wait_for(
+        "the runner to have parked 4 s",
+        Duration::from_secs(10),
+        || async { (parked_at.elapsed() > Duration::from_secs(4)).then_some(()) },
+    )
+    .await;
+    let user = user_client(&node.url);
+    let (submitted, _) = user
+        .submit(&SubmitTask {
+            timeout_s: Some(3),
+            ..task("sleep 1", "parked", 1)
+        })
+        .await
+        .unwrap();
     let ended = env.wait_terminal(&user, submitted.id).await;
     assert_eq!(
         (ended.status, ended.exit_code),

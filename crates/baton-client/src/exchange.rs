@@ -191,6 +191,12 @@ pub struct ExchangeAnswer {
     /// only a vouching answer as contact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub presence_recorded: Option<bool>,
+    /// With `tasks`: how many milliseconds after the request arrived the look that leased
+    /// them began (a parked request waits for work first). A task that arrives started
+    /// was started no earlier than the request's send plus this, which is where the
+    /// runner counts its timeout from: never later than the server's clock began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leased_after_ms: Option<u64>,
 }
 
 /// How one start or completion went: each item is answered on its own, so one stale item

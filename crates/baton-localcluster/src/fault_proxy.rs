@@ -37,6 +37,10 @@ pub enum Link {
     Cut,
     /// Only one way gets through: requests arrive and answers are lost, or the reverse.
     OnlyTo(Direction),
+    /// Nobody is there: connections are closed as they arrive, and open ones as soon as
+    /// either side moves, as when the server is down and its port refuses. Clients find
+    /// out at once, and back off.
+    Refuse,
     /// Every chunk waits `delay`, plus up to `jitter` more, in order.
     Slow {
         /// What every chunk waits at least.
@@ -50,7 +54,7 @@ impl Link {
     fn passes(self, direction: Direction) -> bool {
         match self {
             Link::Open | Link::Slow { .. } => true,
-            Link::Cut => false,
+            Link::Cut | Link::Refuse => false,
             Link::OnlyTo(way) => way == direction,
         }
     }
@@ -141,6 +145,10 @@ fn authority(url: &str) -> std::io::Result<String> {
 
 async fn accept(listener: TcpListener, upstream: String, link: Arc<watch::Sender<Link>>) {
     while let Ok((client, _)) = listener.accept().await {
+        if *link.borrow() == Link::Refuse {
+            drop(client);
+            continue;
+        }
         let (upstream, link) = (upstream.clone(), link.clone());
         tokio::spawn(async move {
             let Ok(server) = TcpStream::connect(&upstream).await else {
@@ -177,13 +185,24 @@ async fn pump(
 ) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => 0,
-            Ok(n) => n,
+        let n = tokio::select! {
+            read = from.read(&mut buf) => match read {
+                Ok(0) | Err(_) => 0,
+                Ok(n) => n,
+            },
+            // Dropping both halves closes the connection.
+            _ = link.wait_for(|l| *l == Link::Refuse) => return,
         };
-        let Ok(now) = link.wait_for(|l| l.passes(direction)).await.map(|l| *l) else {
+        let Ok(now) = link
+            .wait_for(|l| l.passes(direction) || *l == Link::Refuse)
+            .await
+            .map(|l| *l)
+        else {
             return;
         };
+        if now == Link::Refuse {
+            return;
+        }
         if n == 0 {
             let _ = to.shutdown().await;
             return;

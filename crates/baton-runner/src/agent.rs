@@ -324,10 +324,9 @@ impl Agent {
                     }
                 }
                 assignment = assigned.recv() => {
-                    let Some(exchanger::Assigned { task, slot, since }) = assignment else { continue };
+                    let Some(exchanger::Assigned { task, slot, control, since }) = assignment else { continue };
                     took_one.store(true, Ordering::Relaxed);
                     let busy = crate::metrics::BusySlot::take();
-                    let control = tracker.insert(task.id, task.lease_id);
                     let (executor, tracker, stop) =
                         (executor.clone(), tracker.clone(), force_stop.clone());
                     let slot_id = slot_ids.lock().expect("slot ids lock").pop().unwrap_or(0);

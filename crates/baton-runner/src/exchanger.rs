@@ -46,6 +46,7 @@ enum Item {
 #[derive(Clone)]
 pub(crate) struct Reports {
     items: mpsc::UnboundedSender<Item>,
+    heard: tokio::sync::watch::Receiver<u64>,
 }
 
 impl Reports {
@@ -72,6 +73,12 @@ impl Reports {
         let (reply, answer) = oneshot::channel();
         self.send(Item::Complete(Box::new(item), reply))?;
         answered(answer).await
+    }
+
+    /// Changes whenever the server answers again after failed exchanges: an item waiting
+    /// out its backoff may go now (`Retrier::woken_by`).
+    pub(crate) fn heard(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.heard.clone()
     }
 
     fn send(&self, item: Item) -> Result<(), CallError> {
@@ -106,6 +113,8 @@ pub(crate) fn outcome(answer: ItemAnswer) -> ItemOutcome {
 pub(crate) struct Assigned {
     pub task: LeasedTask,
     pub slot: OwnedSemaphorePermit,
+    /// Its entry in the tracker, made before any later heartbeat could leave it out.
+    pub control: crate::tracker::TaskControl,
     /// When the exchange that leased it was first sent: a task that arrives started was
     /// started on the server after this, and its timeout runs from here.
     pub since: Instant,
@@ -140,8 +149,9 @@ pub(crate) struct Setup {
 pub(crate) fn spawn(setup: Setup) -> (Reports, mpsc::Receiver<Assigned>, JoinHandle<Ended>) {
     let (items, incoming) = mpsc::unbounded_channel();
     let (assign, assigned) = mpsc::channel(1024);
-    let handle = tokio::spawn(run(setup, incoming, assign));
-    (Reports { items }, assigned, handle)
+    let (heard_again, heard) = tokio::sync::watch::channel(0);
+    let handle = tokio::spawn(run(setup, incoming, assign, heard_again));
+    (Reports { items, heard }, assigned, handle)
 }
 
 type Flight = JoinHandle<Flown>;
@@ -183,12 +193,15 @@ struct Lanes {
     poll_sent: Instant,
     /// The server's clock in the newest answer: a heartbeat's list is as of then.
     answered_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Told when an answer comes after failures (`Reports::heard`).
+    heard_again: tokio::sync::watch::Sender<u64>,
 }
 
 async fn run(
     setup: Setup,
     mut incoming: mpsc::UnboundedReceiver<Item>,
     assign: mpsc::Sender<Assigned>,
+    heard_again: tokio::sync::watch::Sender<u64>,
 ) -> Ended {
     let heartbeat = Duration::from_secs(setup.config.heartbeat_s.max(1));
     let fence_after = Duration::from_secs(setup.config.fence_after_s);
@@ -203,6 +216,7 @@ async fn run(
         last_beat: Some(Instant::now()),
         poll_sent: Instant::now(),
         answered_at: None,
+        heard_again,
     };
     let mut tick = tokio::time::interval(heartbeat.min(Duration::from_secs(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -299,14 +313,18 @@ impl Lanes {
     /// its answer held up by a frozen node or a slow link while the other lane's answers
     /// come back from other nodes — started after its exchange was sent, so it is never
     /// one of them, however long the answer takes.
-    fn list_as_of(&self) -> AsOf {
+    /// An exchange first sent longer than `fence_after` ago bounds nothing: its tasks
+    /// will not be started (`landed`), and a run forgotten meanwhile is ended.
+    fn list_as_of(&self, fence_after: Duration) -> AsOf {
         let out = [
-            self.poll.as_ref().map(|(_, leasing)| leasing.as_of),
-            self.report_leasing.map(|leasing| leasing.as_of),
-            self.unanswered.as_ref().map(|(_, leasing)| leasing.as_of),
+            self.poll.as_ref().map(|(_, leasing)| *leasing),
+            self.report_leasing,
+            self.unanswered.as_ref().map(|(_, leasing)| *leasing),
         ];
         out.into_iter()
             .flatten()
+            .filter(|leasing| leasing.first_sent.elapsed() <= fence_after)
+            .map(|leasing| leasing.as_of)
             .fold(self.answered_at, |list, sent| match (list, sent) {
                 (Some(list), Some(sent)) => Some(list.min(sent)),
                 // Sent before any answer came: nothing this runner heard bounds its tasks'
@@ -352,7 +370,7 @@ fn send_report(
         }
     }
     if beat_due {
-        exchange.running_as_of = lanes.list_as_of();
+        exchange.running_as_of = lanes.list_as_of(Duration::from_secs(setup.config.fence_after_s));
         exchange.running = Some(setup.tracker.leases());
         lanes.last_beat = Some(Instant::now());
     }
@@ -413,6 +431,10 @@ async fn landed(
         Ok(answer) => answer,
         Err(e) => return failed(setup, lanes, (sent, sent_at, leasing), replies, e),
     };
+    if lanes.failures > 0 {
+        // Heard again after failures: what waits out a backoff goes now.
+        lanes.heard_again.send_modify(|n| *n += 1);
+    }
     lanes.failures = 0;
     if answer.presence_recorded != Some(false) {
         // Only a node whose presence reaches every node speaks for us to all of them.
@@ -428,17 +450,25 @@ async fn landed(
         let _ = reply.send(outcome(item));
     }
     let fence_after = Duration::from_secs(setup.config.fence_after_s);
-    // The tasks were started on the server after the request was first sent (a resend's
-    // too): their time runs from then, here as there.
-    let since = leasing.map_or(sent_at, |l| l.first_sent.min(sent_at));
-    if !answer.tasks.is_empty() && since.elapsed() > fence_after {
+    let first_sent = leasing.map_or(sent_at, |l| l.first_sent.min(sent_at));
+    // When the tasks were started at the earliest, on our clock: after the request
+    // arrived and the server's look for work began (`leased_after_ms`: a parked poll
+    // waits first) — after its first send, for a resend answered from the record of
+    // what the first attempt started. Their time runs from then, here as there.
+    let since = match answer.leased_after_ms {
+        _ if sent.retry => first_sent,
+        Some(ms) => sent_at + Duration::from_millis(ms),
+        // A server of an earlier release does not say: from the answer, as it always was.
+        None => Instant::now(),
+    };
+    if !answer.tasks.is_empty() && first_sent.elapsed() > fence_after {
         // An answer held up longer than the fence (a partition that healed, and TCP
         // delivered what it had): by now a node may have called this runner lost and
         // handed its tasks to another. They are not started, nor reported: the server
         // ends them as forgotten once a heartbeat leaves them out, or at their timeout.
         tracing::warn!(
             tasks = answer.tasks.len(),
-            late_s = since.elapsed().as_secs(),
+            late_s = first_sent.elapsed().as_secs(),
             "an answer came back after the fence: its tasks are not started"
         );
     } else {
@@ -448,7 +478,18 @@ async fn landed(
                 .clone()
                 .try_acquire_owned()
                 .expect("the server hands out at most `max` tasks");
-            if assign.send(Assigned { task, slot, since }).await.is_err() {
+            // Tracked before the pins on its exchange go (below): the next heartbeat lists
+            // it, whenever the agent gets to it.
+            let control = setup.tracker.insert(task.id, task.lease_id);
+            let (id, lease) = (task.id, task.lease_id);
+            let assigned = Assigned {
+                task,
+                slot,
+                control,
+                since,
+            };
+            if assign.send(assigned).await.is_err() {
+                setup.tracker.remove(id, lease);
                 return Some(Ended::Shutdown);
             }
         }

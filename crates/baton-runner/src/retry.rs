@@ -140,6 +140,8 @@ pub(crate) struct Retrier {
     failures: u32,
     give_up: GiveUp,
     stop: Option<(CancellationToken, OnStop)>,
+    /// Ends a wait early when the server answers again after silence.
+    heard: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl Retrier {
@@ -150,6 +152,19 @@ impl Retrier {
             failures: 0,
             give_up: GiveUp::Never,
             stop: None,
+            heard: None,
+        }
+    }
+
+    /// Ends a wait as soon as `heard` changes: the agent heard from the server again after
+    /// failures. A result held through a partition then goes at once, not after the rest
+    /// of its backoff — before it, the heartbeats that go out as the link heals would tell
+    /// the server the runner is back while its result still waits, and a run that ended
+    /// in time could be judged past its timeout.
+    pub(crate) fn woken_by(self, heard: tokio::sync::watch::Receiver<u64>) -> Self {
+        Retrier {
+            heard: Some(heard),
+            ..self
         }
     }
 
@@ -223,13 +238,31 @@ impl Retrier {
             return Err(error);
         }
         crate::metrics::backoff();
-        let Some((stop, on_stop)) = &self.stop else {
-            tokio::time::sleep(delay).await;
-            return Ok(());
+        let (heard, stop) = (&mut self.heard, &self.stop);
+        let heard = async {
+            match heard {
+                Some(heard) => {
+                    heard.borrow_and_update();
+                    if heard.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let stopped = async {
+            match stop {
+                Some((stop, on_stop)) => {
+                    stop.cancelled().await;
+                    *on_stop
+                }
+                None => std::future::pending().await,
+            }
         };
         tokio::select! {
             _ = tokio::time::sleep(delay) => Ok(()),
-            _ = stop.cancelled() => match on_stop {
+            _ = heard => Ok(()),
+            on_stop = stopped => match on_stop {
                 OnStop::End => Err(error),
                 OnStop::LastTry => Ok(()),
             },

@@ -461,12 +461,18 @@ impl ServeConfig {
             baton_coord::RedisTarget::Cluster { .. }
         );
         if cluster && baton_coord::hash_tag_of(&self.redis_prefix).is_none() {
+            let shared = match self
+                .redis_prefix
+                .trim_matches(|c| matches!(c, ':' | '{' | '}'))
+            {
+                "" => "baton",
+                named => named,
+            };
             return Err(format!(
                 "the Redis key prefix {:?} has no hash tag, so on a Redis Cluster Baton's keys \
                  would fall in different slots and every multi-key script would fail: put \
                  the part every key shares in braces (--redis-prefix '{{{}}}:')",
-                self.redis_prefix,
-                self.redis_prefix.trim_end_matches(':'),
+                self.redis_prefix, shared,
             ));
         }
         Ok(())

@@ -76,6 +76,7 @@ impl Executor {
         // is learned again. Once the agent stops, what is not delivered waits on disk.
         let answer = Retrier::new(self.config.backoff())
             .stopped_by(stop.clone(), OnStop::End)
+            .woken_by(self.reports.heard())
             .call(|| self.send_result(&report, &span, stop))
             .await;
         match answer {

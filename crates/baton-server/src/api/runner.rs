@@ -315,6 +315,8 @@ pub(super) async fn exchange(
             Err(e) => item_answer(s.task_id, Err::<(), _>(e), |_| (None, None)),
         })
         .collect();
+    let leased_after_ms =
+        (!answer.tasks.is_empty()).then_some(answer.leased_after.as_millis() as u64);
     Ok(Json(ExchangeAnswer {
         starts,
         completions,
@@ -323,6 +325,7 @@ pub(super) async fn exchange(
         gone: answer.verdicts.gone,
         answered_at: Some(state.clock.now()),
         presence_recorded: Some(exchange::vouches(&state)),
+        leased_after_ms,
     }))
 }
 

@@ -65,6 +65,8 @@ fn a_cluster_prefix_needs_a_hash_tag_and_a_single_server_does_not() {
     };
     let refused = cluster("baton:").redis_prefix_check().unwrap_err();
     assert!(refused.contains("{baton}:"), "{refused}");
+    let empty = cluster("").redis_prefix_check().unwrap_err();
+    assert!(empty.contains("'{baton}:'"), "{empty}");
     cluster("{baton}:").redis_prefix_check().unwrap();
     cluster("app:{bt-1}:").redis_prefix_check().unwrap();
     let single = ServeConfig {

@@ -91,6 +91,10 @@ pub(crate) struct RunnerAnswer {
     pub completions: Vec<Result<TaskRecord, ApiError>>,
     pub tasks: Vec<LeasedTask>,
     pub verdicts: Verdicts,
+    /// How long after the request arrived the pass that leased `tasks` began: a parked
+    /// request's tasks are started only when work came. The runner counts a started
+    /// task's time from its send plus this, never later than the server's clock began.
+    pub leased_after: Duration,
 }
 
 /// Handles one runner request: its items at once, then — if it carried none and there is
@@ -164,6 +168,7 @@ async fn answer(
     runner: &Runner,
     call: RunnerCall,
 ) -> Result<RunnerAnswer, ApiError> {
+    let received = tokio::time::Instant::now();
     let draining = state.draining.is_cancelled();
     let has_items = call.has_items();
     if draining && !has_items {
@@ -212,18 +217,24 @@ async fn answer(
     }
     let (mut parked, _place) = parked.expect("subscribed when it may park");
     let deadline = tokio::time::Instant::now() + call.wait;
-    let tasks = lease::park(state, runner, &mut parked.wakes, deadline, || async {
-        let lease_only = RunnerCall {
-            starts: Vec::new(),
-            logs: Vec::new(),
-            completions: Vec::new(),
-            running: None,
-            retry: false,
-            ..call.clone()
-        };
-        spawn_pass(state, runner, &lease_only, max, &replay)
-            .await
-            .map(|a| a.tasks)
+    // When the latest look began, in µs after the request arrived.
+    let looked = std::sync::atomic::AtomicU64::new(0);
+    let tasks = lease::park(state, runner, &mut parked.wakes, deadline, || {
+        let since_received = received.elapsed().as_micros() as u64;
+        looked.store(since_received, std::sync::atomic::Ordering::Relaxed);
+        async {
+            let lease_only = RunnerCall {
+                starts: Vec::new(),
+                logs: Vec::new(),
+                completions: Vec::new(),
+                running: None,
+                retry: false,
+                ..call.clone()
+            };
+            spawn_pass(state, runner, &lease_only, max, &replay)
+                .await
+                .map(|a| a.tasks)
+        }
     })
     .await?;
     // The verdicts answer as of now, not as of before the park.
@@ -234,6 +245,7 @@ async fn answer(
     Ok(RunnerAnswer {
         tasks,
         verdicts,
+        leased_after: Duration::from_micros(looked.into_inner()),
         ..first
     })
 }

@@ -35,7 +35,10 @@ pub(super) async fn pass(
             boot_id: call.boot_id.unwrap_or_default(),
             max,
             replay,
-            retry: call.retry,
+            // A runner that asked for work and is given none here (it is paused, or this
+            // node drains or rejoins) may be resending, unmarked, an exchange that leased
+            // and started tasks: the script still looks its record up.
+            retry: call.retry || (max == 0 && call.max > 0),
             claims_of: &claims_of,
         },
     )
@@ -253,6 +256,7 @@ pub(super) async fn pass(
         completions,
         tasks,
         verdicts,
+        ..RunnerAnswer::default()
     })
 }
 
@@ -417,8 +421,7 @@ fn failed(call: &RunnerCall, checks: Vec<StartCheck>, error: StoreError) -> Runn
             .collect(),
         logs,
         completions,
-        tasks: Vec::new(),
-        verdicts: Verdicts::default(),
+        ..RunnerAnswer::default()
     }
 }
 
