@@ -506,37 +506,50 @@ async fn a_run_that_ended_in_time_while_its_runner_was_silent_is_not_called_time
             &["--heartbeat-s", "1", "--fence-after-s", "40"],
         )
         .await;
-    let (submitted, _) = user
-        .submit(&SubmitTask {
-            timeout_s: Some(4),
-            ..task("echo $$; sleep 2", "silent", 1)
-        })
-        .await
-        .unwrap();
-    let pid = pid_of(&user, submitted.id).await;
+    let run = a_short_run(&user, "silent").await;
     let agent = agent_of(&runner);
     let stop = |signal| nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent as i32), signal);
     stop(nix::sys::signal::Signal::SIGSTOP).unwrap();
+    // Through the deadline and a few reconcile passes after.
+    exits_in_time_and_outlives_its_deadline(&user, run, 4 + 2 + 3).await;
+    stop(nix::sys::signal::Signal::SIGCONT).unwrap();
+    succeeded(&env, &user, run.0).await;
+}
+
+/// A run that ends in time — 2 s of its 4 s timeout — on the runner of `label`: its id
+/// and its process's pid, once it runs.
+async fn a_short_run(user: &baton_client::Client, label: &str) -> (Uuid, u32) {
+    let (submitted, _) = user
+        .submit(&SubmitTask {
+            timeout_s: Some(4),
+            ..task("echo $$; sleep 2", label, 1)
+        })
+        .await
+        .unwrap();
+    (submitted.id, pid_of(user, submitted.id).await)
+}
+
+/// With its runner silenced: the run exits in time, then its deadline (start + 4 s
+/// timeout + 2 s grace) passes, and `past_s` seconds after its start the task is still
+/// `running` — it stayed so all along.
+async fn exits_in_time_and_outlives_its_deadline(
+    user: &baton_client::Client,
+    (id, pid): (Uuid, u32),
+    past_s: i64,
+) {
     wait_for(
         "the run to exit, in time",
         Duration::from_secs(10),
         || async { exited(pid).then_some(()) },
     )
     .await;
-    // Its deadline (start + 4 s timeout + 2 s grace) passes while the agent is silent;
-    // the task stays `running` through it and a few reconcile passes after.
-    let started = user
-        .task_get(submitted.id)
-        .await
-        .unwrap()
-        .started_at
-        .unwrap();
-    let judged_by = started + chrono::Duration::seconds(4 + 2 + 3);
+    let started = user.task_get(id).await.unwrap().started_at.unwrap();
+    let judged_by = started + chrono::Duration::seconds(past_s);
     wait_for(
-        "the deadline and three seconds to pass",
-        Duration::from_secs(20),
+        "the deadline to be long past",
+        Duration::from_secs(30),
         || async {
-            let task = user.task_get(submitted.id).await.unwrap();
+            let task = user.task_get(id).await.unwrap();
             assert_eq!(
                 task.status,
                 TaskStatus::Running,
@@ -546,8 +559,11 @@ async fn a_run_that_ended_in_time_while_its_runner_was_silent_is_not_called_time
         },
     )
     .await;
-    stop(nix::sys::signal::Signal::SIGCONT).unwrap();
-    let ended = env.wait_terminal(&user, submitted.id).await;
+}
+
+/// The run ended as it ran: exit 0.
+async fn succeeded(env: &TestEnv, user: &baton_client::Client, id: Uuid) {
+    let ended = env.wait_terminal(user, id).await;
     assert_eq!(
         (ended.status, ended.exit_code),
         (TaskStatus::Succeeded, Some(0)),
@@ -589,45 +605,14 @@ async fn a_result_held_through_an_outage_lands_before_the_heartbeat_can_time_it_
         )
         .await;
     let user = user_client(&node.url);
-    let (submitted, _) = user
-        .submit(&SubmitTask {
-            timeout_s: Some(4),
-            ..task("echo $$; sleep 2", "cut", 1)
-        })
-        .await
-        .unwrap();
-    let pid = pid_of(&user, submitted.id).await;
+    let run = a_short_run(&user, "cut").await;
     // No node answers (its port refuses, as a restarting load balancer's does): every
-    // call fails at once, and the runner backs off.
+    // call fails at once, and the runner backs off. The outage outlasts the deadline by
+    // far: the result's backoff grows meanwhile.
     link.set(proxy::Link::Refuse);
-    wait_for(
-        "the run to exit, in time",
-        Duration::from_secs(10),
-        || async { exited(pid).then_some(()) },
-    )
-    .await;
-    // The outage outlasts the deadline (start + 4 s + 2 s grace) by far: the result's
-    // backoff grows meanwhile.
-    let started = user
-        .task_get(submitted.id)
-        .await
-        .unwrap()
-        .started_at
-        .unwrap();
-    let heal_at = started + chrono::Duration::seconds(14);
-    wait_for(
-        "the outage to have lasted",
-        Duration::from_secs(20),
-        || async { (chrono::Utc::now() > heal_at).then_some(()) },
-    )
-    .await;
+    exits_in_time_and_outlives_its_deadline(&user, run, 14).await;
     link.set(proxy::Link::Open);
-    let ended = env.wait_terminal(&user, submitted.id).await;
-    assert_eq!(
-        (ended.status, ended.exit_code),
-        (TaskStatus::Succeeded, Some(0)),
-        "{ended:?}"
-    );
+    succeeded(&env, &user, run.0).await;
 }
 
 /// A runner parked for a while is handed a task, started with its lease: the task's time
