@@ -170,6 +170,26 @@ impl Coord {
         }
     }
 
+    /// Whether the history still holds entry `seen` itself (the position before the first
+    /// entry always is). A failover that lost the old master's last entries loses the
+    /// ones a subscriber saw too; once the new master appends, ids alone no longer tell,
+    /// since the new entries come after the lost ones.
+    pub async fn history_has(&self, seen: EntryId) -> Result<bool, CoordError> {
+        if seen == EntryId::default() {
+            return Ok(true);
+        }
+        let mut conn = self.conn().await?;
+        let held: Vec<Value> = redis::cmd("XRANGE")
+            .arg(self.keys.events())
+            .arg(seen.to_string())
+            .arg(seen.to_string())
+            .arg("COUNT")
+            .arg(1)
+            .query_async(&mut conn)
+            .await?;
+        Ok(!held.is_empty())
+    }
+
     /// The newest id given and the oldest held (`XINFO STREAM`).
     pub async fn history_bounds(&self) -> Result<HistoryBounds, CoordError> {
         let mut conn = self.conn().await?;

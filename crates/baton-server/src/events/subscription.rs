@@ -90,8 +90,12 @@ pub(crate) async fn start(log: &EventLog, resume: Option<Position>) -> Result<St
     let news = log.tail().subscribe();
     let bounds = log.coord().history_bounds().await?;
     let now = Position::after_entry(bounds.last.unwrap_or_default());
+    let held = match resume {
+        Some(p) => bounds.holds_since(p.entry) && log.coord().history_has(p.entry).await?,
+        None => false,
+    };
     let (at, resync) = match resume {
-        Some(p) if bounds.holds_since(p.entry) => (p, None),
+        Some(p) if held => (p, None),
         Some(_) => (now, Some(not_held(log))),
         None => (now, None),
     };
@@ -164,7 +168,7 @@ async fn catch_up(
     out: &mpsc::Sender<Sent>,
 ) -> Result<(), Stop> {
     let bounds = log.coord().history_bounds().await?;
-    if !bounds.holds_since(at.entry) {
+    if !bounds.holds_since(at.entry) || !log.coord().history_has(at.entry).await? {
         send(
             out,
             None,
