@@ -584,3 +584,37 @@ async fn ticks_resume_within_the_retry_bound_after_postgres_comes_back() {
         bound.num_milliseconds()
     );
 }
+
+/// Overlap `cancel`: a tick fires while the previous run still runs, and the node dies
+/// right after the fire commits. Before, the cancel of the previous run came after that
+/// commit, so both runs went on; now it is in the fire's own transaction, and the
+/// previous run is `cancelling` the moment the next exists.
+#[tokio::test(flavor = "multi_thread")]
+async fn overlap_cancel_is_in_the_fires_own_transaction() {
+    let env = TestEnv::new("sched-cancel-durable").await;
+    let mut node = env.node_with(&["--fault", "after-fire"]).await;
+    let _runner = env.runner(&node.url, &[], 2).await;
+    let user = user_client(&node.url);
+    let schedule = user
+        .schedule_create(&every_second("cancels", "cancel", "skip", "sleep 300"))
+        .await
+        .unwrap();
+    // The first tick's run starts; the next tick cancels it, and the node aborts there.
+    let status = node.exited().await.unwrap();
+    assert!(
+        !status.success(),
+        "the node aborted at the fault: {status:?}"
+    );
+    let runs: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT status, scheduled_for FROM tasks WHERE schedule_id = $1 ORDER BY scheduled_for",
+    )
+    .bind(schedule.id)
+    .fetch_all(&mut env.db().await)
+    .await
+    .unwrap();
+    assert_eq!(runs.len(), 2, "two ticks fired: {runs:?}");
+    assert!(
+        matches!(runs[0].0.as_str(), "cancelling" | "cancelled"),
+        "the previous run is cancelled with the fire that made the next: {runs:?}"
+    );
+}

@@ -70,7 +70,8 @@ pub struct ServeConfig {
     /// Test-only fault injection: `after-pop` makes the node abort between the Redis pop
     /// and the Postgres write of a lease, as a crash there would; `hold-answer:<queue>:<s>`
     /// holds the first exchange answer handing out a task of `<queue>` for `<s>` seconds
-    /// after its commit; the group commit's own faults (`abort-after-commit`, …) are in
+    /// after its commit; `after-fire` aborts after a schedule's fire that cancels an
+    /// earlier run committed, before anything follows it; the group commit's own faults (`abort-after-commit`, …) are in
     /// `baton_store::GroupCommitSettings`.
     pub fault: Option<String>,
     /// How often the node reads its cached runners again from Postgres, all in one query

@@ -34,52 +34,65 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Cancelled, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let task = sqlx::query_as::<_, TaskRecord>("SELECT * FROM tasks WHERE id = $1 FOR UPDATE")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .filter(|t| owner.is_none_or(|o| t.created_by == o))
-            .ok_or(StoreError::NotFound)?;
-        let was = task.status;
-        let to = match was {
-            TaskStatus::Scheduled | TaskStatus::Queued | TaskStatus::Leased => {
-                TaskStatus::Cancelled
-            }
-            TaskStatus::Running | TaskStatus::Cancelling => TaskStatus::Cancelling,
-            terminal => {
-                return Err(StoreError::Conflict {
-                    status: terminal,
-                    reason: "the task has already finished",
-                });
-            }
-        };
-        let task = if to == was {
-            task
-        } else {
-            let done = sqlx::query_as::<_, TaskRecord>(
-                "UPDATE tasks
-                 SET status = $2, updated_at = $3,
-                     finished_at = CASE WHEN $2 = 'cancelled' THEN $3 ELSE finished_at END,
-                     error = CASE WHEN $2 = 'cancelled' THEN 'cancelled before it ran' ELSE error END,
-                     runner_id = CASE WHEN status = 'queued' THEN $4 ELSE runner_id END,
-                     lease_id = CASE WHEN status = 'queued' THEN $5 ELSE lease_id END
-                 WHERE id = $1
-                 RETURNING *",
-            )
-            .bind(id)
-            .bind(to.as_str())
-            .bind(now)
-            .bind(lease.map(|(runner, _)| runner))
-            .bind(lease.map(|(_, lease)| lease))
-            .fetch_one(&mut *tx)
-            .await?;
-            outbox_for_all(&mut tx, &[&done], now).await?;
-            done
-        };
+        let cancelled = cancel_in(&mut tx, id, owner, lease, now).await?;
         tx.commit().await?;
-        if to != was {
-            crate::runs::count_ended(task.status);
+        if cancelled.task.status != cancelled.was {
+            crate::runs::count_ended(cancelled.task.status);
         }
-        Ok(Cancelled { task, was })
+        Ok(cancelled)
     }
+}
+
+/// The cancel of [`Store::task_cancel`], in the caller's transaction: a schedule's fire
+/// cancels the previous run in the same one as it makes the next (overlap `cancel`), so a
+/// node killed between the two cannot leave both running. Counted by the caller once it
+/// commits.
+pub(crate) async fn cancel_in(
+    conn: &mut sqlx::PgConnection,
+    id: Uuid,
+    owner: Option<&str>,
+    lease: Option<(Uuid, Uuid)>,
+    now: DateTime<Utc>,
+) -> Result<Cancelled, StoreError> {
+    let task = sqlx::query_as::<_, TaskRecord>("SELECT * FROM tasks WHERE id = $1 FOR UPDATE")
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?
+        .filter(|t| owner.is_none_or(|o| t.created_by == o))
+        .ok_or(StoreError::NotFound)?;
+    let was = task.status;
+    let to = match was {
+        TaskStatus::Scheduled | TaskStatus::Queued | TaskStatus::Leased => TaskStatus::Cancelled,
+        TaskStatus::Running | TaskStatus::Cancelling => TaskStatus::Cancelling,
+        terminal => {
+            return Err(StoreError::Conflict {
+                status: terminal,
+                reason: "the task has already finished",
+            });
+        }
+    };
+    let task = if to == was {
+        task
+    } else {
+        let done = sqlx::query_as::<_, TaskRecord>(
+            "UPDATE tasks
+             SET status = $2, updated_at = $3,
+                 finished_at = CASE WHEN $2 = 'cancelled' THEN $3 ELSE finished_at END,
+                 error = CASE WHEN $2 = 'cancelled' THEN 'cancelled before it ran' ELSE error END,
+                 runner_id = CASE WHEN status = 'queued' THEN $4 ELSE runner_id END,
+                 lease_id = CASE WHEN status = 'queued' THEN $5 ELSE lease_id END
+             WHERE id = $1
+             RETURNING *",
+        )
+        .bind(id)
+        .bind(to.as_str())
+        .bind(now)
+        .bind(lease.map(|(runner, _)| runner))
+        .bind(lease.map(|(_, lease)| lease))
+        .fetch_one(&mut *conn)
+        .await?;
+        outbox_for_all(conn, &[&done], now).await?;
+        done
+    };
+    Ok(Cancelled { task, was })
 }

@@ -42,7 +42,7 @@ pub use queues::QueueRecord;
 pub use rerun::{BulkAction, rerun_key};
 pub use runners::{NewRunner, RunnerRecord};
 pub use runs::{Fence, FinishPolicy, RunEnd, TASKS_COMPLETED};
-pub use schedules::{Fire, ScheduleRecord, ScheduleSettings, ScheduleSkip};
+pub use schedules::{Fire, Fired, ScheduleRecord, ScheduleSettings, ScheduleSkip};
 pub use tasks::{NewTask, TaskFilter, TaskRecord};
 pub use tokens::{
     ApiTokenRecord, NewApiToken, NewRegistrationToken, Registering, Registration,

@@ -143,6 +143,18 @@ pub struct Fire {
     pub next_fire_at: Option<DateTime<Utc>>,
     /// The tick held back after these, if any.
     pub buffered_for: Option<DateTime<Utc>>,
+    /// Earlier runs to cancel in the same transaction (overlap `cancel`), each with the
+    /// (runner, lease) of a lease held in Redis only, if it has one.
+    pub cancel: Vec<(Uuid, Option<(Uuid, Uuid)>)>,
+}
+
+/// What a fire wrote: the tasks it made, and the earlier runs it cancelled.
+#[derive(Debug, Clone, Default)]
+pub struct Fired {
+    /// The tasks made.
+    pub made: Vec<TaskRecord>,
+    /// The earlier runs cancelled (those that had ended meanwhile are not among them).
+    pub cancelled: Vec<crate::Cancelled>,
 }
 
 /// Skip records kept per schedule.
@@ -307,13 +319,13 @@ impl Store {
 
     /// Fires one pass's ticks of schedule `id`, if nobody fired them first: `None` when
     /// the row no longer holds what this pass read (another node fired it, or it was
-    /// changed or paused meanwhile). Returns the tasks made.
+    /// changed or paused meanwhile). Returns the tasks made and the runs cancelled.
     pub async fn schedule_fire(
         &self,
         id: Uuid,
         fire: &Fire,
         now: DateTime<Utc>,
-    ) -> Result<Option<Vec<TaskRecord>>, StoreError> {
+    ) -> Result<Option<Fired>, StoreError> {
         let mut tx = self.pool.begin().await?;
         let moved = sqlx::query(
             "UPDATE schedules
@@ -343,6 +355,15 @@ impl Store {
                 made.push(task);
             }
         }
+        let mut cancelled = Vec::with_capacity(fire.cancel.len());
+        for (task, lease) in &fire.cancel {
+            match crate::cancel::cancel_in(&mut tx, *task, None, *lease, now).await {
+                Ok(done) => cancelled.push(done),
+                // Ended (or gone) since the pass read it: nothing to cancel.
+                Err(StoreError::Conflict { .. } | StoreError::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
         for skip in &fire.skips {
             sqlx::query(
                 "INSERT INTO schedule_skips (schedule_id, scheduled_for, through, ticks, reason, recorded_at)
@@ -369,6 +390,11 @@ impl Store {
             .await?;
         }
         tx.commit().await?;
-        Ok(Some(made))
+        for done in &cancelled {
+            if done.task.status != done.was {
+                crate::runs::count_ended(done.task.status);
+            }
+        }
+        Ok(Some(Fired { made, cancelled }))
     }
 }

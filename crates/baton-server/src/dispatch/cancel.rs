@@ -18,17 +18,34 @@ pub(crate) async fn cancel(
     id: Uuid,
     owner: Option<&str>,
 ) -> Result<Cancelled, ApiError> {
-    // A lease not started yet is in its claim only (best effort: without Redis, the
-    // runner's start is refused all the same, by the row).
-    let lease = match state.coord.claim_get(id).await {
-        Ok(claim) => claim.and_then(|c| Some((c.runner?, c.lease_id))),
-        Err(_) => None,
-    };
+    let lease = lease_in_redis(state, id).await;
     let cancelled = state
         .store
         .task_cancel(id, owner, lease, state.clock.now())
         .await?;
+    follow_up(state, &cancelled, lease).await;
+    Ok(cancelled)
+}
+
+/// The (runner, lease) of a lease of `id` not started yet, which is in its claim only
+/// (best effort: without Redis, the runner's start is refused all the same, by the row).
+pub(crate) async fn lease_in_redis(state: &AppState, id: Uuid) -> Option<(Uuid, Uuid)> {
+    match state.coord.claim_get(id).await {
+        Ok(claim) => claim.and_then(|c| Some((c.runner?, c.lease_id))),
+        Err(_) => None,
+    }
+}
+
+/// After a cancel committed: its events, then Redis follows — what Redis still says of
+/// the task goes, a running task's runner is woken, a webhook is due. A node that dies
+/// before this leaves it to the repair pass and the runner's heartbeat.
+pub(crate) async fn follow_up(
+    state: &AppState,
+    cancelled: &Cancelled,
+    lease: Option<(Uuid, Uuid)>,
+) {
     let task = &cancelled.task;
+    let id = task.id;
     if task.status != cancelled.was {
         // Before the runner hears of it: its report of the end comes after this news.
         state.events.tasks(&[task]).await;
@@ -62,5 +79,4 @@ pub(crate) async fn cancel(
     if task.status.is_terminal() && task.notify_url.is_some() {
         let _ = state.coord.publish(&Wake::Outbox).await;
     }
-    Ok(cancelled)
 }

@@ -218,6 +218,17 @@ impl Scheduler {
             ));
         }
         skips.extend(plan.skipped.iter().map(|t| skip(*t, *t, 1, "overlap", now)));
+        // Overlap `cancel`: the previous runs are cancelled in the fire's own transaction,
+        // so no node death between the two leaves both running.
+        let mut cancel = Vec::new();
+        if plan.cancel_previous {
+            for id in &unfinished {
+                cancel.push((
+                    *id,
+                    crate::dispatch::cancel::lease_in_redis(&self.state, *id).await,
+                ));
+            }
+        }
         let fire = Fire {
             read_next: record.next_fire_at,
             read_buffered: record.buffered_for,
@@ -225,8 +236,9 @@ impl Scheduler {
             skips,
             next_fire_at: due.next,
             buffered_for: plan.buffered,
+            cancel,
         };
-        let Some(made) = self
+        let Some(done) = self
             .state
             .store
             .schedule_fire(record.id, &fire, now)
@@ -235,14 +247,20 @@ impl Scheduler {
             report.lost += 1;
             return Ok(());
         };
-        self.fired(record, &fire, &made, now, report).await;
-        if plan.cancel_previous {
-            for id in unfinished {
-                if let Err(e) = crate::dispatch::cancel::cancel(&self.state, id, None).await {
-                    tracing::info!(schedule.id = %record.id, task.id = %id, error = %e.message, "previous run not cancelled (it may have ended)");
-                }
-            }
+        if !fire.cancel.is_empty() && self.state.config.fault.as_deref() == Some("after-fire") {
+            tracing::error!(schedule.id = %record.id, "fault injection: aborting after a fire that cancels, before its follow-up");
+            std::process::abort();
         }
+        for cancelled in &done.cancelled {
+            let lease = fire
+                .cancel
+                .iter()
+                .find(|(id, _)| *id == cancelled.task.id)
+                .and_then(|(_, lease)| *lease);
+            crate::dispatch::cancel::follow_up(&self.state, cancelled, lease).await;
+            tracing::info!(schedule.id = %record.id, task.id = %cancelled.task.id, "previous run cancelled (overlap cancel)");
+        }
+        self.fired(record, &fire, &done.made, now, report).await;
         Ok(())
     }
 
