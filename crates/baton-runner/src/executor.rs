@@ -161,6 +161,13 @@ impl Executor {
                 };
             }
         }
+        if Instant::now() >= deadline {
+            // Its time was up before it could begin (an answer held up past it): the
+            // server may already have ended and retried it, so it is not spawned even for
+            // a moment — the model of the protocol (crates/baton-model) found the instant
+            // in which it would run beside its retry.
+            return self.report(&task, Ending::TimedOut, 0, None, &stop).await;
+        }
         let spool = match LogSpool::create(&self.config.spool_dir()) {
             Ok(spool) => Arc::new(spool),
             Err(e) => {

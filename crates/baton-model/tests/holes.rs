@@ -1,0 +1,143 @@
+//! The model checked: with every fix in, none of the promises breaks within the bound;
+//! with one fix out, the checker finds its hole — the counterexample each test prints is
+//! the order of steps that breaks the promise, the one the real-process test of the same
+//! hole replays (docs/failure-handling.md names them).
+
+use baton_model::{Bound, Dispatch, Fixes, HELD, OPEN, PROMISES};
+use stateright::{Checker, Model, Path};
+use std::time::Instant;
+
+/// Checks `model` to the end of its bound, and says how far it looked.
+fn checked(model: Dispatch) -> impl Checker<Dispatch> {
+    let started = Instant::now();
+    let checker = model.checker().spawn_bfs().join();
+    println!(
+        "{} states ({} unique), depth {}, {:.1} s",
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+        started.elapsed().as_secs_f64()
+    );
+    checker
+}
+
+/// The checker, with a fix taken out (`fixes`), finds `broken` broken; the order of
+/// steps it found is printed, and replayed with every fix in: there it is no longer a
+/// way to break the promise (a step is refused, or the promise holds at the end).
+fn finds(name: &str, fixes: Fixes, bound: Bound, broken: &'static str) {
+    let checker = checked(Dispatch { fixes, bound });
+    let path = checker
+        .discovery(broken)
+        .unwrap_or_else(|| panic!("{name}: the checker found no way to break \"{broken}\""));
+    println!("{name} breaks \"{broken}\":");
+    let actions = path.into_actions();
+    for action in &actions {
+        println!("  {action:?}");
+    }
+    if fixes == Fixes::ALL {
+        return;
+    }
+    let fixed = Dispatch {
+        fixes: Fixes::ALL,
+        bound,
+    };
+    let init = fixed.init_states().remove(0);
+    if let Some(replayed) = Path::from_actions(&fixed, init, &actions) {
+        let promise = fixed
+            .properties()
+            .into_iter()
+            .find(|p| p.name == broken)
+            .expect("a property of the model");
+        assert!(
+            (promise.condition)(&fixed, replayed.last_state()),
+            "{name}: with every fix in, the same steps still break \"{broken}\""
+        );
+    }
+}
+
+#[test]
+fn with_every_fix_no_promise_breaks_within_the_bound() {
+    for bound in [
+        Bound::default(),
+        Bound {
+            retries: 0,
+            ..Bound::default()
+        },
+    ] {
+        let checker = checked(Dispatch {
+            fixes: Fixes::ALL,
+            bound,
+        });
+        for promise in HELD {
+            checker.assert_no_discovery(promise);
+        }
+    }
+}
+
+#[test]
+fn hole_1_a_start_on_its_way_taken_for_forgotten_runs_twice() {
+    let fixes = Fixes {
+        list_as_of_pins: false,
+        ..Fixes::ALL
+    };
+    finds("hole 1", fixes, Bound::default(), PROMISES[0]);
+}
+
+#[test]
+fn hole_1_an_answer_held_past_the_grace_runs_beside_the_retry() {
+    let fixes = Fixes {
+        timeout_from_start: false,
+        ..Fixes::ALL
+    };
+    finds("hole 1, its variant", fixes, Bound::default(), PROMISES[0]);
+}
+
+#[test]
+fn hole_2_a_resend_answered_from_known_empty_strands_a_started_task() {
+    let fixes = Fixes {
+        replay_before_known_empty: false,
+        ..Fixes::ALL
+    };
+    let bound = Bound {
+        retries: 0,
+        ..Bound::default()
+    };
+    finds("hole 2", fixes, bound, PROMISES[1]);
+}
+
+#[test]
+fn hole_4_a_silent_runners_success_is_overwritten_as_timed_out() {
+    let fixes = Fixes {
+        timeout_needs_hearing: false,
+        ..Fixes::ALL
+    };
+    let bound = Bound {
+        retries: 0,
+        ..Bound::default()
+    };
+    finds("hole 4", fixes, bound, PROMISES[2]);
+}
+
+#[test]
+fn hole_4_a_result_behind_its_heartbeat_is_overwritten_as_timed_out() {
+    let fixes = Fixes {
+        results_with_heartbeat: false,
+        ..Fixes::ALL
+    };
+    let bound = Bound {
+        retries: 0,
+        ..Bound::default()
+    };
+    finds("hole 4, through an outage", fixes, bound, PROMISES[2]);
+}
+
+#[test]
+fn open_holes_are_still_found_with_every_fix() {
+    let bound = Bound {
+        retries: 0,
+        ..Bound::default()
+    };
+    for open in OPEN {
+        finds("with every fix", Fixes::ALL, bound, open);
+    }
+}
