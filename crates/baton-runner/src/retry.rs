@@ -211,6 +211,11 @@ impl Retrier {
         Answer: Future<Output = Result<T, CallError>>,
     {
         loop {
+            // News from before this try is old: a server heard again while the try was
+            // failing ends the pause after it at once.
+            if let Some(heard) = &mut self.heard {
+                heard.borrow_and_update();
+            }
             match call().await {
                 Ok(answer) => return Ok(answer),
                 Err(e) => self.pause(e).await?,
@@ -242,7 +247,6 @@ impl Retrier {
         let heard = async {
             match heard {
                 Some(heard) => {
-                    heard.borrow_and_update();
                     if heard.changed().await.is_err() {
                         std::future::pending::<()>().await;
                     }

@@ -4,8 +4,8 @@
 //! or early. It sleeps until the next tick, or until a schedule is made or changed on
 //! any node (`Wake::Schedules`), or at most `schedule_poll_ms` (a backstop for a lost
 //! wake-up): an on-time tick fires within milliseconds, and a cluster with nothing due
-//! soon asks Postgres only at that poll. A pass that fails, or outlasts its limit (a
-//! store cut off mid-query answers nothing, ever), is tried again after
+//! soon asks Postgres only at that poll. A pass that fails, or one of whose queries
+//! outlasts its limit (a store cut off mid-query answers nothing, ever), is tried again after
 //! `schedule_retry_ms`: nothing wakes the service when a store comes back, so ticks
 //! resume within `schedule_retry_ms` + the pass limit + a second of the store taking
 //! writes again (docs/schedules.md).
@@ -19,8 +19,9 @@ use crate::services::ServiceError;
 use crate::state::AppState;
 use baton_coord::Wake;
 use baton_core::schedule::{CatchUp, CatchUpRule, DueTicks, Overlap, due_ticks, plan_overlap};
-use baton_store::{Fire, NewTask, ScheduleRecord, ScheduleSkip, TaskRecord};
+use baton_store::{Fire, NewTask, ScheduleRecord, ScheduleSkip, StoreError, TaskRecord};
 use chrono::{DateTime, Duration, Utc};
+use std::future::Future;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -35,7 +36,7 @@ pub(super) struct SchedulerSettings {
     pub poll: std::time::Duration,
     /// The sleep after a failed pass.
     pub retry: std::time::Duration,
-    /// The longest a pass may take before it counts as failed.
+    /// The longest one Postgres call of a pass may take before the pass counts as failed.
     pub pass_limit: std::time::Duration,
 }
 
@@ -50,7 +51,7 @@ impl SchedulerSettings {
             // A pass asks Postgres a few things, each bounded by `store_timeout` when the
             // store answers; one that does not answer at all (its link cut mid-query)
             // would hold the pass forever. Twice the store timeout covers a connection's
-            // wait and its query.
+            // wait and its query: the limit of each call (`bounded`).
             pass_limit: config.store_timeout() * 2,
         }
     }
@@ -79,26 +80,16 @@ impl Scheduler {
     pub(super) async fn run(self, shutdown: CancellationToken) {
         let mut wakes = self.state.wake.subscribe();
         loop {
-            // A pass dropped at its limit leaves nothing half done: a fire is one
-            // transaction (rolled back unless committed), and a committed fire's Redis add
-            // is the repair pass's to make, as for a submit whose Redis failed.
-            let pass = tokio::time::timeout(self.settings.pass_limit, async {
+            let pass = async {
                 match self.run_once().await? {
                     report if report.fired + report.lost > 0 || report.skipped > 0 => Ok(MIN_SLEEP),
                     _ => self.until_next_tick().await,
                 }
-            });
+            };
             let sleep = match pass.await {
-                Ok(Ok(sleep)) => sleep,
-                Ok(Err(e)) => {
+                Ok(sleep) => sleep,
+                Err(e) => {
                     tracing::warn!(error = %e, retry_in_ms = self.settings.retry.as_millis() as u64, "schedule pass failed");
-                    self.settings.retry
-                }
-                Err(_) => {
-                    tracing::warn!(
-                        limit_ms = self.settings.pass_limit.as_millis() as u64,
-                        "schedule pass outlasted its limit: the store does not answer"
-                    );
                     self.settings.retry
                 }
             };
@@ -123,20 +114,44 @@ impl Scheduler {
         }
     }
 
+    /// A Postgres call of a pass, bounded: one on a link that answers nothing fails as
+    /// Postgres away after the pass limit. Only the store's calls are bounded: what
+    /// follows a committed fire (queueing its tasks) is never cut off half done.
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, ServiceError> {
+        let limit = self.settings.pass_limit;
+        tokio::time::timeout(limit, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(StoreError::Unavailable(format!(
+                    "a schedule pass's query had no answer in {} ms",
+                    limit.as_millis()
+                )))
+            })
+            .map_err(ServiceError::from)
+    }
+
     /// Until the next tick of any schedule by Postgres's clock, at most the poll interval.
     async fn until_next_tick(&self) -> Result<std::time::Duration, ServiceError> {
-        Ok(match self.state.store.schedules_next_tick_in().await? {
-            Some(wait) => wait
-                .to_std()
-                .unwrap_or_default()
-                .clamp(MIN_SLEEP, self.settings.poll),
-            None => self.settings.poll,
-        })
+        Ok(
+            match self
+                .bounded(self.state.store.schedules_next_tick_in())
+                .await?
+            {
+                Some(wait) => wait
+                    .to_std()
+                    .unwrap_or_default()
+                    .clamp(MIN_SLEEP, self.settings.poll),
+                None => self.settings.poll,
+            },
+        )
     }
 
     /// One pass: every due schedule, fired or found fired by another node.
     pub(super) async fn run_once(&self) -> Result<SchedulerReport, ServiceError> {
-        let (now, due) = self.state.store.schedules_due(BATCH).await?;
+        let (now, due) = self.bounded(self.state.store.schedules_due(BATCH)).await?;
         let mut report = SchedulerReport::default();
         for record in due {
             self.fire(&record, now, &mut report).await?;
@@ -168,7 +183,8 @@ impl Scheduler {
         };
         let overlap = Overlap::parse(&record.overlap).unwrap_or(Overlap::Skip);
         let unfinished = if overlap != Overlap::Allow || record.buffered_for.is_some() {
-            self.state.store.schedule_unfinished_runs(record.id).await?
+            self.bounded(self.state.store.schedule_unfinished_runs(record.id))
+                .await?
         } else {
             Vec::new()
         };
@@ -191,7 +207,8 @@ impl Scheduler {
         let queues = if plan.start.is_empty() {
             Default::default()
         } else {
-            self.state.queue_defaults.current(&self.state.store).await?
+            self.bounded(self.state.queue_defaults.current(&self.state.store))
+                .await?
         };
         for (tick, _) in &plan.start {
             match tick_task(
@@ -239,9 +256,7 @@ impl Scheduler {
             cancel,
         };
         let Some(done) = self
-            .state
-            .store
-            .schedule_fire(record.id, &fire, now)
+            .bounded(self.state.store.schedule_fire(record.id, &fire, now))
             .await?
         else {
             report.lost += 1;
