@@ -557,8 +557,24 @@ async fn ticks_resume_within_the_retry_bound_after_postgres_comes_back() {
     fired_past(&node, schedule.id, 2).await;
 
     link.set(baton_localcluster::fault_proxy::Link::Cut);
-    // The outage lasts long enough for passes to fail and one to hang.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The outage lasts until the node has seen it (its readiness says Postgres is away):
+    // by then its passes fail, and one may hang on the cut link.
+    let http = reqwest::Client::new();
+    wait_for(
+        "the node to see Postgres away",
+        Duration::from_secs(30),
+        || async {
+            let status = http
+                .get(format!("{}/readyz", node.url))
+                .timeout(Duration::from_secs(5))
+                .send()
+                .await
+                .ok()?
+                .status();
+            (status.as_u16() == 503).then_some(())
+        },
+    )
+    .await;
     let healed = Utc::now();
     link.set(baton_localcluster::fault_proxy::Link::Open);
 

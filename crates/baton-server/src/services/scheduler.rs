@@ -7,7 +7,7 @@
 //! soon asks Postgres only at that poll. A pass that fails, or one of whose queries
 //! outlasts its limit (a store cut off mid-query answers nothing, ever), is tried again after
 //! `schedule_retry_ms`: nothing wakes the service when a store comes back, so ticks
-//! resume within `schedule_retry_ms` + the pass limit + a second of the store taking
+//! resume within `schedule_retry_ms` + the query limit + a second of the store taking
 //! writes again (docs/schedules.md).
 //!
 //! It submits and cancels as the API does (the queue add after the commit, a cancel's
@@ -37,7 +37,7 @@ pub(super) struct SchedulerSettings {
     /// The sleep after a failed pass.
     pub retry: std::time::Duration,
     /// The longest one Postgres call of a pass may take before the pass counts as failed.
-    pub pass_limit: std::time::Duration,
+    pub query_limit: std::time::Duration,
 }
 
 impl SchedulerSettings {
@@ -52,7 +52,7 @@ impl SchedulerSettings {
             // store answers; one that does not answer at all (its link cut mid-query)
             // would hold the pass forever. Twice the store timeout covers a connection's
             // wait and its query: the limit of each call (`bounded`).
-            pass_limit: config.store_timeout() * 2,
+            query_limit: config.store_timeout() * 2,
         }
     }
 }
@@ -115,13 +115,13 @@ impl Scheduler {
     }
 
     /// A Postgres call of a pass, bounded: one on a link that answers nothing fails as
-    /// Postgres away after the pass limit. Only the store's calls are bounded: what
+    /// Postgres away after the query limit. Only the store's calls are bounded: what
     /// follows a committed fire (queueing its tasks) is never cut off half done.
     async fn bounded<T>(
         &self,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, ServiceError> {
-        let limit = self.settings.pass_limit;
+        let limit = self.settings.query_limit;
         tokio::time::timeout(limit, call)
             .await
             .unwrap_or_else(|_| {
