@@ -7,6 +7,7 @@ use baton_localcluster::testing as support;
 use baton_client::{Client, SubmitTask};
 use baton_core::TaskStatus;
 use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,8 +20,15 @@ fn baton_dev_brings_up_a_cluster_runs_the_demo_and_stops_everything() {
         .local_addr()
         .unwrap()
         .port();
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("baton-dev-smoke-{}", uuid::Uuid::new_v4().simple()));
+    // Inside a folder only its owner may enter, as a checkout under /root or any
+    // `mktemp -d` is: the runners' tasks run as other users, and still get in.
+    let private = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "baton-dev-private-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&private).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let dir = private.join("checkout/.baton-dev");
     let out = Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["dev", "--smoke", "--port", &port.to_string()])
         .arg("--dir")
@@ -46,7 +54,7 @@ fn baton_dev_brings_up_a_cluster_runs_the_demo_and_stops_everything() {
     }
     // Nothing it started still listens on the load balancer's port.
     assert!(TcpListener::bind(("127.0.0.1", port)).is_ok());
-    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(private);
 }
 
 const BATON: &str = env!("CARGO_BIN_EXE_baton");

@@ -125,3 +125,236 @@ async fn a_secret_a_task_prints_is_masked_in_its_log() {
         "every print masked:\n{log}"
     );
 }
+
+/// The uid of a task's output line `uid: N`.
+fn uid_in(output: &str) -> u32 {
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix("uid: "))
+        .and_then(|u| u.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no uid in:\n{output}"))
+}
+
+/// The pids of every process on this host that `uid` owns.
+fn processes_of(uid: u32) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            (e.metadata().ok()?.uid() == uid).then_some(pid)
+        })
+        .collect()
+}
+
+/// Submits `script` on `labels` (with `secret_env`), waits for its end and returns its
+/// output; it must succeed.
+async fn run_script(
+    env: &TestEnv,
+    user: &baton_client::Client,
+    labels: &str,
+    script: String,
+    secret_env: std::collections::BTreeMap<String, String>,
+) -> String {
+    let (task, _) = user
+        .submit(&SubmitTask {
+            labels: vec![labels.into()],
+            script: Some(script),
+            secret_env,
+            ..SubmitTask::default()
+        })
+        .await
+        .unwrap();
+    let done = env.wait_terminal(user, task.id).await;
+    let output = String::from_utf8_lossy(&read_log(user, task.id).await).into_owned();
+    assert_eq!(done.status, TaskStatus::Succeeded, "{done:?}\n{output}");
+    output
+}
+
+/// A folder anyone may write to: what a task left running would send what it reads to.
+fn drop_box(name: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = procs::target_tmp_dir().join(format!("{name}-{}", Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
+/// The attack from the security review: a task leaves a reader in a session of its own
+/// and a daemon out of a double fork, and files in every shared scratch folder, then
+/// exits. The next task on the same runner (one slot: it runs where the first ran)
+/// carries another tenant's secret. Nothing of the first may be left when it ends: no
+/// process of its uid, no file the next one sees, and the secret in no leftover's hands.
+#[tokio::test(flavor = "multi_thread")]
+async fn nothing_a_task_leaves_running_reaches_the_next_task() {
+    let env = TestEnv::new("task-leftovers").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let _agent = env.runner(&node.url, &["left"], 1).await;
+    let drop = drop_box("leftover-drop");
+    let stolen = drop.join("environ");
+    let attack = format!(
+        "echo \"uid: $(id -u)\"\n\
+         setsid sh -c 'while :; do cat /proc/[0-9]*/environ >> {stolen} 2>/dev/null; sleep 0.1; done' \
+           </dev/null >/dev/null 2>&1 &\n\
+         sh -c '(sleep 300 </dev/null >/dev/null 2>&1 &) &'\n\
+         echo left > /tmp/left; echo left > /var/tmp/left; echo left > /dev/shm/left\n\
+         sleep 0.5\n",
+        stolen = stolen.display()
+    );
+    let attacker = uid_in(&run_script(&env, &user, "left", attack, Default::default()).await);
+    // Its end is reported only once nothing of it runs.
+    assert_eq!(
+        processes_of(attacker),
+        Vec::<u32>::new(),
+        "the task's leftovers outlived it"
+    );
+
+    let secret = format!("next-tenant-secret-{}", Uuid::new_v4().simple());
+    let victim = run_script(
+        &env,
+        &user,
+        "left",
+        "echo \"uid: $(id -u)\"; ls -A /tmp /var/tmp /dev/shm; sleep 1\n".into(),
+        [("NEXT_SECRET".to_string(), secret.clone())].into(),
+    )
+    .await;
+    assert_ne!(uid_in(&victim), attacker, "a uid went to a second task");
+    assert!(
+        !victim.contains("left"),
+        "the next task sees what the first left in its scratch folders:\n{victim}"
+    );
+    let read = std::fs::read_to_string(&stolen).unwrap_or_default();
+    assert!(
+        !read.contains(&secret),
+        "a leftover read the next task's secret"
+    );
+    let _ = std::fs::remove_dir_all(drop);
+}
+
+/// A fork bomb stops at the task's process limit, and ends with its task: the task after
+/// it finds none of its processes and runs at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_bomb_is_bounded_and_gone_with_its_task() {
+    let env = TestEnv::new("task-fork-bomb").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let _agent = env
+        .runner_with(&node.url, &["bomb"], 1, &["--task-max-processes", "64"])
+        .await;
+    let bomb = "echo \"uid: $(id -u)\"\n\
+                bomb() { bomb | bomb & }\n\
+                bomb 2>/dev/null\n\
+                sleep 2\n\
+                echo \"at most $(ps -eo uid= | grep -c \"^ *$(id -u)$\") processes\"\n";
+    let output = run_script(&env, &user, "bomb", bomb.into(), Default::default()).await;
+    let bomber = uid_in(&output);
+    let most: usize = output
+        .lines()
+        .find_map(|l| l.strip_prefix("at most ")?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no count in:\n{output}"));
+    assert!(most <= 64, "the bomb went past its limit: {most}");
+    assert_eq!(
+        processes_of(bomber),
+        Vec::<u32>::new(),
+        "the bomb outlived its task"
+    );
+    let after = run_script(
+        &env,
+        &user,
+        "bomb",
+        "echo \"uid: $(id -u)\"\n".into(),
+        Default::default(),
+    )
+    .await;
+    assert_ne!(uid_in(&after), bomber);
+}
+
+/// A root runner whose state and work dirs lie under folders only their owner may enter
+/// (a checkout under /root; a `mktemp -d` under /tmp) runs its tasks: each gets into its
+/// work dir by its path, writes there, and has a /tmp of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_root_runner_under_a_private_folder_runs_its_tasks() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new("task-private-folder").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let closed = |parent: std::path::PathBuf| {
+        let dir = parent.join(format!("closed-{}", Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        dir
+    };
+    let (home, mktemp) = (
+        closed(procs::target_tmp_dir()),
+        closed(std::env::temp_dir()),
+    );
+    let mut runners = Vec::new();
+    for (label, parent) in [("in-home", &home), ("in-tmp", &mktemp)] {
+        let state = parent.join("checkout/.runner");
+        runners.push(RunnerProc::start_in(&env, &node.url, &[label], 1, &[], &state).await);
+    }
+    for label in ["in-home", "in-tmp"] {
+        let output = run_script(
+            &env,
+            &user,
+            label,
+            // Its /tmp holds nothing but, under /tmp, the way to its own work dir.
+            "cd \"$PWD\" && echo written > file && cat \"$PWD/file\" && pwd \
+             && ls -A /tmp | grep -vc '^closed-' || true\n"
+                .into(),
+            Default::default(),
+        )
+        .await;
+        let lines: Vec<&str> = output.lines().collect();
+        assert_eq!(lines.first(), Some(&"written"), "{label}:\n{output}");
+        assert_eq!(
+            lines.last(),
+            Some(&"0"),
+            "{label}: /tmp is not the task's own:\n{output}"
+        );
+    }
+    drop(runners);
+    let _ = std::fs::remove_dir_all(home);
+    let _ = std::fs::remove_dir_all(mktemp);
+}
+
+/// Where a task could not get into its work dir at all — a folder above it closed to
+/// others, and no mount namespace for the agent to open a way (no `CAP_SYS_ADMIN`) — the
+/// runner refuses to start, naming the folder and the fix, instead of failing every task.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_whose_tasks_could_not_reach_their_work_dir_refuses_to_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let closed = procs::target_tmp_dir().join(format!("closed-{}", Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&closed).unwrap();
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new("setpriv")
+            .args(["--bounding-set=-sys_admin", "--inh-caps=-sys_admin"])
+            .arg(procs::baton_binary())
+            .args(["runner", "--server", "http://127.0.0.1:9", "--labels", "x"])
+            .args(["--registration-token", "unused"])
+            .arg("--state-dir")
+            .arg(closed.join("state"))
+            .arg("--work-dir")
+            .arg(closed.join("work"))
+            .output(),
+    )
+    .await
+    .expect("the runner decides at start")
+    .expect("run the runner under setpriv");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("{} lets no other user through", closed.display()))
+            && said.contains(&format!("chmod o+x {}", closed.display())),
+        "the refusal names the folder and the fix:\n{said}"
+    );
+    let _ = std::fs::remove_dir_all(closed);
+}

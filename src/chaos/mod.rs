@@ -88,6 +88,18 @@ pub const RUNNER_FENCE_AFTER_S: u64 = 7;
 
 pub async fn run(mut args: ChaosArgs) -> anyhow::Result<ExitCode> {
     let seed = args.seed.unwrap_or_else(rand::random);
+    // The tasks record their runs in a file of the drill's folder, and a root runner's
+    // tasks each have a /tmp of their own: under /tmp they would record into theirs.
+    if let Some(private) = ["/tmp", "/var/tmp", "/dev/shm"]
+        .into_iter()
+        .find(|p| std::path::absolute(&args.dir).is_ok_and(|dir| dir.starts_with(p)))
+    {
+        anyhow::bail!(
+            "--dir {} is under {private}, of which every task gets a private one: the tasks' \
+             records would not reach the drill. Choose a --dir elsewhere",
+            args.dir.display()
+        );
+    }
     let work = WorkDir::recreate(&args.dir)?;
     println!(
         "baton chaos: seed {seed}, working in {}",
@@ -124,7 +136,7 @@ async fn drill(
     let hooks = webhooks::Receiver::start(seed).await?;
     let executions = work.join("executions.log");
     // The tasks append to it as users of their own (runners started as root run each
-    // slot as another uid).
+    // task as another uid).
     std::fs::write(&executions, b"")?;
     std::fs::set_permissions(
         &executions,

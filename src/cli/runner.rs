@@ -46,16 +46,23 @@ pub struct RunnerArgs {
     #[arg(long, env = "BATON_RUNNER_WORK_DIR")]
     work_dir: Option<PathBuf>,
     /// Run every task as this user (a name, `uid` or `uid:gid`) [default: as root, each
-    /// slot as a uid of its own; otherwise the agent's own user, which isolates nothing].
+    /// task as a fresh uid of its own; otherwise the agent's own user, which isolates
+    /// nothing].
     #[arg(long, env = "BATON_RUNNER_RUN_AS")]
     run_as: Option<String>,
     /// Talk to --server although this runner registered with another server (the cluster
     /// moved); without it the agent refuses, so its token never goes elsewhere.
     #[arg(long, env = "BATON_RUNNER_ALLOW_SERVER_CHANGE", num_args = 0..=1, default_missing_value = "true")]
     allow_server_change: Option<bool>,
-    /// The first uid and gid of the per-slot task users [default: 2000000000].
+    /// Where the task uids start: an agent running as root claims a block of 65536 from
+    /// here that no other agent on the host holds, and runs each task as a fresh one
+    /// [default: 2000000000].
     #[arg(long, env = "BATON_RUNNER_SLOT_UID_BASE")]
     slot_uid_base: Option<u32>,
+    /// Most processes a task may have at once, when tasks run as users of their own; a
+    /// fork bomb stops there [default: 4096].
+    #[arg(long, env = "BATON_RUNNER_TASK_MAX_PROCESSES")]
+    task_max_processes: Option<u64>,
     /// Seconds each lease request parks on the server [default: 30].
     #[arg(long, env = "BATON_RUNNER_WAIT_S")]
     wait_s: Option<u32>,

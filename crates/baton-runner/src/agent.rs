@@ -78,7 +78,8 @@ impl Agent {
     /// The state dir is the agent's alone (0700): it holds the runner token and results;
     /// the work dir, where tasks run, is never inside it, and lets each task's user pass
     /// through to its own folder (0711) but list nobody's.
-    fn prepare_dirs(&self) -> anyhow::Result<()> {
+    /// Returns the work dir's absolute path.
+    fn prepare_dirs(&self) -> anyhow::Result<std::path::PathBuf> {
         use std::os::unix::fs::PermissionsExt;
         let (state, work) = (&self.config.state_dir, &self.config.work_dir);
         std::fs::create_dir_all(state)?;
@@ -93,7 +94,7 @@ impl Agent {
             state.display()
         );
         std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o711))?;
-        Ok(())
+        Ok(work)
     }
 
     /// The stored identity, or a new registration when there is none.
@@ -188,12 +189,17 @@ impl Agent {
             });
         }
         isolation::forbid_dumps();
-        let isolation =
-            Isolation::choose(self.config.run_as.as_deref(), self.config.slot_uid_base)?;
-        self.prepare_dirs()?;
+        let mut isolation = Isolation::choose(
+            self.config.run_as.as_deref(),
+            self.config.slot_uid_base,
+            self.config.task_max_processes,
+        )?;
+        let work_root = self.prepare_dirs()?;
+        isolation.check_reach(&work_root).await?;
+        let isolation = Arc::new(isolation);
         let reg = self.registration(&shutdown).await?;
         health.lock().expect("health lock").runner_id = Some(reg.runner_id);
-        if isolation == Isolation::SameUser {
+        if matches!(*isolation, Isolation::SameUser) {
             tracing::warn!(
                 "tasks run as this agent's own user and can read its runner token: run the \
                  agent as root (each slot then runs as a user of its own) or pass --run-as"
@@ -226,8 +232,6 @@ impl Agent {
             self.config.capacity as usize
         };
         let slots = Arc::new(Semaphore::new(capacity));
-        // Which slot a task runs in says whom it runs as: one number per running task.
-        let slot_ids = Arc::new(Mutex::new((0..capacity).rev().collect::<Vec<usize>>()));
         let tracker = Arc::new(Tracker::default());
         crate::metrics::slots_total(capacity);
         let took_one = Arc::new(AtomicBool::new(false));
@@ -276,6 +280,8 @@ impl Agent {
             config: self.config.clone(),
             reports,
             mark,
+            isolation: isolation.clone(),
+            work_root: work_root.into(),
             results: results.clone(),
         });
         if !undelivered.is_empty() {
@@ -329,13 +335,10 @@ impl Agent {
                     let busy = crate::metrics::BusySlot::take();
                     let (executor, tracker, stop) =
                         (executor.clone(), tracker.clone(), force_stop.clone());
-                    let slot_id = slot_ids.lock().expect("slot ids lock").pop().unwrap_or(0);
-                    let user = isolation.user_of(slot_id);
-                    let slot_ids = slot_ids.clone();
+                    let user = isolation.take_user();
                     tasks.spawn(async move {
                         let (id, lease) = (task.id, task.lease_id);
                         let result = executor.run(task, since, stop, control, user).await;
-                        slot_ids.lock().expect("slot ids lock").push(slot_id);
                         tracker.remove(id, lease);
                         drop(slot);
                         drop(busy);

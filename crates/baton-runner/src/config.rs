@@ -34,10 +34,12 @@ pub struct RunnerConfig {
     /// Parent of each task's working directory; never inside `state_dir`.
     pub work_dir: PathBuf,
     /// Run every task as this user (a name, `uid` or `uid:gid`). Unset, an agent running
-    /// as root runs each slot as a uid of its own from `slot_uid_base`.
+    /// as root runs each task as a fresh uid of a block it claims from `slot_uid_base`.
     pub run_as: Option<String>,
-    /// The first uid (and gid) of the per-slot task users.
+    /// Where the blocks of task uids start.
     pub slot_uid_base: u32,
+    /// `RLIMIT_NPROC` of a task that runs as a user of its own.
+    pub task_max_processes: u64,
     /// Talk to `server` although the runner registered with another one. Without it the
     /// agent refuses: its token would go to a server that did not issue it.
     pub allow_server_change: bool,
@@ -99,6 +101,7 @@ impl Default for RunnerConfig {
             work_dir: PathBuf::from(".baton-runner-work"),
             run_as: None,
             slot_uid_base: crate::isolation::DEFAULT_SLOT_UID_BASE,
+            task_max_processes: crate::isolation::DEFAULT_TASK_MAX_PROCESSES,
             allow_server_change: false,
             wait_s: 30,
             shutdown_grace_s: 30,

@@ -8,7 +8,7 @@
 
 use crate::config::{LOG_TAIL_MAX, RunnerConfig};
 use crate::exchanger::Reports;
-use crate::isolation::{self, TaskUser};
+use crate::isolation::{self, Isolation, TaskUser};
 use crate::leftovers;
 use crate::logship::{LogSpool, Shipper};
 use crate::masking::Masker;
@@ -92,6 +92,10 @@ pub(crate) struct Executor {
     /// Put in every task's environment: how the next run of this agent finds what this
     /// one leaves behind (`leftovers`).
     pub mark: Arc<str>,
+    /// Whom tasks run as, and what they see.
+    pub isolation: Arc<Isolation>,
+    /// The work dir, absolute: each task's folders are made in it.
+    pub work_root: Arc<Path>,
     /// Where results wait until a node takes them.
     pub results: ResultSpool,
 }
@@ -100,7 +104,8 @@ impl Executor {
     /// Runs one task to its report. `stop` is the runner's forced stop (its shutdown
     /// grace is over): the task is killed and reported failed. `control` carries the
     /// server's cancel and lease-gone verdicts. `user`: whom it runs as (`None`: the
-    /// agent's own user).
+    /// agent's own user), given back to the agent's isolation once nothing of the task
+    /// is left.
     pub(crate) async fn run(
         &self,
         task: LeasedTask,
@@ -123,12 +128,18 @@ impl Executor {
             config: self.config.clone(),
             reports: self.reports.clone(),
             mark: self.mark.clone(),
+            isolation: self.isolation.clone(),
+            work_root: self.work_root.clone(),
             results: self.results.clone(),
         };
-        for_task
-            .run_traced(task, since, stop, control, user)
+        let mut user = user;
+        let result = for_task
+            .run_traced(task, since, stop, control, &mut user)
             .instrument(span)
-            .await
+            .await;
+        // A task that never got as far as its process still holds its user.
+        self.isolation.give_back(user).await;
+        result
     }
 
     async fn run_traced(
@@ -137,7 +148,7 @@ impl Executor {
         since: Instant,
         stop: CancellationToken,
         control: TaskControl,
-        user: Option<TaskUser>,
+        user: &mut Option<TaskUser>,
     ) -> RunResult {
         let id = task.id;
         // The task's time counts from no later than the server's: a task that arrived
@@ -189,7 +200,7 @@ impl Executor {
                 stop.clone(),
                 control,
                 deadline,
-                user,
+                user.take(),
             )
             .instrument(tracing::info_span!("task.execute", task.id = %id))
             .await;
@@ -243,7 +254,7 @@ impl Executor {
 
     /// The task's command: argv as given, or the script through `sh -c`. One process:
     /// the runner's supervisor, not a guard per task, kills it if this agent dies.
-    fn command(&self, task: &LeasedTask, dir: &Path, user: Option<TaskUser>) -> Command {
+    fn command(&self, task: &LeasedTask, dir: &Path) -> Command {
         let mut cmd = match (&task.command, &task.script) {
             (Some(argv), _) if !argv.is_empty() => {
                 let mut cmd = Command::new(&argv[0]);
@@ -268,11 +279,6 @@ impl Executor {
             cmd.env("PATH", DEFAULT_PATH);
         }
         cmd.env("HOME", dir);
-        if let Some(user) = user {
-            // Another user than the agent's: it cannot read the runner's token, the
-            // agent's memory, or (per slot) its siblings' environment and work dirs.
-            cmd.uid(user.uid).gid(user.gid);
-        }
         // Secret values go into the process and nowhere else: never logged or echoed.
         cmd.envs(&task.env)
             .envs(&task.secret_env)
@@ -286,8 +292,7 @@ impl Executor {
         {
             cmd.env("TRACEPARENT", tp);
         }
-        cmd.current_dir(dir)
-            .stdin(Stdio::null())
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
@@ -307,16 +312,30 @@ impl Executor {
         deadline: Instant,
         user: Option<TaskUser>,
     ) -> Ending {
-        let dir = self.config.work_dir.join(task.lease_id.to_string());
-        let made = std::fs::create_dir_all(&dir)
-            .and_then(|()| user.map_or(Ok(()), |user| isolation::give_dir(&dir, user)));
-        if let Err(e) = made {
-            return Ending::SpawnFailed(format!(
-                "cannot create the work dir {}: {e}",
-                dir.display()
-            ));
-        }
-        let mut child = match self.command(task, &dir, user).spawn() {
+        let root = &self.work_root;
+        let dir = root.join(task.lease_id.to_string());
+        let tmp = root.join(format!("{}.tmp", task.lease_id));
+        let made = isolation::make_task_dirs(&dir, &tmp, user).and_then(|()| {
+            let mut cmd = self.command(task, &dir);
+            // Another user than the agent's: it cannot read the runner's token, the
+            // agent's memory, or its siblings' environment and work dirs.
+            self.isolation.confine(&mut cmd, &dir, &tmp, user)?;
+            Ok(cmd)
+        });
+        let mut cmd = match made {
+            Ok(cmd) => cmd,
+            Err(e) => {
+                self.isolation.give_back(user).await;
+                isolation::remove_task_dirs(&dir, &tmp);
+                return Ending::SpawnFailed(format!(
+                    "cannot prepare the work dir {}: {e}",
+                    dir.display()
+                ));
+            }
+        };
+        let spawned = cmd.spawn();
+        drop(cmd);
+        let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
                 let program = match (&task.command, &task.script) {
@@ -325,7 +344,8 @@ impl Executor {
                 };
                 let msg = format!("cannot start the command {program}: {e}");
                 let _ = spool.append(format!("baton: {msg}\n").as_bytes());
-                let _ = std::fs::remove_dir_all(&dir);
+                self.isolation.give_back(user).await;
+                isolation::remove_task_dirs(&dir, &tmp);
                 // As a shell answers: 126 found but not executable, 127 anything else.
                 let code = match e.kind() {
                     std::io::ErrorKind::PermissionDenied => 126,
@@ -390,18 +410,15 @@ impl Executor {
         } else if !matches!(ending, Ending::Exited(_)) {
             self.terminate(pgid, &mut child).await;
         }
-        // Whatever the task left running in its group goes with it.
+        // Whatever the task left running in its group goes with it, and, with a uid of
+        // its own, whatever it hid in another group or session.
         signal_group(pgid, Signal::SIGKILL);
+        self.isolation.give_back(user).await;
         let drain_by = Instant::now() + PIPE_DRAIN;
         for reader in readers.into_iter().flatten() {
             let _ = tokio::time::timeout_at(drain_by, reader).await;
         }
-        // Most tasks leave their directory empty: one `rmdir`, and the walk only when not.
-        if std::fs::remove_dir(&dir).is_err()
-            && let Err(e) = std::fs::remove_dir_all(&dir)
-        {
-            tracing::debug!(dir = %dir.display(), error = %e, "work dir not removed");
-        }
+        isolation::remove_task_dirs(&dir, &tmp);
         ending
     }
 
