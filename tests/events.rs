@@ -499,3 +499,109 @@ async fn a_position_a_redis_failover_lost_gets_resync() {
         .expect("the stream goes on");
     assert_eq!(first.event, "resync", "{first:?}");
 }
+
+/// The value of `series` (a name with its labels, as `/metrics` prints it) on `node`.
+async fn scraped(node: &str, series: &str) -> f64 {
+    let text = reqwest::get(format!("{node}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0)
+}
+
+/// The attack from the security review: with a long history, open a stream that resumes
+/// from its oldest entry with a filter that matches nothing, and hang up right after the
+/// headers — 500 times. Before, each dropped stream went on reading the whole history
+/// (it noticed its client gone only when it had something to send), and Redis answered
+/// `XRANGE` for many seconds after the last one closed. Now a catch-up ends with its
+/// client, and waits its turn behind a cap per node and per token: within a second of
+/// the last request no reader is left and the node reads nothing more.
+#[tokio::test(flavor = "multi_thread")]
+async fn streams_dropped_while_they_catch_up_leave_no_reader_behind() {
+    let env = TestEnv::new("events-dropped-catch-up").await;
+    let node = env.node().await;
+    let key = baton_coord::Keys::new(&env.redis_prefix).events();
+    let mut redis = env.redis().await;
+    for _ in 0..20 {
+        let mut append = redis::pipe();
+        for _ in 0..1000 {
+            append
+                .cmd("XADD")
+                .arg(&key)
+                .arg("*")
+                .arg("e")
+                .arg("[]")
+                .ignore();
+        }
+        let _: () = append.query_async(&mut redis).await.unwrap();
+    }
+    let oldest: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(&key)
+        .arg("-")
+        .arg("+")
+        .arg("COUNT")
+        .arg(1)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let oldest = oldest.ids[0].id.clone();
+
+    let reads = r#"baton_redis_command_duration_seconds_count{op="xrange"}"#;
+    let reads_before = scraped(&node.url, reads).await;
+    let http = reqwest::Client::new();
+    // 25 at a time, as a client in a hurry would.
+    let statuses: Vec<u16> = futures::stream::iter(0..500)
+        .map(|_| {
+            let request = http
+                .get(format!("{}/v1/events?task={}", node.url, Uuid::new_v4()))
+                .bearer_auth(API_TOKEN)
+                .header("last-event-id", &oldest);
+            async move {
+                let response = request.send().await.unwrap();
+                // Hung up with the body unread: the connection closes.
+                response.status().as_u16()
+            }
+        })
+        .buffer_unordered(25)
+        .collect()
+        .await;
+    let mut answered = BTreeMap::<u16, usize>::new();
+    for status in statuses {
+        *answered.entry(status).or_default() += 1;
+    }
+    assert!(answered.contains_key(&200), "{answered:?}");
+    assert!(
+        answered.keys().all(|s| [200, 429].contains(s)),
+        "{answered:?}"
+    );
+    let hung_up = tokio::time::Instant::now();
+    let readers = "baton_event_catch_ups";
+    wait_for(
+        "no catch-up left reading",
+        Duration::from_secs(1),
+        || async { (scraped(&node.url, readers).await == 0.0).then_some(()) },
+    )
+    .await;
+    // From a second after the last request, the node reads no more of the history.
+    tokio::time::sleep_until(hung_up + Duration::from_secs(1)).await;
+    let before = scraped(&node.url, reads).await;
+    // Each read the whole history (40 pages) before; now a few pages at most.
+    assert!(
+        before - reads_before < 5.0 * 500.0,
+        "{} history reads for 500 streams hung up at once",
+        before - reads_before
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = scraped(&node.url, reads).await;
+    assert_eq!(after, before, "the node still reads the history");
+}

@@ -21,6 +21,7 @@ const NODE_FAMILIES: &[(&str, &str)] = &[
     ("baton_tasks", "gauge"),
     ("baton_live_nodes", "gauge"),
     ("baton_parked_leases", "gauge"),
+    ("baton_event_catch_ups", "gauge"),
     ("baton_tasks_submitted_total", "counter"),
     ("baton_tasks_leased_total", "counter"),
     ("baton_tasks_completed_total", "counter"),

@@ -173,6 +173,11 @@ pub struct Limits {
     pub max_parked_per_runner: usize,
     /// Most log follow streams one API token may have open on one node; past it, 429.
     pub max_follows_per_token: usize,
+    /// Most event subscriptions reading the history at once on one node (catching up
+    /// from an old `Last-Event-ID`); the rest wait their turn.
+    pub max_catch_ups: usize,
+    /// Most of those one API token may have reading at once.
+    pub max_catch_ups_per_token: usize,
     /// Most starts and completions in one runner exchange (and most running leases in
     /// its heartbeat).
     pub max_exchange_items: usize,
@@ -208,6 +213,8 @@ impl Default for Limits {
             max_lease: 64,
             max_parked_per_runner: 64,
             max_follows_per_token: 32,
+            max_catch_ups: 16,
+            max_catch_ups_per_token: 2,
             max_exchange_items: 256,
             max_attempts: 100,
             max_notify_url: 2048,

@@ -26,6 +26,7 @@ pub(crate) const QUEUE_DEPTH: &str = "baton_queue_depth";
 pub(crate) const TASKS: &str = "baton_tasks";
 pub(crate) const LIVE_NODES: &str = "baton_live_nodes";
 pub(crate) const PARKED_LEASES: &str = "baton_parked_leases";
+pub(crate) const EVENT_CATCH_UPS: &str = "baton_event_catch_ups";
 pub(crate) const HTTP_OPEN_CONNECTIONS: &str = "baton_http_open_connections";
 pub(crate) const TASKS_SUBMITTED: &str = "baton_tasks_submitted_total";
 pub(crate) const TASKS_LEASED: &str = "baton_tasks_leased_total";
@@ -141,6 +142,10 @@ fn describe() {
     );
     describe_gauge!(PARKED_LEASES, "Lease requests parked on this node now");
     describe_gauge!(
+        EVENT_CATCH_UPS,
+        "Event subscriptions reading the history on this node now"
+    );
+    describe_gauge!(
         HTTP_OPEN_CONNECTIONS,
         "HTTP connections open on this node now"
     );
@@ -223,6 +228,7 @@ fn describe() {
         let _ = histogram!(LEASE_WAIT, "result" => result);
     }
     gauge!(PARKED_LEASES).set(0.0);
+    gauge!(EVENT_CATCH_UPS).set(0.0);
     gauge!(HTTP_OPEN_CONNECTIONS).set(0.0);
 }
 

@@ -306,6 +306,10 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         queue_defaults: Arc::default(),
         follows: Arc::default(),
         subscriptions: Arc::default(),
+        catch_ups: Arc::new(crate::events::catch_ups::CatchUps::new(
+            config.limits.max_catch_ups,
+            config.limits.max_catch_ups_per_token,
+        )),
         events,
         parks: Arc::default(),
         openapi: Arc::default(),

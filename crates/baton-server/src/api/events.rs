@@ -95,10 +95,15 @@ pub(super) async fn events(
         start,
         tx,
         state.draining.clone(),
+        subscription::Reader {
+            catch_ups: state.catch_ups.clone(),
+            token: user.token_id.clone(),
+            _held: held,
+        },
     ));
-    let stream = futures::stream::unfold((rx, held), |(mut rx, held)| async move {
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
         let sent = rx.recv().await?;
-        Some((Ok::<_, Infallible>(frame(sent)), (rx, held)))
+        Some((Ok::<_, Infallible>(frame(sent)), rx))
     });
     let mut response = Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))

@@ -10,6 +10,7 @@
 //! event first, so a subscriber knows to read the state again rather than trust a
 //! history with a hole in it.
 
+pub(crate) mod catch_ups;
 pub(crate) mod subscription;
 mod tail;
 

@@ -2,6 +2,7 @@
 //! the node's reader hands on, through its filter and its token's scope — each event
 //! once, in the history's order.
 
+use super::catch_ups::CatchUps;
 use super::tail::{READ_MAX, parse};
 use super::{Batch, Event, EventLog, Kind, Position, Stored};
 use baton_coord::{CoordError, HistoryEntry};
@@ -109,6 +110,16 @@ fn not_held(log: &EventLog) -> String {
     )
 }
 
+/// Who a subscription reads for, and the places it holds while it lives.
+pub(crate) struct Reader {
+    pub catch_ups: Arc<CatchUps>,
+    /// The API token: its catch-ups share its turns.
+    pub token: String,
+    /// The token's stream place: held by the loop, not the response, so a client gone
+    /// before the loop notices still counts until the loop ends.
+    pub _held: crate::quota::Held<String>,
+}
+
 /// Feeds `out` until the client goes, the node drains, or Redis fails (the client then
 /// reconnects, to this node or another, from the last id it got).
 pub(crate) async fn run(
@@ -117,13 +128,15 @@ pub(crate) async fn run(
     start: Start,
     out: mpsc::Sender<Sent>,
     draining: CancellationToken,
+    reader: Reader,
 ) {
-    match feed(&log, &filter, start, &out, &draining).await {
+    match feed(&log, &filter, start, &out, &draining, &reader).await {
         Ok(()) | Err(Stop::Gone) => {}
         Err(Stop::Redis(e)) => {
             tracing::debug!(error = %e, "event subscription ended: redis unreadable")
         }
     }
+    drop(reader);
 }
 
 async fn feed(
@@ -132,6 +145,7 @@ async fn feed(
     start: Start,
     out: &mpsc::Sender<Sent>,
     draining: &CancellationToken,
+    reader: &Reader,
 ) -> Result<(), Stop> {
     let Start {
         mut news,
@@ -142,7 +156,7 @@ async fn feed(
         send(out, None, Some(Event::Resync { reason })).await?;
     }
     send(out, Some(at.to_id()), None).await?;
-    catch_up(log, filter, &mut at, out).await?;
+    catch_up(log, filter, &mut at, out, reader).await?;
     loop {
         let batch = tokio::select! {
             _ = out.closed() => return Err(Stop::Gone),
@@ -150,23 +164,34 @@ async fn feed(
             batch = news.recv() => batch,
         };
         match batch {
-            Ok(batch) if batch.after > at.entry => catch_up(log, filter, &mut at, out).await?,
+            Ok(batch) if batch.after > at.entry => {
+                catch_up(log, filter, &mut at, out, reader).await?
+            }
             Ok(batch) => deliver(filter, &mut at, batch.entry, &batch.events, out).await?,
-            Err(RecvError::Lagged(_)) => catch_up(log, filter, &mut at, out).await?,
+            Err(RecvError::Lagged(_)) => catch_up(log, filter, &mut at, out, reader).await?,
             Err(RecvError::Closed) => return Err(Stop::Gone),
         }
     }
 }
 
-/// Reads the history from `at` to its end. If what follows `at` has been trimmed away
-/// meanwhile (a subscriber slower than the retention), it says `resync` and goes on
-/// from the oldest entry held.
+/// Reads the history from `at` to its end, in its turn (`CatchUps`). If what follows `at`
+/// has been trimmed away meanwhile (a subscriber slower than the retention), it says
+/// `resync` and goes on from the oldest entry held.
+///
+/// It stops as soon as its client is gone. A filter that matches nothing sends nothing,
+/// so after each full page the place reached is sent alone (an `id` frame): writing it
+/// finds a client that has gone, and a client that reconnects resumes from there.
 async fn catch_up(
     log: &EventLog,
     filter: &Filter,
     at: &mut Position,
     out: &mpsc::Sender<Sent>,
+    reader: &Reader,
 ) -> Result<(), Stop> {
+    let _turn = tokio::select! {
+        _ = out.closed() => return Err(Stop::Gone),
+        turn = reader.catch_ups.turn(&reader.token) => turn,
+    };
     let bounds = log.coord().history_bounds().await?;
     if !bounds.holds_since(at.entry) || !log.coord().history_has(at.entry).await? {
         send(
@@ -180,6 +205,9 @@ async fn catch_up(
         *at = Position::after_entry(bounds.last.unwrap_or_default());
     }
     loop {
+        if out.is_closed() {
+            return Err(Stop::Gone);
+        }
         // Part of `at`'s entry may be left to send.
         let inclusive = at.index.is_some();
         let entries: Vec<HistoryEntry> = log
@@ -193,6 +221,7 @@ async fn catch_up(
         if !full {
             return Ok(());
         }
+        send(out, Some(at.to_id()), None).await?;
     }
 }
 
