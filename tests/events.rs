@@ -500,25 +500,6 @@ async fn a_position_a_redis_failover_lost_gets_resync() {
     assert_eq!(first.event, "resync", "{first:?}");
 }
 
-/// The value of `series` (a name with its labels, as `/metrics` prints it) on `node`.
-async fn scraped(node: &str, series: &str) -> f64 {
-    let text = reqwest::get(format!("{node}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix(series)?
-                .strip_prefix(' ')?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0.0)
-}
-
 /// The attack from the security review: with a long history, open a stream that resumes
 /// from its oldest entry with a filter that matches nothing, and hang up right after the
 /// headers — 500 times. Before, each dropped stream went on reading the whole history

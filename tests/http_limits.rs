@@ -32,16 +32,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 /// The node's `baton_http_open_connections` gauge.
 async fn open_connections(url: &str) -> f64 {
-    let text = reqwest::get(format!("{url}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("baton_http_open_connections "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
+    scraped(url, "baton_http_open_connections").await
 }
 
 /// Whether the server closed `stream` (EOF or reset) within `within`.

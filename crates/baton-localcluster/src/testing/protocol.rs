@@ -72,3 +72,17 @@ pub async fn register_runner_token(base: &str, labels: &[&str], capacity: i32) -
         .expect("register runner");
     (reg.runner_id, reg.token)
 }
+
+/// The value of `series` (a metric's name with its labels, as `/metrics` prints it) on
+/// the node at `base`; 0 when it is not there.
+pub async fn scraped(base: &str, series: &str) -> f64 {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("scrape /metrics")
+        .text()
+        .await
+        .expect("read /metrics");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
