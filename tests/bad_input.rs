@@ -70,6 +70,10 @@ async fn each_bad_request_gets_its_4xx_and_writes_nothing() {
     let unknown = uuid::Uuid::new_v4();
     let ok_task = || json!({"command": ["true"]});
     let many: Vec<Value> = (0..1001).map(|_| ok_task()).collect();
+    // One past the node's max_exchange_items (256).
+    let too_many_running: Vec<Value> = (0..257)
+        .map(|_| json!({"task_id": uuid::Uuid::new_v4(), "lease_id": uuid::Uuid::new_v4()}))
+        .collect();
 
     let cases = vec![
         case(
@@ -477,6 +481,38 @@ async fn each_bad_request_gets_its_4xx_and_writes_nothing() {
             Body::Json(json!({"request_id": unknown, "max": 0, "boot_id": unknown})),
             422,
             "invalid",
+        ),
+        // Each running lease costs a look-up: every endpoint that takes the list bounds it.
+        case(
+            "lease listing too many running leases",
+            Method::POST,
+            "/v1/runner/lease",
+            Auth::Runner,
+            Body::Json(
+                json!({"request_id": unknown, "max": 1, "boot_id": unknown, "running": too_many_running}),
+            ),
+            413,
+            "exchange_too_large",
+        ),
+        case(
+            "heartbeat listing too many running leases",
+            Method::POST,
+            "/v1/runner/heartbeat",
+            Auth::Runner,
+            Body::Json(json!({"boot_id": unknown, "running": too_many_running})),
+            413,
+            "exchange_too_large",
+        ),
+        case(
+            "exchange listing too many running leases",
+            Method::POST,
+            "/v1/runner/exchange",
+            Auth::Runner,
+            Body::Json(
+                json!({"request_id": unknown, "boot_id": unknown, "running": too_many_running}),
+            ),
+            413,
+            "exchange_too_large",
         ),
         case(
             "lease parking too long",

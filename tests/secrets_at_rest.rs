@@ -277,12 +277,37 @@ async fn a_cluster_without_a_key_refuses_secrets_and_stores_nothing() {
     .unwrap();
 }
 
-/// An agent of an earlier release does not take secrets with its start's answer: it gets
-/// them with the lease, as it always did, rather than running the task without them.
+/// A runner that does not say it takes secrets with its start (as agents before
+/// `secrets_at_start` did, or any client that leaves it out) gets none with its lease:
+/// a lease never started learns nothing. They come with the start's answer.
 #[tokio::test(flavor = "multi_thread")]
-async fn an_earlier_agent_still_gets_its_secrets_with_the_lease() {
-    let env = TestEnv::new("secrets-older-agent").await;
+async fn a_runner_that_does_not_ask_gets_secrets_with_the_start_only() {
+    let env = TestEnv::new("secrets-not-asked").await;
     let node = env.node().await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let secret = fresh_secret();
+    let (t, _) = user.submit(&secret_task("K", &secret)).await.unwrap();
+    let lease = lease_now(BOOT, 1);
+    assert!(!lease.secrets_at_start);
+    let leased = runner.lease(&lease).await.unwrap().tasks;
+    assert_eq!(leased.len(), 1);
+    assert_eq!(leased[0].id, t.id);
+    assert!(
+        leased[0].secret_env.is_empty(),
+        "a secret went out with a lease: {:?}",
+        leased[0].secret_env.keys()
+    );
+    let started = runner.start(t.id, leased[0].lease_id).await.unwrap();
+    assert_eq!(started.secret_env["K"], secret);
+}
+
+/// While agents of a release before `secrets_at_start` still run, a node started with
+/// `--secrets-with-lease` hands secrets out with the lease, as those agents need.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_earlier_agent_gets_its_secrets_with_the_lease_where_the_node_allows_it() {
+    let env = TestEnv::new("secrets-older-agent").await;
+    let node = NodeProc::start(&env, &["--secrets-with-lease"]).await;
     let user = user_client(&node.url);
     let (_, runner) = register_runner(&node.url, &[], 1).await;
     let secret = fresh_secret();

@@ -28,6 +28,11 @@ pub struct ServeArgs {
     /// (see docs/stores.md) [default: false].
     #[arg(long, env = "BATON_REQUIRE_SYNC_STANDBY", num_args = 0..=1, default_missing_value = "true")]
     require_sync_standby: Option<bool>,
+    /// Hand tasks' secrets out with the lease to runners that do not ask for them with the
+    /// start, as agents of releases before `secrets_at_start` need; only while such agents
+    /// run (docs/security.md) [default: false].
+    #[arg(long, env = "BATON_SECRETS_WITH_LEASE", num_args = 0..=1, default_missing_value = "true")]
+    secrets_with_lease: Option<bool>,
     /// Redis URL [default: redis://127.0.0.1:6379]: `redis://[user:password@]host:port`,
     /// `rediss://` for TLS; `redis+cluster://[user:password@]host:port,host:port` (or
     /// `rediss+cluster://`) names a Redis Cluster's nodes, as --redis-cluster does.

@@ -19,6 +19,11 @@ pub struct ServeConfig {
     /// Acknowledge a write only when the primary that committed it replicated it
     /// synchronously (`baton_store::StoreOptions::require_sync_standby`).
     pub require_sync_standby: bool,
+    /// Hand a task's `secret_env` out with its lease to runners that do not say they take
+    /// it with the start (`secrets_at_start`), as agents before that field did. Off, such
+    /// a runner gets secrets only with the start's answer: a lease that is never started
+    /// learns nothing. On only while agents of that age still run.
+    pub secrets_with_lease: bool,
     /// The one Redis server, when neither `redis_sentinels` nor `redis_cluster` is set;
     /// a `redis+cluster://` URL names a cluster's nodes instead (`redis_target`).
     pub redis_url: String,
@@ -356,6 +361,7 @@ impl Default for ServeConfig {
             listen: "127.0.0.1:8080".parse().expect("valid default address"),
             database_url: "postgres://postgres@127.0.0.1:5432/baton".into(),
             require_sync_standby: false,
+            secrets_with_lease: false,
             redis_url: "redis://127.0.0.1:6379".into(),
             redis_sentinels: Vec::new(),
             redis_sentinel_master: "mymaster".into(),

@@ -83,6 +83,12 @@ pub async fn scraped(base: &str, series: &str) -> f64 {
         .await
         .expect("read /metrics");
     text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+        .find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
         .unwrap_or(0.0)
 }

@@ -142,6 +142,7 @@ pub(super) async fn lease(
     ApiJson(req): ApiJson<LeaseRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
     check_ask(&state.config.limits, req.max, 1, req.wait_s)?;
+    check_running(&state.config.limits, req.running.len())?;
     let started = std::time::Instant::now();
     let answer = exchange::handle(
         &state,
@@ -155,7 +156,7 @@ pub(super) async fn lease(
             running: (!req.running.is_empty()).then_some(req.running),
             max: req.max,
             wait: Duration::from_secs(req.wait_s.into()),
-            secrets_at_start: req.secrets_at_start,
+            secrets_at_start: takes_secrets_at_start(&state, req.secrets_at_start),
             ..empty_call()
         },
     )
@@ -182,6 +183,28 @@ fn check_ask(limits: &Limits, max: u32, least_max: u32, wait_s: u32) -> Result<(
     )?)
 }
 
+/// A runner's list of what it runs, bounded on every endpoint that takes one: each lease
+/// in it costs a look-up.
+fn check_running(limits: &Limits, running: usize) -> Result<(), ApiError> {
+    if running > limits.max_exchange_items {
+        return Err(ApiError::too_large(
+            ErrorCode::ExchangeTooLarge,
+            format!(
+                "{running} running leases, over the limit of {}",
+                limits.max_exchange_items
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a runner's secrets wait for its start: when it says so, and, unless the
+/// cluster still serves agents from before the field (`secrets_with_lease`), when it
+/// says nothing.
+fn takes_secrets_at_start(state: &AppState, asked: bool) -> bool {
+    asked || !state.config.secrets_with_lease
+}
+
 /// A runner's proof of life while it runs tasks, and its way to learn which of them to
 /// stop: those being cancelled, and those whose lease is no longer its own.
 #[utoipa::path(post, path = "/v1/runner/heartbeat", tag = "runner", security(("bearer" = [])),
@@ -193,6 +216,7 @@ pub(super) async fn heartbeat(
     runner: Runner,
     ApiJson(req): ApiJson<Heartbeat>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
+    check_running(&state.config.limits, req.running.len())?;
     let answer = exchange::handle(
         &state,
         &runner,
@@ -242,16 +266,7 @@ pub(super) async fn exchange(
             ),
         ));
     }
-    if req
-        .running
-        .as_ref()
-        .is_some_and(|r| r.len() > limits.max_exchange_items)
-    {
-        return Err(ApiError::too_large(
-            ErrorCode::ExchangeTooLarge,
-            format!("over {} running leases", limits.max_exchange_items),
-        ));
-    }
+    check_running(limits, req.running.as_ref().map_or(0, Vec::len))?;
     // A malformed item is a malformed request: refused whole, nothing changed.
     let mut logs = Vec::new();
     let mut completions = Vec::new();
@@ -287,7 +302,7 @@ pub(super) async fn exchange(
             max: req.max,
             wait: Duration::from_secs(req.wait_s.into()),
             start_leased: req.start_leased,
-            secrets_at_start: req.secrets_at_start,
+            secrets_at_start: takes_secrets_at_start(&state, req.secrets_at_start),
         },
     )
     .await;
