@@ -25,8 +25,8 @@ struct Delivery {
     body: Bytes,
 }
 
-/// A receiver on loopback that records what reaches `/hook` and answers `status`; `/go`
-/// redirects to `/hook`.
+/// A receiver on loopback that records what reaches `/hook` or `/services/...` and answers
+/// `status`; `/go` redirects to `/hook`.
 struct Receiver {
     base: String,
     got: Arc<Mutex<Vec<Delivery>>>,
@@ -46,7 +46,9 @@ impl Receiver {
             }
         };
         let app = axum::Router::new()
-            .route("/hook", axum::routing::post(record))
+            .route("/hook", axum::routing::post(record.clone()))
+            // A Slack-style address: the path is the credential.
+            .route("/services/{*rest}", axum::routing::post(record))
             .route(
                 "/go",
                 axum::routing::post(|| async {
@@ -258,4 +260,55 @@ async fn webhooks_are_signed_with_the_admins_secret_and_redirects_are_not_follow
     assert_eq!(for_moved, 0, "the redirect was followed");
     let delivered = settled(&user, signed.id).await.notify_state.unwrap();
     assert_eq!(delivered.state, NotifyDelivery::Delivered);
+}
+
+/// The attack from the security review: a webhook address carries its credential as the
+/// user part, in the path (Slack's form) or in the query. Before, only a password was
+/// hidden: the rest was shown to every reader of the task or its schedule and repeated in
+/// the webhook body. Now none of them is shown anywhere; the delivery still goes to the
+/// whole address.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_part_of_a_webhook_address_that_may_hold_a_credential_is_shown() {
+    let env = TestEnv::new("hook-redacted").await;
+    let node = env.node_with(&FAST_HA).await;
+    let user = user_client(&node.url);
+    let _runner = env.runner(&node.url, &["redact"], 1).await;
+    let receiver = Receiver::start(StatusCode::OK).await;
+    let credentials = ["us3rt0ken", "pathsecr3t", "querysecr3t"];
+    let url = receiver.base.replace("http://", "http://us3rt0ken@")
+        + "/services/T0/B0/pathsecr3t?token=querysecr3t";
+    let (task, _) = user.submit(&hooked("redact", &url)).await.unwrap();
+    let schedule = user
+        .schedule_create(&baton_client::CreateSchedule {
+            name: "redacted-hook".into(),
+            cron: "0 0 1 1 *".into(),
+            task: hooked("redact", &url),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let delivery = wait_for("the delivery", Duration::from_secs(30), || async {
+        receiver.deliveries().into_iter().next()
+    })
+    .await;
+    let listed = user.task_list(&Default::default()).await.unwrap();
+    let shown = [
+        serde_json::to_string(&task).unwrap(),
+        serde_json::to_string(&user.task_get(task.id).await.unwrap()).unwrap(),
+        serde_json::to_string(&listed).unwrap(),
+        serde_json::to_string(&schedule).unwrap(),
+        serde_json::to_string(&user.schedule_get(schedule.id).await.unwrap()).unwrap(),
+        String::from_utf8_lossy(&delivery.body).into_owned(),
+    ];
+    for text in &shown {
+        for credential in credentials {
+            assert!(!text.contains(credential), "{credential} shown in {text}");
+        }
+    }
+    let host = receiver.base.trim_start_matches("http://");
+    assert!(
+        shown[1].contains(&format!("http://***@{host}/***?***")),
+        "{}",
+        shown[1]
+    );
 }

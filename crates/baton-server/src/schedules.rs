@@ -247,7 +247,11 @@ pub(crate) fn schedule_view(
     next_fires: Vec<DateTime<Utc>>,
     last_runs: Vec<ScheduleRun>,
 ) -> Schedule {
-    let task = serde_json::from_value(record.template.0).unwrap_or_default();
+    let mut task: SubmitTask = serde_json::from_value(record.template.0).unwrap_or_default();
+    // The template's webhook address is shown as a task's is.
+    task.notify_url = task
+        .notify_url
+        .map(|url| crate::webhooks::redacted(&url).into_owned());
     Schedule {
         id: record.id,
         name: record.name,

@@ -1,26 +1,47 @@
-//! A `notify_url` may carry credentials (`https://user:password@host/...`): the
-//! receiver's basic auth, which the delivery sends. Anyone who may read the task, and
-//! anyone who reads the node's log, must not learn them; so wherever the URL is shown or
-//! logged, its password reads `***`. The stored URL keeps it, for the delivery.
+//! A `notify_url` may carry credentials anywhere in it: the receiver's basic auth
+//! (`https://user:password@host/`), a token as the user part (`https://TOKEN@host/`), a
+//! secret path (Slack's `https://hooks.slack.com/services/T…/B…/XXXX`) or a token in the
+//! query (`?token=…`). Anyone who may read the task or its schedule, any webhook body,
+//! and anyone who reads the node's log must not learn them; so wherever the URL is shown
+//! or logged, only its scheme, host and port are: the user part, path and query read
+//! `***`. The stored URL keeps them, for the delivery.
 
 use std::borrow::Cow;
 
-/// The URL with its password, if it has one, replaced by `***`.
+/// What may be shown of a URL: scheme, host and port; whatever else it has is `***`.
 pub(crate) fn redacted(url: &str) -> Cow<'_, str> {
-    match reqwest::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            Cow::Owned(parsed.into())
-        }
-        Ok(_) => Cow::Borrowed(url),
-        // Not a URL the parser reads (rows written before submit checked it): whatever
-        // sits between the scheme and an `@` is taken for credentials.
-        Err(_) => match (url.find("://"), url.rfind('@')) {
-            (Some(start), Some(at)) if at > start + 3 => {
-                Cow::Owned(format!("{}***{}", &url[..start + 3], &url[at..]))
-            }
-            _ => Cow::Borrowed(url),
-        },
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        // Not a URL the parser reads (rows written before submit checked it): nothing of
+        // it past the scheme is shown.
+        return match url.find("://") {
+            Some(start) if url.len() > start + 3 => Cow::Owned(format!("{}***", &url[..start + 3])),
+            _ => Cow::Borrowed("***"),
+        };
+    };
+    let mut shown = format!("{}://", parsed.scheme());
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        shown.push_str("***@");
+    }
+    shown.push_str(parsed.host_str().unwrap_or_default());
+    if let Some(port) = parsed.port() {
+        shown.push_str(&format!(":{port}"));
+    }
+    let path = parsed.path();
+    shown.push_str(if path.is_empty() || path == "/" {
+        path
+    } else {
+        "/***"
+    });
+    if parsed.query().is_some() {
+        shown.push_str("?***");
+    }
+    if parsed.fragment().is_some() {
+        shown.push_str("#***");
+    }
+    if shown == url {
+        Cow::Borrowed(url)
+    } else {
+        Cow::Owned(shown)
     }
 }
 
@@ -29,16 +50,26 @@ mod tests {
     use super::redacted;
 
     #[test]
-    fn passwords_are_hidden_and_the_rest_is_kept() {
+    fn only_scheme_host_and_port_are_shown() {
         let table = [
             (
                 "https://user:s3cret@example.com/hook?x=1",
-                "https://user:***@example.com/hook?x=1",
+                "https://***@example.com/***?***",
             ),
-            ("http://:tok@example.com/", "http://:***@example.com/"),
-            ("https://user@example.com/", "https://user@example.com/"),
-            ("https://example.com/hook", "https://example.com/hook"),
-            ("not a url://u:p@host", "not a url://***@host"),
+            ("http://:tok@example.com/", "http://***@example.com/"),
+            ("https://t0ken@example.com/", "https://***@example.com/"),
+            (
+                "https://hooks.slack.com/services/T000/B000/XXXXSECRET",
+                "https://hooks.slack.com/***",
+            ),
+            (
+                "https://example.com:8443/notify?token=abc#frag",
+                "https://example.com:8443/***?***#***",
+            ),
+            ("https://example.com/", "https://example.com/"),
+            ("https://example.com", "https://example.com/"),
+            ("not a url://u:p@host/x", "not a url://***"),
+            ("garbage", "***"),
         ];
         for (url, shown) in table {
             assert_eq!(redacted(url), shown, "{url}");
