@@ -272,3 +272,50 @@ fn parse(text: &str) -> Scrape {
     );
     Scrape(serde_json::from_slice(&out.stdout).expect("the parser prints JSON"))
 }
+
+/// Queue names are the submitters' to choose: a series kept for every queue ever seen
+/// would let them grow `/metrics` without end. A queue's depth is there while it has
+/// work, and gone once it has none.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queue_that_is_gone_leaves_no_series() {
+    let env = TestEnv::new("metrics-gone-queue").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let queue = format!(
+        "fleeting-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let series = format!("baton_queue_depth{{queue=\"{queue}\"}}");
+    let (task, _) = user
+        .submit(&SubmitTask {
+            queue: Some(queue.clone()),
+            command: Some(vec!["true".into()]),
+            labels: vec!["nobody-has-this".into()],
+            ..SubmitTask::default()
+        })
+        .await
+        .unwrap();
+    let text = || async {
+        reqwest::get(format!("{}/metrics", node.url))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()
+    };
+    wait_for("the queue's depth", Duration::from_secs(30), || async {
+        text().await?.contains(&format!("{series} 1")).then_some(())
+    })
+    .await;
+    user.task_cancel(task.id).await.unwrap();
+    wait_for(
+        "the queue's series to go",
+        Duration::from_secs(30),
+        || async {
+            let text = text().await?;
+            (!text.contains(&series) && text.contains("baton_queue_depth{queue=\"default\"}"))
+                .then_some(())
+        },
+    )
+    .await;
+}

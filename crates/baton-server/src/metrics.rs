@@ -18,7 +18,7 @@ use baton_core::TaskStatus;
 use baton_store::TaskRecord;
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -131,10 +131,6 @@ fn upkeep(handle: PrometheusHandle) {
 /// Help lines, and every label-less or fixed-label series at zero, so a dashboard sees
 /// 0 rather than no data before the first event.
 fn describe() {
-    describe_gauge!(
-        QUEUE_DEPTH,
-        "Tasks waiting in Redis for a runner, by queue (cluster-wide)"
-    );
     describe_gauge!(TASKS, "Tasks in Postgres, by status (cluster-wide)");
     describe_gauge!(
         LIVE_NODES,
@@ -332,15 +328,30 @@ const REFRESH_EVERY: Duration = Duration::from_secs(5);
 #[derive(Default)]
 struct Refreshed {
     at: Option<Instant>,
-    /// Queues reported before: one that is gone is reported empty, not left at its last
-    /// depth.
-    queues: BTreeSet<String>,
+    /// Each queue's depth as last read. Rendered here rather than kept by the recorder,
+    /// which holds a series for every label it ever saw: a queue that is gone (queue names
+    /// are the submitters' to choose) leaves no series behind.
+    queues: BTreeMap<String, u64>,
 }
 
 static REFRESHED: Mutex<Refreshed> = Mutex::new(Refreshed {
     at: None,
-    queues: BTreeSet::new(),
+    queues: BTreeMap::new(),
 });
+
+/// `baton_queue_depth`, one series per queue that has work (and `default`), as last read.
+pub(crate) fn render_queue_depths() -> String {
+    let refreshed = REFRESHED.lock().expect("metrics refresh lock");
+    let mut text = format!(
+        "# HELP {QUEUE_DEPTH} Tasks waiting in Redis for a runner, by queue (cluster-wide)\n\
+         # TYPE {QUEUE_DEPTH} gauge\n"
+    );
+    for (queue, depth) in &refreshed.queues {
+        // Queue names are `[a-z0-9._-]`: nothing in them needs escaping.
+        text.push_str(&format!("{QUEUE_DEPTH}{{queue=\"{queue}\"}} {depth}\n"));
+    }
+    text
+}
 
 /// Brings the scrape-time gauges up to date. The cluster-wide ones (queue depths, tasks
 /// by status, live nodes) come from Redis and Postgres, at most every `REFRESH_EVERY`
@@ -380,19 +391,7 @@ async fn refresh_redis(state: &AppState) -> Result<(), ServiceError> {
     {
         depths.push((baton_core::validate::DEFAULT_QUEUE.to_string(), 0));
     }
-    let now: BTreeSet<String> = depths.iter().map(|(queue, _)| queue.clone()).collect();
-    let gone: Vec<String> = {
-        let mut refreshed = REFRESHED.lock().expect("metrics refresh lock");
-        let gone = refreshed.queues.difference(&now).cloned().collect();
-        refreshed.queues = now;
-        gone
-    };
-    for queue in gone {
-        gauge!(QUEUE_DEPTH, "queue" => queue).set(0.0);
-    }
-    for (queue, depth) in depths {
-        gauge!(QUEUE_DEPTH, "queue" => queue).set(depth as f64);
-    }
+    REFRESHED.lock().expect("metrics refresh lock").queues = depths.into_iter().collect();
     Ok(())
 }
 

@@ -18,8 +18,7 @@ const CONTENT: &str = "text/plain; version=0.0.4";
 )]
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     crate::metrics::refresh(&state).await;
-    (
-        [(CONTENT_TYPE, CONTENT)],
-        crate::metrics::install().render(),
-    )
+    let mut text = crate::metrics::install().render();
+    text.push_str(&crate::metrics::render_queue_depths());
+    ([(CONTENT_TYPE, CONTENT)], text)
 }
