@@ -16,6 +16,20 @@ const { AnsiRenderer, ansiToHtml } = await consoleModule('ansi.js');
 const { SseParser } = await consoleModule('sse.js');
 const { traceLink } = await consoleModule('trace.js');
 
+// The attack from the security review: `printf '\033]%.0s' $(seq 300000)` in a log froze
+// every viewer's tab (64 KiB took 7.5 s): each unterminated opening was scanned to the
+// end. A MiB of each kind of opening renders at once now.
+test('a MiB of unterminated sequences renders in linear time', () => {
+  for (const opening of ['\x1b]', '\x1b[1;', '\x1b]8;;\x1b[']) {
+    const text = opening.repeat(Math.ceil((1 << 20) / opening.length));
+    const started = performance.now();
+    const html = new AnsiRenderer().push(text);
+    const took = performance.now() - started;
+    assert.ok(took < 2000, `${JSON.stringify(opening)}: ${took.toFixed(0)} ms`);
+    assert.ok(!html.includes('\x1b'), 'no escape reaches the page');
+  }
+});
+
 test('text is escaped, whatever the colours', () => {
   assert.equal(ansiToHtml('<script>alert("x")</script> & \'q\''), '&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;q&#39;');
   assert.equal(ansiToHtml('\x1b[31m<b>\x1b[0m'), '<span class="fg-1">&lt;b&gt;</span>');

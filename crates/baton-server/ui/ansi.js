@@ -40,6 +40,11 @@ function rgbOf256(n) {
   return [grey, grey, grey];
 }
 
+/// A CSI sequence's last byte: @ to ~.
+function isFinalByte(code) {
+  return code >= 0x40 && code <= 0x7e;
+}
+
 const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 export function escapeHtml(text) {
   return text.replace(/[&<>"']/g, (c) => ESCAPES[c]);
@@ -68,10 +73,15 @@ export class AnsiRenderer {
     this.bg = null;
   }
 
-  /// The HTML for `text`: escaped, with its styled runs in spans.
+  /// The HTML for `text`: escaped, with its styled runs in spans. Linear in the text's
+  /// length, whatever it holds: a sequence found unterminated is remembered, so a log of
+  /// a million openings (`ESC]` over and over) is not scanned to its end for each.
   push(text) {
     let input = this.pending + text;
     this.pending = '';
+    // From these places on, no OSC terminator / CSI final byte follows in `input`.
+    this.oscOpenFrom = Infinity;
+    this.csiOpenFrom = Infinity;
     let html = '';
     let i = 0;
     while (i < input.length) {
@@ -101,19 +111,24 @@ export class AnsiRenderer {
     if (next === undefined) return 0;
     if (next === '[') {
       // CSI: parameters and intermediates, then a final byte in @..~.
+      if (at > this.csiOpenFrom) return 0;
       let j = at + 2;
-      while (j < input.length && !/[\u0040-\u007e]/.test(input[j])) j++;
-      if (j >= input.length) return 0;
+      while (j < input.length && !isFinalByte(input.charCodeAt(j))) j++;
+      if (j >= input.length) {
+        this.csiOpenFrom = at;
+        return 0;
+      }
       if (input[j] === 'm') this.apply(input.slice(at + 2, j));
       return j - at + 1;
     }
     if (next === ']') {
       // OSC (a title, a hyperlink's wrapper): ends with BEL or ESC \.
+      if (at > this.oscOpenFrom) return 0;
       for (let j = at + 2; j < input.length; j++) {
         if (input[j] === '\u0007') return j - at + 1;
         if (input[j] === ESC && input[j + 1] === '\\') return j - at + 2;
-        if (input[j] === ESC && j + 1 >= input.length) return 0;
       }
+      this.oscOpenFrom = at;
       return 0;
     }
     // Any other two-character escape.
