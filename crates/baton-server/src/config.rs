@@ -183,6 +183,10 @@ pub struct Limits {
     pub max_catch_ups: usize,
     /// Most of those one API token may have reading at once.
     pub max_catch_ups_per_token: usize,
+    /// Most task lists searching text (`GET /v1/tasks?text=`) at once on one node, each
+    /// holding a Postgres connection; past it, 429. The pool's other connections stay
+    /// free for everything else, token checks included.
+    pub max_text_searches: usize,
     /// Most starts and completions in one runner exchange (and most running leases in
     /// its heartbeat).
     pub max_exchange_items: usize,
@@ -220,6 +224,7 @@ impl Default for Limits {
             max_follows_per_token: 32,
             max_catch_ups: 16,
             max_catch_ups_per_token: 2,
+            max_text_searches: 2,
             max_exchange_items: 256,
             max_attempts: 100,
             max_notify_url: 2048,

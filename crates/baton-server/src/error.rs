@@ -134,6 +134,15 @@ impl From<StoreError> for ApiError {
                 ErrorCode::Invalid,
                 format!("a value was refused: {m}"),
             ),
+            StoreError::OverBound(bound) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::Invalid,
+                format!(
+                    "the search read for longer than {} s without filling the page: narrow it \
+                     (status, queue, label) or page with the cursor",
+                    bound.as_secs_f64()
+                ),
+            ),
             StoreError::Unavailable(m) => ApiError::unavailable(logged("database unavailable", &m)),
             StoreError::Internal(m) => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -306,6 +306,9 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
         queue_defaults: Arc::default(),
         follows: Arc::default(),
         subscriptions: Arc::default(),
+        text_searches: Arc::new(tokio::sync::Semaphore::new(
+            config.limits.max_text_searches.max(1),
+        )),
         catch_ups: Arc::new(crate::events::catch_ups::CatchUps::new(
             config.limits.max_catch_ups,
             config.limits.max_catch_ups_per_token,

@@ -51,6 +51,8 @@ pub(crate) struct AppState {
     pub follows: Arc<crate::quota::Quota<String>>,
     /// Event streams open on this node, per API token.
     pub subscriptions: Arc<crate::quota::Quota<String>>,
+    /// Places for task lists that search text, which read more than any other request.
+    pub text_searches: Arc<tokio::sync::Semaphore>,
     /// Turns to read the event history for subscribers catching up.
     pub catch_ups: Arc<crate::events::catch_ups::CatchUps>,
     /// The event history: what status changes and cluster news are appended to, and

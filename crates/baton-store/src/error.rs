@@ -26,6 +26,10 @@ pub enum StoreError {
     /// A name that must be unique is taken (a schedule's, per owner).
     #[error("{0}")]
     Duplicate(&'static str),
+    /// A statement given a bound of its own (a search) ran past it and was cancelled:
+    /// the caller asked for too much at once, not a store that is down.
+    #[error("the statement ran past its bound of {0:?}")]
+    OverBound(std::time::Duration),
     /// A log chunk starts past the end of what the server holds.
     #[error("log chunk starts at {requested}, past the {held} bytes held")]
     LogOffsetPastEnd {

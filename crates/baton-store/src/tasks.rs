@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 use std::collections::BTreeMap;
+use std::time::Duration;
 use uuid::Uuid;
 
 /// A validated task about to be inserted.
@@ -282,7 +283,7 @@ impl Store {
 
     /// Newest first, keyset-paginated on the id.
     pub async fn task_list(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>, StoreError> {
-        self.task_list_matching(filter, None, None).await
+        Ok(matching(filter, None, None).fetch_all(&self.pool).await?)
     }
 
     /// [`Store::task_list`], narrowed further to the tasks carrying `label` and those
@@ -291,42 +292,34 @@ impl Store {
     /// why these two are not in [`TaskFilter`]: a bulk action takes every field of that
     /// (`rerun::filter_sql`), and acts only on filters a caller can state exactly.
     ///
-    /// No index serves either: the newest tasks are read in id order until `limit` match,
-    /// so a rare text costs a walk of the table. Callers bound the text's length.
+    /// No index serves either: the newest tasks are read in id order until `limit` match.
+    /// So the text is looked for in the first [`SEARCH_PREFIX_CHARS`] characters of each
+    /// command and script only (a planted 1 MiB command costs what a short one does), and
+    /// a search is a statement of its own bounded by `bound` inside Postgres: one that
+    /// runs past it is cancelled there and answered [`StoreError::OverBound`].
     pub async fn task_list_matching(
         &self,
         filter: &TaskFilter,
         label: Option<&str>,
         text: Option<&str>,
+        bound: Duration,
     ) -> Result<Vec<TaskRecord>, StoreError> {
-        Ok(sqlx::query_as::<_, TaskRecord>(
-            r"SELECT * FROM tasks
-             WHERE ($1::text IS NULL OR status = $1)
-               AND ($2::text IS NULL OR queue = $2)
-               AND ($3::uuid IS NULL OR id < $3)
-               AND ($5::text IS NULL OR created_by = $5)
-               AND ($6::uuid IS NULL OR schedule_id = $6)
-               AND ($7::timestamptz IS NULL OR created_at >= $7)
-               AND ($8::timestamptz IS NULL OR created_at < $8)
-               AND ($9::text IS NULL OR $9 = ANY(labels))
-               AND ($10::text IS NULL
-                    OR array_to_string(command, ' ') ILIKE $10 ESCAPE '\'
-                    OR script ILIKE $10 ESCAPE '\')
-             ORDER BY id DESC
-             LIMIT $4",
-        )
-        .bind(filter.status.map(TaskStatus::as_str))
-        .bind(filter.queue.as_deref())
-        .bind(filter.before)
-        .bind(filter.limit)
-        .bind(filter.created_by.as_deref())
-        .bind(filter.schedule_id)
-        .bind(filter.created_after)
-        .bind(filter.created_before)
-        .bind(label)
-        .bind(text.map(contains_pattern))
-        .fetch_all(&self.pool)
-        .await?)
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT set_config('statement_timeout', $1, true)")
+            .bind(format!("{}ms", bound.as_millis().max(1)))
+            .execute(&mut *tx)
+            .await?;
+        let rows = matching(filter, label, text)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| match &e {
+                sqlx::Error::Database(db) if db.code().as_deref() == Some("57014") => {
+                    StoreError::OverBound(bound)
+                }
+                _ => e.into(),
+            })?;
+        tx.commit().await?;
+        Ok(rows)
     }
 
     /// `queued -> running` under a lease checked against its claim (or `leased ->
@@ -355,6 +348,45 @@ impl Store {
         crate::transitions::write(&self.pool, work, how, || {}).await
     }
 }
+
+/// The tasks `filter`, `label` and `text` select, newest first (see
+/// [`Store::task_list_matching`]).
+fn matching<'q>(
+    filter: &'q TaskFilter,
+    label: Option<&'q str>,
+    text: Option<&str>,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, TaskRecord, sqlx::postgres::PgArguments> {
+    sqlx::query_as::<_, TaskRecord>(
+        r"SELECT * FROM tasks
+             WHERE ($1::text IS NULL OR status = $1)
+               AND ($2::text IS NULL OR queue = $2)
+               AND ($3::uuid IS NULL OR id < $3)
+               AND ($5::text IS NULL OR created_by = $5)
+               AND ($6::uuid IS NULL OR schedule_id = $6)
+               AND ($7::timestamptz IS NULL OR created_at >= $7)
+               AND ($8::timestamptz IS NULL OR created_at < $8)
+               AND ($9::text IS NULL OR $9 = ANY(labels))
+               AND ($10::text IS NULL
+                    OR left(array_to_string(command, ' '), $11) ILIKE $10 ESCAPE '\'
+                    OR left(script, $11) ILIKE $10 ESCAPE '\')
+             ORDER BY id DESC
+             LIMIT $4",
+    )
+    .bind(filter.status.map(TaskStatus::as_str))
+    .bind(filter.queue.as_deref())
+    .bind(filter.before)
+    .bind(filter.limit)
+    .bind(filter.created_by.as_deref())
+    .bind(filter.schedule_id)
+    .bind(filter.created_after)
+    .bind(filter.created_before)
+    .bind(label)
+    .bind(text.map(contains_pattern))
+    .bind(SEARCH_PREFIX_CHARS)
+}
+
+/// How much of each command and script a text search reads.
+pub(crate) const SEARCH_PREFIX_CHARS: i32 = 4096;
 
 /// A `LIKE` pattern matching any text that contains `text`: its own `%`, `_` and the
 /// escape character are escaped, so a user's search is never a wildcard.

@@ -315,7 +315,9 @@ pub(crate) struct ListQuery {
     #[param(pattern = r"^[a-zA-Z0-9][a-zA-Z0-9._:=/-]{0,63}$")]
     label: Option<String>,
     /// Only the tasks whose command (its words joined by spaces) or script contains this
-    /// text, ignoring case; `%` and `_` are plain characters.
+    /// text in its first 4,096 characters, ignoring case; `%` and `_` are plain
+    /// characters. A few such searches run at once on a node (429 past them), each for
+    /// at most 5 s (422 past it: narrow the filter).
     #[param(
         min_length = 1,
         max_length = 200,
@@ -330,6 +332,8 @@ pub(crate) const LIST_MAX: i64 = 1000;
 /// The longest text searched for: no index serves the search, and a short text is
 /// what a person types.
 pub(crate) const TEXT_MAX_CHARS: usize = 200;
+/// How long a list may read Postgres (a text search walks the table); past it, 422.
+const LIST_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[utoipa::path(operation_id = "list_tasks", get, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
     params(ListQuery),
@@ -366,6 +370,24 @@ pub(crate) async fn list(
         )
         .into());
     }
+    // A text search holds its connection longest: only a few at once, so the pool always
+    // has connections for everything else.
+    let _searching = match &q.text {
+        Some(_) => Some(
+            state
+                .text_searches
+                .clone()
+                .try_acquire_owned()
+                .map_err(|_| {
+                    ApiError::too_many(format!(
+                        "{} text searches already run on this node (max_text_searches): try again \
+                 in a moment",
+                        state.config.limits.max_text_searches
+                    ))
+                })?,
+        ),
+        None => None,
+    };
     let rows = state
         .store
         .task_list_matching(
@@ -380,6 +402,7 @@ pub(crate) async fn list(
             },
             q.label.as_deref(),
             q.text.as_deref(),
+            LIST_BOUND,
         )
         .await?;
     let next_cursor = (rows.len() as i64 == limit)
