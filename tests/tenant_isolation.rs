@@ -103,3 +103,68 @@ async fn text_searches_over_planted_huge_commands_leave_the_node_answering_other
         "another tenant waited {took:?} behind the searches ({statuses:?})"
     );
 }
+
+/// A tenant's token of its own, limited to submitting.
+async fn tenant(admin: &baton_client::Client, url: &str, name: &str) -> baton_client::Client {
+    let token = admin
+        .token_create(&CreateToken {
+            name: name.into(),
+            scopes: vec![Scope::Submit],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    baton_client::Client::new(url, Some(token.token)).unwrap()
+}
+
+fn with_labels(labels: &[String]) -> SubmitTask {
+    SubmitTask {
+        labels: labels.to_vec(),
+        command: Some(vec!["true".into()]),
+        ..SubmitTask::default()
+    }
+}
+
+/// The attack: 256 submits with fresh labels no runner has (queued for as long as they
+/// may wait) took every one of `max_label_sets` (256), and every other tenant's new label
+/// set was refused. Now one token may have queued work with at most
+/// `max_label_sets_per_owner` (32) label sets: its 256 are refused, and another tenant's
+/// new label set is taken.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_tenant_cannot_take_every_label_set() {
+    let env = TestEnv::new("tenant-label-sets").await;
+    let node = env.node().await;
+    let admin = user_client(&node.url);
+    let (greedy, other) = (
+        tenant(&admin, &node.url, "greedy").await,
+        tenant(&admin, &node.url, "other").await,
+    );
+    let fresh = |n: usize| -> Vec<SubmitTask> {
+        (0..n)
+            .map(|_| with_labels(&[format!("nobody-{}", Uuid::new_v4().simple())]))
+            .collect()
+    };
+    let refused = greedy.submit_batch(fresh(256)).await.unwrap_err();
+    let baton_client::ClientError::Api(refused) = refused else {
+        panic!("{refused}")
+    };
+    assert_eq!(
+        (refused.status.as_u16(), refused.body.error.code.as_str()),
+        (429, "too_many_label_sets"),
+        "{}",
+        refused.body.error.message
+    );
+    assert_eq!(
+        env.count_tasks().await,
+        0,
+        "the refused batch wrote nothing"
+    );
+    // Its own share it has.
+    let share = fresh(32);
+    greedy.submit_batch(share.clone()).await.unwrap();
+    assert!(greedy.submit_batch(fresh(1)).await.is_err());
+    // Another tenant's new label set is taken.
+    other.submit_batch(fresh(1)).await.unwrap();
+    // And the label sets the greedy one holds still take its work.
+    greedy.submit(&share[0]).await.unwrap();
+}

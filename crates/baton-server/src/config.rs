@@ -201,6 +201,11 @@ pub struct Limits {
     /// Distinct label sets that may have work at once (429 past it). Every lease reads
     /// them all, so this bounds a lease's cost, whatever the number of queues.
     pub max_label_sets: usize,
+    /// Queue keys one owner (API token) may have queued work in at once, beside
+    /// `max_queues`: one tenant cannot take every place (429 past it).
+    pub max_queues_per_owner: usize,
+    /// Label sets one owner may have queued work with at once, beside `max_label_sets`.
+    pub max_label_sets_per_owner: usize,
 }
 
 impl Default for Limits {
@@ -230,6 +235,8 @@ impl Default for Limits {
             max_notify_url: 2048,
             max_queues: 10_000,
             max_label_sets: 256,
+            max_queues_per_owner: 256,
+            max_label_sets_per_owner: 32,
         }
     }
 }

@@ -34,3 +34,33 @@ impl Store {
             .collect())
     }
 }
+
+impl Store {
+    /// The distinct (queue, label set) pairs of `owner`'s queued tasks, at most `most`
+    /// of them: what the per-owner caps count. Read through the index of unfinished
+    /// tasks, bounded by `limit` inside Postgres.
+    pub async fn owner_queued_keys(
+        &self,
+        owner: &str,
+        most: i64,
+        limit: Duration,
+    ) -> Result<Vec<(String, Vec<String>)>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT set_config('statement_timeout', $1, true)")
+            .bind(format!("{}ms", limit.as_millis().max(1)))
+            .execute(&mut *tx)
+            .await?;
+        let keys: Vec<(String, Vec<String>)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT DISTINCT queue, labels FROM tasks
+             WHERE {} AND status = 'queued' AND created_by = $1
+             LIMIT $2",
+            *crate::UNFINISHED
+        )))
+        .bind(owner)
+        .bind(most)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(keys)
+    }
+}
