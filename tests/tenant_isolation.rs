@@ -168,3 +168,51 @@ async fn one_tenant_cannot_take_every_label_set() {
     // And the label sets the greedy one holds still take its work.
     greedy.submit(&share[0]).await.unwrap();
 }
+
+/// The attack: concurrency keys were global, so a tenant naming another team's group
+/// (`deploy-prod`, limit 1) with a long task of its own held the group's one place, and
+/// the team's deploy waited behind it. Now a key a non-admin token names is its own
+/// (`<token id>/deploy-prod`); an admin's key is shared as named.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_cannot_fill_another_teams_concurrency_group() {
+    let env = TestEnv::new("tenant-groups").await;
+    let node = env.node().await;
+    let admin = user_client(&node.url);
+    let intruder = tenant(&admin, &node.url, "intruder").await;
+    let _runner = env.runner(&node.url, &["groups"], 2).await;
+    let in_group = |script: &str| SubmitTask {
+        labels: vec!["groups".into()],
+        script: Some(script.into()),
+        concurrency_key: Some("deploy-prod".into()),
+        concurrency_limit: Some(1),
+        ..SubmitTask::default()
+    };
+    let (held, _) = intruder.submit(&in_group("sleep 60")).await.unwrap();
+    let key = held.concurrency_key.clone().unwrap_or_default();
+    assert!(
+        key.ends_with("/deploy-prod") && key != "deploy-prod",
+        "the intruder's key is its own: {key}"
+    );
+    wait_for(
+        "the intruder's task to run",
+        Duration::from_secs(30),
+        || async {
+            let t = intruder.task_get(held.id).await.ok()?;
+            (t.status == baton_core::TaskStatus::Running).then_some(())
+        },
+    )
+    .await;
+    let (deploy, _) = admin.submit(&in_group("true")).await.unwrap();
+    assert_eq!(deploy.concurrency_key.as_deref(), Some("deploy-prod"));
+    let done = wait_for(
+        "the team's deploy to run",
+        Duration::from_secs(20),
+        || async {
+            let t = admin.task_get(deploy.id).await.ok()?;
+            t.status.is_terminal().then_some(t)
+        },
+    )
+    .await;
+    assert_eq!(done.status, baton_core::TaskStatus::Succeeded, "{done:?}");
+    admin.task_cancel(held.id).await.unwrap();
+}

@@ -51,6 +51,11 @@ pub(crate) struct User {
 }
 
 impl User {
+    /// An admin token: it may name what is shared (concurrency groups) as it is.
+    pub(crate) fn is_admin(&self) -> bool {
+        self.scopes.contains(&Scope::Admin)
+    }
+
     fn has(&self, scope: Scope) -> bool {
         self.scopes.contains(&Scope::Admin) || self.scopes.contains(&scope)
     }

@@ -61,11 +61,12 @@ pub(crate) fn first_tick(
 pub(crate) fn settings_of(
     state: &AppState,
     user: &User,
-    req: CreateSchedule,
+    mut req: CreateSchedule,
     now: DateTime<Utc>,
     keep_next: Option<Option<DateTime<Utc>>>,
 ) -> Result<ScheduleSettings, ApiError> {
     check_name(&req.name)?;
+    crate::api::tasks::own_group(user, &mut req.task);
     let timezone = req.timezone.unwrap_or_else(|| DEFAULT_TIMEZONE.to_string());
     let clock = CronClock::new(&req.cron, &timezone)?;
     let overlap = req.overlap.as_deref().map(Overlap::parse).transpose()?;

@@ -7,7 +7,7 @@ mod admission;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use admission::{admitted, check_json_floats, new_task};
+pub(crate) use admission::{admitted, check_json_floats, new_task, own_group};
 
 use super::openapi::Errors;
 use crate::api::views::{notify_state, task_view};
@@ -63,9 +63,10 @@ pub(crate) async fn submit(
     State(state): State<AppState>,
     user: User,
     headers: HeaderMap,
-    ApiJson(req): ApiJson<SubmitTask>,
+    ApiJson(mut req): ApiJson<SubmitTask>,
 ) -> Result<(StatusCode, Json<Task>), ApiError> {
     user.require_submit()?;
+    own_group(&user, &mut req);
     let seal = sealing_now(&state, std::slice::from_ref(&req)).await;
     let queues = state.queue_defaults.current(&state.store).await?;
     let task = new_task(
@@ -130,7 +131,8 @@ pub(crate) async fn submit_batch(
         .tasks
         .into_iter()
         .enumerate()
-        .map(|(i, t)| {
+        .map(|(i, mut t)| {
+            own_group(&user, &mut t);
             new_task(
                 t,
                 &queues,

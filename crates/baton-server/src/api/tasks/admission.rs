@@ -17,6 +17,23 @@ use baton_store::NewTask;
 use chrono::Utc;
 use uuid::Uuid;
 
+/// Makes the concurrency group a submission names its submitter's own: a token other than
+/// an admin's gets `<token id>/<key>`, so no tenant can fill another's group (`deploy-prod`)
+/// or a queue's default group (`queue:builds`) by naming it. An admin names groups as
+/// they are, to share them; a group a queue's defaults give is the queue's, never scoped.
+/// Scoping twice is scoping once (a schedule's stored template is scoped already).
+pub(crate) fn own_group(user: &User, task: &mut SubmitTask) {
+    if user.is_admin() {
+        return;
+    }
+    if let Some(key) = &task.concurrency_key {
+        let scope = format!("{}/", user.token_id);
+        if !key.starts_with(&scope) {
+            task.concurrency_key = Some(format!("{scope}{key}"));
+        }
+    }
+}
+
 /// Turns a submission into a row to insert, or says which field is wrong. `queues`: every
 /// queue's defaults, which fill what the task leaves out (`crate::queue_defaults`);
 /// `retry_default`: the node's task backoff, which fills what a retry policy still lacks.
@@ -74,8 +91,18 @@ pub(crate) fn new_task(
     }
     let max_attempts = req.max_attempts.unwrap_or(1);
     validate::check_range("max_attempts", max_attempts, 1, limits.max_attempts)?;
-    let group =
-        baton_core::flow::check_group(req.concurrency_key.as_deref(), req.concurrency_limit)?;
+    // A key scoped to its submitter (`own_group`) is checked as the submitter wrote it.
+    let scope = format!("{created_by}/");
+    let named = req
+        .concurrency_key
+        .as_deref()
+        .map(|key| key.strip_prefix(&scope).unwrap_or(key));
+    let group = baton_core::flow::check_group(named, req.concurrency_limit)?.map(|group| {
+        baton_core::flow::Group {
+            key: req.concurrency_key.clone().unwrap_or(group.key),
+            ..group
+        }
+    });
     if let Some(url) = &req.notify_url {
         check_notify_url(url, limits.max_notify_url, webhooks)?;
     }
