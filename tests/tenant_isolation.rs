@@ -216,3 +216,56 @@ async fn a_tenant_cannot_fill_another_teams_concurrency_group() {
     assert_eq!(done.status, baton_core::TaskStatus::Succeeded, "{done:?}");
     admin.task_cancel(held.id).await.unwrap();
 }
+
+/// The node's peak resident memory so far, in KiB (`VmHWM`).
+fn peak_memory_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status")
+}
+
+/// The attack: a body of 8 MiB of `0,` was parsed into a generic JSON value (~200 MiB)
+/// before the handler looked at the token's scope — a read-only token's request cost the
+/// node that much, as many times at once as it liked. Now the values are counted in the
+/// bytes first and the body refused past `MAX_JSON_VALUES`: the node's peak memory barely
+/// moves.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_of_millions_of_tiny_values_is_refused_before_it_is_built() {
+    let env = TestEnv::new("tenant-json-values").await;
+    let node = env.node().await;
+    let admin = user_client(&node.url);
+    let reader = admin
+        .token_create(&CreateToken {
+            name: "reader".into(),
+            scopes: vec![Scope::Read],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut body = String::from("{\"tasks\":[");
+    while body.len() < (8 << 20) - 64 {
+        body.push_str("0,");
+    }
+    body.push_str("0]}");
+    let before = peak_memory_kib(node.pid());
+    let answer = reqwest::Client::new()
+        .post(format!("{}/v1/tasks/batch", node.url))
+        .bearer_auth(&reader.token)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status().as_u16();
+    let error: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(error["error"]["code"], "invalid_body", "{error}");
+    let grew_mib = (peak_memory_kib(node.pid()) - before) / 1024;
+    assert!(
+        grew_mib < 64,
+        "the node's peak memory grew by {grew_mib} MiB"
+    );
+}

@@ -63,6 +63,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             ));
         }
         let bytes = Bytes::from_request(req, state).await?;
+        // A generic value costs ~50 bytes of memory per element: a body of 8 MiB of
+        // `0,` would take hundreds of MiB before the handler even checks the token's
+        // scope. Counted first, in one pass over the bytes, and refused past the bound.
+        check_shape(&bytes).map_err(|e| invalid_body(&e))?;
         let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
             ApiError::bad_request(
                 ErrorCode::MalformedJson,
@@ -76,6 +80,52 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             .map(ApiJson)
             .map_err(|e| invalid_body(&e.to_string()))
     }
+}
+
+/// Most JSON values one body may hold: a batch of 1,000 tasks with 128 environment
+/// variables each is a third of it.
+pub(crate) const MAX_JSON_VALUES: usize = 500_000;
+/// Deepest nesting of arrays and objects in a body.
+pub(crate) const MAX_JSON_DEPTH: usize = 64;
+
+/// Refuses a body with more than `MAX_JSON_VALUES` values or nested deeper than
+/// `MAX_JSON_DEPTH`, by counting separators and openings outside strings (an upper bound
+/// on the values), without building anything. Malformed JSON is left to the parser.
+fn check_shape(bytes: &[u8]) -> Result<(), String> {
+    let (mut values, mut depth) = (1usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                values += 1;
+                if depth > MAX_JSON_DEPTH {
+                    return Err(format!(
+                        "the body nests deeper than {MAX_JSON_DEPTH} arrays and objects"
+                    ));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' | b':' => values += 1,
+            _ => continue,
+        }
+        if values > MAX_JSON_VALUES {
+            return Err(format!(
+                "the body holds more than {MAX_JSON_VALUES} JSON values; send fewer at once"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn invalid_body(message: &str) -> ApiError {
@@ -116,5 +166,25 @@ mod tests {
             v,
             serde_json::json!({"a": 5, "b": [1.5, 2], "c": "3.0", "d": 0})
         );
+    }
+
+    #[test]
+    fn values_and_depth_are_counted_outside_strings() {
+        assert!(check_shape(br#"{"a": [1, 2, {"b": "x,y:[{"}]}"#).is_ok());
+        let flat = format!("{{\"t\":[{}0]}}", "0,".repeat(MAX_JSON_VALUES));
+        assert!(check_shape(flat.as_bytes()).is_err());
+        let in_a_string = format!("{{\"t\":\"{}\"}}", ",".repeat(MAX_JSON_VALUES * 2));
+        assert!(
+            check_shape(in_a_string.as_bytes()).is_ok(),
+            "commas in a string are text"
+        );
+        let escaped = r#"{"t":"\",[[[[", "u": 1}"#;
+        assert!(check_shape(escaped.as_bytes()).is_ok());
+        let deep = format!(
+            "{}{}",
+            "[".repeat(MAX_JSON_DEPTH + 1),
+            "]".repeat(MAX_JSON_DEPTH + 1)
+        );
+        assert!(check_shape(deep.as_bytes()).is_err());
     }
 }
