@@ -43,15 +43,7 @@ async fn text_searches_over_planted_huge_commands_leave_the_node_answering_other
     .execute(&mut db)
     .await
     .unwrap();
-    let other = admin
-        .token_create(&CreateToken {
-            name: "another-tenant".into(),
-            scopes: vec![Scope::Submit],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let other = baton_client::Client::new(&node.url, Some(other.token)).unwrap();
+    let other = tenant(&admin, &node.url, "another-tenant").await;
 
     let http = reqwest::Client::new();
     let searches: Vec<_> = (0..16)
@@ -106,15 +98,20 @@ async fn text_searches_over_planted_huge_commands_leave_the_node_answering_other
 
 /// A tenant's token of its own, limited to submitting.
 async fn tenant(admin: &baton_client::Client, url: &str, name: &str) -> baton_client::Client {
-    let token = admin
+    baton_client::Client::new(url, Some(token(admin, name, Scope::Submit).await)).unwrap()
+}
+
+/// A new API token with `scope`.
+async fn token(admin: &baton_client::Client, name: &str, scope: Scope) -> String {
+    admin
         .token_create(&CreateToken {
             name: name.into(),
-            scopes: vec![Scope::Submit],
+            scopes: vec![scope],
             ..Default::default()
         })
         .await
-        .unwrap();
-    baton_client::Client::new(url, Some(token.token)).unwrap()
+        .unwrap()
+        .token
 }
 
 fn with_labels(labels: &[String]) -> SubmitTask {
@@ -237,14 +234,7 @@ async fn a_body_of_millions_of_tiny_values_is_refused_before_it_is_built() {
     let env = TestEnv::new("tenant-json-values").await;
     let node = env.node().await;
     let admin = user_client(&node.url);
-    let reader = admin
-        .token_create(&CreateToken {
-            name: "reader".into(),
-            scopes: vec![Scope::Read],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let reader = token(&admin, "reader", Scope::Read).await;
     let mut body = String::from("{\"tasks\":[");
     while body.len() < (8 << 20) - 64 {
         body.push_str("0,");
@@ -253,7 +243,7 @@ async fn a_body_of_millions_of_tiny_values_is_refused_before_it_is_built() {
     let before = peak_memory_kib(node.pid());
     let answer = reqwest::Client::new()
         .post(format!("{}/v1/tasks/batch", node.url))
-        .bearer_auth(&reader.token)
+        .bearer_auth(&reader)
         .header("content-type", "application/json")
         .body(body)
         .send()
