@@ -135,15 +135,23 @@ fn uid_in(output: &str) -> u32 {
         .unwrap_or_else(|| panic!("no uid in:\n{output}"))
 }
 
-/// The pids of every process on this host that `uid` owns.
+/// The pids of every process on this host whose real uid is `uid` (read from
+/// `/proc/<pid>/status`, which shows it for non-dumpable processes too).
 fn processes_of(uid: u32) -> Vec<u32> {
-    use std::os::unix::fs::MetadataExt;
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| {
             let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
-            (e.metadata().ok()?.uid() == uid).then_some(pid)
+            let status = std::fs::read_to_string(e.path().join("status")).ok()?;
+            let real: u32 = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()?;
+            (real == uid).then_some(pid)
         })
         .collect()
 }
@@ -181,9 +189,9 @@ fn drop_box(name: &str) -> std::path::PathBuf {
     dir
 }
 
-/// The attack from the security review: a task leaves a reader in a session of its own
-/// and a daemon out of a double fork, and files in every shared scratch folder, then
-/// exits. The next task on the same runner (one slot: it runs where the first ran)
+/// The attack from the security review: a task leaves a reader in a session of its own,
+/// a daemon out of a double fork and one that made itself non-dumpable (in `/proc` it
+/// shows as root's), and files in every shared scratch folder, then exits. The next task on the same runner (one slot: it runs where the first ran)
 /// carries another tenant's secret. Nothing of the first may be left when it ends: no
 /// process of its uid, no file the next one sees, and the secret in no leftover's hands.
 #[tokio::test(flavor = "multi_thread")]
@@ -199,6 +207,8 @@ async fn nothing_a_task_leaves_running_reaches_the_next_task() {
          setsid sh -c 'while :; do cat /proc/[0-9]*/environ >> {stolen} 2>/dev/null; sleep 0.1; done' \
            </dev/null >/dev/null 2>&1 &\n\
          sh -c '(sleep 300 </dev/null >/dev/null 2>&1 &) &'\n\
+         setsid python3 -c 'import ctypes,time; ctypes.CDLL(None).prctl(4, 0); time.sleep(300)' \
+           </dev/null >/dev/null 2>&1 &\n\
          echo left > /tmp/left; echo left > /var/tmp/left; echo left > /dev/shm/left\n\
          sleep 0.5\n",
         stolen = stolen.display()

@@ -205,6 +205,18 @@ impl Isolation {
         let Err(with_views) = with_views else {
             return Ok(());
         };
+        // Without the right to make namespaces (EPERM), tasks go on without private views;
+        // any other failure is not taken for that, and the agent does not start.
+        let not_allowed = with_views.chain().any(|e| {
+            e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.raw_os_error() == Some(nix::libc::EPERM))
+        });
+        if !not_allowed {
+            anyhow::bail!(
+                "a task could not start in a view of its own under {}: {with_views:#}",
+                work_root.display()
+            );
+        }
         self.set_private_views(false);
         match self.probe(work_root).await {
             Ok(()) => {

@@ -2,8 +2,12 @@
 //! root):
 //!
 //! - `/tmp`, `/var/tmp` and `/dev/shm` are the task's alone: the first two its own folder
-//!   beside its work dir, the third a fresh tmpfs. Nothing it leaves there is seen by
-//!   the next task, and nothing the next one writes there is seen by anything it left.
+//!   beside its work dir, the third a fresh tmpfs of 64 MiB (Docker's size). Nothing it
+//!   leaves there is seen by the next task, and nothing the next one writes there is seen
+//!   by anything it left. So are its System V and POSIX IPC objects (an IPC namespace of
+//!   its own, and a fresh `/dev/mqueue`).
+//! - `/proc` shows it its own processes only (`hidepid=invisible`): not the agent's, not
+//!   its siblings' command lines.
 //! - Its work dir is reachable even when a folder above it is closed to others (a
 //!   checkout under `/root`, any `mktemp -d`): that folder is covered, in the task's view
 //!   only, by an empty tmpfs that holds just the path down to the work dir, which is
@@ -28,6 +32,7 @@ use std::path::{Path, PathBuf};
 /// The folders every task gets a private one of.
 const PRIVATE_TMP: [&str; 2] = ["/tmp", "/var/tmp"];
 const PRIVATE_SHM: &str = "/dev/shm";
+const PRIVATE_MQUEUE: &str = "/dev/mqueue";
 
 /// One task's prepared view; `enter` it in the task's process before it takes its uid.
 pub(crate) struct TaskView {
@@ -36,6 +41,7 @@ pub(crate) struct TaskView {
     /// Which of `PRIVATE_TMP` exist here.
     tmp_targets: Vec<CString>,
     shm: bool,
+    mqueue: bool,
     way_in: Option<WayIn>,
 }
 
@@ -61,6 +67,7 @@ impl TaskView {
             tmp: c_path(tmp)?,
             tmp_targets,
             shm: Path::new(PRIVATE_SHM).is_dir(),
+            mqueue: Path::new(PRIVATE_MQUEUE).is_dir(),
             way_in: way_in(work)?,
         })
     }
@@ -68,7 +75,7 @@ impl TaskView {
     /// Called in the task's process, still root: a mount namespace of its own with the
     /// private folders, and the way into the work dir.
     pub(crate) fn enter(&self) -> std::io::Result<()> {
-        nix::sched::unshare(CloneFlags::CLONE_NEWNS)?;
+        nix::sched::unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC)?;
         // Nothing mounted here may reach the host's view.
         mount(
             None,
@@ -99,9 +106,25 @@ impl TaskView {
                 c"/dev/shm",
                 Some(c"tmpfs"),
                 MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-                Some(c"mode=1777"),
+                Some(c"mode=1777,size=64m"),
             )?;
         }
+        if self.mqueue {
+            mount(
+                Some(c"mqueue"),
+                c"/dev/mqueue",
+                Some(c"mqueue"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                None,
+            )?;
+        }
+        mount(
+            Some(c"proc"),
+            c"/proc",
+            Some(c"proc"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            Some(c"hidepid=invisible"),
+        )?;
         if let Some(way) = &self.way_in {
             if let Some(cover) = &way.cover {
                 mount(

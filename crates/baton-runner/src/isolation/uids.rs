@@ -8,11 +8,16 @@
 //! of its task every process of the uid is killed (`sweep`), whichever group or session
 //! it moved to.
 //!
-//! Two root agents on one host must not hand out the same uids: each claims a block of
-//! `BLOCK` uids by holding an exclusive `flock` on the block's lock file for as long as
-//! it lives (the kernel lets go of it when the process dies, however it dies). A block
-//! claimed after a dead agent may still have that agent's leftovers: they are swept when
-//! the block is claimed.
+//! Two root agents on one host (sharing its `/run`) must not hand out the same uids: each
+//! claims a block of `BLOCK` uids by holding an exclusive `flock` on the block's lock file
+//! for as long as it lives (the kernel lets go of it when the process dies, however it
+//! dies). A block claimed after a dead agent may still have that agent's leftovers: they
+//! are swept when the block is claimed, found by their real uid in `/proc/<pid>/status`.
+//! The lock file keeps where the block's next unused uid is, so a restarted agent does
+//! not hand out the uids its last run used first.
+//!
+//! The block's last uid is the sweeper's: no task has it, so nothing a task leaves can
+//! signal the process that kills it.
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
@@ -20,13 +25,14 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::{ForkResult, Gid, Pid, Uid};
 use std::collections::VecDeque;
 use std::fs::File;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
 /// Uids per block: enough that a uid comes back only after this many other tasks.
 pub(crate) const BLOCK: u32 = 65_536;
+/// Uids below this belong to the system and to people: never a task's.
+pub(crate) const LOWEST_BASE: u32 = 65_536;
 /// Blocks tried from the base: as many root agents on one host.
 const BLOCKS: u32 = 256;
 /// Where the blocks' lock files live: the host's, not a runner's, since every agent on
@@ -35,8 +41,8 @@ pub(crate) const LOCK_DIR: &str = "/run/baton-runner/uid-blocks";
 
 /// The uids of one claimed block, handed out oldest-returned first.
 pub(crate) struct TaskUids {
-    /// Held for the agent's life: the claim on the block.
-    _claim: Flock<File>,
+    /// Held for the agent's life: the claim on the block; it also keeps the cursor.
+    claim: Flock<File>,
     first: u32,
     state: Mutex<Pool>,
 }
@@ -52,6 +58,12 @@ impl TaskUids {
     /// Claims the first free block from `base` (lock files in `lock_dir`) and sweeps it.
     pub(crate) fn claim(base: u32, lock_dir: &Path) -> anyhow::Result<TaskUids> {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        anyhow::ensure!(
+            base >= LOWEST_BASE,
+            "--slot-uid-base {base}: task uids must lie above those of the system and of \
+             people (at least {LOWEST_BASE}); the default is {}",
+            super::DEFAULT_SLOT_UID_BASE
+        );
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -69,6 +81,7 @@ impl TaskUids {
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .truncate(false)
+                .read(true)
                 .write(true)
                 .mode(0o600)
                 .open(&path)
@@ -76,6 +89,7 @@ impl TaskUids {
             match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
                 Ok(claim) => {
                     let swept = sweep_range(first, BLOCK);
+                    let next_unused = read_cursor(&claim).filter(|n| *n < USABLE).unwrap_or(0);
                     if swept > 0 {
                         tracing::warn!(
                             swept,
@@ -84,10 +98,10 @@ impl TaskUids {
                         );
                     }
                     return Ok(TaskUids {
-                        _claim: claim,
+                        claim,
                         first,
                         state: Mutex::new(Pool {
-                            next_unused: 0,
+                            next_unused,
                             returned: VecDeque::new(),
                         }),
                     });
@@ -102,19 +116,25 @@ impl TaskUids {
         )
     }
 
-    /// The uids this agent may hand out.
+    /// The uids this agent may hand out (the block but its sweeper's).
     pub(crate) fn range(&self) -> std::ops::Range<u32> {
-        self.first..self.first + BLOCK
+        self.first..self.first + USABLE
+    }
+
+    fn sweeper(&self) -> u32 {
+        self.first + USABLE
     }
 
     /// A uid no running task has, the least recently used one.
     pub(crate) fn take(&self) -> u32 {
         let mut pool = self.state.lock().expect("uid pool lock");
-        if pool.next_unused < BLOCK {
+        if pool.next_unused < USABLE {
             pool.next_unused += 1;
+            write_cursor(&self.claim, pool.next_unused);
             return self.first + pool.next_unused - 1;
         }
-        // Every uid is out only with 65,536 tasks at once, which no slot count allows.
+        // Every uid is out only with 65,535 tasks at once, or as many uids whose sweep
+        // failed: neither comes from any slot count.
         pool.returned
             .pop_front()
             .expect("a block holds more uids than the agent has slots")
@@ -123,7 +143,8 @@ impl TaskUids {
     /// Ends everything `uid` still runs, then gives it back. A uid with a process that
     /// would not die is not given back: its next task would share with it.
     pub(crate) async fn give_back(&self, uid: u32) {
-        let swept = tokio::task::spawn_blocking(move || sweep(uid)).await;
+        let sweeper = self.sweeper();
+        let swept = tokio::task::spawn_blocking(move || sweep(uid, sweeper)).await;
         match swept {
             Ok(Ok(())) => self
                 .state
@@ -143,32 +164,38 @@ const SWEEP_FOR: Duration = Duration::from_secs(5);
 
 /// Kills every process of `uid` and returns once none is left.
 ///
-/// A helper process takes the uid and sends SIGKILL to every process it may signal
-/// (`kill(-1)`), which is exactly the uid's processes, in whatever group or session, round
-/// after round. After each round it asks the kernel whether any is left without reading
-/// `/proc` (where a process that made itself non-dumpable shows as root's): with its
-/// process limit (`RLIMIT_NPROC`) at 2, it may fork only while it is the uid's one process
-/// — every other one, a zombie not yet reaped included, counts. A task cannot hide from
-/// it; a fork bomb is bounded by the task's process limit, and each round kills what the
-/// last one missed.
+/// A helper process runs with the sweeper's uid as its real and saved uid and the task's
+/// as its effective uid: the kernel lets it signal every process of the task's uid, and
+/// none of them signal it back. It sends SIGKILL to every process it may signal
+/// (`kill(-1)`), in whatever group or session, round after round; after each round it
+/// asks the kernel whether any is left, without reading `/proc` (where a non-dumpable
+/// process shows as root's): a probe that takes the task's uid whole, with its process
+/// limit (`RLIMIT_NPROC`) at 2, may fork only while it is the uid's one process — every
+/// other one, a zombie not yet reaped included, counts. A leftover that stops or kills
+/// the probe only makes that round count as "some left". A fork bomb is bounded by the
+/// task's process limit, and each round kills what the last one missed. A uid whose
+/// processes outlast `SWEEP_FOR` is reported, and its caller keeps it from every task.
 ///
 /// Unsafe code, allowed here alone with `confine`: taking another uid for a moment needs a
 /// process of its own, made by `fork` and left by `_exit`, as std's own spawn does.
 #[allow(unsafe_code)]
-pub(crate) fn sweep(uid: u32) -> anyhow::Result<()> {
-    // Anything the fork does before `_exit` must not allocate or take a lock another
+pub(crate) fn sweep(uid: u32, sweeper: u32) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        uid >= LOWEST_BASE && sweeper >= LOWEST_BASE,
+        "uid {uid} is no task's: not swept"
+    );
+    // Anything the forks do before `_exit` must not allocate or take a lock another
     // thread may hold: only these system calls.
-    // SAFETY: the child calls only async-signal-safe functions (setgroups, setresgid,
-    // setresuid, setrlimit, kill, fork, waitpid, nanosleep, _exit) and never returns.
+    // SAFETY: the children call only async-signal-safe functions (setgroups, setresgid,
+    // setresuid, setrlimit, kill, fork, waitpid, nanosleep, _exit) and never return.
     match unsafe { nix::unistd::fork() }? {
         ForkResult::Child => {
-            let (u, g) = (Uid::from_raw(uid), Gid::from_raw(uid));
             let exit = |code| -> ! { unsafe { nix::libc::_exit(code) } };
+            let (task, own) = (Uid::from_raw(uid), Uid::from_raw(sweeper));
+            let own_group = Gid::from_raw(sweeper);
             if nix::unistd::setgroups(&[]).is_err()
-                || nix::unistd::setresgid(g, g, g).is_err()
-                || nix::unistd::setresuid(u, u, u).is_err()
-                || nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NPROC, 2, 2)
-                    .is_err()
+                || nix::unistd::setresgid(own_group, own_group, own_group).is_err()
+                || nix::unistd::setresuid(own, task, own).is_err()
             {
                 exit(2)
             }
@@ -178,15 +205,8 @@ pub(crate) fn sweep(uid: u32) -> anyhow::Result<()> {
             };
             for _ in 0..(SWEEP_FOR.as_millis() / 2) {
                 let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
-                match unsafe { nix::unistd::fork() } {
-                    Ok(ForkResult::Child) => exit(0),
-                    Ok(ForkResult::Parent { child }) => {
-                        let _ = nix::sys::wait::waitpid(child, None);
-                        exit(0)
-                    }
-                    // Another process of the uid still counts: kill again.
-                    Err(Errno::EAGAIN) => {}
-                    Err(_) => exit(3),
+                if alone(task) {
+                    exit(0)
                 }
                 unsafe { nix::libc::nanosleep(&pause, std::ptr::null_mut()) };
             }
@@ -208,12 +228,52 @@ pub(crate) fn sweep(uid: u32) -> anyhow::Result<()> {
     }
 }
 
-/// Sweeps every uid in `first .. first + count` that owns a process now. Returns how
-/// many uids had one.
+/// In the sweeper's helper: whether `task` has no process left. A probe takes the uid
+/// whole and, allowed two processes, forks: it can only if it is the uid's one process.
+/// Anything else — it could not fork, or a leftover stopped or killed it — is "not yet".
+#[allow(unsafe_code)]
+fn alone(task: Uid) -> bool {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    // SAFETY: as in `sweep`: only async-signal-safe calls, and `_exit`.
+    match unsafe { nix::unistd::fork() } {
+        Ok(ForkResult::Child) => {
+            let exit = |code| -> ! { unsafe { nix::libc::_exit(code) } };
+            if nix::unistd::setresuid(task, task, task).is_err()
+                || nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NPROC, 2, 2)
+                    .is_err()
+            {
+                exit(3)
+            }
+            match unsafe { nix::unistd::fork() } {
+                Ok(ForkResult::Child) => exit(0),
+                Ok(ForkResult::Parent { child }) => {
+                    let _ = waitpid(child, None);
+                    exit(0)
+                }
+                Err(_) => exit(10),
+            }
+        }
+        Ok(ForkResult::Parent { child }) => loop {
+            match waitpid(child, Some(WaitPidFlag::WUNTRACED)) {
+                Err(Errno::EINTR) => continue,
+                Ok(WaitStatus::Exited(_, 0)) => return true,
+                Ok(WaitStatus::Stopped(..)) => {
+                    let _ = kill(child, Signal::SIGKILL);
+                }
+                _ => return false,
+            }
+        },
+        Err(_) => false,
+    }
+}
+
+/// Sweeps every uid in `first .. first + count` that has a process now, found by its
+/// real uid. Returns how many uids had one.
 fn sweep_range(first: u32, count: u32) -> usize {
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return 0;
     };
+    let range = first..first + count;
     let mut uids: Vec<u32> = procs
         .flatten()
         .filter(|e| {
@@ -221,18 +281,51 @@ fn sweep_range(first: u32, count: u32) -> usize {
                 .to_str()
                 .is_some_and(|n| n.parse::<u32>().is_ok())
         })
-        .filter_map(|e| e.metadata().ok().map(|m| m.uid()))
-        .filter(|uid| (first..first + count).contains(uid))
+        .filter_map(|e| real_uid_of(&e.path().join("status")))
+        .filter(|uid| range.contains(uid))
         .collect();
     uids.sort_unstable();
     uids.dedup();
+    let sweeper = first + count - 1;
     for &uid in &uids {
-        if let Err(e) = sweep(uid) {
+        if let Err(e) = sweep(uid, sweeper) {
             tracing::error!(uid, error = %e, "cannot sweep a uid of the claimed block");
         }
     }
     uids.len()
 }
+
+/// The real uid on a `/proc/<pid>/status` file's `Uid:` line (readable for any process,
+/// non-dumpable ones too).
+pub(crate) fn real_uid_of(status: &Path) -> Option<u32> {
+    std::fs::read_to_string(status)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The block's next unused uid, as the lock file keeps it.
+fn read_cursor(claim: &Flock<File>) -> Option<u32> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 10];
+    let n = claim.read_at(&mut buf, 0).ok()?;
+    std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
+}
+
+fn write_cursor(claim: &Flock<File>, next: u32) {
+    use std::os::unix::fs::FileExt;
+    // Fixed width: a shorter number never leaves digits of a longer one behind.
+    if let Err(e) = claim.write_at(format!("{next:010}").as_bytes(), 0) {
+        tracing::debug!(error = %e, "uid cursor not kept");
+    }
+}
+
+/// Uids of a block that tasks get: all but the sweeper's.
+const USABLE: u32 = BLOCK - 1;
 
 #[cfg(test)]
 mod tests {
@@ -271,7 +364,7 @@ mod tests {
         let uids = TaskUids::claim(3_100_000_000, &dir).unwrap();
         let first = uids.take();
         uids.give_back(first).await;
-        for _ in 1..BLOCK {
+        for _ in 1..USABLE {
             assert_ne!(uids.take(), first);
         }
         assert_eq!(uids.take(), first);
@@ -281,11 +374,16 @@ mod tests {
     #[test]
     fn a_sweep_kills_a_process_that_left_its_group_and_hid_as_root() {
         use std::os::unix::process::CommandExt;
-        let uid = 3_200_000_123;
+        let (uid, sweeper) = (3_200_000_123, 3_200_065_535);
         // Out of its group and session, orphaned, and not dumpable (/proc shows it as
         // root's): what a task could leave.
-        let hide = "setsid python3 -c 'import ctypes,time; ctypes.CDLL(None).prctl(4, 0); \
-                    time.sleep(300)' </dev/null >/dev/null 2>&1 & echo $!";
+        // It also keeps trying to stop whatever of its uid sweeps it.
+        let hide = "setsid python3 -c 'import ctypes,time,os,signal\n\
+                    ctypes.CDLL(None).prctl(4, 0)\n\
+                    while True:\n\
+                    \ttry: os.kill(-1, signal.SIGSTOP)\n\
+                    \texcept OSError: pass\n\
+                    \ttime.sleep(0.001)' </dev/null >/dev/null 2>&1 & echo $!";
         let out = std::process::Command::new("sh")
             .args(["-c", hide])
             .uid(uid)
@@ -295,12 +393,12 @@ mod tests {
         let pid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
         assert!(Path::new(&format!("/proc/{pid}")).exists());
         let started = std::time::Instant::now();
-        sweep(uid).unwrap();
+        sweep(uid, sweeper).unwrap();
         assert!(started.elapsed() < SWEEP_FOR);
         assert!(
             !Path::new(&format!("/proc/{pid}")).exists(),
             "the hidden process outlived the sweep"
         );
-        sweep(uid).unwrap();
+        sweep(uid, sweeper).unwrap();
     }
 }
