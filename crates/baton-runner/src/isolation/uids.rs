@@ -144,7 +144,13 @@ impl TaskUids {
     /// would not die is not given back: its next task would share with it.
     pub(crate) async fn give_back(&self, uid: u32) {
         let sweeper = self.sweeper();
-        let swept = tokio::task::spawn_blocking(move || sweep(uid, sweeper)).await;
+        let swept = tokio::task::spawn_blocking(move || {
+            if nothing_escaped() {
+                return Ok(());
+            }
+            sweep(uid, sweeper)
+        })
+        .await;
         match swept {
             Ok(Ok(())) => self
                 .state
@@ -161,6 +167,30 @@ impl TaskUids {
 /// How long a sweep keeps killing before it gives up: a process mid-exit, or a zombie
 /// its parent has not reaped yet, still counts as the uid's.
 const SWEEP_FOR: Duration = Duration::from_secs(5);
+
+/// Whether no process that any task left behind is alive, known for the price of one
+/// small read, so that the sweep's forks are paid only when one is.
+///
+/// The agent's supervisor is the subreaper of everything below the agent
+/// (`supervisor.rs`): once a task's own process has ended (and the caller has waited for
+/// it), every process it left — in its group or not, in a session of its own, forked
+/// twice — has an ancestor among the supervisor's children, having been reparented there
+/// when its parent ended; a process still dying keeps its place there until reaped, so
+/// one in the middle of being reparented is seen too. If the supervisor's only child is
+/// this agent, nothing is left of any task. Without a supervisor (or `/proc` children
+/// lists), the answer is "not known": the caller sweeps.
+fn nothing_escaped() -> bool {
+    let Ok(supervisor) = std::env::var(crate::supervisor::AGENT_ENV) else {
+        return false;
+    };
+    let Ok(children) =
+        std::fs::read_to_string(format!("/proc/{supervisor}/task/{supervisor}/children"))
+    else {
+        return false;
+    };
+    let me = std::process::id().to_string();
+    children.split_whitespace().all(|pid| pid == me)
+}
 
 /// Kills every process of `uid` and returns once none is left.
 ///
