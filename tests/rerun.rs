@@ -41,8 +41,10 @@ fn until_flag(label: &str, queue: &str, flag: &std::path::Path) -> SubmitTask {
     }
 }
 
+/// Where a test leaves a flag its tasks look for: not under /tmp, which each task of a
+/// root runner has a private one of.
 fn flag_file() -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("baton-rerun-flag-{}", Uuid::new_v4().simple()))
+    support::procs::target_tmp_dir().join(format!("baton-rerun-flag-{}", Uuid::new_v4().simple()))
 }
 
 /// The status and error code of an error answer.

@@ -363,10 +363,11 @@ async fn a_result_no_node_heard_is_delivered_by_the_agents_next_start() {
     let mut agent = env
         .runner_with(&first_node.url, &["kept"], 1, &["--shutdown-grace-s", "1"])
         .await;
-    // The task marks its start in a world-writable place (it may run as a user of its
-    // own): `running` in Postgres comes before the runner has the start's answer, and a
-    // node killed in between leaves the runner never starting it.
-    let mark = std::env::temp_dir().join(format!("baton-kept-{}", Uuid::new_v4()));
+    // The task marks its start in a world-writable place the test sees (it may run as a
+    // user of its own, with a /tmp of its own): `running` in Postgres comes before the
+    // runner has the start's answer, and a node killed in between leaves the runner never
+    // starting it.
+    let mark = dir_tasks_may_write("kept").join(format!("baton-kept-{}", Uuid::new_v4()));
     let (task, _) = user
         .submit(&SubmitTask {
             labels: vec!["kept".into()],

@@ -180,15 +180,6 @@ async fn run_script(
     output
 }
 
-/// A folder anyone may write to: what a task left running would send what it reads to.
-fn drop_box(name: &str) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = procs::target_tmp_dir().join(format!("{name}-{}", Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    dir
-}
-
 /// The attack from the security review: a task leaves a reader in a session of its own,
 /// a daemon out of a double fork and one that made itself non-dumpable (in `/proc` it
 /// shows as root's), and files in every shared scratch folder, then exits. The next task on the same runner (one slot: it runs where the first ran)
@@ -200,7 +191,8 @@ async fn nothing_a_task_leaves_running_reaches_the_next_task() {
     let node = env.node().await;
     let user = user_client(&node.url);
     let _agent = env.runner(&node.url, &["left"], 1).await;
-    let drop = drop_box("leftover-drop");
+    // What a task left running would send what it reads to.
+    let drop = dir_tasks_may_write("leftover-drop");
     let stolen = drop.join("environ");
     let attack = format!(
         "echo \"uid: $(id -u)\"\n\

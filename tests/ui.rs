@@ -137,6 +137,7 @@ async fn an_operator_watches_and_steers_the_cluster_from_the_console() {
         .env("BATON_UI_DOOMED_NODE", &doomed.node_id)
         .env("BATON_UI_SURVIVOR_NODE", &survivor.node_id)
         .env("BATON_UI_HELD_TASK", held.id.to_string())
+        .env("BATON_UI_SHARED_DIR", dir_tasks_may_write("ui-shared"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

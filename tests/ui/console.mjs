@@ -8,7 +8,6 @@ import { chromium } from 'playwright-core';
 import { createInterface } from 'node:readline';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const env = (name) => {
@@ -22,6 +21,8 @@ const SCREENSHOTS = env('BATON_UI_SCREENSHOTS');
 const DOOMED = env('BATON_UI_DOOMED_NODE');
 const SURVIVOR = env('BATON_UI_SURVIVOR_NODE');
 const HELD_TASK = env('BATON_UI_HELD_TASK');
+// Where the test leaves files its tasks look for: not /tmp, which each task has its own of.
+const SHARED_DIR = env('BATON_UI_SHARED_DIR');
 const CHROMIUM = process.env.BATON_UI_CHROMIUM || '/usr/bin/chromium';
 
 /// How long a change may take to show: an event's way through the cluster, or a poll.
@@ -151,7 +152,7 @@ await scenario('a submitted task appears and turns succeeded without a reload', 
 });
 
 await scenario("a running task's log follows live, in colour", async () => {
-  const gate = join(tmpdir(), `baton-ui-gate-${randomUUID()}`);
+  const gate = join(SHARED_DIR, `baton-ui-gate-${randomUUID()}`);
   const script = [
     "printf '\\033[32mfirst line\\033[0m\\n'",
     // Waits for the browser to have shown the first line (at most a minute).

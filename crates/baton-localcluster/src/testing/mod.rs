@@ -187,6 +187,17 @@ pub fn file_tasks_may_write(path: &std::path::Path) -> PathBuf {
     path.to_path_buf()
 }
 
+/// A fresh folder tasks may write in and the test can see: not under /tmp, which each
+/// task of a root runner has a private one of, and open to every user, as tasks run as
+/// users of their own.
+pub fn dir_tasks_may_write(name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = procs::target_tmp_dir().join(format!("{name}-{}", Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("the folder");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("its mode");
+    dir
+}
+
 /// The whole stored log of a task.
 pub async fn read_log(client: &Client, id: Uuid) -> Vec<u8> {
     let mut out = Vec::new();
