@@ -10,7 +10,9 @@
 //! (`PR_SET_PDEATHSIG`), and then kills its tasks itself and exits.
 //!
 //! It costs one process per agent and nothing per task: tasks are spawned directly by
-//! the agent (posix_spawn: no copy of the agent's memory), with no registration step.
+//! the agent, with no registration step. Being the subreaper also tells the agent, for
+//! one read of this process's children list, whether a finished task left anything
+//! behind (`isolation::uids`).
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
