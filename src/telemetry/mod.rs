@@ -97,20 +97,30 @@ fn log_layer<S>(format: LogFormat) -> Box<dyn Layer<S> + Send + Sync>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
+    fmt_layer(format).with_filter(log_filter()).boxed()
+}
+
+/// The log output in `format`, unfiltered.
+fn fmt_layer<S>(format: LogFormat) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
     let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     match format {
-        LogFormat::Human => layer.with_filter(log_filter()).boxed(),
-        LogFormat::Json => layer
-            .event_format(json_log::JsonWithTrace)
-            .with_filter(log_filter())
-            .boxed(),
+        LogFormat::Human => layer.boxed(),
+        LogFormat::Json => layer.event_format(json_log::JsonWithTrace).boxed(),
     }
 }
 
-/// Logs only: the commands that serve nothing (task, runners, dev, chaos...).
+/// Logs only: the commands that serve nothing (task, runners, dev, chaos...), and a node
+/// that exports no traces. With one output the filter is global, not the log layer's
+/// own: a per-layer filter was seen to drop events at random (a node's "rejoining under
+/// a new id" warning, a runner's "task started"), its per-thread filter state left
+/// behind by another event (tokio-rs/tracing#2704).
 pub fn init_logs(format: LogFormat) {
     let _ = tracing_subscriber::registry()
-        .with(log_layer(format))
+        .with(log_filter())
+        .with(fmt_layer(format))
         .try_init();
 }
 
