@@ -38,6 +38,7 @@ fn entry(queue: &str, labels: &LabelSet, i: usize) -> Enqueue {
         priority: 0,
         enqueued_at_ms: NOW + i as i64,
         group: None,
+        owner: "bench".into(),
     }
 }
 

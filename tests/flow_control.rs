@@ -469,6 +469,7 @@ async fn lose_the_lease_of(env: &TestEnv, task: &Task, group: &str) {
             key: group.into(),
             limit: 1,
         }),
+        owner: "tests".into(),
     };
     assert_eq!(coord.enqueue_unclaimed(&[entry]).await.unwrap(), 1);
 }

@@ -27,6 +27,7 @@ fn entry(queue: &str, at_ms: i64, group: Option<(&str, i32)>) -> Enqueue {
             key: key.into(),
             limit,
         }),
+        owner: "tests".into(),
     }
 }
 

@@ -25,6 +25,7 @@ fn entry(id: Uuid, queue: &str, labels: &[&str], priority: i32, at_ms: i64) -> E
         priority,
         enqueued_at_ms: at_ms,
         group: None,
+        owner: "tests".into(),
     }
 }
 
@@ -385,13 +386,11 @@ async fn a_lease_across_many_queues_takes_the_best_tasks_it_may_take() {
         // Priorities and ages spread so the best tasks sit in many different queues.
         let priority = (i * 7 % 5) as i32;
         let at = NOW + i64::from(i * 13 % 97);
-        entries.push(entry(
-            Uuid::now_v7(),
-            &format!("q{}", i % 50),
-            labels,
-            priority,
-            at,
-        ));
+        let mut task = entry(Uuid::now_v7(), &format!("q{}", i % 50), labels, priority, at);
+        // An owner each: one owner's tasks are placed by their fair tags, one after the
+        // other (lua/enqueue.lua); alone in its queue, a task's tag is its age.
+        task.owner = format!("owner-{i}");
+        entries.push(task);
     }
     coord.enqueue(&entries).await.unwrap();
     let runner_labels = labels(&["gpu", "linux"]);

@@ -58,6 +58,9 @@ pub enum TokenCommand {
         /// The only labels its tasks may carry, comma-separated [default: any].
         #[arg(long, value_delimiter = ',')]
         labels: Option<Vec<String>>,
+        /// The highest priority its tasks may carry [default: any].
+        #[arg(long, allow_negative_numbers = true)]
+        max_priority: Option<i32>,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -164,6 +167,7 @@ pub async fn tokens(cmd: TokenCommand) -> anyhow::Result<ExitCode> {
             expires_in_s,
             queues,
             labels,
+            max_priority,
             client,
         } => {
             let made = client
@@ -174,6 +178,7 @@ pub async fn tokens(cmd: TokenCommand) -> anyhow::Result<ExitCode> {
                     expires_in_s,
                     queues,
                     labels,
+                    max_priority,
                 })
                 .await?;
             print_json(&made)?;

@@ -4,15 +4,13 @@ use crate::replay::ReplayKey;
 use crate::{Claim, Coord, CoordError};
 use baton_core::LabelSet;
 use baton_core::flow::Group;
-use baton_core::queue_order::{parse_queue_key, queue_key, score};
+use baton_core::queue_order::{PRIORITY_STEP, parse_queue_key, queue_key, score};
 use redis::Script;
-use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use uuid::Uuid;
 
 /// A script that adds to or takes from queues, with the queue index's functions before it
-/// (`lua/queue_index.lua`), so every script follows the index the same way (submit's
-/// add, a MULTI rather than a script, spells `index_add` out as commands), and the
+/// (`lua/queue_index.lua`), so every script follows the index the same way, and the
 /// concurrency groups' (`lua/groups.lua`), which put tasks back in their queues.
 pub(crate) fn indexing(body: &str) -> Script {
     Script::new(&format!(
@@ -22,6 +20,7 @@ pub(crate) fn indexing(body: &str) -> Script {
     ))
 }
 
+static ENQUEUE: LazyLock<Script> = LazyLock::new(|| indexing(include_str!("lua/enqueue.lua")));
 static LEASE: LazyLock<Script> = LazyLock::new(|| indexing(include_str!("lua/lease.lua")));
 static ENQUEUE_UNCLAIMED: LazyLock<Script> =
     LazyLock::new(|| indexing(include_str!("lua/enqueue_unclaimed.lua")));
@@ -47,6 +46,9 @@ pub struct Enqueue {
     pub enqueued_at_ms: i64,
     /// Its concurrency group, if any (`lua/groups.lua`).
     pub group: Option<Group>,
+    /// Who submitted it (the token's id): submit's add orders owners fairly
+    /// (`lua/enqueue.lua`).
+    pub owner: String,
 }
 
 impl Enqueue {
@@ -82,9 +84,6 @@ impl Enqueue {
 fn queue_meta(queue: &str, labels: &[String]) -> String {
     serde_json::json!({ "queue": queue, "labels": labels }).to_string()
 }
-
-/// A sorted-set member as `ZADD` takes it: score, task id.
-type Member = (f64, String);
 
 /// What a submit would add to the queues with work: see [`Coord::queue_room`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -165,55 +164,27 @@ pub struct Leased {
 
 impl Coord {
     /// Submit's add (design.md §4.1): after the Postgres insert committed, add the tasks to
-    /// their queues and wake parked leases on every node — one MULTI, so the wake-up never
-    /// precedes the entry it announces.
+    /// their queues, each at its owner's fair place (`lua/enqueue.lua`), and wake parked
+    /// leases on every node — one script, so the wake-up never precedes the entry it
+    /// announces.
     pub async fn enqueue(&self, tasks: &[Enqueue]) -> Result<(), CoordError> {
         if tasks.is_empty() {
             return Ok(());
         }
-        // One registration, one ZADD and one wake-up per queue key, however many tasks.
-        let mut by_key: BTreeMap<String, (&Enqueue, Vec<Member>)> = BTreeMap::new();
+        let mut inv = ENQUEUE.prepare_invoke();
+        inv.arg(self.keys.prefix())
+            .arg(self.keys.wake())
+            .arg(PRIORITY_STEP);
         for task in tasks {
-            by_key
-                .entry(task.key_rel())
-                .or_insert_with(|| (task, Vec::new()))
-                .1
-                .push((task.score(), task.task_id.to_string()));
-        }
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        // A grouped task is registered with its group in the same MULTI as its entry, so
-        // no lease ever sees it without its group.
-        for task in tasks {
-            if let Some(entry) = task.group_entry() {
-                pipe.hset(self.keys.groups(), task.task_id.to_string(), entry)
-                    .ignore();
-            }
-        }
-        for (rel, (task, members)) in &by_key {
-            let meta = task.meta();
-            let head = members
-                .iter()
-                .map(|(score, _)| *score)
-                .fold(f64::INFINITY, f64::min);
-            pipe.zadd_multiple(self.keys.queue(rel), members).ignore();
-            // The queue index's `index_add` (lua/queue_index.lua), as commands: this add
-            // goes out in one MULTI with its wake-up rather than as a script.
-            pipe.hset(self.keys.queues(), rel, &meta).ignore();
-            pipe.hset(self.keys.labelsets(), task.labels.key_part(), &meta)
-                .ignore();
-            pipe.cmd("ZADD")
-                .arg(self.keys.ready(&task.labels.key_part()))
-                .arg("LT")
-                .arg(head)
-                .arg(rel)
-                .ignore();
-        }
-        for rel in by_key.keys() {
-            pipe.publish(self.keys.wake(), rel).ignore();
+            inv.arg(task.task_id.to_string())
+                .arg(task.key_rel())
+                .arg(task.meta())
+                .arg(task.score())
+                .arg(&task.owner)
+                .arg(task.group_entry().unwrap_or_default());
         }
         let mut conn = self.conn().await?;
-        pipe.query_async::<()>(&mut conn).await?;
+        inv.invoke_async::<()>(&mut conn).await?;
         Ok(())
     }
 

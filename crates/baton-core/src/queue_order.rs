@@ -9,7 +9,7 @@ use crate::validate::{PRIORITY_MAX, PRIORITY_MIN};
 const AGE_EPOCH_MS: i64 = 1_704_067_200_000;
 
 /// One priority step outweighs any age: 2^42 ms is about 139 years.
-const PRIORITY_STEP: f64 = (1u64 << 42) as f64;
+pub const PRIORITY_STEP: f64 = (1u64 << 42) as f64;
 
 /// The sorted-set score of a task: lower pops first. With priorities bounded to ±1000
 /// and ages below 2^42 ms, every score is an integer below 2^53, so doubles hold it

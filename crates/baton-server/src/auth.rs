@@ -48,6 +48,8 @@ pub(crate) struct User {
     pub queues: Option<Vec<String>>,
     /// The only labels its tasks may carry; `None`: any.
     pub labels: Option<Vec<String>>,
+    /// The highest priority its tasks may carry; `None`: any.
+    pub max_priority: Option<i32>,
 }
 
 impl User {
@@ -72,9 +74,21 @@ impl User {
         }
     }
 
-    /// A task this token may submit: to one of its queues, with only its labels (a token
-    /// made without limits may submit anywhere).
-    pub(crate) fn may_submit_to(&self, queue: &str, labels: &[String]) -> Result<(), ApiError> {
+    /// A task this token may submit: to one of its queues, with only its labels, at no
+    /// priority above its ceiling (a token made without limits may submit anything).
+    pub(crate) fn may_submit_to(
+        &self,
+        queue: &str,
+        labels: &[String],
+        priority: i32,
+    ) -> Result<(), ApiError> {
+        if let Some(max) = self.max_priority
+            && priority > max
+        {
+            return Err(ApiError::forbidden(format!(
+                "this token may submit tasks of priority {max} or lower, not {priority}"
+            )));
+        }
         if let Some(queues) = &self.queues
             && !queues.iter().any(|q| q == queue)
         {
@@ -340,6 +354,7 @@ async fn identify(state: &AppState, token: &str) -> Result<Option<Bearer>, ApiEr
             scopes: vec![Scope::Admin],
             queues: None,
             labels: None,
+            max_priority: None,
         })));
     }
     if token.starts_with(RUNNER_TOKEN_PREFIX) {
@@ -361,6 +376,7 @@ async fn identify(state: &AppState, token: &str) -> Result<Option<Bearer>, ApiEr
                 .collect(),
             queues: record.queues,
             labels: record.labels,
+            max_priority: record.max_priority,
         }))),
         Err(StoreError::NotFound) => Ok(None),
         Err(e) => Err(e.into()),

@@ -15,6 +15,7 @@ pub(crate) fn queue_entry(task: &TaskRecord) -> Enqueue {
         priority: task.priority,
         enqueued_at_ms: task.queued_at.unwrap_or(task.created_at).timestamp_millis(),
         group: group_of(task),
+        owner: task.created_by.clone(),
     }
 }
 

@@ -196,7 +196,7 @@ fn template_task(state: &AppState, user: &User, task: &SubmitTask) -> Result<New
     // The template alone: its tasks take their queue's defaults as they are at each tick.
     let made = tick_task_of(state, &DefaultsByQueue::new(), task.clone(), &user.token_id)
         .map_err(prefixed)?;
-    user.may_submit_to(&made.queue, &made.labels)?;
+    user.may_submit_to(&made.queue, &made.labels, made.priority)?;
     Ok(made)
 }
 

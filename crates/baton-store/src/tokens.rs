@@ -28,6 +28,8 @@ pub struct ApiTokenRecord {
     pub queues: Scope,
     /// The labels its tasks may carry; `None`: any.
     pub labels: Scope,
+    /// The highest priority its tasks may carry; `None`: any.
+    pub max_priority: Option<i32>,
 }
 
 /// What a new API token is.
@@ -43,12 +45,14 @@ pub struct NewApiToken {
     pub queues: Scope,
     /// The labels its tasks may carry; `None`: any.
     pub labels: Scope,
+    /// The highest priority its tasks may carry; `None`: any.
+    pub max_priority: Option<i32>,
 }
 
 /// The columns of [`ApiTokenRecord`].
 macro_rules! api_token_columns {
     () => {
-        "id, name, scopes, created_at, expires_at, revoked_at, queues, labels"
+        "id, name, scopes, created_at, expires_at, revoked_at, queues, labels, max_priority"
     };
 }
 
@@ -159,8 +163,9 @@ impl Store {
     ) -> Result<ApiTokenRecord, StoreError> {
         Ok(sqlx::query_as::<_, ApiTokenRecord>(concat!(
             "INSERT INTO api_tokens
-                 (id, name, token_hash, scopes, created_at, expires_at, queues, labels)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                 (id, name, token_hash, scopes, created_at, expires_at, queues, labels,
+                  max_priority)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
              RETURNING ",
             api_token_columns!()
         ))
@@ -172,6 +177,7 @@ impl Store {
         .bind(token.expires_at)
         .bind(&token.queues)
         .bind(&token.labels)
+        .bind(token.max_priority)
         .fetch_one(&self.pool)
         .await?)
     }

@@ -46,8 +46,9 @@ pub struct SubmitTask {
     /// nodes' `max_payload_bytes` (256 KiB by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
-    /// Higher is handed out first (default 0); within a priority, the longest queued goes
-    /// first.
+    /// Higher is handed out first (default 0; at most the token's `max_priority`); within
+    /// a priority, the owners (tokens) with work waiting in a queue take turns, each one's
+    /// longest queued first.
     #[serde(default)]
     #[schema(minimum = -1000, maximum = 1000)]
     pub priority: i32,

@@ -35,6 +35,9 @@ pub struct Caller {
     /// The only labels its tasks may carry; `None`: any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<Vec<String>>,
+    /// The highest priority its tasks may carry; `None`: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_priority: Option<i32>,
 }
 
 /// `POST /v1/tokens`.
@@ -61,6 +64,11 @@ pub struct CreateToken {
     /// The only labels its tasks may carry, each one of these (default: any).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<Vec<String>>,
+    /// The highest priority its tasks may carry (default: any): within a priority, owners
+    /// take turns (fair shares); above it a token would go ahead of every other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = -1000, maximum = 1000)]
+    pub max_priority: Option<i32>,
 }
 
 /// An API token as listed: never the secret.
@@ -88,6 +96,9 @@ pub struct TokenView {
     /// The only labels its tasks may carry; `None`: any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<Vec<String>>,
+    /// The highest priority its tasks may carry; `None`: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_priority: Option<i32>,
 }
 
 /// A new API token: the secret is shown this once, and only its hash is kept.

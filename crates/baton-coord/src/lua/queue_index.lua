@@ -6,7 +6,7 @@
 --                         queue of that label set with work
 --   <prefix>queues        hash: queue key -> its meta, for each queue with work
 -- Every add goes through index_add and every removal through index_refresh, in the same
--- script (or, for submit's add, the same MULTI) as the queue's own change, so the index
+-- script as the queue's own change, so the index
 -- follows the queues exactly. What no script answers for — nodes of the release before
 -- the index, keys changed by hand — the lease steps past (an empty queue leaves the
 -- index when read) and the repair pass mends (queue_index_repair.lua).
@@ -31,6 +31,8 @@ local function index_refresh(prefix, rel)
   local ready = prefix .. 'ready:' .. part
   local head = redis.call('ZRANGE', prefix .. rel, 0, 0, 'WITHSCORES')
   if #head == 0 then
+    -- Owners' fair tags (enqueue.lua) count from the queue's work: none is left.
+    redis.call('DEL', prefix .. 'fair:' .. rel)
     redis.call('HDEL', prefix .. 'queues', rel)
     redis.call('ZREM', ready, rel)
     if redis.call('EXISTS', ready) == 0 then

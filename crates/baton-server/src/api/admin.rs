@@ -170,6 +170,7 @@ fn token_view(t: ApiTokenRecord) -> TokenView {
         revoked_at: t.revoked_at,
         queues: t.queues,
         labels: t.labels,
+        max_priority: t.max_priority,
     }
 }
 
@@ -233,6 +234,16 @@ pub(super) async fn token_create(
         )
         .into());
     }
+    if let Some(max) = req.max_priority {
+        validate::check_range("max_priority", max, validate::PRIORITY_MIN, validate::PRIORITY_MAX)?;
+        if req.scopes.contains(&Scope::Admin) {
+            return Err(Invalid::new(
+                "max_priority",
+                "an admin token cannot have a priority ceiling (it could make a token without one)",
+            )
+            .into());
+        }
+    }
     let now = state.clock.now();
     let new = NewApiToken {
         expires_at: req.expires_in_s.map(|s| now + Duration::seconds(s)),
@@ -240,6 +251,7 @@ pub(super) async fn token_create(
         name: req.name,
         queues,
         labels,
+        max_priority: req.max_priority,
     };
     let token = new_token(API_TOKEN_PREFIX);
     let record = state
@@ -265,6 +277,7 @@ pub(super) async fn me(user: User) -> Json<Caller> {
         scopes: user.scopes,
         queues: user.queues,
         labels: user.labels,
+        max_priority: user.max_priority,
     })
 }
 

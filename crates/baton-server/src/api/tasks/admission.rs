@@ -178,7 +178,7 @@ pub(crate) fn admitted(
     task: NewTask,
     seal: bool,
 ) -> Result<NewTask, ApiError> {
-    user.may_submit_to(&task.queue, &task.labels)?;
+    user.may_submit_to(&task.queue, &task.labels, task.priority)?;
     sealed(state, task, seal)
 }
 
