@@ -29,20 +29,7 @@ async fn text_searches_over_planted_huge_commands_leave_the_node_answering_other
         .await
         .unwrap();
     // 96 copies of it, each with a script of 1 MiB of text that does not compress.
-    let mut db = env.db().await;
-    sqlx::query(
-        "INSERT INTO tasks
-         SELECT (jsonb_populate_record(t, jsonb_build_object(
-                   'id', gen_random_uuid(),
-                   'script', (SELECT string_agg(md5(random()::text || n), '')
-                              FROM generate_series(1, 32768) AS n)))).*
-         FROM tasks t, generate_series(1, 96)
-         WHERE t.id = $1",
-    )
-    .bind(seed.id)
-    .execute(&mut db)
-    .await
-    .unwrap();
+    plant_copies(&env, seed.id, 96, true).await;
     let other = tenant(&admin, &node.url, "another-tenant").await;
 
     let http = reqwest::Client::new();
@@ -94,6 +81,29 @@ async fn text_searches_over_planted_huge_commands_leave_the_node_answering_other
         took < Duration::from_secs(1),
         "another tenant waited {took:?} behind the searches ({statuses:?})"
     );
+}
+
+/// Inserts `copies` copies of the task `seed` straight into Postgres (faster than
+/// submitting them), each with a new id and a script of 1 MiB: of text that does not
+/// compress when `incompressible`, else of one letter.
+async fn plant_copies(env: &TestEnv, seed: Uuid, copies: i32, incompressible: bool) {
+    let script = if incompressible {
+        "(SELECT string_agg(md5(random()::text || n), '') FROM generate_series(1, 32768) AS n)"
+    } else {
+        "repeat('y', 1 << 20)"
+    };
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO tasks
+         SELECT (jsonb_populate_record(t, jsonb_build_object(
+                   'id', gen_random_uuid(), 'script', {script}))).*
+         FROM tasks t, generate_series(1, $2)
+         WHERE t.id = $1"
+    )))
+    .bind(seed)
+    .bind(copies)
+    .execute(&mut env.db().await)
+    .await
+    .unwrap();
 }
 
 /// A tenant's token of its own, limited to submitting.
@@ -258,4 +268,86 @@ async fn a_body_of_millions_of_tiny_values_is_refused_before_it_is_built() {
         grew_mib < 64,
         "the node's peak memory grew by {grew_mib} MiB"
     );
+}
+
+/// The attack: tasks of a MiB each (a script, a payload, env), listed 1,000 to a page:
+/// each list answer shipped all of it, read from Postgres, held by the node and parsed by
+/// every console tab (64 planted tasks: a 64 MiB answer). Now a list gives summaries — the
+/// script cut to 256 characters, no env, payload or outputs, `summary: true` — and the
+/// task itself gives it whole. The same for a schedule's template in the schedule list,
+/// which also carries each schedule's next ticks and latest runs, so the console reads
+/// no schedule's details.
+#[tokio::test(flavor = "multi_thread")]
+async fn lists_give_summaries_and_a_task_or_schedule_is_whole_on_request() {
+    let env = TestEnv::new("tenant-summaries").await;
+    let node = env.node().await;
+    let admin = user_client(&node.url);
+    let big = "x".repeat(100 << 10);
+    let (seed, _) = admin
+        .submit(&SubmitTask {
+            labels: vec!["nobody-runs-this".into()],
+            script: Some(big.clone()),
+            env: [("BIG".to_string(), big.clone())].into(),
+            payload: Some(serde_json::json!({ "blob": big })),
+            ..SubmitTask::default()
+        })
+        .await
+        .unwrap();
+    // 63 copies of it, each with a script of a MiB.
+    plant_copies(&env, seed.id, 63, false).await;
+
+    let answer = reqwest::Client::new()
+        .get(format!("{}/v1/tasks?limit=1000", node.url))
+        .bearer_auth(API_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let body = answer.bytes().await.unwrap();
+    println!("a list of 64 tasks of 1 MiB each: {} bytes", body.len());
+    assert!(body.len() < 256 << 10, "{} bytes", body.len());
+    let list: baton_client::TaskList = serde_json::from_slice(&body).unwrap();
+    assert_eq!(list.tasks.len(), 64);
+    for task in &list.tasks {
+        assert!(task.summary);
+        assert_eq!(task.script.as_deref().map(str::len), Some(256));
+        assert!(task.env.is_empty() && task.payload.is_none());
+    }
+    let whole = admin.task_get(seed.id).await.unwrap();
+    assert!(!whole.summary);
+    assert_eq!(whole.script.as_deref(), Some(big.as_str()));
+    assert_eq!(whole.env["BIG"], big);
+    assert!(whole.payload.is_some());
+
+    let schedule = admin
+        .schedule_create(&baton_client::CreateSchedule {
+            name: "big-template".into(),
+            cron: "*/5 * * * *".into(),
+            task: SubmitTask {
+                command: Some(vec!["echo".into(), big.clone()]),
+                payload: Some(serde_json::json!({ "blob": big })),
+                ..SubmitTask::default()
+            },
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    admin.schedule_action(schedule.id, "trigger").await.unwrap();
+    let listed = wait_for("the triggered run in the list", Duration::from_secs(10), || async {
+        let list = admin.schedules().await.unwrap();
+        let s = list.schedules.into_iter().find(|s| s.id == schedule.id)?;
+        (!s.last_runs.is_empty()).then_some(s)
+    })
+    .await;
+    assert!(listed.summary);
+    assert_eq!(listed.next_fires.len(), 3);
+    let command = listed.task.command.as_ref().unwrap();
+    assert_eq!(command[0], "echo");
+    assert_eq!(command[1].len(), 256);
+    assert!(listed.task.payload.is_none());
+    assert!(listed.last_runs[0].task.as_ref().unwrap().summary);
+    let whole = admin.schedule_get(schedule.id).await.unwrap();
+    assert!(!whole.summary);
+    assert_eq!(whole.task.command.as_ref().unwrap()[1], big);
+    assert!(whole.task.payload.is_some());
 }

@@ -156,13 +156,18 @@ pub struct Schedule {
     /// Ticks that made no task: skipped for overlap, missed beyond catch-up, or with a
     /// template no longer valid.
     pub skipped_count: i64,
-    /// The next few ticks (`GET /v1/schedules/{id}` only).
+    /// The next ticks: ten in `GET /v1/schedules/{id}`, three in the list.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub next_fires: Vec<DateTime<Utc>>,
-    /// The latest ticks, newest first, each with its task or why it made none
-    /// (`GET /v1/schedules/{id}` only).
+    /// The latest ticks, newest first, each with its task (a summary) or why it made
+    /// none: ten in `GET /v1/schedules/{id}`, three in the list.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub last_runs: Vec<ScheduleRun>,
+    /// True in the list: the template's `command` is cut to its first 16 words and each,
+    /// like its `script`, to 256 characters, and its `env` and `payload` are left out;
+    /// `GET /v1/schedules/{id}` shows it whole.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub summary: bool,
 }
 
 /// One tick, or a range of skipped ones.

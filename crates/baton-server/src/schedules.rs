@@ -274,5 +274,6 @@ pub(crate) fn schedule_view(
         skipped_count: record.skipped_count,
         next_fires,
         last_runs,
+        summary: false,
     }
 }

@@ -128,6 +128,14 @@ pub struct ScheduleSkip {
     pub recorded_at: DateTime<Utc>,
 }
 
+/// A skipped range and its schedule, as [`Store::schedules_skips`] reads them.
+#[derive(sqlx::FromRow)]
+struct ScheduleSkipOf {
+    schedule_id: Uuid,
+    #[sqlx(flatten)]
+    skip: ScheduleSkip,
+}
+
 /// One pass's firing of one schedule: what it read, and what it writes.
 #[derive(Debug, Clone)]
 pub struct Fire {
@@ -227,13 +235,31 @@ impl Store {
             .ok_or(StoreError::NotFound)
     }
 
-    /// Every schedule, or `owner`'s only, by name.
+    /// Every schedule, or `owner`'s only, by name, each template cut as a list shows a
+    /// task (`tasks::summary_columns`): its command's first 16 words and each, like its
+    /// script, to 256 characters; no `env`, `payload` or `secret_env`. A schedule's
+    /// template may be a MiB, and a list holds up to 1,000.
     pub async fn schedules_list(
         &self,
         owner: Option<&str>,
     ) -> Result<Vec<ScheduleRecord>, StoreError> {
         Ok(sqlx::query_as::<_, ScheduleRecord>(
-            "SELECT * FROM schedules WHERE ($1::text IS NULL OR created_by = $1)
+            "SELECT id, name, cron, timezone,
+                    template - 'payload' - 'env' - 'secret_env'
+                    || CASE WHEN jsonb_typeof(template->'script') = 'string'
+                            THEN jsonb_build_object('script', left(template->>'script', 256))
+                            ELSE '{}'::jsonb END
+                    || CASE WHEN jsonb_typeof(template->'command') = 'array'
+                            THEN jsonb_build_object('command', (
+                                SELECT coalesce(jsonb_agg(left(word, 256) ORDER BY n), '[]')
+                                FROM jsonb_array_elements_text(template->'command')
+                                     WITH ORDINALITY AS c(word, n)
+                                WHERE n <= 16))
+                            ELSE '{}'::jsonb END AS template,
+                    overlap, catch_up, catch_up_window_s, jitter_s, paused, start_at, end_at,
+                    created_by, created_at, updated_at, next_fire_at, buffered_for,
+                    fired_count, skipped_count
+             FROM schedules WHERE ($1::text IS NULL OR created_by = $1)
              ORDER BY name, id LIMIT 1000",
         )
         .bind(owner)
@@ -296,13 +322,42 @@ impl Store {
 
     /// A schedule's latest runs, newest tick first.
     pub async fn schedule_runs(&self, id: Uuid, n: i64) -> Result<Vec<TaskRecord>, StoreError> {
-        Ok(sqlx::query_as::<_, TaskRecord>(
-            "SELECT * FROM tasks WHERE schedule_id = $1 ORDER BY scheduled_for DESC, id DESC LIMIT $2",
-        )
-        .bind(id)
+        self.schedules_runs(&[id], n).await
+    }
+
+    /// The latest `n` tasks of each of `ids`, as summaries (`tasks::summary_columns`):
+    /// one statement for a whole list of schedules.
+    pub async fn schedules_runs(&self, ids: &[Uuid], n: i64) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(sqlx::query_as::<_, TaskRecord>(concat!(
+            "SELECT runs.* FROM unnest($1::uuid[]) AS listed(schedule)
+             CROSS JOIN LATERAL (SELECT ",
+            crate::tasks::summary_columns!(),
+            " FROM tasks WHERE schedule_id = listed.schedule
+                ORDER BY scheduled_for DESC, id DESC LIMIT $2) AS runs"
+        ))
+        .bind(ids)
         .bind(n)
         .fetch_all(&self.pool)
         .await?)
+    }
+
+    /// The latest `n` skipped ranges of each of `ids`, with the schedule of each.
+    pub async fn schedules_skips(
+        &self,
+        ids: &[Uuid],
+        n: i64,
+    ) -> Result<Vec<(Uuid, ScheduleSkip)>, StoreError> {
+        let rows: Vec<ScheduleSkipOf> = sqlx::query_as(
+            "SELECT listed.schedule AS schedule_id, skips.* FROM unnest($1::uuid[]) AS listed(schedule)
+             CROSS JOIN LATERAL (
+                 SELECT scheduled_for, through, ticks, reason, recorded_at FROM schedule_skips
+                 WHERE schedule_id = listed.schedule ORDER BY scheduled_for DESC LIMIT $2) AS skips",
+        )
+        .bind(ids)
+        .bind(n)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|r| (r.schedule_id, r.skip)).collect())
     }
 
     /// A schedule's latest skipped ticks, newest first.

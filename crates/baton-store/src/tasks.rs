@@ -349,15 +349,45 @@ impl Store {
     }
 }
 
-/// The tasks `filter`, `label` and `text` select, newest first (see
-/// [`Store::task_list_matching`]).
+/// What a list reads of each task: every column, but of the ones a task may
+/// fill with up to a MiB, what a row of a list shows — the first 16 words of its command
+/// and the first 256 characters of each and of its script, the names of its secrets, no
+/// `env`, `payload` or `outputs` — so a page of 1,000 planted tasks is not a GiB read,
+/// shipped and rendered. `GET /v1/tasks/{id}` reads the task whole.
+macro_rules! summary_columns {
+    () => {
+        "id, queue, labels,
+         CASE WHEN command IS NULL THEN NULL
+              ELSE ARRAY(SELECT left(word, 256)
+                         FROM unnest(command[1:16]) WITH ORDINALITY AS w(word, n)
+                         ORDER BY n)
+         END AS command,
+         left(script, 256) AS script,
+         '{}'::jsonb AS env,
+         (SELECT coalesce(jsonb_object_agg(name, ''), '{}'::jsonb)
+          FROM jsonb_object_keys(secret_env) AS name) AS secret_env,
+         NULL::jsonb AS payload,
+         priority, timeout_s, queue_timeout_s, max_attempts, run_at, idempotency_key, status,
+         attempt, runner_id, lease_id, boot_id, notify_url, created_by, traceparent,
+         created_at, updated_at, queued_at, leased_at, started_at, finished_at, exit_code,
+         error, NULL::jsonb AS outputs, log_size, log_truncated, log_incomplete, schedule_id,
+         scheduled_for, retry_of, retry_policy, concurrency_key, concurrency_limit"
+    };
+}
+
+pub(crate) use summary_columns;
+
+/// The tasks `filter`, `label` and `text` select, newest first, as summaries
+/// ([`summary_columns`]; see [`Store::task_list_matching`]).
 fn matching<'q>(
     filter: &'q TaskFilter,
     label: Option<&'q str>,
     text: Option<&str>,
 ) -> sqlx::query::QueryAs<'q, sqlx::Postgres, TaskRecord, sqlx::postgres::PgArguments> {
-    sqlx::query_as::<_, TaskRecord>(
-        r"SELECT * FROM tasks
+    sqlx::query_as::<_, TaskRecord>(concat!(
+        "SELECT ",
+        summary_columns!(),
+        r" FROM tasks
              WHERE ($1::text IS NULL OR status = $1)
                AND ($2::text IS NULL OR queue = $2)
                AND ($3::uuid IS NULL OR id < $3)
@@ -371,7 +401,7 @@ fn matching<'q>(
                     OR left(script, $11) ILIKE $10 ESCAPE '\')
              ORDER BY id DESC
              LIMIT $4",
-    )
+    ))
     .bind(filter.status.map(TaskStatus::as_str))
     .bind(filter.queue.as_deref())
     .bind(filter.before)

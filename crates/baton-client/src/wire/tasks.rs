@@ -180,7 +180,7 @@ pub struct Task {
     /// The JSON it was submitted with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
-    /// Higher is handed out first; within a priority, the longest queued goes first.
+    /// Higher is handed out first; within a priority, owners with work waiting take turns.
     pub priority: i32,
     /// Seconds a run may take from its start, as resolved at submit (the nodes' default
     /// when none was given).
@@ -280,6 +280,12 @@ pub struct Task {
     /// it. Shown by `GET /v1/tasks/{id}` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
+    /// True in lists (and a schedule's runs): what may be large is cut to what a row
+    /// shows — `command` to its first 16 words and each word, like `script`, to its first
+    /// 256 characters; `env`, `payload` and `outputs` left out. `GET /v1/tasks/{id}` shows
+    /// the task whole.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub summary: bool,
 }
 
 /// A task's completion webhook: where its delivery stands.

@@ -3,7 +3,7 @@
 //! them all; `admin` changes any (docs/authorization.md).
 
 use super::openapi::Errors;
-use crate::api::views::task_view;
+use crate::api::views::task_summary_view;
 use crate::auth::User;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
@@ -16,11 +16,17 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use baton_client::{CreateSchedule, Schedule, ScheduleList, ScheduleRun, UpdateSchedule};
 use baton_coord::Wake;
-use baton_store::{ScheduleRecord, StoreError};
+use baton_store::{ScheduleRecord, ScheduleSkip, StoreError, TaskRecord};
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 use uuid::Uuid;
 
 /// How many next ticks and latest runs `GET /v1/schedules/{id}` shows.
 const SHOWN: usize = 10;
+
+/// How many of each a list shows per schedule: what the console's rows show, so it reads
+/// the list alone (not each schedule's details).
+const LISTED: usize = 3;
 
 #[utoipa::path(post, path = "/v1/schedules", tag = "schedules", security(("bearer" = [])),
     request_body = CreateSchedule,
@@ -54,12 +60,47 @@ pub(super) async fn list(
 ) -> Result<Json<ScheduleList>, ApiError> {
     let owner = user.task_scope()?;
     let rows = state.store.schedules_list(owner).await?;
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let mut tasks: HashMap<Uuid, Vec<TaskRecord>> = HashMap::new();
+    for task in state.store.schedules_runs(&ids, LISTED as i64).await? {
+        if let Some(schedule) = task.schedule_id {
+            tasks.entry(schedule).or_default().push(task);
+        }
+    }
+    let mut skips: HashMap<Uuid, Vec<ScheduleSkip>> = HashMap::new();
+    for (schedule, skip) in state.store.schedules_skips(&ids, LISTED as i64).await? {
+        skips.entry(schedule).or_default().push(skip);
+    }
     Ok(Json(ScheduleList {
         schedules: rows
             .into_iter()
-            .map(|r| schedule_view(r, Vec::new(), Vec::new()))
+            .map(|r| {
+                let fires = next_fires(&r, LISTED);
+                let runs = merged_runs(
+                    tasks.remove(&r.id).unwrap_or_default(),
+                    skips.remove(&r.id).unwrap_or_default(),
+                    LISTED,
+                );
+                Schedule {
+                    summary: true,
+                    ..schedule_view(r, fires, runs)
+                }
+            })
             .collect(),
     }))
+}
+
+/// Its next `n` ticks (none while paused, none past its end).
+fn next_fires(record: &ScheduleRecord, n: usize) -> Vec<DateTime<Utc>> {
+    match (record.next_fire_at, clock_of(record)) {
+        (Some(next), Ok(clock)) if !record.paused => {
+            let mut ticks = vec![next];
+            ticks.extend(clock.upcoming(next, n - 1));
+            ticks.retain(|t| record.end_at.is_none_or(|end| *t <= end));
+            ticks
+        }
+        _ => Vec::new(),
+    }
 }
 
 #[utoipa::path(operation_id = "get_schedule", get, path = "/v1/schedules/{id}", tag = "schedules", security(("bearer" = [])),
@@ -72,52 +113,38 @@ pub(super) async fn get(
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Schedule>, ApiError> {
     let record = visible(&state, user.task_scope()?, id).await?;
-    let next_fires = match (record.next_fire_at, clock_of(&record)) {
-        (Some(next), Ok(clock)) if !record.paused => {
-            let mut ticks = vec![next];
-            ticks.extend(clock.upcoming(next, SHOWN - 1));
-            ticks.retain(|t| record.end_at.is_none_or(|end| *t <= end));
-            ticks
-        }
-        _ => Vec::new(),
-    };
-    let last_runs = last_runs(&state, id).await?;
+    let next_fires = next_fires(&record, SHOWN);
+    let n = SHOWN as i64;
+    let last_runs = merged_runs(
+        state.store.schedule_runs(id, n).await?,
+        state.store.schedule_skips(id, n).await?,
+        SHOWN,
+    );
     Ok(Json(schedule_view(record, next_fires, last_runs)))
 }
 
-/// The latest ticks: tasks and skipped ranges merged, newest first.
-async fn last_runs(state: &AppState, id: Uuid) -> Result<Vec<ScheduleRun>, ApiError> {
-    let n = SHOWN as i64;
-    let mut runs: Vec<ScheduleRun> = state
-        .store
-        .schedule_runs(id, n)
-        .await?
+/// The latest `n` ticks: tasks (as summaries) and skipped ranges merged, newest first.
+fn merged_runs(tasks: Vec<TaskRecord>, skips: Vec<ScheduleSkip>, n: usize) -> Vec<ScheduleRun> {
+    let mut runs: Vec<ScheduleRun> = tasks
         .into_iter()
         .map(|t| ScheduleRun {
             scheduled_for: t.scheduled_for.unwrap_or(t.created_at),
             outcome: "fired".to_string(),
-            task: Some(task_view(t)),
+            task: Some(task_summary_view(t)),
             through: None,
             ticks: None,
         })
         .collect();
-    runs.extend(
-        state
-            .store
-            .schedule_skips(id, n)
-            .await?
-            .into_iter()
-            .map(|s| ScheduleRun {
-                scheduled_for: s.scheduled_for,
-                outcome: format!("skipped_{}", s.reason),
-                task: None,
-                through: Some(s.through),
-                ticks: Some(s.ticks),
-            }),
-    );
+    runs.extend(skips.into_iter().map(|s| ScheduleRun {
+        scheduled_for: s.scheduled_for,
+        outcome: format!("skipped_{}", s.reason),
+        task: None,
+        through: Some(s.through),
+        ticks: Some(s.ticks),
+    }));
     runs.sort_by_key(|run| std::cmp::Reverse(run.scheduled_for));
-    runs.truncate(SHOWN);
-    Ok(runs)
+    runs.truncate(n);
+    runs
 }
 
 #[utoipa::path(patch, path = "/v1/schedules/{id}", tag = "schedules", security(("bearer" = [])),

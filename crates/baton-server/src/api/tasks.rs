@@ -10,7 +10,7 @@ mod tests;
 pub(crate) use admission::{admitted, check_json_floats, new_task, own_group};
 
 use super::openapi::Errors;
-use crate::api::views::{notify_state, task_view};
+use crate::api::views::{notify_state, task_summary_view, task_view};
 use crate::auth::User;
 use crate::dispatch::lease::as_leased;
 use crate::dispatch::submit;
@@ -412,7 +412,7 @@ pub(crate) async fn list(
         .flatten();
     let rows = with_leases(&state, rows).await;
     Ok(Json(TaskList {
-        tasks: rows.into_iter().map(task_view).collect(),
+        tasks: rows.into_iter().map(task_summary_view).collect(),
         next_cursor,
     }))
 }

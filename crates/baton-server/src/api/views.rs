@@ -54,6 +54,15 @@ pub(crate) fn task_view(t: TaskRecord) -> Task {
         retry_of: t.retry_of,
         retried_by: None,
         node_id: None,
+        summary: false,
+    }
+}
+
+/// The view of a task read as a list reads it (`Store::task_list_matching`), saying so.
+pub(crate) fn task_summary_view(t: TaskRecord) -> Task {
+    Task {
+        summary: true,
+        ..task_view(t)
     }
 }
 

@@ -6,29 +6,7 @@ import { actionButton, fill, h, shortId, statusBadge } from '../dom.js';
 import { ago, when } from '../time.js';
 import { watch } from '../watch.js';
 
-/// Schedules whose next ticks and latest runs are read (one request each).
-const MAX_DETAILED = 100;
-
-/// Each schedule as `GET /v1/schedules/{id}` has it, four requests at a time; the list's
-/// own entry for one that could not be read.
-async function withDetails(schedules) {
-  const detailed = [...schedules];
-  let next = 0;
-  async function worker() {
-    while (next < detailed.length) {
-      const i = next++;
-      try {
-        detailed[i] = await get(`/v1/schedules/${encodeURIComponent(detailed[i].id)}`);
-      } catch {
-        // Deleted meanwhile, or unreachable: the list's entry stands.
-      }
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(4, detailed.length) }, worker));
-  return detailed;
-}
-
-/// Its next ticks: all of them from the schedule itself, the next one from the list.
+/// Its next ticks as the list gives them (three), or the next one alone.
 function nextFires(s) {
   if (s.next_fires?.length) return s.next_fires;
   return s.next_fire_at ? [s.next_fire_at] : [];
@@ -96,11 +74,9 @@ export function mount(main, { access, toast }) {
       error.hidden = false;
       throw e;
     }
+    // The list carries each schedule's next ticks and latest runs: one request a load,
+    // however many schedules.
     fill(body, schedules.length ? schedules.map(row) : h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'No schedule.')));
-    // The list carries each schedule's next tick only; its next ticks and latest runs
-    // come with the schedule itself, read a few at a time.
-    const detailed = await withDetails(schedules.slice(0, MAX_DETAILED));
-    fill(body, detailed.concat(schedules.slice(MAX_DETAILED)).map(row));
   }
 
   const headings = ['Schedule', 'Cron', 'State', 'Next fires', 'Last runs', 'Counts'];
