@@ -5,11 +5,13 @@
 //!
 //! Filters: with traces exported, one global filter passes what either output wants —
 //! `RUST_LOG`, plus Baton's spans at info (shared/deps.md pitfall 7: `RUST_LOG=warn`
-//! alone would export no spans) — and the log output narrows it to `RUST_LOG`. Both are
-//! static `Targets` filters: `RUST_LOG` takes `target=level` directives. Layers that
-//! disagree under per-layer `EnvFilter`s (`info,baton=debug`) were seen to drop events
-//! and to lose spans at random (their close never reached the trace layer).
+//! alone would export no spans) — and the log output skips the events `RUST_LOG` does not
+//! ask for. Both are static `Targets` filters: `RUST_LOG` takes `target=level`
+//! directives. No per-layer filter anywhere: under them, layers that disagree were seen
+//! to drop events and to lose spans at random (their close never reached the trace
+//! layer), and even one filtered layer dropped events (`events_only.rs`).
 
+mod events_only;
 mod json_log;
 mod traces;
 
@@ -92,12 +94,17 @@ fn log_filter() -> Targets {
     }
 }
 
-/// The log output, in `format`, narrowed to what `RUST_LOG` asks for.
+/// The log output, in `format`, its events narrowed to what `RUST_LOG` asks for
+/// ([`events_only`]).
 fn log_layer<S>(format: LogFormat) -> Box<dyn Layer<S> + Send + Sync>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
-    fmt_layer(format).with_filter(log_filter()).boxed()
+    events_only::EventsOnly {
+        inner: fmt_layer(format),
+        filter: log_filter(),
+    }
+    .boxed()
 }
 
 /// The log output in `format`, unfiltered.
