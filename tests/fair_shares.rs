@@ -6,6 +6,7 @@ use baton_localcluster::testing as support;
 
 use baton_client::{Client, CreateToken, Scope, SubmitTask};
 use std::collections::HashSet;
+use std::time::Duration;
 use support::*;
 use uuid::Uuid;
 
@@ -89,9 +90,8 @@ async fn two_tenants_submitting_ten_to_one_take_turns() {
 }
 
 /// A tenant that comes while another's backlog is being worked through is served next,
-/// not after the backlog: its first task is tagged at the queue's head (with tags by
-/// arrival time alone it would wait for every task of the backlog queued before it). Once the queue
-/// is empty its fair tags are gone from Redis.
+/// not after the backlog: the backlog's tags are spread ahead of the clock, the
+/// newcomer's is its queued time. The fair state is kept only while it can change a tag.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tenant_arriving_behind_a_backlog_is_served_next() {
     let env = TestEnv::new("fair-late-comer").await;
@@ -105,23 +105,53 @@ async fn a_tenant_arriving_behind_a_backlog_is_served_next() {
     assert_eq!(first, backlog[..100].iter().map(|t| t.id).collect::<Vec<_>>());
 
     let (late, _) = b.submit(&tasks("late-comer", 1)[0]).await.unwrap();
-    // Tagged at the head, it goes right after it (a tie goes to the older task).
-    let next = first_leased(&runner, 2).await;
-    assert_eq!(
-        next,
-        vec![backlog[100].id, late.id],
-        "B's task goes before the 199 of A's behind the head"
-    );
+    let next = first_leased(&runner, 1).await;
+    assert_eq!(next, vec![late.id], "B's task goes before A's 200 still waiting");
+    let rest = first_leased(&runner, 200).await;
+    assert_eq!(rest, backlog[100..].iter().map(|t| t.id).collect::<Vec<_>>());
 
-    let rest = first_leased(&runner, 199).await;
-    assert_eq!(rest, backlog[101..].iter().map(|t| t.id).collect::<Vec<_>>());
     let mut redis = env.redis().await;
-    let fair: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{}fair:*", env.redis_prefix))
+    let keys = baton_coord::Keys::new(&env.redis_prefix);
+    let kept_ms: i64 = redis::cmd("PTTL")
+        .arg(keys.fair("q:default:late-comer"))
         .query_async(&mut redis)
         .await
         .unwrap();
-    assert_eq!(fair, Vec::<String>::new(), "an empty queue keeps no fair tags");
+    // A's next free tag is 300 spacings (s) past the burst; nothing is kept longer.
+    assert!(
+        kept_ms > 0 && kept_ms <= 302_000,
+        "kept for {kept_ms} ms"
+    );
+}
+
+/// A task put back in its queue by its queued time — here a delayed one, released at its
+/// `run_at` — never waits behind work queued after it: no fair tag is earlier than its
+/// task's queued time. (With tags counted from the queue's head instead, A's backlog
+/// held tags a few milliseconds apart, behind the clock, and the released task waited
+/// for all of it.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delayed_task_released_into_a_backlog_waits_only_for_what_came_before_it() {
+    let env = TestEnv::new("fair-released").await;
+    let node = env.node().await;
+    let admin = user_client(&node.url);
+    let a = tenant(&admin, &node.url, submitter("tenant-a")).await;
+    let backlog = a.submit_batch(tasks("released", 50)).await.unwrap().tasks;
+    let mut delayed = tasks("released", 1).remove(0);
+    delayed.run_at = Some(chrono::Utc::now() + chrono::Duration::seconds(2));
+    let (delayed, _) = a.submit(&delayed).await.unwrap();
+    wait_for("the delayed task to be released", Duration::from_secs(15), || async {
+        let t = admin.task_get(delayed.id).await.unwrap();
+        (t.status.as_str() == "queued").then_some(())
+    })
+    .await;
+    let (_, runner) = register_runner(&node.url, &["released"], 1000).await;
+    let first = first_leased(&runner, 10).await;
+    let place = first.iter().position(|id| *id == delayed.id);
+    println!("the released task was handed out {:?} of 51", place.map(|p| p + 1));
+    // Its queued time is about 2 s after the burst: behind the few of A's tagged before
+    // it (one a second), ahead of the rest.
+    assert!(place.is_some_and(|p| p <= 5), "{place:?} in {first:?}");
+    assert!(backlog.iter().take(2).all(|t| first.contains(&t.id)));
 }
 
 /// The attack: a tenant floods priority 1000, and every other tenant's tasks wait behind

@@ -29,7 +29,8 @@ pub enum TaskCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
-    /// List tasks, newest first.
+    /// List tasks, newest first, as summaries (long commands and scripts cut, no env,
+    /// payload or outputs): `baton task get` shows one whole.
     List {
         /// Only tasks in this status (queued, running, succeeded, failed, ...).
         #[arg(long)]

@@ -51,6 +51,12 @@ impl Keys {
         format!("{}owned:{node}", self.prefix)
     }
 
+    /// Owner (token id) -> its next free fair tag in the queue `rel`
+    /// (`lua/enqueue.lua`, which spells it out), kept until the last of them has passed.
+    pub fn fair(&self, rel: &str) -> String {
+        format!("{}fair:{rel}", self.prefix)
+    }
+
     /// A node's liveness, with a TTL.
     pub fn node(&self, node: &str) -> String {
         format!("{}node:{node}", self.prefix)

@@ -4,7 +4,9 @@ use crate::replay::ReplayKey;
 use crate::{Claim, Coord, CoordError};
 use baton_core::LabelSet;
 use baton_core::flow::Group;
-use baton_core::queue_order::{PRIORITY_STEP, parse_queue_key, queue_key, score};
+use baton_core::queue_order::{
+    AGE_EPOCH_MS, FAIR_SPACING_MS, PRIORITY_STEP, parse_queue_key, queue_key, score,
+};
 use redis::Script;
 use std::sync::LazyLock;
 use uuid::Uuid;
@@ -174,7 +176,9 @@ impl Coord {
         let mut inv = ENQUEUE.prepare_invoke();
         inv.arg(self.keys.prefix())
             .arg(self.keys.wake())
-            .arg(PRIORITY_STEP);
+            .arg(PRIORITY_STEP)
+            .arg(FAIR_SPACING_MS)
+            .arg(AGE_EPOCH_MS);
         for task in tasks {
             inv.arg(task.task_id.to_string())
                 .arg(task.key_rel())

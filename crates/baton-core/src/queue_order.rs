@@ -6,7 +6,12 @@ use crate::validate::{PRIORITY_MAX, PRIORITY_MIN};
 
 /// Milliseconds from the Unix epoch to 2024-01-01T00:00:00Z: ages are measured from here
 /// so they stay small.
-const AGE_EPOCH_MS: i64 = 1_704_067_200_000;
+pub const AGE_EPOCH_MS: i64 = 1_704_067_200_000;
+
+/// How far apart submit's add tags one owner's tasks in one queue, at the least
+/// (`coord/src/lua/enqueue.lua`): an owner that queues faster than one task a second
+/// yields to the others with work waiting.
+pub const FAIR_SPACING_MS: i64 = 1_000;
 
 /// One priority step outweighs any age: 2^42 ms is about 139 years.
 pub const PRIORITY_STEP: f64 = (1u64 << 42) as f64;

@@ -282,7 +282,7 @@ pub struct Task {
     pub node_id: Option<String>,
     /// True in lists (and a schedule's runs): what may be large is cut to what a row
     /// shows — `command` to its first 16 words and each word, like `script`, to its first
-    /// 256 characters; `env`, `payload` and `outputs` left out. `GET /v1/tasks/{id}` shows
+    /// 256 characters, `error` to 1,024; `env`, `payload` and `outputs` left out. `GET /v1/tasks/{id}` shows
     /// the task whole.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub summary: bool,

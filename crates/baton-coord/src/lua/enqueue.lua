@@ -3,24 +3,29 @@
 -- all in one step, so no lease sees a task without its group and no wake-up comes before
 -- the entry it announces.
 --
--- Fair shares between owners (docs/flow-control.md): within a priority, a queue hands
--- its tasks out in the order of their fair tags, not of their arrival. Each owner (the
--- token that submitted) has its next free tag in `<prefix>fair:<queue key>`; a task's
--- tag is the later of that and the queue's virtual time — the tag of its head, or the
--- task's own queued time if that is earlier or the queue is empty — and the owner's next
--- free tag becomes one past it. So an owner who queued 10,000 tasks at once holds tags
--- far ahead, and another owner's task, tagged at the head's, goes next: two owners with
--- work waiting take turns, whatever each queued. An owner with nothing waiting ahead of
--- the queue's time is tagged at that time: light owners keep their arrival order. The
--- tag stands where the score's age stood (queue_order.rs), so priority still comes
--- first and queues still compare by it. The state lives while the queue has work: an
--- emptied queue drops it (queue_index.lua's index_refresh).
+-- Fair shares between owners (docs/flow-control.md): a task's score carries its fair tag
+-- where its age stood (queue_order.rs) — the later of its queued time and its owner's
+-- next free tag in that queue, which then moves `spacing` past it. An owner who queues
+-- faster than one task per `spacing` gets tags ahead of the clock: 10,000 at once are
+-- spread over 10,000 spacings. Another owner's task, tagged at its queued time, goes
+-- before all of those still ahead of it, and two owners with work waiting take turns,
+-- whatever each queued. An owner slower than that is tagged at its queued time, as
+-- before. No tag is ever earlier than its task's queued time, so a task put back by its
+-- queued time (a retry, a delayed task's release, a requeue) never waits behind work that
+-- came after it, in its queue or in any other a runner serves. Priority still comes first.
+--
+-- `<prefix>fair:<queue key>` holds each owner's next free tag; it expires when the last
+-- of them has passed, when it could change no tag.
 --
 -- ARGV[1] key prefix   ARGV[2] wake channel   ARGV[3] one priority step of the score
--- ARGV[4..] groups of six: task id, queue key (without prefix), queue meta JSON, score
+-- ARGV[4] spacing (ms)   ARGV[5] the age clock's epoch (ms since the Unix epoch)
+-- ARGV[6..] groups of six: task id, queue key (without prefix), queue meta JSON, score
 -- by its queued time (queue_order::score), owner, group entry JSON ('' for none)
 
 local prefix, step = ARGV[1], tonumber(ARGV[3])
+local spacing, epoch = tonumber(ARGV[4]), tonumber(ARGV[5])
+-- Tags stay below one priority step, so no tag reaches into the next priority.
+local last_tag = step - 1
 
 -- A score's two parts: its priority's base (a multiple of the step) and its age.
 local function parts(score)
@@ -29,18 +34,12 @@ local function parts(score)
 end
 
 local queues, order = {}, {}
-for i = 4, #ARGV, 6 do
+for i = 6, #ARGV, 6 do
   local id, rel, meta, score, owner, group =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4], ARGV[i + 5]
   local q = queues[rel]
   if not q then
-    local head = redis.call('ZRANGE', prefix .. rel, 0, 0, 'WITHSCORES')
-    local head_age = false
-    if #head > 0 then
-      local _, age = parts(tonumber(head[2]))
-      head_age = age
-    end
-    q = {meta = meta, head_age = head_age, next = {}, members = {}, best = false}
+    q = {meta = meta, next = {}, members = {}, best = false}
     queues[rel] = q
     table.insert(order, rel)
   end
@@ -48,15 +47,12 @@ for i = 4, #ARGV, 6 do
     redis.call('HSET', prefix .. 'grp', id, group)
   end
   local base, age = parts(score)
-  local now = age
-  if q.head_age and q.head_age < now then now = q.head_age end
   local free = q.next[owner]
   if free == nil then
-    free = tonumber(redis.call('HGET', prefix .. 'fair:' .. rel, owner)) or false
+    free = tonumber(redis.call('HGET', prefix .. 'fair:' .. rel, owner)) or age
   end
-  local tag = now
-  if free and free > tag then tag = free end
-  q.next[owner] = tag + 1
+  local tag = math.min(math.max(age, free), last_tag)
+  q.next[owner] = tag + spacing
   local fair = base + tag
   table.insert(q.members, fair)
   table.insert(q.members, id)
@@ -71,12 +67,19 @@ for _, rel in ipairs(order) do
     local last = math.min(first + SLICE - 1, #q.members)
     redis.call('ZADD', prefix .. rel, unpack(q.members, first, last))
   end
-  local next = {}
+  local fair_key = prefix .. 'fair:' .. rel
+  local next, latest = {}, 0
   for owner, free in pairs(q.next) do
     table.insert(next, owner)
     table.insert(next, free)
+    if free > latest then latest = free end
   end
-  redis.call('HSET', prefix .. 'fair:' .. rel, unpack(next))
+  redis.call('HSET', fair_key, unpack(next))
+  -- Kept until the latest next free tag has passed, never shortened.
+  local until_ms = epoch + latest + 1000
+  if redis.call('PEXPIRETIME', fair_key) < until_ms then
+    redis.call('PEXPIREAT', fair_key, until_ms)
+  end
   index_add(prefix, rel, q.meta, q.best)
 end
 for _, rel in ipairs(order) do

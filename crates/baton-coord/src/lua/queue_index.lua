@@ -31,8 +31,6 @@ local function index_refresh(prefix, rel)
   local ready = prefix .. 'ready:' .. part
   local head = redis.call('ZRANGE', prefix .. rel, 0, 0, 'WITHSCORES')
   if #head == 0 then
-    -- Owners' fair tags (enqueue.lua) count from the queue's work: none is left.
-    redis.call('DEL', prefix .. 'fair:' .. rel)
     redis.call('HDEL', prefix .. 'queues', rel)
     redis.call('ZREM', ready, rel)
     if redis.call('EXISTS', ready) == 0 then
