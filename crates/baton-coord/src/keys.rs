@@ -51,8 +51,9 @@ impl Keys {
         format!("{}owned:{node}", self.prefix)
     }
 
-    /// Owner (token id) -> its next free fair tag in the queue `rel`
-    /// (`lua/enqueue.lua`, which spells it out), kept until the last of them has passed.
+    /// `<owner>|<priority>` -> that owner's next free fair tag at that priority in the
+    /// queue `rel` (`lua/enqueue.lua`, which spells it out), kept until the last of them
+    /// has passed.
     pub fn fair(&self, rel: &str) -> String {
         format!("{}fair:{rel}", self.prefix)
     }

@@ -5,7 +5,7 @@
 --
 -- Fair shares between owners (docs/flow-control.md): a task's score carries its fair tag
 -- where its age stood (queue_order.rs) — the later of its queued time and its owner's
--- next free tag in that queue, which then moves `spacing` past it. An owner who queues
+-- next free tag in that queue at that priority, which then moves `spacing` past it. An owner who queues
 -- faster than one task per `spacing` gets tags ahead of the clock: 10,000 at once are
 -- spread over 10,000 spacings. Another owner's task, tagged at its queued time, goes
 -- before all of those still ahead of it, and two owners with work waiting take turns,
@@ -14,8 +14,9 @@
 -- queued time (a retry, a delayed task's release, a requeue) never waits behind work that
 -- came after it, in its queue or in any other a runner serves. Priority still comes first.
 --
--- `<prefix>fair:<queue key>` holds each owner's next free tag; it expires when the last
--- of them has passed, when it could change no tag.
+-- `<prefix>fair:<queue key>` holds each owner's next free tag per priority
+-- (`<owner>|<priority>`); it expires when the last of them has passed, when it could
+-- change no tag.
 --
 -- ARGV[1] key prefix   ARGV[2] wake channel   ARGV[3] one priority step of the score
 -- ARGV[4] spacing (ms)   ARGV[5] the age clock's epoch (ms since the Unix epoch)
@@ -47,12 +48,15 @@ for i = 6, #ARGV, 6 do
     redis.call('HSET', prefix .. 'grp', id, group)
   end
   local base, age = parts(score)
-  local free = q.next[owner]
+  -- One line per owner and priority: priorities never compete, so an owner's tasks of
+  -- one priority do not push back its tasks of another.
+  local line = owner .. '|' .. string.format('%d', -base / step)
+  local free = q.next[line]
   if free == nil then
-    free = tonumber(redis.call('HGET', prefix .. 'fair:' .. rel, owner)) or age
+    free = tonumber(redis.call('HGET', prefix .. 'fair:' .. rel, line)) or age
   end
   local tag = math.min(math.max(age, free), last_tag)
-  q.next[owner] = tag + spacing
+  q.next[line] = tag + spacing
   local fair = base + tag
   table.insert(q.members, fair)
   table.insert(q.members, id)
@@ -69,8 +73,8 @@ for _, rel in ipairs(order) do
   end
   local fair_key = prefix .. 'fair:' .. rel
   local next, latest = {}, 0
-  for owner, free in pairs(q.next) do
-    table.insert(next, owner)
+  for line, free in pairs(q.next) do
+    table.insert(next, line)
     table.insert(next, free)
     if free > latest then latest = free end
   end

@@ -64,6 +64,17 @@ pub(crate) fn bounds(limits: &Limits) -> Vec<Bound> {
             "maximum",
             validate::PRIORITY_MAX.into(),
         ),
+        // A token's ceiling is checked as a priority is (`api/admin.rs`).
+        bound(
+            Property("CreateToken", "max_priority"),
+            "minimum",
+            validate::PRIORITY_MIN.into(),
+        ),
+        bound(
+            Property("CreateToken", "max_priority"),
+            "maximum",
+            validate::PRIORITY_MAX.into(),
+        ),
         bound(
             Property("SubmitTask", "timeout_s"),
             "maximum",
