@@ -36,6 +36,11 @@ fn tasks(label: &str, n: usize) -> Vec<SubmitTask> {
         .collect()
 }
 
+/// The ids of `tasks`, in order.
+fn ids(tasks: &[baton_client::Task]) -> Vec<Uuid> {
+    tasks.iter().map(|t| t.id).collect()
+}
+
 /// The first `n` tasks a runner of `label` is handed, in order.
 async fn first_leased(runner: &Client, n: usize) -> Vec<Uuid> {
     let mut leased = Vec::new();
@@ -83,9 +88,17 @@ async fn two_tenants_submitting_ten_to_one_take_turns() {
     );
     assert_eq!(b_share, 100, "B's whole share is among the first 200");
     // Each tenant's own tasks in the order it submitted them.
-    let a_order: Vec<Uuid> = leased.iter().filter(|id| !b_ids.contains(id)).copied().collect();
+    let a_order: Vec<Uuid> = leased
+        .iter()
+        .filter(|id| !b_ids.contains(id))
+        .copied()
+        .collect();
     assert_eq!(a_order, of_a[..a_order.len()]);
-    let b_order: Vec<Uuid> = leased.iter().filter(|id| b_ids.contains(id)).copied().collect();
+    let b_order: Vec<Uuid> = leased
+        .iter()
+        .filter(|id| b_ids.contains(id))
+        .copied()
+        .collect();
     assert_eq!(b_order, of_b);
 }
 
@@ -99,16 +112,24 @@ async fn a_tenant_arriving_behind_a_backlog_is_served_next() {
     let admin = user_client(&node.url);
     let a = tenant(&admin, &node.url, submitter("tenant-a")).await;
     let b = tenant(&admin, &node.url, submitter("tenant-b")).await;
-    let backlog = a.submit_batch(tasks("late-comer", 300)).await.unwrap().tasks;
+    let backlog = a
+        .submit_batch(tasks("late-comer", 300))
+        .await
+        .unwrap()
+        .tasks;
     let (_, runner) = register_runner(&node.url, &["late-comer"], 1000).await;
     let first = first_leased(&runner, 100).await;
-    assert_eq!(first, backlog[..100].iter().map(|t| t.id).collect::<Vec<_>>());
+    assert_eq!(first, ids(&backlog[..100]));
 
     let (late, _) = b.submit(&tasks("late-comer", 1)[0]).await.unwrap();
     let next = first_leased(&runner, 1).await;
-    assert_eq!(next, vec![late.id], "B's task goes before A's 200 still waiting");
+    assert_eq!(
+        next,
+        vec![late.id],
+        "B's task goes before A's 200 still waiting"
+    );
     let rest = first_leased(&runner, 200).await;
-    assert_eq!(rest, backlog[100..].iter().map(|t| t.id).collect::<Vec<_>>());
+    assert_eq!(rest, ids(&backlog[100..]));
 
     let mut redis = env.redis().await;
     let keys = baton_coord::Keys::new(&env.redis_prefix);
@@ -118,10 +139,7 @@ async fn a_tenant_arriving_behind_a_backlog_is_served_next() {
         .await
         .unwrap();
     // A's next free tag is 300 spacings (s) past the burst; nothing is kept longer.
-    assert!(
-        kept_ms > 0 && kept_ms <= 302_000,
-        "kept for {kept_ms} ms"
-    );
+    assert!(kept_ms > 0 && kept_ms <= 302_000, "kept for {kept_ms} ms");
 }
 
 /// A task put back in its queue by its queued time — here a delayed one, released at its
@@ -139,15 +157,22 @@ async fn a_delayed_task_released_into_a_backlog_waits_only_for_what_came_before_
     let mut delayed = tasks("released", 1).remove(0);
     delayed.run_at = Some(chrono::Utc::now() + chrono::Duration::seconds(2));
     let (delayed, _) = a.submit(&delayed).await.unwrap();
-    wait_for("the delayed task to be released", Duration::from_secs(15), || async {
-        let t = admin.task_get(delayed.id).await.unwrap();
-        (t.status.as_str() == "queued").then_some(())
-    })
+    wait_for(
+        "the delayed task to be released",
+        Duration::from_secs(15),
+        || async {
+            let t = admin.task_get(delayed.id).await.unwrap();
+            (t.status.as_str() == "queued").then_some(())
+        },
+    )
     .await;
     let (_, runner) = register_runner(&node.url, &["released"], 1000).await;
     let first = first_leased(&runner, 10).await;
     let place = first.iter().position(|id| *id == delayed.id);
-    println!("the released task was handed out {:?} of 51", place.map(|p| p + 1));
+    println!(
+        "the released task was handed out {:?} of 51",
+        place.map(|p| p + 1)
+    );
     // Its queued time is about 2 s after the burst: behind the few of A's tagged before
     // it (one a second), ahead of the rest.
     assert!(place.is_some_and(|p| p <= 5), "{place:?} in {first:?}");
@@ -181,7 +206,10 @@ async fn a_token_cannot_submit_above_its_priority_ceiling() {
     }
     let refused = capped.submit_batch(flood).await.unwrap_err();
     assert_eq!(refused.status().map(|s| s.as_u16()), Some(403), "{refused}");
-    assert!(refused.to_string().contains("priority 0 or lower"), "{refused}");
+    assert!(
+        refused.to_string().contains("priority 0 or lower"),
+        "{refused}"
+    );
     let listed = admin.task_list(&Default::default()).await.unwrap();
     assert!(listed.tasks.is_empty(), "nothing was queued: {listed:?}");
 

@@ -386,7 +386,13 @@ async fn a_lease_across_many_queues_takes_the_best_tasks_it_may_take() {
         // Priorities and ages spread so the best tasks sit in many different queues.
         let priority = (i * 7 % 5) as i32;
         let at = NOW + i64::from(i * 13 % 97);
-        let mut task = entry(Uuid::now_v7(), &format!("q{}", i % 50), labels, priority, at);
+        let mut task = entry(
+            Uuid::now_v7(),
+            &format!("q{}", i % 50),
+            labels,
+            priority,
+            at,
+        );
         // An owner each: one owner's tasks are placed by their fair tags, one after the
         // other (lua/enqueue.lua); alone in its queue, a task's tag is its age.
         task.owner = format!("owner-{i}");

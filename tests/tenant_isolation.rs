@@ -333,11 +333,15 @@ async fn lists_give_summaries_and_a_task_or_schedule_is_whole_on_request() {
         .await
         .unwrap();
     admin.schedule_action(schedule.id, "trigger").await.unwrap();
-    let listed = wait_for("the triggered run in the list", Duration::from_secs(10), || async {
-        let list = admin.schedules().await.unwrap();
-        let s = list.schedules.into_iter().find(|s| s.id == schedule.id)?;
-        (!s.last_runs.is_empty()).then_some(s)
-    })
+    let listed = wait_for(
+        "the triggered run in the list",
+        Duration::from_secs(10),
+        || async {
+            let list = admin.schedules().await.unwrap();
+            let s = list.schedules.into_iter().find(|s| s.id == schedule.id)?;
+            (!s.last_runs.is_empty()).then_some(s)
+        },
+    )
     .await;
     assert!(listed.summary);
     assert_eq!(listed.next_fires.len(), 3);

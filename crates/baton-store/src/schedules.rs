@@ -327,7 +327,11 @@ impl Store {
 
     /// The latest `n` tasks of each of `ids`, as summaries (`tasks::summary_columns`):
     /// one statement for a whole list of schedules.
-    pub async fn schedules_runs(&self, ids: &[Uuid], n: i64) -> Result<Vec<TaskRecord>, StoreError> {
+    pub async fn schedules_runs(
+        &self,
+        ids: &[Uuid],
+        n: i64,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
         Ok(sqlx::query_as::<_, TaskRecord>(concat!(
             "SELECT runs.* FROM unnest($1::uuid[]) AS listed(schedule)
              CROSS JOIN LATERAL (SELECT ",
@@ -362,14 +366,8 @@ impl Store {
 
     /// A schedule's latest skipped ticks, newest first.
     pub async fn schedule_skips(&self, id: Uuid, n: i64) -> Result<Vec<ScheduleSkip>, StoreError> {
-        Ok(sqlx::query_as::<_, ScheduleSkip>(
-            "SELECT scheduled_for, through, ticks, reason, recorded_at FROM schedule_skips
-             WHERE schedule_id = $1 ORDER BY scheduled_for DESC LIMIT $2",
-        )
-        .bind(id)
-        .bind(n)
-        .fetch_all(&self.pool)
-        .await?)
+        let skips = self.schedules_skips(&[id], n).await?;
+        Ok(skips.into_iter().map(|(_, skip)| skip).collect())
     }
 
     /// Fires one pass's ticks of schedule `id`, if nobody fired them first: `None` when

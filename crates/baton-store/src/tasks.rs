@@ -349,11 +349,11 @@ impl Store {
     }
 }
 
-/// What a list reads of each task: every column, but of the ones a task may
-/// fill with up to a MiB, what a row of a list shows — the first 16 words of its command
-/// and the first 256 characters of each and of its script, the first 1,024 of its error,
-/// the names of its secrets, no `env`, `payload` or `outputs` — so a page of 1,000 planted tasks is not a GiB read,
-/// shipped and rendered. `GET /v1/tasks/{id}` reads the task whole.
+/// What a list reads of each task: every column, but of the ones a task may fill with up
+/// to a MiB, what a row of a list shows — the first 16 words of its command and the first
+/// 256 characters of each and of its script, the first 1,024 of its error, the names of
+/// its secrets, no `env`, `payload` or `outputs` — so a page of 1,000 planted tasks is
+/// not a GiB read, shipped and rendered. `GET /v1/tasks/{id}` reads the task whole.
 macro_rules! summary_columns {
     () => {
         "id, queue, labels,
@@ -370,8 +370,9 @@ macro_rules! summary_columns {
          priority, timeout_s, queue_timeout_s, max_attempts, run_at, idempotency_key, status,
          attempt, runner_id, lease_id, boot_id, notify_url, created_by, traceparent,
          created_at, updated_at, queued_at, leased_at, started_at, finished_at, exit_code,
-         left(error, 1024) AS error, NULL::jsonb AS outputs, log_size, log_truncated, log_incomplete, schedule_id,
-         scheduled_for, retry_of, retry_policy, concurrency_key, concurrency_limit"
+         left(error, 1024) AS error, NULL::jsonb AS outputs, log_size, log_truncated,
+         log_incomplete, schedule_id, scheduled_for, retry_of, retry_policy, concurrency_key,
+         concurrency_limit"
     };
 }
 

@@ -226,23 +226,30 @@ pub(super) async fn token_create(
         validate::check_seconds("expires_in_s", s, MAX_EXPIRY_S)?;
     }
     let (queues, labels) = token_limits(req.queues, req.labels)?;
-    if (queues.is_some() || labels.is_some()) && req.scopes.contains(&Scope::Admin) {
-        // An admin token makes tokens: its limits would bind nothing.
+    if let Some(max) = req.max_priority {
+        validate::check_range(
+            "max_priority",
+            max,
+            validate::PRIORITY_MIN,
+            validate::PRIORITY_MAX,
+        )?;
+    }
+    // An admin token makes tokens: its limits would bind nothing.
+    let limited = [
+        ("queues", queues.is_some() || labels.is_some()),
+        ("max_priority", req.max_priority.is_some()),
+    ]
+    .into_iter()
+    .find(|(_, set)| *set);
+    if let Some((field, _)) = limited
+        && req.scopes.contains(&Scope::Admin)
+    {
         return Err(Invalid::new(
-            "queues",
-            "an admin token cannot be limited to queues or labels (it could make an unlimited one)",
+            field,
+            "an admin token cannot be limited to queues, labels or a priority ceiling (it could \
+             make an unlimited token)",
         )
         .into());
-    }
-    if let Some(max) = req.max_priority {
-        validate::check_range("max_priority", max, validate::PRIORITY_MIN, validate::PRIORITY_MAX)?;
-        if req.scopes.contains(&Scope::Admin) {
-            return Err(Invalid::new(
-                "max_priority",
-                "an admin token cannot have a priority ceiling (it could make a token without one)",
-            )
-            .into());
-        }
     }
     let now = state.clock.now();
     let new = NewApiToken {
