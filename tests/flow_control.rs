@@ -442,7 +442,7 @@ fn coord_of(env: &TestEnv) -> baton_coord::Coord {
 
 /// Redis as a failover leaves it when the new master did not have the last writes of a
 /// lease that started `task`: no claim, no group slot, the task back in its queue.
-async fn lose_the_lease_of(env: &TestEnv, task: &Task, group: &str) {
+async fn lose_the_lease_of(env: &TestEnv, task: &Task, group: &str) -> String {
     let coord = coord_of(env);
     let keys = coord.keys();
     let mut redis = env.redis().await;
@@ -471,7 +471,53 @@ async fn lose_the_lease_of(env: &TestEnv, task: &Task, group: &str) {
         }),
         owner: "tests".into(),
     };
-    assert_eq!(coord.enqueue_unclaimed(&[entry]).await.unwrap(), 1);
+    assert_eq!(
+        coord
+            .enqueue_unclaimed(std::slice::from_ref(&entry))
+            .await
+            .unwrap(),
+        1
+    );
+    entry.key_rel()
+}
+
+/// How many tasks of group `key` hold a lease, as Postgres has them.
+async fn holding_a_lease_in(env: &TestEnv, key: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM tasks WHERE concurrency_key = $1 AND status IN ('leased', 'running', 'cancelling')",
+    )
+    .bind(key)
+    .fetch_one(&mut env.db().await)
+    .await
+    .unwrap()
+}
+
+/// Ends the run (task, lease) on the first runner (client, boot) with success, then asks
+/// on the second until a task is handed out; which one.
+async fn end_and_hand_out_next(
+    (first, boot_1, task, lease): (&Client, Uuid, Uuid, Uuid),
+    (second, boot_2): (&Client, Uuid),
+) -> Uuid {
+    let done = first
+        .exchange(&baton_client::Exchange {
+            completions: vec![baton_client::CompletionItem::succeeded(task, lease)],
+            ..exchange_starting(boot_1, 0, 0)
+        })
+        .await
+        .unwrap();
+    assert_eq!(done.completions[0].result, baton_client::ItemResult::Done);
+    wait_for(
+        "the waiting task to be handed out",
+        Duration::from_secs(10),
+        || async {
+            let got = second
+                .exchange(&exchange_starting(boot_2, 1, 0))
+                .await
+                .unwrap();
+            got.tasks.first().map(|t| t.id)
+        },
+    )
+    .await
 }
 
 /// A Redis failover loses the claim and the group slot a lease took for a task that then
@@ -532,12 +578,7 @@ async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
         .exchange(&exchange_starting(boot_2, 2, 0))
         .await
         .unwrap();
-    let held: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM tasks WHERE concurrency_key = 'g' AND status IN ('leased', 'running', 'cancelling')",
-    )
-    .fetch_one(&mut env.db().await)
-    .await
-    .unwrap();
+    let held = holding_a_lease_in(&env, "g").await;
     assert_eq!(held, 1, "group g (limit 1) runs {held} at once: {again:?}");
     assert!(
         claim.is_some_and(|c| c.runner.is_some()),
@@ -545,26 +586,67 @@ async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
     );
 
     // When the first ends, the second gets its turn.
-    let done = first
-        .exchange(&baton_client::Exchange {
-            completions: vec![baton_client::CompletionItem::succeeded(a.id, lease_a)],
-            ..exchange_starting(boot_1, 0, 0)
-        })
+    let next = end_and_hand_out_next((&first, boot_1, a.id, lease_a), (&second, boot_2)).await;
+    assert_eq!(next, b.id);
+}
+
+/// The same loss, met first by the repair pass: the run's entry is back in its queue with
+/// no claim, and no lease has popped it yet (every runner busy). Before, the pass dropped
+/// the entry as stale — the row runs — and, the task being unclaimed, its group
+/// bookkeeping with it: the next lease found the group (limit 1) free and started another
+/// task beside the run, until a later pass claimed the first. Now the pass claims the run
+/// under its lease, with its slot, taking the entry out; the next task waits.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_repair_pass_claims_a_run_a_failover_put_back_in_its_queue() {
+    let env = TestEnv::new("flow-repair-lost-claim").await;
+    let node = env.node_with(&["--repair-interval-ms", "300"]).await;
+    let user = user_client(&node.url);
+    let (_, first) = register_runner(&node.url, &[], 1).await;
+    let (_, second) = register_runner(&node.url, &[], 4).await;
+    let (boot_1, boot_2) = (Uuid::now_v7(), Uuid::now_v7());
+    let mutex = SubmitTask {
+        command: Some(vec!["true".into()]),
+        concurrency_key: Some("g".into()),
+        concurrency_limit: Some(1),
+        ..Default::default()
+    };
+    let (a, _) = user.submit(&mutex).await.unwrap();
+    let (b, _) = user.submit(&mutex).await.unwrap();
+    let got = first
+        .exchange(&exchange_starting(boot_1, 1, 0))
         .await
         .unwrap();
-    assert_eq!(done.completions[0].result, baton_client::ItemResult::Done);
-    let next = wait_for(
-        "the waiting task to be handed out",
+    assert_eq!(
+        got.tasks.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![a.id]
+    );
+    let lease_a = got.tasks[0].lease_id;
+
+    let queue = lose_the_lease_of(&env, &user.task_get(a.id).await.unwrap(), "g").await;
+    let coord = coord_of(&env);
+    wait_for(
+        "a repair pass to take the run's entry out of its queue",
         Duration::from_secs(10),
         || async {
-            let got = second
-                .exchange(&exchange_starting(boot_2, 1, 0))
-                .await
-                .unwrap();
-            got.tasks.first().map(|t| t.id)
+            let missing = coord.queue_missing(&[(a.id, queue.clone())]).await.unwrap();
+            (!missing.is_empty()).then_some(())
         },
     )
     .await;
+    let again = second
+        .exchange(&exchange_starting(boot_2, 2, 0))
+        .await
+        .unwrap();
+    let held = holding_a_lease_in(&env, "g").await;
+    assert_eq!(held, 1, "group g (limit 1) runs {held} at once: {again:?}");
+    let claim = coord.claim_get(a.id).await.unwrap();
+    assert!(
+        claim.is_some_and(|c| c.lease_id == lease_a),
+        "the run is claimed under its lease"
+    );
+
+    // When the first ends, the second gets its turn.
+    let next = end_and_hand_out_next((&first, boot_1, a.id, lease_a), (&second, boot_2)).await;
     assert_eq!(next, b.id);
 }
 

@@ -271,7 +271,8 @@ async fn the_generation_marker_is_written_only_while_the_rebuild_still_holds_its
 
 /// The repair read a leased row, then the task was requeued (claim dropped, entry added)
 /// before the repair's claim landed: the claim must not be planted, or the next lease drops
-/// the entry as stale and the task is stranded, queued with neither entry nor lease.
+/// the entry as stale and the task is stranded, queued with neither entry nor lease. A
+/// started run is another matter: its entry is a copy a failover brought back.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_repair_does_not_claim_a_task_its_queue_holds() {
     let (_env, coord) = env_and_coord("redis-claim-absent").await;
@@ -281,7 +282,15 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
     let read_lease = Uuid::new_v4();
     assert!(
         !coord
-            .claim_if_absent(id, &queued.key_rel(), "n1", read_lease, (None, None), NOW)
+            .claim_if_absent(
+                id,
+                &queued.key_rel(),
+                "n1",
+                read_lease,
+                (None, None),
+                NOW,
+                false
+            )
             .await
             .unwrap(),
         "a queued task is not claimed"
@@ -293,13 +302,54 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
     let lost = Uuid::now_v7();
     assert!(
         coord
-            .claim_if_absent(lost, &queued.key_rel(), "n1", read_lease, (None, None), NOW)
+            .claim_if_absent(
+                lost,
+                &queued.key_rel(),
+                "n1",
+                read_lease,
+                (None, None),
+                NOW,
+                false
+            )
             .await
             .unwrap()
     );
     assert_eq!(
         coord.claim_get(lost).await.unwrap().unwrap().lease_id,
         read_lease
+    );
+
+    // A started run its queue holds (a failover brought the entry back): claimed, and the
+    // entry taken out, so no lease hands the run out again.
+    let running = Uuid::now_v7();
+    let copy = entry(running, "default", &[], 0, NOW);
+    coord.enqueue(std::slice::from_ref(&copy)).await.unwrap();
+    assert!(
+        coord
+            .claim_if_absent(
+                running,
+                &copy.key_rel(),
+                "n1",
+                read_lease,
+                (None, None),
+                NOW,
+                true
+            )
+            .await
+            .unwrap(),
+        "a started run its queue holds is claimed"
+    );
+    assert_eq!(
+        coord
+            .queue_missing(&[(running, copy.key_rel())])
+            .await
+            .unwrap(),
+        vec![running],
+        "its entry is gone"
+    );
+    assert!(
+        pop_any(&coord, "n2", 1).await.is_empty(),
+        "nothing to hand out"
     );
 }
 

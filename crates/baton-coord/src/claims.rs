@@ -16,7 +16,7 @@ static TAKE_OVER: LazyLock<Script> =
 static ADOPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/claims_adopt.lua")));
 static CLAIM_IF_ABSENT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/claim_if_absent.lua")));
+    LazyLock::new(|| crate::queue::indexing(include_str!("lua/claim_if_absent.lua")));
 pub(crate) static RUNS_END: LazyLock<Script> =
     LazyLock::new(|| crate::queue::indexing(include_str!("lua/runs_end.lua")));
 
@@ -183,7 +183,10 @@ impl Coord {
 
     /// Claims a dispatched task that has no claim, for `node` (repair and rebuild). False
     /// when it already had one, or when its queue (`queue_key`, without the prefix) holds
-    /// it: it was requeued after the caller read its row.
+    /// it and it has not `started`: it was requeued after the caller read its row. A
+    /// started run its queue holds (a copy a Redis failover brought back) is claimed, its
+    /// entry taken out and its group slot taken (`claim_if_absent.lua`).
+    #[allow(clippy::too_many_arguments)]
     pub async fn claim_if_absent(
         &self,
         task: Uuid,
@@ -192,6 +195,7 @@ impl Coord {
         lease_id: Uuid,
         holder: (Option<Uuid>, Option<Uuid>),
         now_ms: i64,
+        started: bool,
     ) -> Result<bool, CoordError> {
         let id = |v: Option<Uuid>| v.map(|u| u.to_string()).unwrap_or_default();
         let mut conn = self.conn().await?;
@@ -205,6 +209,9 @@ impl Coord {
             .arg(now_ms)
             .arg(id(holder.0))
             .arg(id(holder.1))
+            .arg(if started { "1" } else { "0" })
+            .arg(self.keys.prefix())
+            .arg(queue_key)
             .invoke_async(&mut conn)
             .await?;
         Ok(done == 1)

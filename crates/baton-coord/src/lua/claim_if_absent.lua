@@ -1,20 +1,35 @@
 -- Claim a dispatched task that has no claim (the repair pass and the rebuild): never
--- overwrites an existing claim, and never claims a task its queue holds. The repair read
--- the task's row a moment ago; if it was requeued since (claim dropped, entry added, in
--- one step), a claim planted now would make the next lease drop the entry as stale and
--- strand the task, queued in Postgres with neither an entry nor a live lease.
+-- overwrites an existing claim. A task its queue holds is claimed only when its run has
+-- started (ARGV[7] = '1'): then the entry is a copy a Redis failover or restart brought
+-- back while the task runs, and is taken out — dropped as stale instead, with the
+-- unclaimed task's group bookkeeping, it let the next lease start another task of the
+-- group beside the run. A task not started is left to its
+-- queue: the repair read its row a moment ago, and if it was requeued since (claim
+-- dropped, entry added, in one step), a claim planted now would make the next lease drop
+-- the entry as stale and strand it. A started run is requeued only through `scheduled`
+-- and its promotion, not in the moment between the read and this script.
 --
 -- KEYS[1] running hash   KEYS[2] owned set of the claiming node
--- KEYS[3] the task's queue
+-- KEYS[3] the task's queue (with the prefix)
 -- ARGV[1] task id   ARGV[2] node id   ARGV[3] lease id   ARGV[4] now (ms)
--- ARGV[5] runner id   ARGV[6] boot id ('' when unknown)
+-- ARGV[5] runner id   ARGV[6] boot id ('' when unknown)   ARGV[7] '1' if it started
+-- ARGV[8] key prefix   ARGV[9] the queue's key without the prefix
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   return 0
 end
 if redis.call('ZSCORE', KEYS[3], ARGV[1]) then
-  return 0
+  if ARGV[7] ~= '1' then
+    return 0
+  end
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  index_refresh(ARGV[8], ARGV[9])
 end
 redis.call('HSET', KEYS[1], ARGV[1],
   ARGV[2] .. '|' .. ARGV[3] .. '|' .. ARGV[4] .. '|' .. ARGV[5] .. '|' .. ARGV[6])
 redis.call('SADD', KEYS[2], ARGV[1])
+-- A slot of its group is taken with the claim, as a lease takes one.
+local raw = redis.call('HGET', ARGV[8] .. 'grp', ARGV[1])
+if raw then
+  redis.call('SADD', ARGV[8] .. 'grun:' .. cjson.decode(raw).key, ARGV[1])
+end
 return 1

@@ -315,6 +315,7 @@ impl Repairer {
                             lease,
                             (task.runner_id, task.boot_id),
                             now.timestamp_millis(),
+                            task.status != TaskStatus::Leased,
                         )
                         .await?
                 {
