@@ -45,7 +45,7 @@ impl ClientError {
 }
 
 /// How long a request may take beyond its own long-poll wait.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// A followed log stream may last as long as its task.
 const FOLLOW_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 
@@ -395,9 +395,20 @@ impl Client {
     /// The batched runner exchange: starts, completions, a heartbeat and a lease in one
     /// round trip; parks up to `ex.wait_s` when it carries no items and there is no work.
     pub async fn exchange(&self, ex: &Exchange) -> Result<ExchangeAnswer, ClientError> {
+        self.exchange_within(ex, REQUEST_TIMEOUT).await
+    }
+
+    /// [`Client::exchange`], given up `answer_within` after the node should have answered
+    /// (its park of `ex.wait_s` included): a runner whose fence is shorter than the usual
+    /// timeout cannot wait on a node that holds its request without answering.
+    pub async fn exchange_within(
+        &self,
+        ex: &Exchange,
+        answer_within: Duration,
+    ) -> Result<ExchangeAnswer, ClientError> {
         Self::json(
             self.request(Method::POST, "/v1/runner/exchange")
-                .timeout(REQUEST_TIMEOUT + Duration::from_secs(ex.wait_s.into()))
+                .timeout(answer_within + Duration::from_secs(ex.wait_s.into()))
                 .json(ex),
         )
         .await

@@ -143,6 +143,15 @@ impl RunnerConfig {
         }
     }
 
+    /// How long an exchange waits for its answer beyond its park: the client's usual 30 s,
+    /// or a third of `fence_after`, whichever is less. A node that holds a request without
+    /// answering (frozen, or its answers held up) is given up on and the exchange resent,
+    /// through the load balancer, to a node that answers — before the runner's silence
+    /// reaches its fence and it kills its tasks.
+    pub fn exchange_timeout(&self) -> Duration {
+        (Duration::from_secs(self.fence_after_s) / 3).min(baton_client::client::REQUEST_TIMEOUT)
+    }
+
     /// `shutdown_grace_s` as a duration.
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs(self.shutdown_grace_s)
@@ -185,5 +194,20 @@ mod tests {
             Duration::from_millis(500),
             "never below the first step"
         );
+    }
+
+    /// Two tries of an exchange fit in the fence, so a node that holds one without
+    /// answering cannot silence the runner to its fence; the default keeps the client's.
+    #[test]
+    fn an_exchange_is_given_up_within_a_third_of_the_fence() {
+        let timeout = |fence_after_s| {
+            RunnerConfig {
+                fence_after_s,
+                ..RunnerConfig::default()
+            }
+            .exchange_timeout()
+        };
+        assert_eq!(timeout(150), Duration::from_secs(30), "the default: 30 s");
+        assert_eq!(timeout(7), Duration::from_secs(7) / 3, "a drill's fence");
     }
 }

@@ -297,11 +297,11 @@ async fn flight(f: Option<&mut Flight>) -> Flown {
     }
 }
 
-fn fly(client: &Client, exchange: Exchange) -> Flight {
+fn fly(client: &Client, exchange: Exchange, answer_within: Duration) -> Flight {
     let client = client.clone();
     tokio::spawn(async move {
         let sent_at = Instant::now();
-        let answer = client.exchange(&exchange).await;
+        let answer = client.exchange_within(&exchange, answer_within).await;
         (exchange, answer, sent_at)
     })
 }
@@ -381,7 +381,10 @@ fn send_report(
         lanes.report_leasing = Some(Leasing::now(lanes));
     }
     start_replies.extend(completion_replies);
-    lanes.report = Some((fly(&setup.client, exchange), start_replies));
+    lanes.report = Some((
+        fly(&setup.client, exchange, setup.config.exchange_timeout()),
+        start_replies,
+    ));
 }
 
 /// Asks for work for every free slot, parking on the server, if the poll lane is free.
@@ -415,7 +418,10 @@ fn send_poll(setup: &Setup, lanes: &mut Lanes) {
         }
     };
     lanes.poll_sent = Instant::now();
-    lanes.poll = Some((fly(&setup.client, exchange), leasing));
+    lanes.poll = Some((
+        fly(&setup.client, exchange, setup.config.exchange_timeout()),
+        leasing,
+    ));
 }
 
 /// An exchange came back: answer its items, hand out its tasks, apply its verdicts.
