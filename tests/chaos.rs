@@ -2,7 +2,10 @@
 //! load, at least ten node kills and two Redis restarts, a runner killed and a node paused,
 //! every kind of link fault at least once (a runner cut off, a node cut from Redis, from Postgres, a one-way link, a
 //! slow link, a Postgres outage longer than `runner_lost_after`), a node's and a
-//! runner's wall clock stepped, and not one invariant violated.
+//! runner's wall clock stepped, a node dying right after a commit; runners cut off in
+//! every band of their thresholds and a node frozen past the fence; concurrency groups, a
+//! paused queue and schedules of every overlap policy in the load — and not one
+//! invariant violated, nor a run ended without a cause in the fault log.
 //! The report is kept in `target/chaos-report.txt` (scripts/test.sh prints it).
 
 use std::process::Command;
@@ -61,7 +64,32 @@ fn two_minutes_of_chaos_break_no_invariant() {
         "slowed by",
         "cut every node from Postgres",
         "wall clock to",
+        "started to die after its first commit",
     ] {
         assert!(stdout.contains(kind), "no {kind:?} fault in:\n{stdout}");
+    }
+    // Faults that cross every threshold: a runner cut off in each band of its
+    // thresholds, a node frozen past the runners' fence and `forgotten_run_after`.
+    for band in [
+        "shorter than the timeout grace",
+        "between the timeout grace and the fence",
+        "longer than runner_lost_after",
+        "forgotten_run_after and the runners' fence",
+    ] {
+        assert!(stdout.contains(band), "no {band:?} fault in:\n{stdout}");
+    }
+    // The strict checks ran, and passed.
+    for check in [
+        "every run's end has a cause",
+        "no group ran over its limit",
+        "no start in a paused queue",
+        "every overlap policy kept",
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(check) && l.ends_with("ok")),
+            "no passing {check:?} check in:\n{stdout}"
+        );
     }
 }

@@ -4,15 +4,19 @@
 //! every write of a terminal status; the tasks record their own executions; the webhook
 //! receiver records deliveries; the fault schedule records adoption times.
 
+use super::causes::unexplained_ends;
 use super::cluster::ChaosCluster;
 use super::faults::{FaultLog, adoption_limit};
+use super::groups::over_their_limits;
 use super::load::Accepted;
+use super::overlaps::forbidden_overlaps;
+use super::pauses::{Pauses, starts_while_paused};
 use super::records::{acknowledged, runs_from};
 use super::report::Report;
 use super::webhooks::Receiver;
 use baton_core::TaskStatus;
 use sqlx::{Connection, PgConnection};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 use uuid::Uuid;
@@ -22,15 +26,28 @@ fn terminal_sql_list() -> String {
     format!("({})", baton_store::sql_list(TaskStatus::TERMINAL))
 }
 
-/// Records every terminal write, so "written once" can be counted.
+/// Records every terminal write, so "written once" can be counted; every start and every
+/// end of a run (the status leaving `running` or `cancelling`, with the error written and
+/// the runner the run was on), so each end can be matched to its cause (`causes.rs`) and
+/// each start judged against the queue's pauses (`pauses.rs`). Times are the statement's
+/// own (`clock_timestamp()`), on the machine's real clock.
 pub async fn install_audit(database_url: &str) -> anyhow::Result<()> {
     let mut conn = PgConnection::connect(database_url).await?;
-    let record_terminal = format!(
-        "CREATE FUNCTION chaos_record_terminal() RETURNS trigger AS $$
+    let record = format!(
+        "CREATE FUNCTION chaos_record() RETURNS trigger AS $$
          BEGIN
              IF NEW.status IN {} AND NEW.status IS DISTINCT FROM OLD.status THEN
                  INSERT INTO chaos_terminal_writes (task_id, status, attempt)
                  VALUES (NEW.id, NEW.status, NEW.attempt);
+             END IF;
+             IF NEW.status = 'running' AND OLD.status IS DISTINCT FROM 'running' THEN
+                 INSERT INTO chaos_starts (task_id, attempt, runner_id, queue)
+                 VALUES (NEW.id, NEW.attempt, NEW.runner_id, NEW.queue);
+             END IF;
+             IF OLD.status IN ('running', 'cancelling')
+                AND NEW.status NOT IN ('running', 'cancelling') THEN
+                 INSERT INTO chaos_run_ends (task_id, attempt, runner_id, status, error)
+                 VALUES (OLD.id, OLD.attempt, OLD.runner_id, NEW.status, NEW.error);
              END IF;
              RETURN NEW;
          END $$ LANGUAGE plpgsql",
@@ -40,9 +57,16 @@ pub async fn install_audit(database_url: &str) -> anyhow::Result<()> {
         "CREATE TABLE chaos_terminal_writes (
              task_id uuid NOT NULL, status text NOT NULL, attempt integer NOT NULL,
              written_at timestamptz NOT NULL DEFAULT clock_timestamp())",
-        &record_terminal,
-        "CREATE TRIGGER chaos_terminal AFTER UPDATE ON tasks
-         FOR EACH ROW EXECUTE FUNCTION chaos_record_terminal()",
+        "CREATE TABLE chaos_starts (
+             task_id uuid NOT NULL, attempt integer NOT NULL, runner_id uuid, queue text NOT NULL,
+             at timestamptz NOT NULL DEFAULT clock_timestamp())",
+        "CREATE TABLE chaos_run_ends (
+             task_id uuid NOT NULL, attempt integer NOT NULL, runner_id uuid,
+             status text NOT NULL, error text,
+             at timestamptz NOT NULL DEFAULT clock_timestamp())",
+        &record,
+        "CREATE TRIGGER chaos_audit AFTER UPDATE ON tasks
+         FOR EACH ROW EXECUTE FUNCTION chaos_record()",
     ] {
         sqlx::query(sqlx::AssertSqlSafe(statement))
             .execute(&mut conn)
@@ -100,12 +124,20 @@ pub async fn wait_quiescent(
     anyhow::bail!("after {within:?}: {last}")
 }
 
+/// What the drill did beside the load and the faults, for the checks.
+pub struct Flow<'a> {
+    pub pauses: &'a Pauses,
+    /// The overlap schedules' tasks, with their policies.
+    pub overlap_tasks: &'a [(&'static str, Uuid)],
+}
+
 pub async fn check(
     cluster: &ChaosCluster,
     accepted: &[Accepted],
     executions: &Path,
     hooks: &Receiver,
     faults: &FaultLog,
+    flow: &Flow<'_>,
 ) -> anyhow::Result<Report> {
     let mut report = Report {
         accepted: accepted.len(),
@@ -223,7 +255,7 @@ pub async fn check(
             .and_then(|e| e.strip_prefix("exited with status "))
             .and_then(|c| c.parse::<i32>().ok());
         let wrong = match (status.as_str(), accepted.cancelled_as) {
-            ("cancelled", None) if !accepted.cancel_unanswered => {
+            ("cancelled", None) if !accepted.cancel_unanswered && !accepted.cancelled_by_a_tick => {
                 Some("cancelled, though nobody cancelled it".to_string())
             }
             ("cancelled", _) => None,
@@ -332,6 +364,40 @@ pub async fn check(
     report
         .checks
         .push(("orphans adopted in time", violations.len() == before));
+
+    // 8. No run ended without a cause: every end that was not its runner's word on an
+    //    exit is matched to a fault that could bring it about, or to its timeout.
+    let cancelled: HashSet<Uuid> = accepted
+        .iter()
+        .filter(|a| a.cancelled_as.is_some() || a.cancel_unanswered || a.cancelled_by_a_tick)
+        .map(|a| a.id)
+        .collect();
+    let unexplained = unexplained_ends(&mut conn, &ids, &faults.windows, &cancelled).await?;
+    report
+        .checks
+        .push(("every run's end has a cause", unexplained.is_empty()));
+    violations.extend(unexplained);
+
+    // 9. No group over its limit, from the runs' own records.
+    let over = over_their_limits(&mut conn, &ids, &runs).await?;
+    report
+        .checks
+        .push(("no group ran over its limit", over.is_empty()));
+    violations.extend(over);
+
+    // 10. Nothing of a paused queue started while it was paused.
+    let paused = starts_while_paused(&mut conn, flow.pauses).await?;
+    report
+        .checks
+        .push(("no start in a paused queue", paused.is_empty()));
+    violations.extend(paused);
+
+    // 11. Each overlap policy kept.
+    let overlaps = forbidden_overlaps(flow.overlap_tasks, &runs, &faults.windows);
+    report
+        .checks
+        .push(("every overlap policy kept", overlaps.is_empty()));
+    violations.extend(overlaps);
 
     // 7. The drill itself could do what it meant to.
     for e in &faults.errors {

@@ -271,12 +271,30 @@ impl ChaosCluster {
     }
 
     pub async fn start_node(&mut self, index: usize) -> anyhow::Result<()> {
+        self.start_node_with(index, &[]).await
+    }
+
+    /// Starts node `index` with `extra` flags besides its own (a `--fault`), and waits
+    /// until it is ready.
+    pub async fn start_node_with(&mut self, index: usize, extra: &[&str]) -> anyhow::Result<()> {
         let slot = &self.nodes[index];
         let port = slot.port;
-        let mut process = nodes::spawn(&self.exe, &self.work, index + 1, port, &slot.settings)?;
-        nodes::wait_ready(&mut process, port).await?;
+        let mut settings = slot.settings.clone();
+        settings
+            .extra_args
+            .extend(extra.iter().map(|a| a.to_string()));
+        let mut process = nodes::spawn(&self.exe, &self.work, index + 1, port, &settings)?;
+        let ready = nodes::wait_ready(&mut process, port).await;
         self.nodes[index].process = Some(process);
-        Ok(())
+        ready
+    }
+
+    /// Whether node `index` exits by itself within `within`.
+    pub async fn node_exited(&mut self, index: usize, within: std::time::Duration) -> bool {
+        let Some(process) = &mut self.nodes[index].process else {
+            return true;
+        };
+        tokio::time::timeout(within, process.exited()).await.is_ok()
     }
 
     pub fn pause_node(&mut self, index: usize, pause: bool) {

@@ -1,17 +1,26 @@
-//! The fault schedule: node kills (SIGKILL, then a restart on the same port), runner kills
-//! (SIGKILL, then a restart with the same identity and a new boot id), Redis restarts
-//! (alternately keeping and losing its data), node pauses (SIGSTOP past the TTL, then
-//! SIGCONT), and faults of the links between processes, each through its fault proxy: a
-//! runner cut from every node while its tasks run on, one node cut from Redis only or
-//! from Postgres only, a link that carries one direction only, a slow link (latency past
-//! the store timeouts), and a Postgres outage of every node longer than
-//! `runner_lost_after`. The kinds are chosen by `--faults`; each chosen kind happens at
-//! least once and the minimum counts asked for are guaranteed; the rest is drawn at
-//! random from the seed.
+//! The fault schedule: node kills (SIGKILL, then a restart on the same port), a node
+//! started to die right after its first commit (the load balancer resends what it was
+//! asked), runner kills (SIGKILL, then a restart with the same identity and a new boot
+//! id), Redis restarts (alternately keeping and losing its data), Redis and Postgres
+//! failovers (a Redis master killed after its replica was held back, so its last writes
+//! are lost), node pauses (SIGSTOP past the TTL, or past `forgotten_run_after` and the
+//! runners' fence, then SIGCONT), and faults of the links between processes, each through
+//! its fault proxy: a runner cut from every node while its tasks run on (below the
+//! timeout grace, between the grace and the fence, or past the lost threshold), one node
+//! cut from Redis only or from Postgres only, a link that carries one direction only, a
+//! slow link (latency past the store timeouts, or a runner's past the timeout grace), and
+//! a Postgres outage of every node longer than `runner_lost_after`. The kinds are chosen
+//! by `--faults`; each chosen kind happens at least once, each length of a pause and of a
+//! cut too, and the minimum counts asked for are guaranteed; the rest is drawn at random
+//! from the seed. Each fault's window (what it touched, from when to when) goes into the
+//! log, for the checker to match the ends of runs to their causes (`causes.rs`).
 
+use super::causes::{Cause, FaultWindow, unix_now};
 use super::cluster::ChaosCluster;
 use super::stores::{PostgresMode, RedisMode};
-use super::{CLEANER_INTERVAL_MS, ChaosArgs, NODE_TTL_MS, RUNNER_LOST_AFTER_S};
+use super::{
+    CLEANER_INTERVAL_MS, ChaosArgs, NODE_TTL_MS, RUNNER_FENCE_AFTER_S, RUNNER_LOST_AFTER_S, TIMINGS,
+};
 use baton_localcluster::fault_proxy::{Direction, FaultProxy, Link};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -47,10 +56,14 @@ pub enum Fault {
     FailoverRedis,
     /// Postgres under pg_auto_failover: its primary killed, or failed over by hand.
     FailoverPostgres,
+    /// A node started with `--fault abort-after-commit`: it dies right after its first
+    /// group commit, before answering, and the load balancer resends what it was asked
+    /// (unmarked) to another node; then it is started again as it was.
+    AbortAfterCommit,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 14] = [
         Fault::KillNode,
         Fault::KillRunner,
         Fault::RestartRedis,
@@ -64,6 +77,7 @@ impl Fault {
         Fault::ClockStep,
         Fault::FailoverRedis,
         Fault::FailoverPostgres,
+        Fault::AbortAfterCommit,
     ];
 
     /// Whether the drill's stores allow this kind: a single Redis is restarted and cut
@@ -85,6 +99,7 @@ impl Fault {
             Fault::KillRunner | Fault::CutRunner => 3,
             Fault::CutNodeRedis | Fault::CutNodePostgres | Fault::OneWay | Fault::SlowLink => 2,
             Fault::RestartRedis | Fault::PauseNode | Fault::ClockStep => 1,
+            Fault::AbortAfterCommit => 1,
             // Long by nature: rare.
             Fault::PostgresOutage => 1,
             Fault::FailoverRedis | Fault::FailoverPostgres => 2,
@@ -100,6 +115,8 @@ pub struct FaultLog {
     pub redis_restarts: u32,
     pub redis_restarts_losing_data: u32,
     pub node_pauses: u32,
+    /// Runners cut off, for turning through the bands of their thresholds.
+    pub runner_cuts: u32,
     pub link_faults: u32,
     pub clock_steps: u32,
     /// Failovers of Redis or Postgres, and how long the store took no write in each.
@@ -109,6 +126,8 @@ pub struct FaultLog {
     pub events: Vec<(Duration, String)>,
     /// How long each orphaned set of claims took to be adopted after its node died.
     pub adoptions: Vec<Duration>,
+    /// What each fault touched and when, for matching the ends of runs to their causes.
+    pub windows: Vec<FaultWindow>,
     pub errors: Vec<String>,
 }
 
@@ -139,6 +158,9 @@ fn schedule(args: &ChaosArgs, rng: &mut StdRng) -> Vec<Fault> {
     at_least(&mut plan, Fault::RestartRedis, args.min_redis_restarts);
     at_least(&mut plan, Fault::FailoverRedis, args.min_store_failovers);
     at_least(&mut plan, Fault::FailoverPostgres, args.min_store_failovers);
+    // Each length a pause and a runner's cut turn through, at least once.
+    at_least(&mut plan, Fault::PauseNode, 2);
+    at_least(&mut plan, Fault::CutRunner, 3);
     let total: u32 = args.faults.iter().map(|f| f.weight()).sum();
     while plan.len() < slots && total > 0 {
         let mut draw = rng.random_range(0..total);
@@ -220,7 +242,45 @@ pub async fn run(
     log
 }
 
-/// Injects one fault; says what it did.
+/// How long a node is paused: past its TTL (its claims adopted while it sleeps), or
+/// further, past `forgotten_run_after_s` and the runners' fence (an answer it owed a runner
+/// comes back too late to be started, and the run is ended as forgotten) — alternately.
+fn pause_lasting(pauses_so_far: u32, rng: &mut StdRng) -> Duration {
+    if pauses_so_far.is_multiple_of(2) {
+        Duration::from_millis(NODE_TTL_MS * 2)
+    } else {
+        let forgotten = baton_server::config::ServeConfig::default()
+            .timings
+            .forgotten_run_after_s as f64;
+        secs(rng, forgotten + 1.0, forgotten + 5.0)
+    }
+}
+
+/// How long a runner is cut off, from the three bands of its thresholds, in turn: below
+/// the server's timeout grace; between the grace and the runner's fence (its runs go on,
+/// a deadline may pass while it is unheard, and it must not be called timed out for
+/// that); past the lost threshold (it fences, and its runs are ended and retried).
+fn cut_lasting(cuts_so_far: u32, rng: &mut StdRng) -> (Duration, &'static str) {
+    let grace = TIMINGS.timeout_grace_s as f64;
+    let fence = RUNNER_FENCE_AFTER_S as f64;
+    let lost = RUNNER_LOST_AFTER_S as f64;
+    match cuts_so_far % 3 {
+        0 => (
+            secs(rng, 1.0, grace - 0.5),
+            "shorter than the timeout grace",
+        ),
+        1 => (
+            secs(rng, grace + 0.3, fence - 0.3),
+            "between the timeout grace and the fence",
+        ),
+        _ => (
+            secs(rng, lost + 1.0, lost + 4.0),
+            "longer than runner_lost_after",
+        ),
+    }
+}
+
+/// Injects one fault; says what it did, and records what it touched and when.
 async fn apply(
     fault: Fault,
     cluster: &mut ChaosCluster,
@@ -229,6 +289,7 @@ async fn apply(
     adoptions: &mut Vec<(usize, tokio::task::JoinHandle<Option<Duration>>)>,
     refused: &(dyn Fn() -> u64 + Sync),
 ) -> anyhow::Result<String> {
+    let began = unix_now();
     let what = match fault {
         Fault::KillNode => {
             let index = rng.random_range(0..cluster.nodes.len());
@@ -250,14 +311,46 @@ async fn apply(
                 ));
             }
             tokio::time::sleep(Duration::from_millis(rng.random_range(500..2500))).await;
-            cluster.start_node(index).await?;
+            let started = cluster.start_node(index).await;
+            log.windows
+                .push(FaultWindow::until_now(Cause::Node(index), began));
+            started?;
             said
+        }
+        Fault::AbortAfterCommit => {
+            let index = rng.random_range(0..cluster.nodes.len());
+            cluster.kill_node(index).await;
+            log.node_kills += 1;
+            // It dies at its first commit — a start, a submit, a run's end, whichever it
+            // is sent first — which may come before it is seen ready.
+            let _ = cluster
+                .start_node_with(index, &["--fault", "abort-after-commit"])
+                .await;
+            let died = cluster.node_exited(index, Duration::from_secs(20)).await;
+            cluster.kill_node(index).await;
+            let started = cluster.start_node(index).await;
+            log.windows
+                .push(FaultWindow::until_now(Cause::Node(index), began));
+            started?;
+            if died {
+                format!(
+                    "node {} started to die after its first commit, and started again",
+                    index + 1
+                )
+            } else {
+                format!(
+                    "node {} started to die after its first commit made none in 20 s; started again",
+                    index + 1
+                )
+            }
         }
         Fault::KillRunner => {
             let index = rng.random_range(0..cluster.runners.len());
             cluster.kill_runner(index).await;
             log.runner_kills += 1;
             tokio::time::sleep(Duration::from_millis(rng.random_range(300..1500))).await;
+            log.windows
+                .push(FaultWindow::until_now(Cause::RunnerKilled(index), began));
             cluster.start_runner(index)?;
             format!("killed runner {} and started it again", index + 1)
         }
@@ -265,7 +358,10 @@ async fn apply(
             // Alternate: keep the data (a restart that reloads its snapshot), lose it.
             let keep = log.redis_restarts.is_multiple_of(2);
             let work = cluster.work().clone();
-            cluster.redis.restart_single(&work, keep).await?;
+            let restarted = cluster.redis.restart_single(&work, keep).await;
+            log.windows
+                .push(FaultWindow::until_now(Cause::Stores, began));
+            restarted?;
             log.redis_restarts += 1;
             if !keep {
                 log.redis_restarts_losing_data += 1;
@@ -281,20 +377,35 @@ async fn apply(
         }
         Fault::PauseNode => {
             let index = rng.random_range(0..cluster.nodes.len());
+            let lasting = pause_lasting(log.node_pauses, rng);
             cluster.pause_node(index, true);
             log.node_pauses += 1;
-            tokio::time::sleep(Duration::from_millis(NODE_TTL_MS * 2)).await;
+            tokio::time::sleep(lasting).await;
             cluster.pause_node(index, false);
-            format!("paused node {} past its TTL", index + 1)
+            log.windows
+                .push(FaultWindow::until_now(Cause::NodeFrozen(index), began));
+            format!(
+                "paused node {} for {:.1} s (past its TTL{})",
+                index + 1,
+                lasting.as_secs_f64(),
+                if lasting > Duration::from_secs(RUNNER_FENCE_AFTER_S) {
+                    ", forgotten_run_after and the runners' fence"
+                } else {
+                    ""
+                }
+            )
         }
         Fault::CutRunner => {
-            // From shorter than the fence to longer than the lost threshold.
             let index = rng.random_range(0..cluster.runners.len());
-            let lasting = secs(rng, 3.0, RUNNER_LOST_AFTER_S as f64 + 4.0);
+            let cuts = log.runner_cuts;
+            let (lasting, band) = cut_lasting(cuts, rng);
             for_a_while(&cluster.runners[index].link, Link::Cut, lasting);
+            log.runner_cuts += 1;
             log.link_faults += 1;
+            log.windows
+                .push(FaultWindow::from_now(Cause::RunnerLink(index), lasting));
             format!(
-                "cut runner {} from every node for {:.1} s (its tasks run on)",
+                "cut runner {} from every node for {:.1} s, {band} (its tasks run on)",
                 index + 1,
                 lasting.as_secs_f64()
             )
@@ -310,6 +421,8 @@ async fn apply(
             let lasting = secs(rng, 2.0, 9.0);
             all_for_a_while(&links, Link::Cut, lasting);
             log.link_faults += 1;
+            log.windows
+                .push(FaultWindow::from_now(Cause::Node(index), lasting));
             format!(
                 "cut node {} from {store} only for {:.1} s",
                 index + 1,
@@ -317,7 +430,7 @@ async fn apply(
             )
         }
         Fault::OneWay => {
-            let (links, name) = any_link(cluster, rng);
+            let (links, name, cause) = any_link(cluster, rng);
             let (way, said) = if rng.random_bool(0.5) {
                 (Direction::ToUpstream, "requests pass, answers are lost")
             } else {
@@ -326,18 +439,28 @@ async fn apply(
             let lasting = secs(rng, 2.0, 9.0);
             all_for_a_while(&links, Link::OnlyTo(way), lasting);
             log.link_faults += 1;
+            log.windows.push(FaultWindow::from_now(cause, lasting));
             format!(
                 "{name} one way only ({said}) for {:.1} s",
                 lasting.as_secs_f64()
             )
         }
         Fault::SlowLink => {
-            let (links, name) = any_link(cluster, rng);
-            let delay = Duration::from_millis(rng.random_range(300..3000));
+            let (links, name, cause) = any_link(cluster, rng);
+            // A runner's answers held past the server's timeout grace (and its fence, at
+            // the top), in order; a store's past the node's store timeouts.
+            let most = match cause {
+                Cause::RunnerLink(_) => (TIMINGS.timeout_grace_s + 3) * 1000,
+                _ => 3000,
+            };
+            let delay = Duration::from_millis(rng.random_range(300..most));
             let jitter = Duration::from_millis(rng.random_range(0..500));
             let lasting = secs(rng, 3.0, 9.0);
             all_for_a_while(&links, Link::Slow { delay, jitter }, lasting);
             log.link_faults += 1;
+            // What was sent at its end still arrives `delay` later.
+            log.windows
+                .push(FaultWindow::from_now(cause, lasting + delay + jitter));
             format!(
                 "{name} slowed by {} ms ± {} ms for {:.1} s",
                 delay.as_millis(),
@@ -352,12 +475,15 @@ async fn apply(
                 all_for_a_while(&slot.postgres_links, Link::Cut, lasting);
             }
             log.link_faults += 1;
+            log.windows
+                .push(FaultWindow::from_now(Cause::Stores, lasting));
             format!(
                 "cut every node from Postgres for {:.0} s (longer than runner_lost_after)",
                 lasting.as_secs_f64()
             )
         }
         Fault::ClockStep => {
+            // No window: no verdict may follow from a clock (see the consts above).
             let Some(clocks) = &cluster.clocks else {
                 return Ok("clock step left out: libfaketime is not installed".into());
             };
@@ -375,11 +501,14 @@ async fn apply(
             // Alternate: the master or primary killed, then a failover asked for by hand.
             let by_hand = log.store_failovers.len() % 2 == 1;
             let before = refused();
-            let (what, took) = if fault == Fault::FailoverRedis {
-                cluster.redis.fail_over(by_hand).await?
+            let failed_over = if fault == Fault::FailoverRedis {
+                cluster.redis.fail_over(by_hand).await
             } else {
-                cluster.postgres.fail_over(by_hand).await?
+                cluster.postgres.fail_over(by_hand).await
             };
+            log.windows
+                .push(FaultWindow::until_now(Cause::Stores, began));
+            let (what, took) = failed_over?;
             log.store_failovers.push((what.clone(), took));
             format!(
                 "{what}: writable again after {:.1} s, {} submits refused meanwhile",
@@ -393,25 +522,28 @@ async fn apply(
 }
 
 /// A link drawn at random: a node's to Redis (a single one) or to Postgres (every server
-/// it names), or a runner's.
-fn any_link(cluster: &ChaosCluster, rng: &mut StdRng) -> (Vec<Arc<FaultProxy>>, String) {
-    let mut links: Vec<(Vec<Arc<FaultProxy>>, String)> = Vec::new();
+/// it names), or a runner's; with what its fault touches.
+fn any_link(cluster: &ChaosCluster, rng: &mut StdRng) -> (Vec<Arc<FaultProxy>>, String, Cause) {
+    let mut links: Vec<(Vec<Arc<FaultProxy>>, String, Cause)> = Vec::new();
     for (index, slot) in cluster.nodes.iter().enumerate() {
         if let Some(redis) = &slot.redis_link {
             links.push((
                 vec![redis.clone()],
                 format!("node {}'s Redis link", index + 1),
+                Cause::Node(index),
             ));
         }
         links.push((
             slot.postgres_links.clone(),
             format!("node {}'s Postgres link", index + 1),
+            Cause::Node(index),
         ));
     }
     for (index, slot) in cluster.runners.iter().enumerate() {
         links.push((
             vec![slot.link.clone()],
             format!("runner {}'s link", index + 1),
+            Cause::RunnerLink(index),
         ));
     }
     links.swap_remove(rng.random_range(0..links.len()))

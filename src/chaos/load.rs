@@ -1,6 +1,6 @@
 //! The steady load: a mix of quick, slow, long, failing and retried tasks, some with a
-//! completion webhook, some cancelled a moment after their submit, all through the load
-//! balancer. Every task records its own execution in a shared file — a start line, a tick
+//! completion webhook, some cancelled a moment after their submit, some in a concurrency
+//! group or in the queue the drill pauses and resumes, all through the load balancer. Every task records its own execution in a shared file — a start line, a tick
 //! while it runs and an end line with its exit code, with nanosecond times — so the checks
 //! can see whether one task ever ran twice at once, and whether it ended as it ran.
 //!
@@ -8,6 +8,8 @@
 //! simply sent again; a task counts as accepted once some answer was 2xx. Every request
 //! the driver sends and the answer it got go to a history file beside the record.
 
+use super::groups::GROUPS;
+use super::pauses::PAUSED_QUEUE;
 use baton_client::{Client, SubmitTask};
 use baton_core::TaskStatus;
 use rand::rngs::StdRng;
@@ -30,6 +32,8 @@ pub struct Accepted {
     /// A cancel of it went unanswered (a timeout, a 5xx, a node killed mid-request):
     /// like any write whose answer was lost, it may or may not have taken effect.
     pub cancel_unanswered: bool,
+    /// A task of the `cancel` overlap schedule: a later tick of it may cancel it.
+    pub cancelled_by_a_tick: bool,
 }
 
 /// How the drill's cancel of one task went.
@@ -62,7 +66,7 @@ struct Plan {
 /// break, so a line the ticker left half-written when it was killed ends before the
 /// next record — its start, that it is still alive every 200 ms (a run killed — by a fence, a cancel, its agent's death — records no end, and
 /// its last tick is when it was last seen running), and its end.
-fn recorded(executions: &Path, work: &str) -> String {
+pub(super) fn recorded(executions: &Path, work: &str) -> String {
     let file = executions.display();
     // A runner on a skewed clock passes libfaketime on to its tasks: the record is
     // written on the real clock.
@@ -137,6 +141,17 @@ impl Load {
                 2,
             ),
         };
+        // Where it goes: one of the concurrency groups (short work, so a group of one
+        // keeps up), the queue the drill pauses and resumes, or the plain queue.
+        let (queue, group, work, max_attempts) = match rng.random_range(0..16) {
+            0..=3 => {
+                let (key, limit) = GROUPS[rng.random_range(0..GROUPS.len())];
+                let work = format!("sleep 0.{}", rng.random_range(2..=9));
+                (None, Some((key, limit)), work, rng.random_range(1..=2))
+            }
+            4..=5 => (Some(PAUSED_QUEUE.to_string()), None, work, max_attempts),
+            _ => (None, None, work, max_attempts),
+        };
         let notify = rng.random_range(0..5) == 0;
         // Some are cancelled while they wait or run: they must end `cancelled`.
         let cancel_after = (rng.random_range(0..12) == 0)
@@ -144,6 +159,9 @@ impl Load {
         let task = SubmitTask {
             script: Some(recorded(&self.executions, &work)),
             labels: vec!["chaos".into()],
+            queue,
+            concurrency_key: group.map(|(key, _)| key.to_string()),
+            concurrency_limit: group.map(|(_, limit)| limit),
             max_attempts: Some(max_attempts),
             timeout_s: Some(30),
             idempotency_key: Some(format!("chaos-{}-{n}", self.seed)),
@@ -234,6 +252,7 @@ impl Load {
             notify: plan.notify,
             cancelled_as: cancel.answered_as,
             cancel_unanswered: cancel.unanswered,
+            cancelled_by_a_tick: false,
         });
         Ok(())
     }

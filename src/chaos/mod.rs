@@ -1,14 +1,22 @@
 //! `baton chaos`: the failover drill. It starts a cluster on this machine (Redis, Postgres,
-//! N nodes behind nginx, M runners) with short thresholds, submits a steady mix of tasks,
-//! and for a set time kills and restarts random nodes and runners (SIGKILL), restarts
-//! Redis with and without its data, and pauses nodes past their TTL. Then it waits for the
-//! cluster to settle and checks the history against the invariants of design.md §3,
-//! prints a report, and exits non-zero on any violation.
+//! N nodes behind nginx, M runners) with short thresholds, submits a steady mix of tasks
+//! (some in concurrency groups, some to a queue it pauses and resumes throughout, beside
+//! schedules of every overlap policy), and for a set time injects faults (`faults.rs`)
+//! long enough to cross every threshold. Then it waits for the cluster to settle and
+//! checks the history against the invariants of design.md §3 — from Postgres's audit, the
+//! tasks' own records of their runs, and the fault log, which must name a cause for every
+//! run the server or a runner ended without an exit (`causes.rs`) — prints a report, and
+//! exits non-zero on any violation.
 
+mod asking;
+mod causes;
 mod checks;
 mod cluster;
 mod faults;
+mod groups;
 mod load;
+mod overlaps;
+mod pauses;
 mod records;
 mod report;
 mod schedules;
@@ -151,11 +159,10 @@ async fn drill(
         seed,
     )?);
     let submitting = tokio::spawn(load.clone().run(args.rate, stop_load.clone()));
-    let schedule = schedules::ScheduleWorkload::start(baton_client::Client::new(
-        cluster.lb_url(),
-        Some(cluster::API_TOKEN.into()),
-    )?)
-    .await?;
+    let client = || baton_client::Client::new(cluster.lb_url(), Some(cluster::API_TOKEN.into()));
+    let schedule = schedules::ScheduleWorkload::start(client()?).await?;
+    let overlapping = overlaps::OverlapSchedules::start(client()?, &executions).await?;
+    let pausing = tokio::spawn(pauses::run(client()?, seed, stop_load.clone()));
 
     let started = Instant::now();
     let refused = || load.retries();
@@ -169,17 +176,34 @@ async fn drill(
     .await;
     stop_load.cancel();
     let submit_problems = submitting.await?;
+    let pauses = pausing.await?;
     cluster.heal().await?;
+    let overlap_tasks = {
+        let url = cluster.postgres.url_now().await?;
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await?;
+        overlapping.stop(&mut conn).await?
+    };
     let healed_at = Instant::now();
     println!(
         "\nfaults over after {:.0} s; waiting for the cluster to settle",
         started.elapsed().as_secs_f64()
     );
 
-    let accepted = load.accepted();
+    let mut accepted = load.accepted();
+    accepted.extend(overlap_tasks.iter().map(|(policy, id)| load::Accepted {
+        id: *id,
+        notify: false,
+        cancelled_as: None,
+        cancel_unanswered: false,
+        cancelled_by_a_tick: *policy == "cancel",
+    }));
     let settle = Duration::from_secs(args.settle_s);
     let settled = checks::wait_quiescent(cluster, &accepted, settle).await;
-    let mut report = checks::check(cluster, &accepted, &executions, &hooks, &faults).await?;
+    let flow = checks::Flow {
+        pauses: &pauses,
+        overlap_tasks: &overlap_tasks,
+    };
+    let mut report = checks::check(cluster, &accepted, &executions, &hooks, &faults, &flow).await?;
     report.seed = seed;
     report.duration = Duration::from_secs(args.duration_s);
     report.submit_retries = load.retries();

@@ -13,6 +13,7 @@ use baton_localcluster::processes::Supervised;
 use baton_localcluster::redis;
 use baton_localcluster::redis_cluster::RedisCluster;
 use baton_localcluster::redis_sentinel::{MASTER_NAME, RedisSentinel};
+use baton_localcluster::replication;
 use baton_localcluster::workdir::WorkDir;
 use sqlx::{Connection, PgConnection};
 use std::time::{Duration, Instant};
@@ -127,37 +128,41 @@ impl RedisStore {
                 sentinel.wait_whole(Duration::from_secs(60)).await?;
                 let old = sentinel.master().await?;
                 let started = Instant::now();
-                let took = if by_hand {
-                    sentinel.fail_over(old, started).await?
+                let (took, how) = if by_hand {
+                    (
+                        sentinel.fail_over(old, started).await?,
+                        "SENTINEL FAILOVER".into(),
+                    )
                 } else {
+                    let replica = sentinel.redis_ports[1 - old];
+                    let master = sentinel.redis_ports[old];
+                    let lost = unreplicated_for_a_while(master, replica).await;
                     sentinel.kill(old).await;
-                    sentinel
+                    replication::release(replica).await?;
+                    let took = sentinel
                         .wait_new_master(old, started, Duration::from_secs(60))
-                        .await?
+                        .await?;
+                    (took, format!("killed the master {}", lost?))
                 };
                 sentinel.restart(old).await?;
-                let how = if by_hand {
-                    "SENTINEL FAILOVER"
-                } else {
-                    "killed the master"
-                };
                 Ok((format!("redis sentinel: {how}"), took))
             }
             RedisStore::Cluster(cluster) => {
                 let (master, replica) = wait_for_replica(cluster).await?;
                 let started = Instant::now();
-                if by_hand {
+                let how = if by_hand {
                     cluster.fail_over_to(replica).await?;
+                    "CLUSTER FAILOVER to the replica of Baton's slot".to_string()
                 } else {
+                    let (master_port, replica_port) =
+                        (cluster.ports[master], cluster.ports[replica]);
+                    let lost = unreplicated_for_a_while(master_port, replica_port).await;
                     cluster.kill(master).await;
-                }
+                    replication::release(replica_port).await?;
+                    format!("killed the master of Baton's slot {}", lost?)
+                };
                 let took = cluster.wait_writable(TAG, started).await?;
                 cluster.restart(master).await?;
-                let how = if by_hand {
-                    "CLUSTER FAILOVER to the replica of Baton's slot"
-                } else {
-                    "killed the master of Baton's slot"
-                };
                 Ok((format!("redis cluster: {how}"), took))
             }
         }
@@ -228,6 +233,19 @@ impl RedisStore {
 
 /// The shard of Baton's slot, once its master has a replica to fail over to (a master
 /// killed a moment ago rejoins as one).
+/// How long the replica is held back before its master is killed: the load writes on.
+const UNREPLICATED_FOR: Duration = Duration::from_millis(1500);
+
+/// Holds `replica` back from `master` for [`UNREPLICATED_FOR`], so the master's kill
+/// loses what it took meanwhile; says how much that was. The caller kills the master,
+/// then releases the replica.
+async fn unreplicated_for_a_while(master: u16, replica: u16) -> anyhow::Result<String> {
+    replication::hold(replica).await?;
+    tokio::time::sleep(UNREPLICATED_FOR).await;
+    let lost = replication::offset(master).await? - replication::offset(replica).await?;
+    Ok(format!("with {lost} bytes of writes its replica never had"))
+}
+
 async fn wait_for_replica(cluster: &RedisCluster) -> anyhow::Result<(usize, usize)> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

@@ -18,6 +18,7 @@ pub mod readiness;
 pub mod redis;
 pub mod redis_cluster;
 pub mod redis_sentinel;
+pub mod replication;
 pub mod runners;
 pub mod skewed_clock;
 #[cfg(feature = "testing")]

@@ -7,6 +7,7 @@
 use super::ports::Ports;
 use super::processes::{StopPolicy, Supervised};
 use super::readiness::{poll_every, poll_until, wait_until};
+use super::replication::connect;
 use super::workdir::WorkDir;
 use anyhow::Context;
 use nix::sys::signal::Signal;
@@ -25,17 +26,6 @@ pub struct RedisCluster {
 }
 
 /// One node's connection, or why not.
-async fn connect(port: u16) -> anyhow::Result<redis::aio::MultiplexedConnection> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
-    let conn = tokio::time::timeout(
-        Duration::from_secs(2),
-        client.get_multiplexed_async_connection(),
-    )
-    .await
-    .context("connecting to a cluster node")??;
-    Ok(conn)
-}
-
 async fn cluster_ok(port: u16) -> bool {
     let Ok(mut conn) = connect(port).await else {
         return false;

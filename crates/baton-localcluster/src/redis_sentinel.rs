@@ -9,6 +9,7 @@
 use super::ports::Ports;
 use super::processes::{StopPolicy, Supervised};
 use super::readiness::{poll_every, poll_until, wait_until};
+use super::replication::connect;
 use super::workdir::WorkDir;
 use anyhow::Context;
 use nix::sys::signal::Signal;
@@ -29,16 +30,6 @@ pub struct RedisSentinel {
     /// The sentinels' ports: three, so two make a quorum with one lost.
     pub sentinel_ports: [u16; 3],
     sentinels: Vec<Supervised>,
-}
-
-async fn connect(port: u16) -> anyhow::Result<redis::aio::MultiplexedConnection> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
-    Ok(tokio::time::timeout(
-        Duration::from_secs(2),
-        client.get_multiplexed_async_connection(),
-    )
-    .await
-    .context("connecting to redis")??)
 }
 
 impl RedisSentinel {

@@ -1,0 +1,226 @@
+//! The strict part of the verdict: no run ends without a reason the drill can name. Every
+//! end of a run that is not its runner's word on an exit (a success, an exit code, a
+//! cancel) — the server's verdicts (`runner lost`, `runner restarted`, the run forgotten,
+//! `timed out`) and the runner's own kills (its timer, a signal) — is matched to a cause:
+//! a fault of the fault log that could have brought that verdict about and that overlapped
+//! the run, or its timeout really having passed while it ran. Anything else is a
+//! violation, whatever status the task ended in and whether or not it was retried.
+
+use baton_core::after_run::RUNNER_TIMEOUT_ERROR;
+use baton_core::reconcile::Reason;
+use sqlx::PgConnection;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, SystemTime};
+use uuid::Uuid;
+
+/// What a fault touched, as far as a run's end can be blamed on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// Runner `i` (0-based) was killed: its runs died with it.
+    RunnerKilled(usize),
+    /// Runner `i`'s link to the cluster was cut, one-way or slow: it may have gone unheard
+    /// past a threshold, or fenced itself and killed its runs.
+    RunnerLink(usize),
+    /// Node `i` was killed, paused, aborted in a commit, or cut or slowed from a store:
+    /// an answer it owed (a task handed out) may never have arrived.
+    Node(usize),
+    /// Node `i` was paused (SIGSTOP): it still accepts connections, and holds every
+    /// request sent to it — a runner whose lanes both wait on it goes unheard, and fences
+    /// itself off, though other nodes are up.
+    NodeFrozen(usize),
+    /// Every node at once: Postgres away, a store failing over or restarting.
+    Stores,
+}
+
+/// A fault's span on the real clock, in seconds since the epoch (the audit's clock).
+#[derive(Debug, Clone, Copy)]
+pub struct FaultWindow {
+    pub cause: Cause,
+    pub from: f64,
+    pub to: f64,
+}
+
+impl FaultWindow {
+    /// A fault that begins now and lasts `lasting`.
+    pub fn from_now(cause: Cause, lasting: Duration) -> FaultWindow {
+        let from = unix_now();
+        FaultWindow {
+            cause,
+            from,
+            to: from + lasting.as_secs_f64(),
+        }
+    }
+
+    /// A fault that began at `from` (unix seconds) and is over now.
+    pub fn until_now(cause: Cause, from: f64) -> FaultWindow {
+        FaultWindow {
+            cause,
+            from,
+            to: unix_now(),
+        }
+    }
+}
+
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+/// Margin for a run's start: the audit's time is its start's statement, a little before
+/// the runner has it.
+const SLACK_S: f64 = 2.0;
+
+/// One end of a run, from the audit, with the start of that run.
+#[derive(Debug, Clone, sqlx::FromRow)]
+struct RunEnd {
+    task_id: Uuid,
+    attempt: i32,
+    runner_id: Option<Uuid>,
+    status: String,
+    error: Option<String>,
+    started: Option<f64>,
+    ended: f64,
+    timeout_s: Option<i64>,
+}
+
+/// A kind of fault that may bring about a kind of end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Blame {
+    /// The run's own runner killed.
+    ItsRunnerKilled,
+    /// The run's own runner's link faulted.
+    ItsRunnerLink,
+    /// Any node's fault: the node that handed the task out is not recorded.
+    AnyNode,
+    /// Any node frozen: the node a runner's requests waited on is not recorded.
+    AnyNodeFrozen,
+    Stores,
+}
+
+impl Blame {
+    fn fits(self, cause: Cause, runner: Option<usize>) -> bool {
+        match (self, cause) {
+            (Blame::ItsRunnerKilled, Cause::RunnerKilled(r))
+            | (Blame::ItsRunnerLink, Cause::RunnerLink(r)) => runner == Some(r),
+            (Blame::AnyNode, Cause::Node(_) | Cause::NodeFrozen(_))
+            | (Blame::AnyNodeFrozen, Cause::NodeFrozen(_))
+            | (Blame::Stores, Cause::Stores) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Which faults may bring about an end written with `error`; `None` for an end the drill
+/// knows no cause of at all.
+fn blamable(error: &str) -> Option<&'static [Blame]> {
+    use Blame::*;
+    let lost = [
+        Reason::RunnerLost.as_str(),
+        Reason::RunnerOffline.as_str(),
+        Reason::RunnerDeleted.as_str(),
+    ];
+    Some(match error {
+        e if e == Reason::RunnerRestarted.as_str() => &[ItsRunnerKilled],
+        // Unheard past the threshold: killed, cut off, its requests held by a frozen
+        // node, or every node unable to record it.
+        e if lost.contains(&e) => &[ItsRunnerKilled, ItsRunnerLink, AnyNodeFrozen, Stores],
+        // Forgotten: the runner's list lacks it. The runner was killed, or the answer
+        // handing it out came later than the fence or never (its node stopped, its link
+        // or the stores faulted), so it was never started.
+        "the runner no longer runs it" => &[ItsRunnerKilled, ItsRunnerLink, AnyNode, Stores],
+        // Its process killed from outside: the runner fenced itself off, or died.
+        e if e.starts_with("killed by signal") || e.starts_with("the runner shut down") => {
+            &[ItsRunnerKilled, ItsRunnerLink, AnyNodeFrozen]
+        }
+        _ => return None,
+    })
+}
+
+/// Whether an end is the runner's word that needs no cause: its process exited by itself,
+/// or was cancelled.
+fn by_itself(status: &str, error: Option<&str>) -> bool {
+    matches!(status, "succeeded" | "cancelled")
+        || error.is_none()
+        || error.is_some_and(|e| e.starts_with("exited with status") || e == "cancelled")
+}
+
+/// Runner ids by their drill index, from their registered names (`dev-runner-<n>`).
+async fn runner_indexes(conn: &mut PgConnection) -> anyhow::Result<HashMap<Uuid, usize>> {
+    let rows: Vec<(Uuid, String)> = sqlx::query_as("SELECT id, name FROM runners")
+        .fetch_all(conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, name)| {
+            let n: usize = name.rsplit('-').next()?.parse().ok()?;
+            Some((id, n.checked_sub(1)?))
+        })
+        .collect())
+}
+
+/// Every run end of `tasks` that no fault in `windows` explains, in words. `cancelled`
+/// names the tasks the drill cancelled (or may have): a signal may have ended theirs.
+pub async fn unexplained_ends(
+    conn: &mut PgConnection,
+    tasks: &[Uuid],
+    windows: &[FaultWindow],
+    cancelled: &HashSet<Uuid>,
+) -> anyhow::Result<Vec<String>> {
+    let runners = runner_indexes(conn).await?;
+    let ends: Vec<RunEnd> = sqlx::query_as(
+        "SELECT e.task_id, e.attempt, e.runner_id, e.status, e.error,
+                (SELECT EXTRACT(EPOCH FROM max(s.at))::float8 FROM chaos_starts s
+                  WHERE s.task_id = e.task_id AND s.attempt = e.attempt) AS started,
+                EXTRACT(EPOCH FROM e.at)::float8 AS ended,
+                t.timeout_s::int8 AS timeout_s
+         FROM chaos_run_ends e JOIN tasks t ON t.id = e.task_id
+         WHERE e.task_id = ANY($1)",
+    )
+    .bind(tasks)
+    .fetch_all(conn)
+    .await?;
+    let mut violations = Vec::new();
+    for end in ends {
+        let error = end.error.as_deref();
+        if by_itself(&end.status, error) {
+            continue;
+        }
+        let error = error.unwrap_or_default();
+        let started = end.started.unwrap_or(end.ended);
+        let ran = end.ended - started;
+        let what = format!(
+            "task {} attempt {}: ended {} ({error:?}) after {ran:.1} s",
+            end.task_id, end.attempt, end.status
+        );
+        // A timeout, the server's or the runner's own, is true when the time passed.
+        if error == Reason::TimedOut.as_str() || error.starts_with(RUNNER_TIMEOUT_ERROR) {
+            let timeout = end.timeout_s.unwrap_or(i64::MAX) as f64;
+            if ran + SLACK_S < timeout {
+                violations.push(format!("{what}, before its timeout of {timeout} s"));
+            }
+            continue;
+        }
+        if error.starts_with("killed by signal") && cancelled.contains(&end.task_id) {
+            continue;
+        }
+        let runner = end.runner_id.and_then(|id| runners.get(&id).copied());
+        let Some(blames) = blamable(error) else {
+            violations.push(format!("{what}: no such end is known to the drill"));
+            continue;
+        };
+        let explained = windows.iter().any(|w| {
+            blames.iter().any(|b| b.fits(w.cause, runner))
+                && w.from <= end.ended
+                && w.to + SLACK_S >= started
+        });
+        if !explained {
+            violations.push(format!(
+                "{what} on runner {}: no fault that could end it so overlapped the run",
+                runner.map_or("?".into(), |r| (r + 1).to_string())
+            ));
+        }
+    }
+    Ok(violations)
+}
