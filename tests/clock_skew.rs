@@ -7,8 +7,10 @@
 use baton_localcluster::testing as support;
 
 use baton_client::{Exchange, RunningLease, SubmitTask};
+use baton_core::TaskStatus;
 use baton_localcluster::skewed_clock::faketime_library;
 use std::time::Duration;
+use support::procs::RunnerProc;
 use support::*;
 use uuid::Uuid;
 
@@ -77,4 +79,60 @@ async fn a_runner_heard_only_by_a_node_whose_clock_is_behind_is_not_lost() {
     }
     let now = user.task_get(task.id).await.unwrap();
     assert_eq!(now.status.as_str(), "running", "not ended as lost: {now:?}");
+}
+
+/// A runner killed and started again after its wall clock was stepped back an hour (an
+/// NTP correction, a VM restored from a snapshot): its new boot must still count as later
+/// than the one its run was leased to, so the run — which died with the old boot — ends
+/// at once as `runner restarted`. Before, the new boot's id (a UUIDv7, from the wall
+/// clock) sorted before the old one, the restart went unseen, and the run was left to its
+/// timeout (the drill found a finished run ended `timed_out` so).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_restarted_on_a_clock_stepped_back_is_seen_restarted() {
+    let env = TestEnv::new("clock-skew-boot").await;
+    let node = env.node_with(&FAST_HA).await;
+    let user = user_client(&node.url);
+    let fast = ["--heartbeat-s", "1"];
+    let mut runner = env.runner_with(&node.url, &["a"], 1, &fast).await;
+    let (task, _) = user
+        .submit(&SubmitTask {
+            script: Some("exec sleep 300".into()),
+            labels: vec!["a".into()],
+            timeout_s: Some(120),
+            ..SubmitTask::default()
+        })
+        .await
+        .unwrap();
+    wait_for("the task to run", Duration::from_secs(30), || async {
+        let now = user.task_get(task.id).await.ok()?;
+        (now.status == TaskStatus::Running).then_some(())
+    })
+    .await;
+
+    runner.kill();
+    let _again = RunnerProc::start_in_with_env(
+        &env,
+        &node.url,
+        &["a"],
+        1,
+        &fast,
+        &runner.state_dir,
+        &skewed(-3600),
+    )
+    .await;
+    let ended = wait_for(
+        "the run to be ended, well before its timeout",
+        Duration::from_secs(30),
+        || async {
+            let now = user.task_get(task.id).await.ok()?;
+            now.status.is_terminal().then_some(now)
+        },
+    )
+    .await;
+    assert_eq!(ended.status, TaskStatus::Failed, "{ended:?}");
+    assert_eq!(
+        ended.error.as_deref(),
+        Some("runner restarted"),
+        "{ended:?}"
+    );
 }

@@ -31,7 +31,6 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 mod kept;
 
@@ -218,8 +217,10 @@ impl Agent {
                 "killed tasks a previous run of this runner left behind"
             );
         }
-        // Time-ordered, so the server can tell a later boot from an earlier one seen late.
-        let boot_id = Uuid::now_v7();
+        // Time-ordered, so the server can tell a later boot from an earlier one seen late;
+        // never earlier than the last, whatever the clock did meanwhile.
+        let boot_id = crate::boots::next(&self.config.state_dir)
+            .map_err(|e| anyhow::anyhow!("cannot keep the boot id in the state dir: {e}"))?;
         tracing::info!(runner.id = %reg.runner_id, boot.id = %boot_id, capacity = self.config.capacity, tasks_run = %isolation.describe(), "runner started");
         let results = ResultSpool::open(&self.config.results_dir())
             .map_err(|e| anyhow::anyhow!("cannot keep results in the state dir: {e}"))?;

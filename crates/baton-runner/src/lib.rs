@@ -5,6 +5,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod agent;
+mod boots;
 mod config;
 mod exchanger;
 mod executor;

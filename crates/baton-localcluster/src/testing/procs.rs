@@ -295,6 +295,19 @@ impl RunnerProc {
         extra_args: &[&str],
         state_dir: &std::path::Path,
     ) -> RunnerProc {
+        Self::start_in_with_env(env, server, labels, capacity, extra_args, state_dir, &[]).await
+    }
+
+    /// [`RunnerProc::start_in`] with environment variables of its own (a skewed clock).
+    pub async fn start_in_with_env(
+        env: &TestEnv,
+        server: &str,
+        labels: &[&str],
+        capacity: u32,
+        extra_args: &[&str],
+        state_dir: &std::path::Path,
+        vars: &[(String, String)],
+    ) -> RunnerProc {
         let name = format!("runner-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
         let state_dir = state_dir.to_path_buf();
         let mut command = Command::new(baton_binary());
@@ -313,7 +326,8 @@ impl RunnerProc {
             })
             .args(extra_args)
             .env("BATON_REGISTRATION_TOKEN", REGISTRATION_TOKEN)
-            .env("RUST_LOG", log_filter());
+            .env("RUST_LOG", log_filter())
+            .envs(vars.iter().map(|(k, v)| (k, v)));
         let process = spawn(env, &name, command);
         RunnerProc {
             log: process.log().to_path_buf(),
