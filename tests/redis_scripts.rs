@@ -4,7 +4,9 @@
 
 use baton_localcluster::testing as support;
 
-use baton_coord::{Coord, CoordError, CoordOptions, Enqueue, LeaseAsk, Popped, ReplayKey};
+use baton_coord::{
+    ClaimedIfAbsent, Coord, CoordError, CoordOptions, Enqueue, LeaseAsk, Popped, ReplayKey,
+};
 use baton_core::LabelSet;
 use support::*;
 use uuid::Uuid;
@@ -280,8 +282,8 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
     let queued = entry(id, "default", &[], 0, NOW);
     coord.enqueue(std::slice::from_ref(&queued)).await.unwrap();
     let read_lease = Uuid::new_v4();
-    assert!(
-        !coord
+    assert_eq!(
+        coord
             .claim_if_absent(
                 id,
                 &queued.key_rel(),
@@ -293,6 +295,7 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
             )
             .await
             .unwrap(),
+        ClaimedIfAbsent::No,
         "a queued task is not claimed"
     );
     let popped = pop_any(&coord, "n2", 1).await;
@@ -300,7 +303,7 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
 
     // Neither queued nor claimed (Redis lost it): the repair claims it.
     let lost = Uuid::now_v7();
-    assert!(
+    assert_eq!(
         coord
             .claim_if_absent(
                 lost,
@@ -312,7 +315,8 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
                 false
             )
             .await
-            .unwrap()
+            .unwrap(),
+        ClaimedIfAbsent::Claimed
     );
     assert_eq!(
         coord.claim_get(lost).await.unwrap().unwrap().lease_id,
@@ -324,7 +328,7 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
     let running = Uuid::now_v7();
     let copy = entry(running, "default", &[], 0, NOW);
     coord.enqueue(std::slice::from_ref(&copy)).await.unwrap();
-    assert!(
+    assert_eq!(
         coord
             .claim_if_absent(
                 running,
@@ -337,7 +341,8 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
             )
             .await
             .unwrap(),
-        "a started run its queue holds is claimed"
+        ClaimedIfAbsent::TookItsEntry,
+        "a started run its queue holds is claimed, and says it took the entry"
     );
     assert_eq!(
         coord
@@ -350,6 +355,23 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
     assert!(
         pop_any(&coord, "n2", 1).await.is_empty(),
         "nothing to hand out"
+    );
+
+    // Had the run ended and the task been queued again meanwhile, the entry was the new
+    // turn's: the repair pass (`undo_if_requeued`) drops the claim and puts it back.
+    assert!(coord.claim_release(running, read_lease).await.unwrap());
+    assert_eq!(
+        coord
+            .enqueue_unclaimed(std::slice::from_ref(&copy))
+            .await
+            .unwrap(),
+        1
+    );
+    let popped = pop_any(&coord, "n2", 1).await;
+    assert_eq!(
+        task_ids(&popped),
+        vec![running],
+        "the new turn is handed out"
     );
 }
 

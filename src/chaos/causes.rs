@@ -25,8 +25,7 @@ pub enum Cause {
     /// an answer it owed (a task handed out) may never have arrived.
     Node(usize),
     /// Node `i` was paused (SIGSTOP): it still accepts connections, and holds every
-    /// request sent to it — a runner whose lanes both wait on it goes unheard, and fences
-    /// itself off, though other nodes are up.
+    /// request sent to it until the runner gives it up.
     NodeFrozen(usize),
     /// Every node at once: Postgres away, a store failing over or restarting.
     Stores,
@@ -92,12 +91,27 @@ enum Blame {
     ItsRunnerKilled,
     /// The run's own runner's link faulted.
     ItsRunnerLink,
-    /// Any node's fault: the node that handed the task out is not recorded.
+    /// Any node's fault: the node that handed the task out, or that held the runner's
+    /// requests, is not recorded.
     AnyNode,
-    /// Any node frozen: the node a runner's requests waited on is not recorded.
-    AnyNodeFrozen,
     Stores,
 }
+
+/// When, relative to the run, a fault must have been to bring about its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Near {
+    /// At any time while it ran.
+    TheRun,
+    /// Around its start: the answer handing it out was held or lost (a frozen node
+    /// commits a start it had begun up to a few seconds after it is let go).
+    ItsStart,
+    /// Within `runner_lost_after` before its end: what silenced its runner past the fence
+    /// or the lost threshold.
+    ItsEnd,
+}
+
+/// How long after a node fault's end a start it held may still commit.
+const START_AFTER_S: f64 = 5.0;
 
 impl Blame {
     fn fits(self, cause: Cause, runner: Option<usize>) -> bool {
@@ -105,35 +119,62 @@ impl Blame {
             (Blame::ItsRunnerKilled, Cause::RunnerKilled(r))
             | (Blame::ItsRunnerLink, Cause::RunnerLink(r)) => runner == Some(r),
             (Blame::AnyNode, Cause::Node(_) | Cause::NodeFrozen(_))
-            | (Blame::AnyNodeFrozen, Cause::NodeFrozen(_))
             | (Blame::Stores, Cause::Stores) => true,
             _ => false,
         }
     }
 }
 
-/// Which faults may bring about an end written with `error`; `None` for an end the drill
-/// knows no cause of at all.
-fn blamable(error: &str) -> Option<&'static [Blame]> {
+impl Near {
+    fn fits(self, w: &FaultWindow, started: f64, ended: f64) -> bool {
+        match self {
+            Near::TheRun => w.from <= ended && w.to + SLACK_S >= started,
+            Near::ItsStart => w.from <= started + SLACK_S && w.to + START_AFTER_S >= started,
+            Near::ItsEnd => {
+                let lost = super::RUNNER_LOST_AFTER_S as f64;
+                w.from <= ended && w.to + lost + SLACK_S >= ended
+            }
+        }
+    }
+}
+
+/// Which faults, and when, may bring about an end written with `error`; `None` for an
+/// end the drill knows no cause of at all.
+fn blamable(error: &str) -> Option<&'static [(Blame, Near)]> {
     use Blame::*;
+    use Near::*;
     let lost = [
         Reason::RunnerLost.as_str(),
         Reason::RunnerOffline.as_str(),
         Reason::RunnerDeleted.as_str(),
     ];
     Some(match error {
-        e if e == Reason::RunnerRestarted.as_str() => &[ItsRunnerKilled],
-        // Unheard past the threshold: killed, cut off, its requests held by a frozen
-        // node, or every node unable to record it.
-        e if lost.contains(&e) => &[ItsRunnerKilled, ItsRunnerLink, AnyNodeFrozen, Stores],
+        e if e == Reason::RunnerRestarted.as_str() => &[(ItsRunnerKilled, TheRun)],
+        // Unheard past the threshold: killed, cut off, its requests held by a node that
+        // answered nothing, or every node unable to record it.
+        e if lost.contains(&e) => &[
+            (ItsRunnerKilled, TheRun),
+            (ItsRunnerLink, TheRun),
+            (AnyNode, ItsEnd),
+            (Stores, TheRun),
+        ],
         // Forgotten: the runner's list lacks it. The runner was killed, or the answer
         // handing it out came later than the fence or never (its node stopped, its link
         // or the stores faulted), so it was never started.
-        "the runner no longer runs it" => &[ItsRunnerKilled, ItsRunnerLink, AnyNode, Stores],
-        // Its process killed from outside: the runner fenced itself off, or died.
-        e if e.starts_with("killed by signal") || e.starts_with("the runner shut down") => {
-            &[ItsRunnerKilled, ItsRunnerLink, AnyNodeFrozen]
-        }
+        "the runner no longer runs it" => &[
+            (ItsRunnerKilled, TheRun),
+            (ItsRunnerLink, TheRun),
+            (AnyNode, ItsStart),
+            (Stores, TheRun),
+        ],
+        // Its process killed from outside: the runner died, or fenced itself off, unheard
+        // through a link, a node or stores that answered nothing (Known limit 3).
+        e if e.starts_with("killed by signal") || e.starts_with("the runner shut down") => &[
+            (ItsRunnerKilled, TheRun),
+            (ItsRunnerLink, TheRun),
+            (AnyNode, ItsEnd),
+            (Stores, ItsEnd),
+        ],
         _ => return None,
     })
 }
@@ -211,9 +252,9 @@ pub async fn unexplained_ends(
             continue;
         };
         let explained = windows.iter().any(|w| {
-            blames.iter().any(|b| b.fits(w.cause, runner))
-                && w.from <= end.ended
-                && w.to + SLACK_S >= started
+            blames
+                .iter()
+                .any(|(b, near)| b.fits(w.cause, runner) && near.fits(w, started, end.ended))
         });
         if !explained {
             violations.push(format!(

@@ -29,8 +29,9 @@ fn terminal_sql_list() -> String {
 /// Records every terminal write, so "written once" can be counted; every start and every
 /// end of a run (the status leaving `running` or `cancelling`, with the error written and
 /// the runner the run was on), so each end can be matched to its cause (`causes.rs`) and
-/// each start judged against the queue's pauses (`pauses.rs`). Times are the statement's
-/// own (`clock_timestamp()`), on the machine's real clock.
+/// each start judged against the queue's pauses (`pauses.rs`). Times are on the machine's
+/// real clock: a start's is its statement's beginning (`statement_timestamp()`), when the
+/// snapshot its check of the pauses reads was taken; the others' when they were written.
 pub async fn install_audit(database_url: &str) -> anyhow::Result<()> {
     let mut conn = PgConnection::connect(database_url).await?;
     let record = format!(
@@ -41,8 +42,8 @@ pub async fn install_audit(database_url: &str) -> anyhow::Result<()> {
                  VALUES (NEW.id, NEW.status, NEW.attempt);
              END IF;
              IF NEW.status = 'running' AND OLD.status IS DISTINCT FROM 'running' THEN
-                 INSERT INTO chaos_starts (task_id, attempt, runner_id, queue)
-                 VALUES (NEW.id, NEW.attempt, NEW.runner_id, NEW.queue);
+                 INSERT INTO chaos_starts (task_id, attempt, runner_id, queue, at)
+                 VALUES (NEW.id, NEW.attempt, NEW.runner_id, NEW.queue, statement_timestamp());
              END IF;
              IF OLD.status IN ('running', 'cancelling')
                 AND NEW.status NOT IN ('running', 'cancelling') THEN

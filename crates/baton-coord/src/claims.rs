@@ -20,6 +20,22 @@ static CLAIM_IF_ABSENT: LazyLock<Script> =
 pub(crate) static RUNS_END: LazyLock<Script> =
     LazyLock::new(|| crate::queue::indexing(include_str!("lua/runs_end.lua")));
 
+/// What [`Coord::claim_if_absent`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimedIfAbsent {
+    /// Nothing: it had a claim, or it is not started and its queue holds it.
+    No,
+    /// Claimed.
+    Claimed,
+    /// Claimed, taking its entry out of its queue and a slot of its group: the entry of
+    /// a started run, as a failover brings back — or, if the run ended and its task was
+    /// queued again after the caller read its row (a retry with a short backoff), the
+    /// entry of that new turn. The caller reads the row again and, if it is no longer
+    /// that run, puts the claim back ([`Coord::claim_release`]) and the entry
+    /// ([`Coord::enqueue_unclaimed`]).
+    TookItsEntry,
+}
+
 /// One entry of the `running` hash: `node|lease|claimed_at_ms|runner|boot`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
@@ -181,11 +197,13 @@ impl Coord {
         Ok(inv.invoke_async::<usize>(&mut conn).await?)
     }
 
-    /// Claims a dispatched task that has no claim, for `node` (repair and rebuild). False
-    /// when it already had one, or when its queue (`queue_key`, without the prefix) holds
-    /// it and it has not `started`: it was requeued after the caller read its row. A
-    /// started run its queue holds (a copy a Redis failover brought back) is claimed, its
-    /// entry taken out and its group slot taken (`claim_if_absent.lua`).
+    /// Claims a dispatched task that has no claim, for `node` (repair and rebuild).
+    /// Nothing when it already had one, or when its queue (`queue_key`, without the
+    /// prefix) holds it and it has not `started`: it was requeued after the caller read
+    /// its row. A started run its queue holds (a copy a Redis failover brought back) is
+    /// claimed, its entry taken out and its group slot taken (`claim_if_absent.lua`) —
+    /// unless the run ended and was queued again since the caller's read, which the
+    /// caller then asks Postgres ([`ClaimedIfAbsent::TookItsEntry`]).
     #[allow(clippy::too_many_arguments)]
     pub async fn claim_if_absent(
         &self,
@@ -196,7 +214,7 @@ impl Coord {
         holder: (Option<Uuid>, Option<Uuid>),
         now_ms: i64,
         started: bool,
-    ) -> Result<bool, CoordError> {
+    ) -> Result<ClaimedIfAbsent, CoordError> {
         let id = |v: Option<Uuid>| v.map(|u| u.to_string()).unwrap_or_default();
         let mut conn = self.conn().await?;
         let done: i32 = CLAIM_IF_ABSENT
@@ -214,7 +232,11 @@ impl Coord {
             .arg(queue_key)
             .invoke_async(&mut conn)
             .await?;
-        Ok(done == 1)
+        Ok(match done {
+            0 => ClaimedIfAbsent::No,
+            1 => ClaimedIfAbsent::Claimed,
+            _ => ClaimedIfAbsent::TookItsEntry,
+        })
     }
 
     /// Every claim, for the repair pass.

@@ -144,13 +144,19 @@ impl RunnerConfig {
     }
 
     /// How long an exchange waits for its answer beyond its park: the client's usual 30 s,
-    /// or a third of `fence_after`, whichever is less. A node that holds a request without
+    /// or a third of `fence_after`, whichever is less (and never under a second). A node that holds a request without
     /// answering (frozen, or its answers held up) is given up on and the exchange resent,
     /// through the load balancer, to a node that answers — before the runner's silence
     /// reaches its fence and it kills its tasks.
     pub fn exchange_timeout(&self) -> Duration {
-        (Duration::from_secs(self.fence_after_s) / 3).min(baton_client::client::REQUEST_TIMEOUT)
+        (Duration::from_secs(self.fence_after_s) / 3).clamp(
+            Self::SHORTEST_EXCHANGE_TIMEOUT,
+            baton_client::client::REQUEST_TIMEOUT,
+        )
     }
+
+    /// However short the fence, a node gets this long to answer.
+    const SHORTEST_EXCHANGE_TIMEOUT: Duration = Duration::from_secs(1);
 
     /// `shutdown_grace_s` as a duration.
     pub fn shutdown_grace(&self) -> Duration {
@@ -209,5 +215,6 @@ mod tests {
         };
         assert_eq!(timeout(150), Duration::from_secs(30), "the default: 30 s");
         assert_eq!(timeout(7), Duration::from_secs(7) / 3, "a drill's fence");
+        assert_eq!(timeout(0), Duration::from_secs(1), "never under a second");
     }
 }

@@ -147,7 +147,10 @@ impl Redis {
 
     /// `claim_if_absent.lua`, for a started run: never over a claim; a run its queue
     /// holds is claimed with its entry taken out when `queued_runs` (the fix), left
-    /// alone otherwise. A slot of its group is taken with the claim.
+    /// alone otherwise. A slot of its group is taken with the claim, and a copy in the
+    /// group's waiting line leaves it. (The model has no retries, so the check that the
+    /// run has not ended and been queued again since the read, `undo_if_requeued`, has
+    /// nothing to find here.)
     pub fn claim_if_absent(&mut self, t: Task, node: Node, lease: Lease, queued_runs: bool) {
         if self.claims[t].is_some() {
             return;
@@ -161,6 +164,7 @@ impl Redis {
         self.claims[t] = Some(Claim { node, lease });
         if Self::has(self.grp, t) {
             self.grun |= bit(t);
+            self.gwait &= !bit(t);
         }
     }
 

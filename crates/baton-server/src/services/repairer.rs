@@ -19,7 +19,7 @@ use crate::config::Timings;
 use crate::events::EventLog;
 use crate::identity::NodeIdentity;
 use crate::queueing::queue_entry;
-use baton_coord::{ClusterClock, Coord, Enqueue};
+use baton_coord::{ClaimedIfAbsent, ClusterClock, Coord, Enqueue};
 use baton_core::TaskStatus;
 use baton_store::{Store, TaskRecord};
 use chrono::{DateTime, Utc};
@@ -305,25 +305,50 @@ impl Repairer {
             let ids: Vec<Uuid> = page.iter().map(|t| t.id).collect();
             let claims = coord.claims_get(&ids).await?;
             for (task, claim) in page.iter().zip(claims) {
-                if claim.is_none()
-                    && let Some(lease) = task.lease_id
-                    && coord
-                        .claim_if_absent(
-                            task.id,
-                            &queue_entry(task).key_rel(),
-                            &me,
-                            lease,
-                            (task.runner_id, task.boot_id),
-                            now.timestamp_millis(),
-                            task.status != TaskStatus::Leased,
-                        )
-                        .await?
-                {
-                    tracing::info!(task.id = %task.id, status = %task.status, "claimed a dispatched task that had no claim");
-                    report.claimed += 1;
+                let (None, Some(lease)) = (claim, task.lease_id) else {
+                    continue;
+                };
+                let claimed = coord
+                    .claim_if_absent(
+                        task.id,
+                        &queue_entry(task).key_rel(),
+                        &me,
+                        lease,
+                        (task.runner_id, task.boot_id),
+                        now.timestamp_millis(),
+                        task.status != TaskStatus::Leased,
+                    )
+                    .await?;
+                if claimed == ClaimedIfAbsent::No {
+                    continue;
+                }
+                tracing::info!(task.id = %task.id, status = %task.status, "claimed a dispatched task that had no claim");
+                report.claimed += 1;
+                if claimed == ClaimedIfAbsent::TookItsEntry {
+                    self.undo_if_requeued(task.id, lease).await?;
                 }
             }
         }
+        Ok(())
+    }
+
+    /// A claim that took its task's entry was for a run the row held when the pass read
+    /// it; if the run has ended since and the task was queued again (a retry with a short
+    /// backoff), the entry was the new turn's: the claim goes and the entry comes back.
+    async fn undo_if_requeued(&self, task: Uuid, lease: Uuid) -> Result<(), ServiceError> {
+        let now = self.store.tasks_map(&[task]).await?;
+        let still_the_run = now.get(&task).is_some_and(|t| {
+            matches!(t.status, TaskStatus::Running | TaskStatus::Cancelling)
+                && t.lease_id == Some(lease)
+        });
+        if still_the_run {
+            return Ok(());
+        }
+        self.coord.claim_release(task, lease).await?;
+        if let Some(row) = now.get(&task).filter(|t| t.status == TaskStatus::Queued) {
+            self.coord.enqueue_unclaimed(&[queue_entry(row)]).await?;
+        }
+        tracing::info!(task.id = %task, "the run had ended: its task's new entry put back");
         Ok(())
     }
 
