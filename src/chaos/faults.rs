@@ -39,7 +39,7 @@ pub const NODE_SKEW_S: f64 = 60.0;
 /// A runner's clock may be anywhere.
 pub const RUNNER_SKEW_S: f64 = 2.0 * 3600.0;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Fault {
     KillNode,
     KillRunner,
@@ -138,29 +138,34 @@ pub fn adoption_limit() -> Duration {
     Duration::from_millis(NODE_TTL_MS + CLEANER_INTERVAL_MS + 1000)
 }
 
+/// How many of `fault` a drill promises: one of each kind chosen, and the minimums asked
+/// for or needed to turn through each length of a pause and of a runner's cut.
+fn at_least_of(args: &ChaosArgs, fault: Fault) -> u32 {
+    if !args.faults.contains(&fault) {
+        return 0;
+    }
+    let asked = match fault {
+        Fault::KillNode => args.min_node_kills,
+        Fault::RestartRedis => args.min_redis_restarts,
+        Fault::FailoverRedis | Fault::FailoverPostgres => args.min_store_failovers,
+        Fault::PauseNode => 2,
+        Fault::CutRunner => 3,
+        _ => 1,
+    };
+    asked.max(1)
+}
+
 fn schedule(args: &ChaosArgs, rng: &mut StdRng) -> Vec<Fault> {
     let slots = ((args.duration_s as f64) / args.fault_every_s)
         .floor()
         .max(1.0) as usize;
-    let chosen = |f: Fault| args.faults.contains(&f);
-    let mut plan: Vec<Fault> = args.faults.clone();
-    plan.dedup();
-    let at_least = |plan: &mut Vec<Fault>, fault: Fault, n: u32| {
-        let have = plan.iter().filter(|f| **f == fault).count();
-        if chosen(fault) {
-            plan.extend(std::iter::repeat_n(
-                fault,
-                (n as usize).saturating_sub(have),
-            ));
-        }
-    };
-    at_least(&mut plan, Fault::KillNode, args.min_node_kills);
-    at_least(&mut plan, Fault::RestartRedis, args.min_redis_restarts);
-    at_least(&mut plan, Fault::FailoverRedis, args.min_store_failovers);
-    at_least(&mut plan, Fault::FailoverPostgres, args.min_store_failovers);
-    // Each length a pause and a runner's cut turn through, at least once.
-    at_least(&mut plan, Fault::PauseNode, 2);
-    at_least(&mut plan, Fault::CutRunner, 3);
+    let mut plan: Vec<Fault> = Vec::new();
+    for fault in Fault::ALL {
+        plan.extend(std::iter::repeat_n(
+            fault,
+            at_least_of(args, fault) as usize,
+        ));
+    }
     let total: u32 = args.faults.iter().map(|f| f.weight()).sum();
     while plan.len() < slots && total > 0 {
         let mut draw = rng.random_range(0..total);
@@ -213,9 +218,18 @@ pub async fn run(
     let mut log = FaultLog::default();
     let mut adoptions = Vec::new();
     let started = Instant::now();
+    let mut done: std::collections::HashMap<Fault, u32> = std::collections::HashMap::new();
     for (i, fault) in plan.into_iter().enumerate() {
         tokio::time::sleep_until((started + every * i as u32 + every / 2).into()).await;
         let at = started.elapsed();
+        // Long faults (a pause, a failover) run past their slot: once the duration is
+        // over, only what each kind was promised still happens, so the drill lasts about
+        // what it was asked.
+        let so_far = done.entry(fault).or_default();
+        if at > duration && *so_far >= at_least_of(args, fault) {
+            continue;
+        }
+        *so_far += 1;
         let result = apply(fault, cluster, &mut rng, &mut log, &mut adoptions, refused).await;
         match result {
             Ok(what) => log.events.push((at, what)),
