@@ -12,7 +12,7 @@
 //! a Postgres outage of every node longer than `runner_lost_after`. The kinds are chosen
 //! by `--faults`; each chosen kind happens at least once, each length of a pause and of a
 //! cut too, and the minimum counts asked for are guaranteed; the rest is drawn at random
-//! from the seed. Each fault's window (what it touched, from when to when) goes into the
+//! from the seed, one every `--fault-every-s`, until the duration is over. Each fault's window (what it touched, from when to when) goes into the
 //! log, for the checker to match the ends of runs to their causes (`causes.rs`).
 
 use super::causes::{Cause, FaultWindow, unix_now};
