@@ -178,10 +178,14 @@ async fn drill(
     let submit_problems = submitting.await?;
     let pauses = pausing.await?;
     cluster.heal().await?;
+    let mut stop_problems = Vec::new();
     let overlap_tasks = {
         let url = cluster.postgres.url_now().await?;
         let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await?;
-        overlapping.stop(&mut conn).await?
+        let within = Duration::from_secs(args.settle_s);
+        overlapping
+            .stop(&mut conn, within, &mut stop_problems)
+            .await?
     };
     let healed_at = Instant::now();
     println!(
@@ -208,6 +212,7 @@ async fn drill(
     report.duration = Duration::from_secs(args.duration_s);
     report.submit_retries = load.retries();
     report.violations.extend(submit_problems);
+    report.violations.extend(stop_problems);
     let before = report.violations.len();
     report.schedule = schedule.check(cluster, &mut report.violations).await?;
     report.checks.push((
