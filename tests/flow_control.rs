@@ -441,24 +441,13 @@ fn coord_of(env: &TestEnv) -> baton_coord::Coord {
 }
 
 /// Redis as a failover leaves it when the new master did not have the last writes of a
-/// lease that started `task`: no claim, no group slot, the task back in its queue.
+/// lease that started `task`: no claim, no group slot, the task back in its queue. The
+/// loss takes two steps here; a repair pass that claims the run between them (no claim,
+/// no entry) makes the entry's step refuse, and the loss is done again.
 async fn lose_the_lease_of(env: &TestEnv, task: &Task, group: &str) -> String {
     let coord = coord_of(env);
     let keys = coord.keys();
     let mut redis = env.redis().await;
-    let _: () = redis::pipe()
-        .atomic()
-        .cmd("HDEL")
-        .arg(keys.running())
-        .arg(task.id.to_string())
-        .ignore()
-        .cmd("SREM")
-        .arg(keys.group_running(group))
-        .arg(task.id.to_string())
-        .ignore()
-        .query_async(&mut redis)
-        .await
-        .unwrap();
     let entry = baton_coord::Enqueue {
         task_id: task.id,
         queue: task.queue.clone(),
@@ -471,14 +460,29 @@ async fn lose_the_lease_of(env: &TestEnv, task: &Task, group: &str) -> String {
         }),
         owner: "tests".into(),
     };
-    assert_eq!(
-        coord
+    for _ in 0..100 {
+        let _: () = redis::pipe()
+            .atomic()
+            .cmd("HDEL")
+            .arg(keys.running())
+            .arg(task.id.to_string())
+            .ignore()
+            .cmd("SREM")
+            .arg(keys.group_running(group))
+            .arg(task.id.to_string())
+            .ignore()
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        let queued = coord
             .enqueue_unclaimed(std::slice::from_ref(&entry))
             .await
-            .unwrap(),
-        1
-    );
-    entry.key_rel()
+            .unwrap();
+        if queued == 1 {
+            return entry.key_rel();
+        }
+    }
+    panic!("a repair pass claimed the run between the two steps of every loss");
 }
 
 /// How many tasks of group `key` hold a lease, as Postgres has them.
@@ -596,10 +600,15 @@ async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
 /// bookkeeping with it: the next lease found the group (limit 1) free and started another
 /// task beside the run, until a later pass claimed the first. Now the pass claims the run
 /// under its lease, with its slot, taking the entry out; the next task waits.
+///
+/// The loss is repeated against passes run back to back, so that it also lands between a
+/// pass's claim step and its drop of stale entries: a pass that found the run claimed
+/// and then met its entry dropped it as stale, the same hole one step later.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_repair_pass_claims_a_run_a_failover_put_back_in_its_queue() {
+    const LOSSES: usize = 60;
     let env = TestEnv::new("flow-repair-lost-claim").await;
-    let node = env.node_with(&["--repair-interval-ms", "300"]).await;
+    let node = env.node_with(&["--repair-interval-ms", "10"]).await;
     let user = user_client(&node.url);
     let (_, first) = register_runner(&node.url, &[], 1).await;
     let (_, second) = register_runner(&node.url, &[], 4).await;
@@ -622,28 +631,33 @@ async fn the_repair_pass_claims_a_run_a_failover_put_back_in_its_queue() {
     );
     let lease_a = got.tasks[0].lease_id;
 
-    let queue = lose_the_lease_of(&env, &user.task_get(a.id).await.unwrap(), "g").await;
     let coord = coord_of(&env);
-    wait_for(
-        "a repair pass to take the run's entry out of its queue",
-        Duration::from_secs(10),
-        || async {
-            let missing = coord.queue_missing(&[(a.id, queue.clone())]).await.unwrap();
-            (!missing.is_empty()).then_some(())
-        },
-    )
-    .await;
-    let again = second
-        .exchange(&exchange_starting(boot_2, 2, 0))
-        .await
-        .unwrap();
-    let held = holding_a_lease_in(&env, "g").await;
-    assert_eq!(held, 1, "group g (limit 1) runs {held} at once: {again:?}");
-    let claim = coord.claim_get(a.id).await.unwrap();
-    assert!(
-        claim.is_some_and(|c| c.lease_id == lease_a),
-        "the run is claimed under its lease"
-    );
+    for loss in 1..=LOSSES {
+        let queue = lose_the_lease_of(&env, &user.task_get(a.id).await.unwrap(), "g").await;
+        wait_for(
+            "a repair pass to take the run's entry out of its queue",
+            Duration::from_secs(10),
+            || async {
+                let missing = coord.queue_missing(&[(a.id, queue.clone())]).await.unwrap();
+                (!missing.is_empty()).then_some(())
+            },
+        )
+        .await;
+        let again = second
+            .exchange(&exchange_starting(boot_2, 2, 0))
+            .await
+            .unwrap();
+        let held = holding_a_lease_in(&env, "g").await;
+        assert_eq!(
+            held, 1,
+            "loss {loss}: group g (limit 1) runs {held} at once: {again:?}"
+        );
+        let claim = coord.claim_get(a.id).await.unwrap();
+        assert!(
+            claim.is_some_and(|c| c.lease_id == lease_a),
+            "loss {loss}: the run is claimed under its lease"
+        );
+    }
 
     // When the first ends, the second gets its turn.
     let next = end_and_hand_out_next((&first, boot_1, a.id, lease_a), (&second, boot_2)).await;

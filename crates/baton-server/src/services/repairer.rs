@@ -9,7 +9,8 @@
 //!   (a `queued` row is never claimed here: a lease in flight has its claim, and one
 //!   Redis lost is just work to queue again);
 //! - claims and queue entries whose task has moved on (terminal, deleted, scheduled)
-//!   are dropped.
+//!   are dropped; an entry of a started run with no claim (a failover mid-pass) is
+//!   claimed as above instead.
 //!
 //! The same walk, without grace periods and rebuilding the delayed set, is the full
 //! rebuild after Redis lost its data (see `rebuilder`).
@@ -208,7 +209,7 @@ impl Repairer {
             self.rebuild_delayed(&mut report).await?;
         } else {
             self.drop_stale_claims(&mut report).await?;
-            self.drop_stale_entries(&mut report).await?;
+            self.drop_stale_entries(now, &mut report).await?;
         }
         report.index_fixed = self.coord.queue_index_repair().await?;
         if report.index_fixed > 0 {
@@ -294,8 +295,6 @@ impl Repairer {
         now: DateTime<Utc>,
         report: &mut RepairReport,
     ) -> Result<(), ServiceError> {
-        let coord = &self.coord;
-        let me = self.identity.id();
         let mut pages = Pages::new(&[
             TaskStatus::Leased,
             TaskStatus::Running,
@@ -303,33 +302,48 @@ impl Repairer {
         ]);
         while let Some(page) = pages.next(&self.store).await? {
             let ids: Vec<Uuid> = page.iter().map(|t| t.id).collect();
-            let claims = coord.claims_get(&ids).await?;
+            let claims = self.coord.claims_get(&ids).await?;
             for (task, claim) in page.iter().zip(claims) {
-                let (None, Some(lease)) = (claim, task.lease_id) else {
-                    continue;
-                };
-                let claimed = coord
-                    .claim_if_absent(
-                        task.id,
-                        &queue_entry(task).key_rel(),
-                        &me,
-                        lease,
-                        (task.runner_id, task.boot_id),
-                        now.timestamp_millis(),
-                        task.status != TaskStatus::Leased,
-                    )
-                    .await?;
-                if claimed == ClaimedIfAbsent::No {
-                    continue;
-                }
-                tracing::info!(task.id = %task.id, status = %task.status, "claimed a dispatched task that had no claim");
-                report.claimed += 1;
-                if claimed == ClaimedIfAbsent::TookItsEntry {
-                    self.undo_if_requeued(task.id, lease).await?;
+                if claim.is_none() {
+                    self.claim_if_absent(task, now, report).await?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// Claims the dispatched `task` (as the pass read it) under its lease unless a claim
+    /// exists; whether it did.
+    async fn claim_if_absent(
+        &self,
+        task: &TaskRecord,
+        now: DateTime<Utc>,
+        report: &mut RepairReport,
+    ) -> Result<bool, ServiceError> {
+        let Some(lease) = task.lease_id else {
+            return Ok(false);
+        };
+        let claimed = self
+            .coord
+            .claim_if_absent(
+                task.id,
+                &queue_entry(task).key_rel(),
+                &self.identity.id(),
+                lease,
+                (task.runner_id, task.boot_id),
+                now.timestamp_millis(),
+                task.status != TaskStatus::Leased,
+            )
+            .await?;
+        if claimed == ClaimedIfAbsent::No {
+            return Ok(false);
+        }
+        tracing::info!(task.id = %task.id, status = %task.status, "claimed a dispatched task that had no claim");
+        report.claimed += 1;
+        if claimed == ClaimedIfAbsent::TookItsEntry {
+            self.undo_if_requeued(task.id, lease).await?;
+        }
+        Ok(true)
     }
 
     /// A claim that took its task's entry was for a run the row held when the pass read
@@ -390,14 +404,32 @@ impl Repairer {
         Ok(())
     }
 
-    async fn drop_stale_entries(&self, report: &mut RepairReport) -> Result<(), ServiceError> {
+    /// Drops entries whose task is no longer `queued`. An entry of a started run is
+    /// first offered to `claim_if_absent`: a Redis failover after this pass's claim step
+    /// can have taken the run's claim and put its entry back, and dropped as stale the
+    /// entry would take the unclaimed run's group slot with it.
+    async fn drop_stale_entries(
+        &self,
+        now: DateTime<Utc>,
+        report: &mut RepairReport,
+    ) -> Result<(), ServiceError> {
         for (queue_key, ids) in self.coord.queue_entries().await? {
             let tasks = self.statuses(&ids).await?;
-            let stale: Vec<(Uuid, String)> = ids
-                .into_iter()
-                .filter(|id| tasks.get(id).is_none_or(|t| t.status != TaskStatus::Queued))
-                .map(|id| (id, queue_key.clone()))
-                .collect();
+            let mut stale = Vec::new();
+            for id in ids {
+                let started_run = match tasks.get(&id) {
+                    Some(t) if t.status == TaskStatus::Queued => continue,
+                    Some(t) => matches!(t.status, TaskStatus::Running | TaskStatus::Cancelling)
+                        .then_some(t),
+                    None => None,
+                };
+                if let Some(run) = started_run
+                    && self.claim_if_absent(run, now, report).await?
+                {
+                    continue;
+                }
+                stale.push((id, queue_key.clone()));
+            }
             report.entries_dropped += stale.len();
             self.coord.queue_remove(&stale).await?;
         }
