@@ -5,7 +5,8 @@
 use baton_localcluster::testing as support;
 
 use baton_coord::{
-    ClaimedIfAbsent, Coord, CoordError, CoordOptions, Enqueue, LeaseAsk, Popped, ReplayKey,
+    ClaimedIfAbsent, Coord, CoordError, CoordOptions, DispatchedRow, Enqueue, LeaseAsk, Popped,
+    ReplayKey,
 };
 use baton_core::LabelSet;
 use support::*;
@@ -271,6 +272,18 @@ async fn the_generation_marker_is_written_only_while_the_rebuild_still_holds_its
     assert_eq!(coord.epoch_get().await.unwrap(), Some(epoch));
 }
 
+/// A dispatched row of `task` in `queue_key` under `lease_id`, with no runner named.
+fn row_of(task: Uuid, queue_key: &str, lease_id: Uuid, started: bool) -> DispatchedRow<'_> {
+    DispatchedRow {
+        task,
+        queue_key,
+        lease_id,
+        runner: None,
+        boot: None,
+        started,
+    }
+}
+
 /// The repair read a leased row, then the task was requeued (claim dropped, entry added)
 /// before the repair's claim landed: the claim must not be planted, or the next lease drops
 /// the entry as stale and the task is stranded, queued with neither entry nor lease. A
@@ -284,15 +297,7 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
     let read_lease = Uuid::new_v4();
     assert_eq!(
         coord
-            .claim_if_absent(
-                id,
-                &queued.key_rel(),
-                "n1",
-                read_lease,
-                (None, None),
-                NOW,
-                false
-            )
+            .claim_if_absent(&row_of(id, &queued.key_rel(), read_lease, false), "n1", NOW)
             .await
             .unwrap(),
         ClaimedIfAbsent::No,
@@ -306,13 +311,9 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
     assert_eq!(
         coord
             .claim_if_absent(
-                lost,
-                &queued.key_rel(),
+                &row_of(lost, &queued.key_rel(), read_lease, false),
                 "n1",
-                read_lease,
-                (None, None),
-                NOW,
-                false
+                NOW
             )
             .await
             .unwrap(),
@@ -331,13 +332,9 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
     assert_eq!(
         coord
             .claim_if_absent(
-                running,
-                &copy.key_rel(),
+                &row_of(running, &copy.key_rel(), read_lease, true),
                 "n1",
-                read_lease,
-                (None, None),
-                NOW,
-                true
+                NOW
             )
             .await
             .unwrap(),

@@ -20,6 +20,24 @@ static CLAIM_IF_ABSENT: LazyLock<Script> =
 pub(crate) static RUNS_END: LazyLock<Script> =
     LazyLock::new(|| crate::queue::indexing(include_str!("lua/runs_end.lua")));
 
+/// A dispatched task as the caller read its row: what [`Coord::claim_if_absent`] claims
+/// it under.
+#[derive(Debug, Clone, Copy)]
+pub struct DispatchedRow<'a> {
+    /// The task.
+    pub task: Uuid,
+    /// Its queue's key, without the prefix.
+    pub queue_key: &'a str,
+    /// The lease its row has.
+    pub lease_id: Uuid,
+    /// The runner its row names.
+    pub runner: Option<Uuid>,
+    /// The runner's boot its row names.
+    pub boot: Option<Uuid>,
+    /// Its run has started (`running` or `cancelling`, not only `leased`).
+    pub started: bool,
+}
+
 /// What [`Coord::claim_if_absent`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimedIfAbsent {
@@ -197,39 +215,34 @@ impl Coord {
         Ok(inv.invoke_async::<usize>(&mut conn).await?)
     }
 
-    /// Claims a dispatched task that has no claim, for `node` (repair and rebuild).
-    /// Nothing when it already had one, or when its queue (`queue_key`, without the
-    /// prefix) holds it and it has not `started`: it was requeued after the caller read
-    /// its row. A started run its queue holds (a copy a Redis failover brought back) is
-    /// claimed, its entry taken out and its group slot taken (`claim_if_absent.lua`) —
-    /// unless the run ended and was queued again since the caller's read, which the
-    /// caller then asks Postgres ([`ClaimedIfAbsent::TookItsEntry`]).
-    #[allow(clippy::too_many_arguments)]
+    /// Claims a dispatched task that has no claim, for `node` (repair and rebuild), under
+    /// the lease its row has. Nothing when it already had one, or when its queue holds it
+    /// and it has not `started`: it was requeued after the caller read its row. A started
+    /// run its queue holds (a copy a Redis failover brought back) is claimed, its entry
+    /// taken out and its group slot taken (`claim_if_absent.lua`) — unless the run ended
+    /// and was queued again since the caller's read, which the caller then asks Postgres
+    /// ([`ClaimedIfAbsent::TookItsEntry`]).
     pub async fn claim_if_absent(
         &self,
-        task: Uuid,
-        queue_key: &str,
+        row: &DispatchedRow<'_>,
         node: &str,
-        lease_id: Uuid,
-        holder: (Option<Uuid>, Option<Uuid>),
         now_ms: i64,
-        started: bool,
     ) -> Result<ClaimedIfAbsent, CoordError> {
         let id = |v: Option<Uuid>| v.map(|u| u.to_string()).unwrap_or_default();
         let mut conn = self.conn().await?;
         let done: i32 = CLAIM_IF_ABSENT
             .key(self.keys.running())
             .key(self.keys.owned(node))
-            .key(self.keys.queue(queue_key))
-            .arg(task.to_string())
+            .key(self.keys.queue(row.queue_key))
+            .arg(row.task.to_string())
             .arg(node)
-            .arg(lease_id.to_string())
+            .arg(row.lease_id.to_string())
             .arg(now_ms)
-            .arg(id(holder.0))
-            .arg(id(holder.1))
-            .arg(if started { "1" } else { "0" })
+            .arg(id(row.runner))
+            .arg(id(row.boot))
+            .arg(if row.started { "1" } else { "0" })
             .arg(self.keys.prefix())
-            .arg(queue_key)
+            .arg(row.queue_key)
             .invoke_async(&mut conn)
             .await?;
         Ok(match done {

@@ -23,7 +23,7 @@ mod replay;
 mod wake;
 
 pub use access::RedisAccess;
-pub use claims::{Claim, ClaimAdopt, ClaimedIfAbsent, RunEnded};
+pub use claims::{Claim, ClaimAdopt, ClaimedIfAbsent, DispatchedRow, RunEnded};
 pub use clock::ClusterClock;
 pub use connection::{COMMAND_DURATION as REDIS_COMMAND_DURATION, RedisTarget, hash_tag_of};
 pub use epoch::Epoch;

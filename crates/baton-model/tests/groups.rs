@@ -277,3 +277,24 @@ fn hole_3_the_repair_pass_drops_a_run_a_failover_put_back_in_its_queue() {
         );
     }
 }
+
+/// The fourth fix out: the repair pass finds the run claimed, a failover then takes the
+/// claim and puts the run's entry back, and the pass's drop of stale entries drops it
+/// with the unclaimed task's group entry: the next lease finds the group free.
+#[test]
+fn hole_3_a_failover_inside_the_repair_pass_lets_it_drop_a_run_put_back_in_its_queue() {
+    let model = Groups {
+        fixes: Fixes {
+            stale_entry_of_a_run_is_claimed: false,
+            ..Fixes::ALL
+        },
+        bound: Bound {
+            failovers: 1,
+            ..QUIET
+        },
+    };
+    finds(
+        "hole 3, through a failover inside the repair pass",
+        Seeking::new(model, GROUP_LIMIT),
+    );
+}

@@ -125,6 +125,9 @@ pub enum Op {
     },
     /// `Coord::queue_paused_set`, after the pause or resume committed in Postgres.
     PausedSet(bool),
+    /// The periodic repair pass's drops of stale claims and entries, after its claims,
+    /// groups and queues.
+    DropStale,
 }
 
 /// Everything, at one moment.

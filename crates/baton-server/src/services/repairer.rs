@@ -20,7 +20,7 @@ use crate::config::Timings;
 use crate::events::EventLog;
 use crate::identity::NodeIdentity;
 use crate::queueing::queue_entry;
-use baton_coord::{ClaimedIfAbsent, ClusterClock, Coord, Enqueue};
+use baton_coord::{ClaimedIfAbsent, ClusterClock, Coord, DispatchedRow, Enqueue};
 use baton_core::TaskStatus;
 use baton_store::{Store, TaskRecord};
 use chrono::{DateTime, Utc};
@@ -323,17 +323,18 @@ impl Repairer {
         let Some(lease) = task.lease_id else {
             return Ok(false);
         };
+        let queue_key = queue_entry(task).key_rel();
+        let row = DispatchedRow {
+            task: task.id,
+            queue_key: &queue_key,
+            lease_id: lease,
+            runner: task.runner_id,
+            boot: task.boot_id,
+            started: task.status != TaskStatus::Leased,
+        };
         let claimed = self
             .coord
-            .claim_if_absent(
-                task.id,
-                &queue_entry(task).key_rel(),
-                &self.identity.id(),
-                lease,
-                (task.runner_id, task.boot_id),
-                now.timestamp_millis(),
-                task.status != TaskStatus::Leased,
-            )
+            .claim_if_absent(&row, &self.identity.id(), now.timestamp_millis())
             .await?;
         if claimed == ClaimedIfAbsent::No {
             return Ok(false);
