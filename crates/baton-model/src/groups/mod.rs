@@ -44,9 +44,9 @@
 //! The bound (`tests/groups.rs`): two tasks in a group of limit 1 (and three in one of
 //! limit 2), three or four leases, and one each of the faults and API calls, a few at a
 //! time — a failover with a death, a cancel or a pause; an empty restart with a death and
-//! a cancel, or a pause. Each check is 0.1–1.0 million distinct states (0.7–7.3 million
-//! visited), at most 4 s optimized; the whole file about 12 s on two cores and 300 MB.
-//! Every fault and call at once is tens of millions of states.
+//! a cancel, or a pause. Each check is 0.16–4.0 million distinct states (0.8–30 million
+//! visited), at most 24 s optimized; the whole file about 60 s on two cores. Every fault
+//! and call at once is over a hundred million states.
 //!
 //! What it finds, with every fix in: every promise holds within the bound ([`HELD`]).
 //! It found the third fix: before it, a running task whose claim Redis lost, back in its
