@@ -46,7 +46,7 @@
 //! time — a failover with a death, a cancel or a pause; an empty restart with a death and
 //! a cancel, or a pause. Each check is 0.16–4.0 million distinct states (0.8–30 million
 //! visited), at most 24 s optimized; the whole file about 60 s on two cores. Every fault
-//! and call at once is over a hundred million states.
+//! and call at once is too many states for CI (tens of millions before the pass was split).
 //!
 //! What it finds, with every fix in: every promise holds within the bound ([`HELD`]).
 //! It found the third fix: before it, a running task whose claim Redis lost, back in its
