@@ -28,4 +28,4 @@ mod ui;
 mod webhooks;
 
 pub use config::ServeConfig;
-pub use node::{NodeError, RunningNode, start};
+pub use node::{NodeError, RunningNode, start, start_on};

@@ -168,10 +168,39 @@ pub fn random_node_id() -> String {
 }
 
 /// Starts a node: creates the database and applies migrations (unless `no_migrate`),
-/// waiting out a Postgres failover; binds the listener; beats its liveness once before it
-/// serves, so its first claims are never taken for a dead node's; then starts the
-/// services and serves the API.
+/// waiting out a Postgres failover; binds `config.listen` only then, so nothing connects
+/// to a node not ready to answer; beats its liveness once before it serves, so its first
+/// claims are never taken for a dead node's; then starts the services and serves the API.
 pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
+    let stores = prepare(&config).await?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| NodeError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    serve(config, stores, listener).await
+}
+
+/// As [`start`], on a listener bound already (`config.listen` is not used): what lets a
+/// test run a node in its own process, on a port the kernel chose, and stop it with
+/// [`RunningNode::run_until`]'s signal.
+pub async fn start_on(
+    config: ServeConfig,
+    listener: tokio::net::TcpListener,
+) -> Result<RunningNode, NodeError> {
+    let stores = prepare(&config).await?;
+    serve(config, stores, listener).await
+}
+
+/// The stores a node serves from, once its settings are checked and its migrations are in.
+struct Stores {
+    node_id: String,
+    store: Store,
+    coord: Coord,
+}
+
+async fn prepare(config: &ServeConfig) -> Result<Stores, NodeError> {
     let node_id = config.node_id.clone().unwrap_or_else(random_node_id);
     check_node_id(&node_id)?;
     if !config.redis_sentinels.is_empty() && !config.redis_cluster.is_empty() {
@@ -209,12 +238,22 @@ pub async fn start(config: ServeConfig) -> Result<RunningNode, NodeError> {
             access: redis_access,
         },
     )?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| NodeError::Listen {
-            addr: config.listen,
-            source,
-        })?;
+    Ok(Stores {
+        node_id,
+        store,
+        coord,
+    })
+}
+
+async fn serve(
+    config: ServeConfig,
+    Stores {
+        node_id,
+        store,
+        coord,
+    }: Stores,
+    listener: tokio::net::TcpListener,
+) -> Result<RunningNode, NodeError> {
     let addr = listener.local_addr().map_err(NodeError::Serve)?;
 
     let shutdown = CancellationToken::new();
