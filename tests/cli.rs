@@ -154,24 +154,12 @@ fn help_matches_its_snapshots() {
     }
 }
 
-/// A Redis Cluster keeps Baton's keys in one slot only through the prefix's hash tag; a
-/// node given a prefix without one took submits and never dispatched them (every
-/// multi-key script failed with CROSSSLOT). It now refuses to start, naming the fix —
-/// before it reaches for either store.
-#[test]
-fn a_cluster_prefix_without_a_hash_tag_is_refused_at_start() {
+/// Starts `baton serve` with `args` and no environment, waits up to 20 s for it to exit
+/// (it must refuse to start: nothing it could reach is given), and returns what it said.
+fn refused_at_start(args: &[&str]) -> String {
     let mut node = Command::new(baton_binary())
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database-url",
-            "postgres://postgres@127.0.0.1:1/nowhere",
-            "--redis-cluster",
-            "127.0.0.1:1,127.0.0.1:2",
-            "--redis-prefix",
-            "baton:",
-        ])
+        .arg("serve")
+        .args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .stdout(std::process::Stdio::null())
@@ -185,16 +173,52 @@ fn a_cluster_prefix_without_a_hash_tag_is_refused_at_start() {
         }
         if std::time::Instant::now() > deadline {
             node.kill().unwrap();
-            panic!(
-                "a node with an untagged prefix on a Redis Cluster was still running after 20 s"
-            );
+            panic!("`baton serve {args:?}` was still running after 20 s");
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     let said = stderr_of(&node.wait_with_output().unwrap());
     assert!(!status.success(), "{said}");
+    said
+}
+
+/// A Redis Cluster keeps Baton's keys in one slot only through the prefix's hash tag; a
+/// node given a prefix without one took submits and never dispatched them (every
+/// multi-key script failed with CROSSSLOT). It now refuses to start, naming the fix —
+/// before it reaches for either store.
+#[test]
+fn a_cluster_prefix_without_a_hash_tag_is_refused_at_start() {
+    let said = refused_at_start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--database-url",
+        "postgres://postgres@127.0.0.1:1/nowhere",
+        "--redis-cluster",
+        "127.0.0.1:1,127.0.0.1:2",
+        "--redis-prefix",
+        "baton:",
+    ]);
     assert!(
         said.contains("\"baton:\"") && said.contains("hash tag") && said.contains("{baton}:"),
+        "{said}"
+    );
+}
+
+/// A fault name no node knows was compared against by each fault's check and matched
+/// none: a test meaning to crash a node ran against a healthy one. It is refused at
+/// start, with the names there are.
+#[test]
+fn an_unknown_fault_is_refused_at_start() {
+    let said = refused_at_start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--database-url",
+        "postgres://postgres@127.0.0.1:1/nowhere",
+        "--fault",
+        "abort-after-comit",
+    ]);
+    assert!(
+        said.contains("abort-after-comit") && said.contains("abort-after-commit, "),
         "{said}"
     );
 }

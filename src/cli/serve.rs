@@ -164,9 +164,9 @@ pub struct ServeArgs {
     timings: TimingArgs,
     /// Test-only fault injection (`after-pop`: abort between the Redis pop and the
     /// answer of a lease; `abort-before-commit`, `abort-after-commit`: abort inside a
-    /// group commit).
+    /// group commit; `baton_core::fault::Fault` has them all). Any other name is refused.
     #[arg(long, env = "BATON_FAULT", hide = true)]
-    fault: Option<String>,
+    fault: Option<baton_core::fault::Fault>,
     /// Last: the heading it sets stays with its own flags.
     #[command(flatten)]
     #[serde(skip)]

@@ -9,6 +9,7 @@
 pub mod after_run;
 pub mod backoff;
 pub mod cron;
+pub mod fault;
 pub mod flow;
 pub mod idempotency;
 pub mod labels;

@@ -72,13 +72,9 @@ pub struct ServeConfig {
     pub limits: Limits,
     /// How often the node's services run and the thresholds they apply.
     pub timings: Timings,
-    /// Test-only fault injection: `after-pop` makes the node abort between the Redis pop
-    /// and the Postgres write of a lease, as a crash there would; `hold-answer:<queue>:<s>`
-    /// holds the first exchange answer handing out a task of `<queue>` for `<s>` seconds
-    /// after its commit; `after-fire` aborts after a schedule's fire that cancels an
-    /// earlier run committed, before anything follows it; the group commit's own faults (`abort-after-commit`, …) are in
-    /// `baton_store::GroupCommitSettings`.
-    pub fault: Option<String>,
+    /// Test-only fault injection (`baton_core::fault::Fault` says what each does); a name
+    /// no node knows is refused when the settings are read.
+    pub fault: Option<baton_core::fault::Fault>,
     /// How often the node reads its cached runners again from Postgres, all in one query
     /// (a revocation reaches every node at once through Redis; this catches one missed).
     pub token_cache_ttl_ms: u64,

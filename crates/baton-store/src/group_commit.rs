@@ -24,6 +24,7 @@ use crate::error::StoreError;
 use crate::runs::FinishPolicy;
 use crate::transition::Transition;
 use crate::transitions::{Apply, Done, Work};
+use baton_core::fault::Fault;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -51,11 +52,11 @@ pub struct GroupCommitSettings {
     /// The time its transitions are written at: the cluster's clock, so a start written by
     /// one node and judged by another's reconciler are on one clock.
     pub now: Now,
-    /// Test-only fault injection: `abort-before-commit` and `abort-after-commit` end the
+    /// Test-only fault injection: `AbortBeforeCommit` and `AbortAfterCommit` end the
     /// process at that point of a group commit, as a crash there would;
-    /// `fail-after-commit` answers every committed batch with an error, as a connection
-    /// lost after the commit would.
-    pub fault: Option<String>,
+    /// `FailAfterCommit` answers every committed batch with an error, as a connection
+    /// lost after the commit would. The node's other faults do nothing here.
+    pub fault: Option<Fault>,
     /// Told of each committed batch's status changes, before its requests are answered.
     pub observer: Option<CommitObserver>,
 }
@@ -201,16 +202,16 @@ async fn write_one(
     how: &Apply,
 ) -> Result<Done, StoreError> {
     let mut done = crate::transitions::write(&store.pool, work, how, || {
-        fault(settings, "abort-before-commit")
+        fault(settings, Fault::AbortBeforeCommit)
     })
     .await?;
-    fault(settings, "abort-after-commit");
+    fault(settings, Fault::AbortAfterCommit);
     if let Some(observer) = &settings.observer
         && !done.transitions.is_empty()
     {
         observer(std::mem::take(&mut done.transitions)).await;
     }
-    if settings.fault.as_deref() == Some("fail-after-commit") {
+    if settings.fault == Some(Fault::FailAfterCommit) {
         // The commit took effect, but its answer never reached the node: the ambiguous
         // case every caller must treat as "may have happened".
         return Err(StoreError::Unavailable(
@@ -220,10 +221,10 @@ async fn write_one(
     Ok(done)
 }
 
-fn fault(settings: &GroupCommitSettings, at: &str) {
-    if settings.fault.as_deref() == Some(at) {
+fn fault(settings: &GroupCommitSettings, at: Fault) {
+    if settings.fault.as_ref() == Some(&at) {
         tracing::error!(
-            fault = at,
+            fault = %at,
             "fault injection: aborting inside a group commit"
         );
         std::process::abort();

@@ -29,6 +29,7 @@ use crate::state::AppState;
 use axum::http::StatusCode;
 use baton_client::{LeasedTask, RunningLease};
 use baton_coord::ReplayKey;
+use baton_core::fault::Fault;
 use baton_store::{LogAppend, LogWrite, RunEnd, TaskRecord};
 use chrono::{DateTime, Utc};
 use pass::pass;
@@ -126,17 +127,10 @@ pub(crate) async fn handle(
 /// runners, are answered at once.
 async fn hold_fault(state: &AppState, tasks: &[LeasedTask]) {
     static HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    let Some((queue, seconds)) = state
-        .config
-        .fault
-        .as_deref()
-        .and_then(|f| f.strip_prefix("hold-answer:"))
-        .and_then(|f| f.rsplit_once(':'))
-        .and_then(|(queue, s)| Some((queue, s.parse::<u64>().ok()?)))
-    else {
+    let Some(Fault::HoldAnswer { queue, seconds }) = &state.config.fault else {
         return;
     };
-    if tasks.iter().any(|t| t.queue == queue)
+    if tasks.iter().any(|t| &t.queue == queue)
         && !HELD.swap(true, std::sync::atomic::Ordering::SeqCst)
     {
         tracing::error!(
@@ -144,7 +138,7 @@ async fn hold_fault(state: &AppState, tasks: &[LeasedTask]) {
             seconds,
             "fault injection: holding an answer that hands out tasks"
         );
-        tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+        tokio::time::sleep(std::time::Duration::from_secs(*seconds)).await;
     }
 }
 

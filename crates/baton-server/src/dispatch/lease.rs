@@ -22,6 +22,7 @@ use crate::state::AppState;
 use baton_client::{LeasedTask, trace_context};
 use baton_coord::{Claim, ClaimAdopt, CoordError, LeaseAsk, Popped, ReplayKey, Wake};
 use baton_core::TaskStatus;
+use baton_core::fault::Fault;
 use baton_core::labels::runner_can_take;
 use baton_core::queue_order::parse_queue_key;
 use baton_store::{StartRun, TaskRecord};
@@ -109,7 +110,7 @@ pub(crate) async fn pop(
     if just_looking && leased.popped.is_empty() && leased.replayed.is_none() {
         state.known_empty.found_nothing(runner, news);
     }
-    if !leased.popped.is_empty() && state.config.fault.as_deref() == Some("after-pop") {
+    if !leased.popped.is_empty() && state.config.fault == Some(Fault::AfterPop) {
         tracing::error!(node.id = %node, "fault injection: aborting between the Redis pop and the answer");
         std::process::abort();
     }

@@ -18,6 +18,7 @@ use crate::schedules::{clock_of, tick_key, tick_task};
 use crate::services::ServiceError;
 use crate::state::AppState;
 use baton_coord::Wake;
+use baton_core::fault::Fault;
 use baton_core::schedule::{CatchUp, CatchUpRule, DueTicks, Overlap, due_ticks, plan_overlap};
 use baton_store::{Fire, NewTask, ScheduleRecord, ScheduleSkip, StoreError, TaskRecord};
 use chrono::{DateTime, Duration, Utc};
@@ -262,7 +263,7 @@ impl Scheduler {
             report.lost += 1;
             return Ok(());
         };
-        if !fire.cancel.is_empty() && self.state.config.fault.as_deref() == Some("after-fire") {
+        if !fire.cancel.is_empty() && self.state.config.fault == Some(Fault::AfterFire) {
             tracing::error!(schedule.id = %record.id, "fault injection: aborting after a fire that cancels, before its follow-up");
             std::process::abort();
         }
