@@ -362,11 +362,38 @@ impl PgFailover {
     }
 
     /// Starts a killed node's keeper again; it rejoins as the standby (`pg_rewind`).
+    /// The killed keeper's and Postgres's pid files go first: both were killed, but pids
+    /// wrap (at 32768 on a default kernel), and a pid file naming a pid some live process
+    /// of the postgres user holds by now made the new keeper refuse to start ("already
+    /// running") — the pair then ran without its standby for good, every write refused
+    /// for want of a synchronous one.
     pub fn restart(&mut self, index: usize) -> anyhow::Result<()> {
         if self.nodes[index].is_none() {
+            for file in self.pid_files(index) {
+                match std::fs::remove_file(&file) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(e).with_context(|| format!("removing {}", file.display()));
+                    }
+                    _ => {}
+                }
+            }
             self.nodes[index] = Some(self.keeper(&format!("node{}", index + 1))?);
         }
         Ok(())
+    }
+
+    /// Node `index`'s pid files: its keeper's (under `XDG_RUNTIME_DIR`, at the path of its
+    /// data folder) and its Postgres's (`postmaster.pid`).
+    pub fn pid_files(&self, index: usize) -> [PathBuf; 2] {
+        let pgdata = self.base.join(format!("node{}", index + 1));
+        let relative = pgdata.strip_prefix("/").unwrap_or(&pgdata);
+        [
+            self.base
+                .join("xdg/run/pg_autoctl")
+                .join(relative)
+                .join("pg_autoctl.pid"),
+            pgdata.join("postmaster.pid"),
+        ]
     }
 
     /// A failover by hand, as before maintenance: the standby is promoted once it has
@@ -391,7 +418,9 @@ impl PgFailover {
         .context("the standby was not promoted within two minutes")
     }
 
-    /// Waits until both nodes are back as primary and standby.
+    /// Waits until both nodes are back as primary and standby: so the monitor says, and
+    /// each node's Postgres answers as one (the monitor's word alone can be the one it
+    /// had before a kill it has not noticed yet).
     pub async fn wait_whole(&self, within: Duration) -> anyhow::Result<()> {
         poll_until(within, || async {
             let states = self.states().await.ok()?;
@@ -400,7 +429,12 @@ impl PgFailover {
                     .iter()
                     .any(|(_, seen, goal)| seen == state && goal == state)
             };
-            (states.len() == 2 && has("primary") && has("secondary")).then_some(())
+            let mut answers = Vec::new();
+            for port in self.node_ports {
+                answers.push(writable(port).await?);
+            }
+            let one_primary = answers.iter().filter(|w| **w).count() == 1;
+            (states.len() == 2 && has("primary") && has("secondary") && one_primary).then_some(())
         })
         .await
         .with_context(|| format!("pg_auto_failover was not whole again within {within:?}"))
