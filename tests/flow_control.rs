@@ -496,6 +496,20 @@ async fn holding_a_lease_in(env: &TestEnv, key: &str) -> i64 {
     .unwrap()
 }
 
+/// The second runner (boot `boot`) asks for two tasks; what it got, and how many tasks
+/// of group `g` then hold a lease.
+async fn ask_and_count_held(
+    env: &TestEnv,
+    second: &Client,
+    boot: Uuid,
+) -> (baton_client::ExchangeAnswer, i64) {
+    let again = second
+        .exchange(&exchange_starting(boot, 2, 0))
+        .await
+        .unwrap();
+    (again, holding_a_lease_in(env, "g").await)
+}
+
 /// Ends the run (task, lease) on the first runner (client, boot) with success, then asks
 /// on the second until a task is handed out; which one.
 async fn end_and_hand_out_next(
@@ -578,11 +592,7 @@ async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
         },
     )
     .await;
-    let again = second
-        .exchange(&exchange_starting(boot_2, 2, 0))
-        .await
-        .unwrap();
-    let held = holding_a_lease_in(&env, "g").await;
+    let (again, held) = ask_and_count_held(&env, &second, boot_2).await;
     assert_eq!(held, 1, "group g (limit 1) runs {held} at once: {again:?}");
     assert!(
         claim.is_some_and(|c| c.runner.is_some()),
@@ -643,11 +653,7 @@ async fn the_repair_pass_claims_a_run_a_failover_put_back_in_its_queue() {
             },
         )
         .await;
-        let again = second
-            .exchange(&exchange_starting(boot_2, 2, 0))
-            .await
-            .unwrap();
-        let held = holding_a_lease_in(&env, "g").await;
+        let (again, held) = ask_and_count_held(&env, &second, boot_2).await;
         assert_eq!(
             held, 1,
             "loss {loss}: group g (limit 1) runs {held} at once: {again:?}"
