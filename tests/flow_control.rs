@@ -448,18 +448,7 @@ async fn lose_the_lease_of(env: &TestEnv, task: &Task, group: &str) -> String {
     let coord = coord_of(env);
     let keys = coord.keys();
     let mut redis = env.redis().await;
-    let entry = baton_coord::Enqueue {
-        task_id: task.id,
-        queue: task.queue.clone(),
-        labels: baton_core::labels::LabelSet::empty(),
-        priority: task.priority,
-        enqueued_at_ms: task.queued_at.unwrap().timestamp_millis(),
-        group: Some(baton_core::flow::Group {
-            key: group.into(),
-            limit: 1,
-        }),
-        owner: "tests".into(),
-    };
+    let entry = entry_of(task, group, task.priority);
     for _ in 0..100 {
         let _: () = redis::pipe()
             .atomic()
@@ -483,6 +472,41 @@ async fn lose_the_lease_of(env: &TestEnv, task: &Task, group: &str) -> String {
         }
     }
     panic!("a repair pass claimed the run between the two steps of every loss");
+}
+
+/// The queue entry of `task`, in group `group` (limit 1), at `priority`.
+fn entry_of(task: &Task, group: &str, priority: i32) -> baton_coord::Enqueue {
+    baton_coord::Enqueue {
+        task_id: task.id,
+        queue: task.queue.clone(),
+        labels: baton_core::labels::LabelSet::empty(),
+        priority,
+        enqueued_at_ms: task.queued_at.unwrap().timestamp_millis(),
+        group: Some(baton_core::flow::Group {
+            key: group.into(),
+            limit: 1,
+        }),
+        owner: "tests".into(),
+    }
+}
+
+/// Redis as a failover leaves a task of `group` parked behind a run whose lease it lost:
+/// out of the group's waiting line and in its queue, ahead of the run's entry (the new
+/// master had it queued at a higher priority, before the run's lease parked it).
+async fn put_ahead(env: &TestEnv, task: &Task, group: &str) {
+    let coord = coord_of(env);
+    let mut redis = env.redis().await;
+    let _: () = redis::cmd("ZREM")
+        .arg(coord.keys().group_waiting(group))
+        .arg(task.id.to_string())
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let queued = coord
+        .enqueue_unclaimed(&[entry_of(task, group, task.priority + 1)])
+        .await
+        .unwrap();
+    assert_eq!(queued, 1, "the task is back in its queue");
 }
 
 /// How many tasks of group `key` hold a lease, as Postgres has them.
@@ -600,6 +624,58 @@ async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
     );
 
     // When the first ends, the second gets its turn.
+    let next = end_and_hand_out_next((&first, boot_1, a.id, lease_a), (&second, boot_2)).await;
+    assert_eq!(next, b.id);
+}
+
+/// A Redis failover loses a run's lease and leaves a task of its group (limit 1) in the
+/// queue ahead of the run's own entry. Before, the next lease popped that task, found the
+/// group's slot free, and Postgres started it beside the run (the repair pass, which
+/// would claim the run again, being up to `repair_interval_ms` away). Now the start
+/// counts the group's dispatched rows and is refused; the refusal claims the run again
+/// under its lease, slot and all, and the task waits for the run to end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_a_failover_put_ahead_of_its_groups_run_waits_for_it() {
+    let env = TestEnv::new("flow-ahead-of-lost").await;
+    let node = env.node_with(&["--repair-interval-ms", "3600000"]).await;
+    let user = user_client(&node.url);
+    let (_, first) = register_runner(&node.url, &[], 4).await;
+    let (_, second) = register_runner(&node.url, &[], 4).await;
+    let (boot_1, boot_2) = (Uuid::now_v7(), Uuid::now_v7());
+    let mutex = SubmitTask {
+        command: Some(vec!["true".into()]),
+        concurrency_key: Some("g".into()),
+        concurrency_limit: Some(1),
+        ..Default::default()
+    };
+    let (a, _) = user.submit(&mutex).await.unwrap();
+    let got = first
+        .exchange(&exchange_starting(boot_1, 1, 0))
+        .await
+        .unwrap();
+    assert_eq!(
+        got.tasks.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![a.id]
+    );
+    let lease_a = got.tasks[0].lease_id;
+    let (b, _) = user.submit(&mutex).await.unwrap();
+
+    lose_the_lease_of(&env, &user.task_get(a.id).await.unwrap(), "g").await;
+    put_ahead(&env, &user.task_get(b.id).await.unwrap(), "g").await;
+    let (again, held) = ask_and_count_held(&env, &second, boot_2).await;
+    assert_eq!(held, 1, "group g (limit 1) runs {held} at once: {again:?}");
+    let coord = coord_of(&env);
+    wait_for(
+        "the run to be claimed again under its lease",
+        Duration::from_secs(10),
+        || async {
+            let claim = coord.claim_get(a.id).await.unwrap();
+            claim.is_some_and(|c| c.lease_id == lease_a).then_some(())
+        },
+    )
+    .await;
+
+    // When the run ends, the task gets its turn.
     let next = end_and_hand_out_next((&first, boot_1, a.id, lease_a), (&second, boot_2)).await;
     assert_eq!(next, b.id);
 }

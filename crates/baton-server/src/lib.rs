@@ -19,6 +19,7 @@ mod presence;
 mod queue_defaults;
 mod queueing;
 mod quota;
+mod reclaim;
 mod schedules;
 mod sealing_gate;
 mod secrets;

@@ -37,6 +37,10 @@ mod tests {
         let finished = format!("WHERE status IN ({})", sql_list(TaskStatus::TERMINAL));
         assert!(init.contains(&runner_active), "{runner_active}");
         assert!(init.contains(&finished), "{finished}");
+        let group_dispatched =
+            include_str!("../../../migrations/20261206000002_tasks_group_dispatched.sql");
+        let dispatched = format!("status IN ({})", sql_list(TaskStatus::DISPATCHED));
+        assert!(group_dispatched.contains(&dispatched), "{dispatched}");
         assert_eq!(
             sql_list(in_a_queue()),
             "'queued', 'leased', 'running', 'cancelling'"

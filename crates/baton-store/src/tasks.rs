@@ -281,6 +281,23 @@ impl Store {
         .await?)
     }
 
+    /// The dispatched tasks (leased, running, cancelling) of the concurrency groups
+    /// `keys`: what holds their slots, as Postgres has it.
+    pub async fn tasks_dispatched_in_groups(
+        &self,
+        keys: &[String],
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(sqlx::query_as::<_, TaskRecord>(sqlx::AssertSqlSafe(format!(
+            "SELECT * FROM tasks
+             WHERE concurrency_key IS NOT NULL AND status IN ({})
+               AND concurrency_key = ANY($1)",
+            crate::statuses::sql_list(TaskStatus::DISPATCHED)
+        )))
+        .bind(keys)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// Newest first, keyset-paginated on the id.
     pub async fn task_list(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>, StoreError> {
         Ok(matching(filter, None, None).fetch_all(&self.pool).await?)

@@ -20,7 +20,8 @@ use crate::config::Timings;
 use crate::events::EventLog;
 use crate::identity::NodeIdentity;
 use crate::queueing::queue_entry;
-use baton_coord::{ClaimedIfAbsent, ClusterClock, Coord, DispatchedRow, Enqueue};
+use crate::reclaim::Claimer;
+use baton_coord::{ClusterClock, Coord, Enqueue};
 use baton_core::TaskStatus;
 use baton_store::{Store, TaskRecord};
 use chrono::{DateTime, Utc};
@@ -301,70 +302,19 @@ impl Repairer {
             TaskStatus::Cancelling,
         ]);
         while let Some(page) = pages.next(&self.store).await? {
-            let ids: Vec<Uuid> = page.iter().map(|t| t.id).collect();
-            let claims = self.coord.claims_get(&ids).await?;
-            for (task, claim) in page.iter().zip(claims) {
-                if claim.is_none() {
-                    self.claim_if_absent(task, now, report).await?;
-                }
-            }
+            report.claimed += self.claimer().claim_unclaimed(&page, now).await?;
         }
         Ok(())
     }
 
-    /// Claims the dispatched `task` (as the pass read it) under its lease unless a claim
-    /// exists; whether it did.
-    async fn claim_if_absent(
-        &self,
-        task: &TaskRecord,
-        now: DateTime<Utc>,
-        report: &mut RepairReport,
-    ) -> Result<bool, ServiceError> {
-        let Some(lease) = task.lease_id else {
-            return Ok(false);
-        };
-        let queue_key = queue_entry(task).key_rel();
-        let row = DispatchedRow {
-            task: task.id,
-            queue_key: &queue_key,
-            lease_id: lease,
-            runner: task.runner_id,
-            boot: task.boot_id,
-            started: task.status != TaskStatus::Leased,
-        };
-        let claimed = self
-            .coord
-            .claim_if_absent(&row, &self.identity.id(), now.timestamp_millis())
-            .await?;
-        if claimed == ClaimedIfAbsent::No {
-            return Ok(false);
+    /// Claims for this node, as the node's hot path does after a start refused for its
+    /// group (`reclaim`).
+    fn claimer(&self) -> Claimer<'_> {
+        Claimer {
+            store: &self.store,
+            coord: &self.coord,
+            node: self.identity.id(),
         }
-        tracing::info!(task.id = %task.id, status = %task.status, "claimed a dispatched task that had no claim");
-        report.claimed += 1;
-        if claimed == ClaimedIfAbsent::TookItsEntry {
-            self.undo_if_requeued(task.id, lease).await?;
-        }
-        Ok(true)
-    }
-
-    /// A claim that took its task's entry was for a run the row held when the pass read
-    /// it; if the run has ended since and the task was queued again (a retry with a short
-    /// backoff), the entry was the new turn's: the claim goes and the entry comes back.
-    async fn undo_if_requeued(&self, task: Uuid, lease: Uuid) -> Result<(), ServiceError> {
-        let now = self.store.tasks_map(&[task]).await?;
-        let still_the_run = now.get(&task).is_some_and(|t| {
-            matches!(t.status, TaskStatus::Running | TaskStatus::Cancelling)
-                && t.lease_id == Some(lease)
-        });
-        if still_the_run {
-            return Ok(());
-        }
-        self.coord.claim_release(task, lease).await?;
-        if let Some(row) = now.get(&task).filter(|t| t.status == TaskStatus::Queued) {
-            self.coord.enqueue_unclaimed(&[queue_entry(row)]).await?;
-        }
-        tracing::info!(task.id = %task, "the run had ended: its task's new entry put back");
-        Ok(())
     }
 
     async fn rebuild_delayed(&self, report: &mut RepairReport) -> Result<(), ServiceError> {
@@ -425,8 +375,9 @@ impl Repairer {
                     None => None,
                 };
                 if let Some(run) = started_run
-                    && self.claim_if_absent(run, now, report).await?
+                    && self.claimer().claim_if_absent(run, now).await?
                 {
+                    report.claimed += 1;
                     continue;
                 }
                 stale.push((id, queue_key.clone()));

@@ -81,7 +81,26 @@ pub(super) fn start(p: usize) -> String {
            AND ((t.status = ${queued} AND t.lease_id IS DISTINCT FROM r.lease
                  AND NOT r.lease = ANY(t.voided_leases))
                 OR (t.status = ${leased} AND t.lease_id = r.lease AND t.runner_id = r.runner))
-           AND {RUNNER_MAY_TAKE}"
+           AND {RUNNER_MAY_TAKE}
+           AND {group_has_room}",
+        group_has_room = group_has_room()
+    )
+}
+
+/// The limit of a task's concurrency group, checked again at its start from Postgres:
+/// fewer than its limit of the group's other tasks are dispatched. Redis's slots admit a
+/// lease; a failover that lost a run's slot (its start long committed) made the group
+/// look freer than it is, and a task ahead of the run in its queues was leased beside
+/// it. Two starts of one group in flight together are still told apart by the slots
+/// alone: each counts the rows committed before its statement.
+fn group_has_room() -> String {
+    format!(
+        "(t.concurrency_key IS NULL
+             OR (SELECT count(*) FROM tasks g
+                 WHERE g.concurrency_key = t.concurrency_key AND g.id <> t.id
+                   AND g.concurrency_key IS NOT NULL AND g.status IN ({dispatched}))
+                < t.concurrency_limit)",
+        dispatched = sql_list(TaskStatus::DISPATCHED)
     )
 }
 

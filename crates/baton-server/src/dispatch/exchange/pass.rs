@@ -9,6 +9,7 @@ use super::{RunnerAnswer, RunnerCall, StartAnswer};
 use crate::auth::Runner;
 use crate::error::ApiError;
 use crate::queueing::queue_entry;
+use crate::reclaim::Claimer;
 use crate::state::AppState;
 use baton_client::RunningLease;
 use baton_coord::{Popped, ReplayKey};
@@ -208,6 +209,7 @@ pub(super) async fn pass(
     refused.extend(not_for_this_runner);
     if !refused.is_empty() {
         tracing::warn!(runner.id = %runner.id, tasks = refused.len(), "postgres refused starts for this runner (deleted, paused, or not matching): back to their queues");
+        claim_groups_of(state, &refused, &rows).await;
         requeue(state, &refused).await;
         mirror_pauses(state).await;
     }
@@ -439,6 +441,35 @@ async fn adopt_lost_claims(state: &AppState, lost: &[baton_coord::ClaimAdopt]) {
     let now_ms = state.clock.now().timestamp_millis();
     if let Err(e) = state.coord.claims_adopt(now_ms, lost).await {
         tracing::warn!(error = %e, "lost claims not adopted; the reconciler will");
+    }
+}
+
+/// A start refused may be one whose group Redis thinks freer than Postgres does (a run's
+/// claim and slot lost in a failover): the runs of its group are claimed again at once,
+/// slots and all, or the task put back would be popped and refused again until the
+/// repair pass.
+async fn claim_groups_of(state: &AppState, refused: &[Popped], rows: &HashMap<Uuid, TaskRecord>) {
+    let mut groups: Vec<String> = refused
+        .iter()
+        .filter_map(|p| rows.get(&p.task_id)?.concurrency_key.clone())
+        .collect();
+    groups.sort();
+    groups.dedup();
+    if groups.is_empty() {
+        return;
+    }
+    let claimer = Claimer {
+        store: &state.store,
+        coord: &state.coord,
+        node: state.node_id(),
+    };
+    match claimer.claim_groups(&groups, state.clock.now()).await {
+        Ok(0) => {}
+        Ok(runs) => tracing::warn!(
+            runs,
+            "runs of a refused start's group had lost their claims in Redis: claimed again"
+        ),
+        Err(e) => tracing::debug!(error = %e, "groups not claimed again; the repair pass will"),
     }
 }
 
