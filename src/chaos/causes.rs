@@ -110,12 +110,13 @@ enum Near {
     ItsEnd,
 }
 
-/// How long after a node fault's end a start it held may still commit: a frozen node
-/// commits one it had begun a few seconds after it is let go, and an exchange the fault
-/// held (refused, resent) may be answered up to the runner's fence after it was sent —
-/// the runner starts nothing from a later answer, and the run is ended as forgotten. A
-/// store-failover drill met that: an exchange sent as a node was killed, answered 7 s
-/// later, one second past a window of 5 s.
+/// How long after a node or store fault's end a start it held may still commit: a frozen
+/// node commits one it had begun a few seconds after it is let go, and an exchange the
+/// fault held (refused, resent, or waiting on a Redis master that died) may be answered
+/// up to the runner's fence after it was sent — the runner starts nothing from a later
+/// answer, and the run is ended as forgotten. Store-failover drills met both: an exchange
+/// sent as a node was killed, and one whose lease waited out a Sentinel failover, each
+/// answered 7 s later, past a window of 5 s.
 const START_AFTER_S: f64 = super::RUNNER_FENCE_AFTER_S as f64 + 1.0;
 
 impl Blame {
@@ -171,6 +172,7 @@ fn blamable(error: &str) -> Option<&'static [(Blame, Near)]> {
             (ItsRunnerLink, TheRun),
             (AnyNode, ItsStart),
             (Stores, TheRun),
+            (Stores, ItsStart),
         ],
         // Its process killed from outside: the runner died, or fenced itself off, unheard
         // through a link, a node or stores that answered nothing (Known limit 3).
