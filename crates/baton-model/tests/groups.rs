@@ -2,7 +2,9 @@
 //! over its limit, no task starts while its queue is paused and nothing accepted is lost,
 //! within each bound below. With a fix of hole 3 taken out, the checker finds its hole:
 //! the order of steps is printed, and replayed with every fix in it no longer breaks the
-//! promise.
+//! promise. The start's count of the group's runs (`start_checks_group`) is a second
+//! fence behind each Redis-side fix — it refuses the second start any of them lets
+//! through — so it is taken out with each, as the code was when each hole was found.
 
 use baton_model::groups::{
     Action, Bound, EVERY_TASK_ENDS, Fixes, Groups, HELD, PROMISES, PausedStart, State,
@@ -24,11 +26,12 @@ const QUIET: Bound = Bound {
     cancels: 0,
     pauses: 0,
     repair: true,
+    late: false,
 };
 
 /// The bounds "with every fix" is checked in: each fault with the API calls it meets, so
 /// that each check stays small (all at once is tens of millions of states).
-const BOUNDS: [Bound; 6] = [
+const BOUNDS: [Bound; 7] = [
     Bound {
         leases: 4,
         failovers: 1,
@@ -61,6 +64,12 @@ const BOUNDS: [Bound; 6] = [
         tasks: 3,
         limit: 2,
         failovers: 1,
+        ..QUIET
+    },
+    Bound {
+        failovers: 1,
+        deaths: 1,
+        late: true,
         ..QUIET
     },
 ];
@@ -208,6 +217,7 @@ fn hole_3_a_claim_lost_in_a_failover_lets_the_group_run_over_its_limit() {
     let model = Groups {
         fixes: Fixes {
             adopt_claim_of_running_row: false,
+            start_checks_group: false,
             ..Fixes::ALL
         },
         bound: Bound {
@@ -267,6 +277,7 @@ fn hole_3_the_repair_pass_drops_a_run_a_failover_put_back_in_its_queue() {
         let model = Groups {
             fixes: Fixes {
                 repair_claims_queued_runs: false,
+                start_checks_group: false,
                 ..Fixes::ALL
             },
             bound,
@@ -286,6 +297,7 @@ fn hole_3_a_failover_inside_the_repair_pass_lets_it_drop_a_run_put_back_in_its_q
     let model = Groups {
         fixes: Fixes {
             stale_entry_of_a_run_is_claimed: false,
+            start_checks_group: false,
             ..Fixes::ALL
         },
         bound: Bound {
@@ -295,6 +307,30 @@ fn hole_3_a_failover_inside_the_repair_pass_lets_it_drop_a_run_put_back_in_its_q
     };
     finds(
         "hole 3, through a failover inside the repair pass",
+        Seeking::new(model, GROUP_LIMIT),
+    );
+}
+
+/// The group's start check out: a failover loses a run's lease, and a task submitted
+/// after it at a higher priority is ahead of the run's entry; the next lease pops it,
+/// finds the group's slot free, and Postgres starts it beside the run (the Redis
+/// Sentinel drill met it in CI).
+#[test]
+fn a_task_ahead_of_a_run_a_failover_unclaimed_starts_beside_it() {
+    let model = Groups {
+        fixes: Fixes {
+            start_checks_group: false,
+            ..Fixes::ALL
+        },
+        bound: Bound {
+            failovers: 1,
+            late: true,
+            repair: false,
+            ..QUIET
+        },
+    };
+    finds(
+        "a task ahead of a run unclaimed",
         Seeking::new(model, GROUP_LIMIT),
     );
 }

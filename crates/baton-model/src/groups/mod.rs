@@ -35,17 +35,22 @@
 //! - **Runners** are folded in: a run starts when its start commits and ends when a
 //!   node takes its report; a cancelled run reports when its runner hears of it.
 //!
+//! - **A late submit** (with [`Bound::late`]): the first task is submitted while the
+//!   others run, Postgres then `enqueue.lua`, at the best score (a higher priority), so
+//!   that a failover can leave it ahead of a run's entry.
+//!
 //! Not modelled: runners' lanes, timeouts and verdicts (the first model), the
-//! replay record and `KnownEmpty`, retries and delayed tasks, submits (the tasks are
-//! queued at the start), several queues or priorities (so a task behind another in its
-//! queue is never popped before it), a node paused and rejoining under a new id, the
-//! repair pass's grace periods, and other steps inside the repair pass's first step.
+//! replay record and `KnownEmpty`, retries and delayed tasks, other submits (the tasks
+//! are queued at the start), several queues (a better score stands for one), a node
+//! paused and rejoining under a new id, the repair pass's grace periods, other steps
+//! inside the repair pass's first step, and two starts committing at once (a start is
+//! one step: the group's count in it sees every start before it).
 //!
 //! The bound (`tests/groups.rs`): two tasks in a group of limit 1 (and three in one of
 //! limit 2), three or four leases, and one each of the faults and API calls, a few at a
 //! time — a failover with a death, a cancel or a pause; an empty restart with a death and
 //! a cancel, or a pause. Each check is 0.16–4.0 million distinct states (0.8–30 million
-//! visited), at most 24 s optimized; the whole file about 60 s on two cores. Every fault
+//! visited), at most 24 s optimized; the whole file about 90 s on one core beside a drill. Every fault
 //! and call at once is too many states for CI (tens of millions before the pass was split).
 //!
 //! What it finds, with every fix in: every promise holds within the bound ([`HELD`]).
@@ -57,7 +62,11 @@
 //! The same hole one step later — a failover between the pass's claim step and its drop
 //! of stale entries — was found by the test suite in CI, with the model then taking the
 //! pass as one step; the model now splits it there and finds that hole with its fix out
-//! (`stale_entry_of_a_run_is_claimed`).
+//! (`stale_entry_of_a_run_is_claimed`). And a task submitted after a run at a higher
+//! priority, ahead of the run's entry once a failover lost its lease, was popped first
+//! and started beside it — found by the Redis Sentinel drill in CI, with the model then
+//! having no late submit; with it, and the start's count of the group's runs out
+//! (`start_checks_group`), the checker finds that too.
 
 mod scripts;
 mod state;
@@ -86,6 +95,11 @@ pub struct Fixes {
     /// instead of dropping its entry (`drop_stale_entries`): a failover after the pass's
     /// claim step can have taken the run's claim and put its entry back.
     pub stale_entry_of_a_run_is_claimed: bool,
+    /// `start` refuses a task whose group has its limit of runs in Postgres
+    /// (`group_has_room` in transitions/sql.rs), and a refused start claims the group's
+    /// runs that hold no claim (`claim_groups_of` in dispatch/exchange/pass.rs): a
+    /// failover that lost a run's slot made the group look freer in Redis.
+    pub start_checks_group: bool,
 }
 
 impl Fixes {
@@ -95,6 +109,7 @@ impl Fixes {
         start_checks_pause: true,
         repair_claims_queued_runs: true,
         stale_entry_of_a_run_is_claimed: true,
+        start_checks_group: true,
     };
 }
 
@@ -120,6 +135,10 @@ pub struct Bound {
     /// Whether the periodic repair pass runs (the rebuild after an empty restart always
     /// does).
     pub repair: bool,
+    /// The first task is submitted late, while the others run, at a better score (a
+    /// higher priority): after a failover that lost a run's lease it is ahead of the
+    /// run's entry.
+    pub late: bool,
 }
 
 impl Default for Bound {
@@ -134,6 +153,7 @@ impl Default for Bound {
             cancels: 1,
             pauses: 1,
             repair: true,
+            late: false,
         }
     }
 }
@@ -150,6 +170,8 @@ pub struct Groups {
 /// One step of one actor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
+    /// The API submits the late task on a node: Postgres, then `enqueue.lua`.
+    Submit(Node),
     /// A node's lease pass runs `lease.lua` for a runner that wants one task
     /// (dispatch/lease.rs `pop`).
     Lease(Node),
@@ -208,6 +230,13 @@ impl Groups {
             .fold(0, |set, t| set | bit(t))
     }
 
+    /// How many tasks besides `task` have a run: what `group_has_room` counts.
+    fn runs_besides(state: &State, task: Task) -> usize {
+        (0..MAX_TASKS)
+            .filter(|t| *t != task && state.rows[*t].run().is_some())
+            .count()
+    }
+
     /// `Repairer::run_once`, in its order: claims (`claim_unclaimed`), the paused set and
     /// the groups (`flow_repair::repair`), then the queues (`requeue_missing`), as one
     /// step; the periodic pass then owes its drops of stale claims and entries
@@ -226,7 +255,7 @@ impl Groups {
         let registered = redis.grp;
         let unfinished = self
             .tasks()
-            .filter(|t| !state.rows[*t].finished())
+            .filter(|t| state.rows[*t].unfinished())
             .fold(0, |set, t| set | bit(t));
         redis.groups_repair(unfinished, limit);
         for t in self.tasks() {
@@ -285,7 +314,9 @@ impl Groups {
             Row::Queued => {
                 let voided = state.voided & (1 << lease) != 0;
                 let paused = self.fixes.start_checks_pause && state.paused;
-                if voided || paused {
+                let full = self.fixes.start_checks_group
+                    && Self::runs_besides(state, task) >= usize::from(self.bound.limit);
+                if voided || paused || full {
                     state.owe(node, Op::Requeue { task, lease });
                 } else {
                     if state.paused && state.paused_start.is_none() {
@@ -326,7 +357,15 @@ impl Groups {
             Op::Start { task, lease } => self.start(state, node, task, lease),
             Op::Adopt { task, from, to } => state.redis.claims_adopt(task, from, to),
             Op::Release { task, lease } => state.redis.runs_end(task, lease, limit),
+            Op::Enqueue { task } => state.redis.enqueue(task),
             Op::Requeue { task, lease } => {
+                if self.fixes.start_checks_group {
+                    for t in self.tasks() {
+                        if let Some(run) = state.rows[t].run() {
+                            state.redis.claim_if_absent(t, node, run, true);
+                        }
+                    }
+                }
                 // `tasks_void_leases` answers which did not start: only those go back.
                 if state.rows[task] == Row::Queued {
                     state.voided |= 1 << lease;
@@ -355,7 +394,8 @@ impl Groups {
         actions.into_iter().any(|action| {
             matches!(
                 action,
-                Action::Lease(_)
+                Action::Submit(_)
+                    | Action::Lease(_)
                     | Action::Follow(..)
                     | Action::Report(..)
                     | Action::Reconcile(..)
@@ -377,6 +417,10 @@ impl Model for Groups {
         for t in self.tasks() {
             rows[t] = Row::Queued;
             tasks |= bit(t);
+        }
+        if self.bound.late {
+            rows[0] = Row::Unsubmitted;
+            tasks &= !bit(0);
         }
         // Submitted: committed, queued and registered with the group, and replicated.
         let redis = Redis {
@@ -407,6 +451,9 @@ impl Model for Groups {
         for node in 0..2 {
             if !state.alive[node] {
                 continue;
+            }
+            if state.rows[0] == Row::Unsubmitted {
+                actions.push(Action::Submit(node));
             }
             if state.leases < self.bound.leases && state.redis.queue != 0 {
                 actions.push(Action::Lease(node));
@@ -457,6 +504,10 @@ impl Model for Groups {
         let mut state = last.clone();
         let limit = self.bound.limit;
         match action {
+            Action::Submit(node) => {
+                state.rows[0] = Row::Queued;
+                state.owe(node, Op::Enqueue { task: 0 });
+            }
             Action::Lease(node) => {
                 let lease = state.leases;
                 if let Some(task) = state.redis.lease(node, lease, limit) {
@@ -493,6 +544,7 @@ impl Model for Groups {
                         state.redis.claim_requeue(task, node, claim.lease, limit);
                     }
                     Row::Ended | Row::Cancelled => state.redis.runs_end(task, claim.lease, limit),
+                    Row::Unsubmitted => return None,
                 }
             }
             Action::TakeOver(node) => state.redis.claims_take_over(1 - node, node),

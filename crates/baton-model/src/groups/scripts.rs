@@ -135,6 +135,12 @@ impl Redis {
         }
     }
 
+    /// `enqueue.lua`, submit's add: in the queue, registered with its group.
+    pub fn enqueue(&mut self, t: Task) {
+        self.grp |= bit(t);
+        self.queue |= bit(t);
+    }
+
     /// `enqueue_unclaimed.lua`: queued only if unclaimed and not parked; registered with
     /// its group.
     pub fn enqueue_unclaimed(&mut self, t: Task) {

@@ -17,6 +17,9 @@ pub const MAX_TASKS: usize = 3;
 /// A task's row: the source of truth (`tasks.status` and `lease_id`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Row {
+    /// Not submitted yet: the bound's late task ([`Bound::late`](super::Bound)), which
+    /// is submitted while the others run, at a better score than theirs.
+    Unsubmitted,
     /// Waiting for a runner.
     Queued,
     /// Started under the lease: its process runs.
@@ -42,6 +45,11 @@ impl Row {
     /// Ended for good.
     pub fn finished(self) -> bool {
         matches!(self, Row::Ended | Row::Cancelled)
+    }
+
+    /// Its row exists and is not finished: what the repair pass reads as the group's.
+    pub fn unfinished(self) -> bool {
+        !self.finished() && self != Row::Unsubmitted
     }
 }
 
@@ -107,8 +115,16 @@ pub enum Op {
         /// The lease whose claim goes.
         lease: Lease,
     },
+    /// Submit's Redis add after its insert committed (`enqueue.lua`): in the queue,
+    /// registered with the group.
+    Enqueue {
+        /// The task submitted.
+        task: Task,
+    },
     /// `requeue` in dispatch/exchange/pass.rs: `tasks_void_leases`, then
-    /// `claim_requeue.lua` for a task Postgres confirms did not start.
+    /// `claim_requeue.lua` for a task Postgres confirms did not start. With the fix of
+    /// the group's start check, the refusal first claims the group's runs that hold no
+    /// claim (`claim_groups_of`, `claim_if_absent.lua` each).
     Requeue {
         /// The task.
         task: Task,
