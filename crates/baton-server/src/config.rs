@@ -6,6 +6,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod trace_url;
+
+pub use trace_url::TraceUrlTemplate;
+
 /// Every setting of one node (`baton serve`). Unknown keys are refused, so a misspelt
 /// setting in a file fails the start instead of being silently ignored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -133,7 +137,7 @@ pub struct ServeConfig {
     pub webhook_max_age_s: u64,
     /// Where the web console links a task's trace: a URL with `{trace_id}` in it (a
     /// Jaeger UI's `.../trace/{trace_id}`). Unset: the console shows no trace links.
-    pub ui_trace_url: Option<crate::ui::TraceUrlTemplate>,
+    pub ui_trace_url: Option<TraceUrlTemplate>,
 }
 
 /// Input limits: each one breached is answered with a JSON 413 or 422.

@@ -177,8 +177,8 @@ pub(crate) fn logged(what: &str, detail: &dyn std::fmt::Display) -> String {
 }
 
 fn body_rejection(e: &BytesRejection) -> ApiError {
-    if crate::api::body_deadline::is_body_timeout(e) {
-        crate::api::body_deadline::timed_out()
+    if is_body_timeout(e) {
+        body_timed_out()
     } else if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::too_large(
             ErrorCode::BodyTooLarge,
@@ -205,4 +205,31 @@ impl From<PathRejection> for ApiError {
     fn from(e: PathRejection) -> Self {
         ApiError::bad_request(ErrorCode::InvalidPath, e.body_text())
     }
+}
+
+/// What a body read past its deadline fails with (`api::body_deadline`, which times the
+/// reading); [`is_body_timeout`] finds it among a read error's causes.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within {0:?} of its head")]
+pub(crate) struct BodyTimedOut(pub(crate) std::time::Duration);
+
+/// Whether a body read failed because it outlived its deadline.
+fn is_body_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.is::<BodyTimedOut>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// The answer to a body that did not arrive in time.
+fn body_timed_out() -> ApiError {
+    ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        ErrorCode::BodyTimeout,
+        "the request body did not arrive in time (http_body_read_timeout_ms)",
+    )
 }

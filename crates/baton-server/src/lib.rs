@@ -2,7 +2,11 @@
 //! truth) and Redis (queues, claims, liveness, wake-ups).
 
 #![warn(missing_docs, unreachable_pub)]
+// The async fns of the hot path nest deeply enough for rustc's layout queries to pass
+// the default depth of 128 in the test build.
+#![recursion_limit = "256"]
 
+mod admission;
 mod api;
 mod auth;
 pub mod config;
@@ -26,6 +30,7 @@ mod secrets;
 pub mod services;
 pub mod state;
 mod ui;
+mod views;
 mod webhooks;
 
 pub use config::ServeConfig;

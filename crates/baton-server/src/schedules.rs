@@ -2,7 +2,7 @@
 //! users see it, and a tick made into its task. When ticks fire is `baton_core::cron`
 //! and `baton_core::schedule`; firing them is `services::scheduler`.
 
-use crate::api::tasks::new_task;
+use crate::admission::new_task;
 use crate::auth::User;
 use crate::error::ApiError;
 use crate::queue_defaults::DefaultsByQueue;
@@ -66,7 +66,7 @@ pub(crate) fn settings_of(
     keep_next: Option<Option<DateTime<Utc>>>,
 ) -> Result<ScheduleSettings, ApiError> {
     check_name(&req.name)?;
-    crate::api::tasks::own_group(user, &mut req.task);
+    crate::admission::own_group(user, &mut req.task);
     let timezone = req.timezone.unwrap_or_else(|| DEFAULT_TIMEZONE.to_string());
     let clock = CronClock::new(&req.cron, &timezone)?;
     let overlap = req.overlap.as_deref().map(Overlap::parse).transpose()?;

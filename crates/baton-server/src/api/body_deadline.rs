@@ -4,14 +4,12 @@
 //! bound what a body may hold; this bounds how long it may take. Only the reading is
 //! timed: a parked lease or a followed log is a long answer to a short request.
 
-use crate::error::ApiError;
+use crate::error::BodyTimedOut;
 use crate::state::AppState;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
-use baton_client::ErrorCode;
 use http_body::{Frame, SizeHint};
 use std::future::Future;
 use std::pin::Pin;
@@ -41,11 +39,6 @@ struct DeadlineBody {
     within: Duration,
 }
 
-/// What a body read past its deadline fails with; [`is_body_timeout`] finds it.
-#[derive(Debug, thiserror::Error)]
-#[error("the request body did not arrive within {0:?} of its head")]
-struct BodyTimedOut(Duration);
-
 impl HttpBody for DeadlineBody {
     type Data = Bytes;
     type Error = axum::Error;
@@ -71,25 +64,4 @@ impl HttpBody for DeadlineBody {
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
-}
-
-/// Whether a body read failed because it outlived its deadline.
-pub(crate) fn is_body_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = Some(error);
-    while let Some(e) = cause {
-        if e.is::<BodyTimedOut>() {
-            return true;
-        }
-        cause = e.source();
-    }
-    false
-}
-
-/// The answer to a body that did not arrive in time.
-pub(crate) fn timed_out() -> ApiError {
-    ApiError::new(
-        StatusCode::REQUEST_TIMEOUT,
-        ErrorCode::BodyTimeout,
-        "the request body did not arrive in time (http_body_read_timeout_ms)",
-    )
 }

@@ -1,7 +1,7 @@
 //! The HTTP surface (design.md §6).
 
 mod admin;
-pub(crate) mod body_deadline;
+mod body_deadline;
 mod bulk;
 mod draining;
 mod events;
@@ -17,7 +17,6 @@ mod runner_version;
 mod schedules;
 pub(crate) mod tasks;
 mod unread_body;
-pub(crate) mod views;
 mod webhooks;
 
 use crate::config::Limits;

@@ -15,13 +15,14 @@
 //! them would be another task under the same name.
 
 use super::openapi::Errors;
-use super::tasks::{admitted, new_task, traceparent};
-use crate::api::views::task_view;
+use super::tasks::traceparent;
+use crate::admission::{admitted, new_task};
 use crate::auth::User;
 use crate::dispatch::submit;
 use crate::error::ApiError;
 use crate::extract::ApiPath;
 use crate::state::AppState;
+use crate::views::task_view;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};

@@ -7,7 +7,6 @@
 mod reports;
 
 use super::openapi::Errors;
-use crate::api::views::task_view;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
 use crate::config::Limits;
 use crate::dispatch::exchange::{self, Completion, RunnerCall, Start};
@@ -15,6 +14,7 @@ use crate::error::ApiError;
 use crate::events::RunnerChange;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
 use crate::state::AppState;
+use crate::views::task_view;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;

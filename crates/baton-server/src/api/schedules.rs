@@ -3,7 +3,6 @@
 //! them all; `admin` changes any (docs/authorization.md).
 
 use super::openapi::Errors;
-use crate::api::views::task_summary_view;
 use crate::auth::User;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
@@ -11,6 +10,7 @@ use crate::schedules::{
     changed, clock_of, first_tick, moves_ticks, schedule_view, settings_of, tick_task,
 };
 use crate::state::AppState;
+use crate::views::task_summary_view;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -3,21 +3,18 @@
 //! Submitting goes through `dispatch::submit` (design.md §4.1: the Postgres insert
 //! commits first, then the Redis add); this layer checks the input field by field.
 
-mod admission;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use admission::{admitted, check_json_floats, new_task, own_group};
-
 use super::openapi::Errors;
-use crate::api::views::{notify_state, task_summary_view, task_view};
+use crate::admission::{admitted, new_task, own_group, sealing_now};
 use crate::auth::User;
 use crate::dispatch::lease::as_leased;
 use crate::dispatch::submit;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
-use admission::sealing_now;
+use crate::views::{notify_state, task_summary_view, task_view};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};

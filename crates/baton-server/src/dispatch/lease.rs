@@ -13,12 +13,12 @@
 //! gets its tasks `running`, one round trip sooner. Only those whose start won are
 //! handed out; a resend is answered with the tasks the first attempt started.
 
-use crate::api::views::leased_view;
 use crate::auth::Runner;
 use crate::error::ApiError;
 use crate::queueing::queue_entry;
 use crate::secrets::OpenError;
 use crate::state::AppState;
+use crate::views::leased_view;
 use baton_client::{LeasedTask, trace_context};
 use baton_coord::{Claim, ClaimAdopt, CoordError, LeaseAsk, Popped, ReplayKey, Wake};
 use baton_core::TaskStatus;

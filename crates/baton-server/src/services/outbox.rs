@@ -247,7 +247,7 @@ impl OutboxDeliverer {
             .into_iter()
             .map(|id| {
                 let body = match tasks.get(&id) {
-                    Some(task) => crate::api::views::webhook_body(task),
+                    Some(task) => crate::views::webhook_body(task),
                     None => serde_json::json!({ "event": "task.finished", "task": { "id": id } }),
                 };
                 (id, body)

@@ -10,9 +10,6 @@
 mod assets;
 mod page_config;
 mod security_headers;
-mod trace_url;
-
-pub(crate) use trace_url::TraceUrlTemplate;
 
 use crate::state::AppState;
 use axum::Router;

@@ -113,7 +113,7 @@ pub(super) fn run_end(
         ));
     }
     if let Some(outputs) = &outputs {
-        super::super::tasks::check_json_floats("outputs", outputs)?;
+        crate::admission::check_json_floats("outputs", outputs)?;
         let size = serde_json::to_vec(outputs)
             .map(|v| v.len())
             .unwrap_or(usize::MAX);

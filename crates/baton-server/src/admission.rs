@@ -164,7 +164,7 @@ pub(crate) fn new_task(
 
 /// Whether these submissions' secrets are sealed now: always, once every live node opens
 /// sealed values (`crate::sealing_gate`); asked only when one carries secrets.
-pub(super) async fn sealing_now(state: &AppState, tasks: &[SubmitTask]) -> bool {
+pub(crate) async fn sealing_now(state: &AppState, tasks: &[SubmitTask]) -> bool {
     if tasks.iter().all(|t| t.secret_env.is_empty()) {
         return true;
     }

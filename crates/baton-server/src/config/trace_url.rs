@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 #[serde(try_from = "String", into = "String")]
 pub struct TraceUrlTemplate(String);
 
-pub(super) const TRACE_ID: &str = "{trace_id}";
+const TRACE_ID: &str = "{trace_id}";
 
 impl TraceUrlTemplate {
+    /// The template as written.
     pub fn as_str(&self) -> &str {
         &self.0
     }
