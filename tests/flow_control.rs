@@ -474,7 +474,7 @@ async fn lose_the_lease_of(env: &TestEnv, task: &Task, group: &str) -> String {
     panic!("a repair pass claimed the run between the two steps of every loss");
 }
 
-/// The queue entry of `task`, in group `group` (limit 1), at `priority`.
+/// The queue entry of `task`, in group `group` (at the task's limit), at `priority`.
 fn entry_of(task: &Task, group: &str, priority: i32) -> baton_coord::Enqueue {
     baton_coord::Enqueue {
         task_id: task.id,
@@ -484,7 +484,7 @@ fn entry_of(task: &Task, group: &str, priority: i32) -> baton_coord::Enqueue {
         enqueued_at_ms: task.queued_at.unwrap().timestamp_millis(),
         group: Some(baton_core::flow::Group {
             key: group.into(),
-            limit: 1,
+            limit: task.concurrency_limit.unwrap_or(1),
         }),
         owner: "tests".into(),
     }
@@ -678,6 +678,50 @@ async fn a_task_a_failover_put_ahead_of_its_groups_run_waits_for_it() {
     // When the run ends, the task gets its turn.
     let next = end_and_hand_out_next((&first, boot_1, a.id, lease_a), (&second, boot_2)).await;
     assert_eq!(next, b.id);
+}
+
+/// The same loss in a group of limit 2, with two tasks ahead of the run: the lease finds
+/// both places free and one exchange pops both, whose starts go to Postgres in one
+/// statement. Had each start counted only the rows committed before it, both would see
+/// the run alone (1 < 2) and start beside it; the statement counts its own earlier
+/// starts of the group too, and one of the two waits.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_tasks_a_failover_put_ahead_of_a_run_take_its_groups_one_free_place() {
+    let env = TestEnv::new("flow-two-ahead-of-lost").await;
+    let node = env.node_with(&["--repair-interval-ms", "3600000"]).await;
+    let user = user_client(&node.url);
+    let (_, first) = register_runner(&node.url, &[], 4).await;
+    let (_, second) = register_runner(&node.url, &[], 4).await;
+    let (boot_1, boot_2) = (Uuid::now_v7(), Uuid::now_v7());
+    let pair = SubmitTask {
+        command: Some(vec!["true".into()]),
+        concurrency_key: Some("g".into()),
+        concurrency_limit: Some(2),
+        ..Default::default()
+    };
+    let (a, _) = user.submit(&pair).await.unwrap();
+    let got = first
+        .exchange(&exchange_starting(boot_1, 1, 0))
+        .await
+        .unwrap();
+    assert_eq!(
+        got.tasks.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![a.id]
+    );
+    let (b, _) = user.submit(&pair).await.unwrap();
+    let (c, _) = user.submit(&pair).await.unwrap();
+
+    lose_the_lease_of(&env, &user.task_get(a.id).await.unwrap(), "g").await;
+    for task in [b.id, c.id] {
+        put_ahead(&env, &user.task_get(task).await.unwrap(), "g").await;
+    }
+    let (again, held) = ask_and_count_held(&env, &second, boot_2).await;
+    assert_eq!(held, 2, "group g (limit 2) runs {held} at once: {again:?}");
+    assert_eq!(
+        again.tasks.len(),
+        1,
+        "one of the two is handed out: {again:?}"
+    );
 }
 
 /// The same loss, met first by the repair pass: the run's entry is back in its queue with

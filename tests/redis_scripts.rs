@@ -272,11 +272,10 @@ async fn the_generation_marker_is_written_only_while_the_rebuild_still_holds_its
     assert_eq!(coord.epoch_get().await.unwrap(), Some(epoch));
 }
 
-/// A dispatched row of `task` in `queue_key` under `lease_id`, with no runner named.
-fn row_of(task: Uuid, queue_key: &str, lease_id: Uuid, started: bool) -> DispatchedRow<'_> {
+/// A dispatched row of the task of `entry` under `lease_id`, with no runner named.
+fn row_of(entry: &Enqueue, lease_id: Uuid, started: bool) -> DispatchedRow<'_> {
     DispatchedRow {
-        task,
-        queue_key,
+        entry,
         lease_id,
         runner: None,
         boot: None,
@@ -297,7 +296,7 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
     let read_lease = Uuid::new_v4();
     assert_eq!(
         coord
-            .claim_if_absent(&row_of(id, &queued.key_rel(), read_lease, false), "n1", NOW)
+            .claim_if_absent(&row_of(&queued, read_lease, false), "n1", NOW)
             .await
             .unwrap(),
         ClaimedIfAbsent::No,
@@ -308,13 +307,10 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
 
     // Neither queued nor claimed (Redis lost it): the repair claims it.
     let lost = Uuid::now_v7();
+    let lost_entry = entry(lost, "default", &[], 0, NOW);
     assert_eq!(
         coord
-            .claim_if_absent(
-                &row_of(lost, &queued.key_rel(), read_lease, false),
-                "n1",
-                NOW
-            )
+            .claim_if_absent(&row_of(&lost_entry, read_lease, false), "n1", NOW)
             .await
             .unwrap(),
         ClaimedIfAbsent::Claimed
@@ -331,11 +327,7 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
     coord.enqueue(std::slice::from_ref(&copy)).await.unwrap();
     assert_eq!(
         coord
-            .claim_if_absent(
-                &row_of(running, &copy.key_rel(), read_lease, true),
-                "n1",
-                NOW
-            )
+            .claim_if_absent(&row_of(&copy, read_lease, true), "n1", NOW)
             .await
             .unwrap(),
         ClaimedIfAbsent::TookItsEntry,
@@ -355,7 +347,7 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
     );
 
     // Had the run ended and the task been queued again meanwhile, the entry was the new
-    // turn's: the repair pass (`undo_if_requeued`) drops the claim and puts it back.
+    // turn's: the repair pass (`undo_if_moved_on`) drops the claim and puts it back.
     assert!(coord.claim_release(running, read_lease).await.unwrap());
     assert_eq!(
         coord
@@ -369,6 +361,48 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
         task_ids(&popped),
         vec![running],
         "the new turn is handed out"
+    );
+}
+
+/// A failover dropped a run's claim and its group entry together (the task submitted and
+/// leased within what the new master lacked). Before, the claim planted from the row held
+/// no slot of the group, which then looked free to the next lease; now the row's group
+/// entry is registered again and the claim takes its slot.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_from_the_row_registers_a_group_entry_the_failover_lost() {
+    let (env, coord) = env_and_coord("redis-claim-absent-group").await;
+    let run = Enqueue {
+        group: Some(baton_core::flow::Group {
+            key: "g".into(),
+            limit: 1,
+        }),
+        ..entry(Uuid::now_v7(), "default", &[], 0, NOW)
+    };
+    assert_eq!(
+        coord
+            .claim_if_absent(&row_of(&run, Uuid::new_v4(), true), "n1", NOW)
+            .await
+            .unwrap(),
+        ClaimedIfAbsent::Claimed
+    );
+    let mut redis = env.redis().await;
+    let holds_a_slot: bool = redis::cmd("SISMEMBER")
+        .arg(coord.keys().group_running("g"))
+        .arg(run.task_id.to_string())
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(holds_a_slot, "the claim holds a slot of its group");
+
+    // The next task of the group waits for it.
+    let next = Enqueue {
+        task_id: Uuid::now_v7(),
+        ..run.clone()
+    };
+    coord.enqueue(std::slice::from_ref(&next)).await.unwrap();
+    assert!(
+        pop_any(&coord, "n2", 1).await.is_empty(),
+        "the group (limit 1) is full"
     );
 }
 

@@ -6,7 +6,7 @@
 //! until the runner's start is recorded under the claim's lease (design.md §4.3).
 
 use crate::queue::parse_uuid;
-use crate::{Coord, CoordError};
+use crate::{Coord, CoordError, Enqueue};
 use redis::Script;
 use std::sync::LazyLock;
 use uuid::Uuid;
@@ -24,10 +24,9 @@ pub(crate) static RUNS_END: LazyLock<Script> =
 /// it under.
 #[derive(Debug, Clone, Copy)]
 pub struct DispatchedRow<'a> {
-    /// The task.
-    pub task: Uuid,
-    /// Its queue's key, without the prefix.
-    pub queue_key: &'a str,
+    /// The task's place in Redis, as its row has it: its queue, and its group's entry,
+    /// which the claim registers again when a failover lost it with the claim.
+    pub entry: &'a Enqueue,
     /// The lease its row has.
     pub lease_id: Uuid,
     /// The runner its row names.
@@ -229,12 +228,13 @@ impl Coord {
         now_ms: i64,
     ) -> Result<ClaimedIfAbsent, CoordError> {
         let id = |v: Option<Uuid>| v.map(|u| u.to_string()).unwrap_or_default();
+        let queue_key = row.entry.key_rel();
         let mut conn = self.conn().await?;
         let done: i32 = CLAIM_IF_ABSENT
             .key(self.keys.running())
             .key(self.keys.owned(node))
-            .key(self.keys.queue(row.queue_key))
-            .arg(row.task.to_string())
+            .key(self.keys.queue(&queue_key))
+            .arg(row.entry.task_id.to_string())
             .arg(node)
             .arg(row.lease_id.to_string())
             .arg(now_ms)
@@ -242,7 +242,8 @@ impl Coord {
             .arg(id(row.boot))
             .arg(if row.started { "1" } else { "0" })
             .arg(self.keys.prefix())
-            .arg(row.queue_key)
+            .arg(&queue_key)
+            .arg(row.entry.group_entry().unwrap_or_default())
             .invoke_async(&mut conn)
             .await?;
         Ok(match done {

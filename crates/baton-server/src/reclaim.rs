@@ -59,10 +59,9 @@ impl Claimer<'_> {
         let Some(lease) = task.lease_id else {
             return Ok(false);
         };
-        let queue_key = queue_entry(task).key_rel();
+        let entry = queue_entry(task);
         let row = DispatchedRow {
-            task: task.id,
-            queue_key: &queue_key,
+            entry: &entry,
             lease_id: lease,
             runner: task.runner_id,
             boot: task.boot_id,
@@ -76,17 +75,16 @@ impl Claimer<'_> {
             return Ok(false);
         }
         tracing::info!(task.id = %task.id, status = %task.status, "claimed a dispatched task that had no claim");
-        if claimed == ClaimedIfAbsent::TookItsEntry {
-            self.undo_if_requeued(task.id, lease).await?;
-        }
+        self.undo_if_moved_on(task.id, lease).await?;
         Ok(true)
     }
 
-    /// A claim that took its task's entry was for a run the row held when the caller
-    /// read it; if the run has ended since and the task was queued again (a retry with a
-    /// short backoff), the entry was the new turn's: the claim goes and the entry comes
-    /// back.
-    async fn undo_if_requeued(&self, task: Uuid, lease: Uuid) -> Result<(), ServiceError> {
+    /// A claim is for the run the row held when the caller read it. If the run has ended
+    /// since (its end's claim release came before this claim), the claim goes: left, it
+    /// would keep a retry scheduled since from being queued. If the task was queued
+    /// again (a retry with a short backoff), the entry the claim took was the new turn's,
+    /// and it comes back.
+    async fn undo_if_moved_on(&self, task: Uuid, lease: Uuid) -> Result<(), ServiceError> {
         let now = self.store.tasks_map(&[task]).await?;
         let still_the_run = now.get(&task).is_some_and(|t| {
             matches!(t.status, TaskStatus::Running | TaskStatus::Cancelling)
@@ -99,7 +97,7 @@ impl Claimer<'_> {
         if let Some(row) = now.get(&task).filter(|t| t.status == TaskStatus::Queued) {
             self.coord.enqueue_unclaimed(&[queue_entry(row)]).await?;
         }
-        tracing::info!(task.id = %task, "the run had ended: its task's new entry put back");
+        tracing::info!(task.id = %task, "the run had ended: its claim dropped, a new entry put back");
         Ok(())
     }
 }

@@ -74,6 +74,15 @@ impl AppState {
         self.identity.id()
     }
 
+    /// What claims dispatched runs whose claims Redis lost, for this node.
+    pub(crate) fn claimer(&self) -> crate::reclaim::Claimer<'_> {
+        crate::reclaim::Claimer {
+            store: &self.store,
+            coord: &self.coord,
+            node: self.node_id(),
+        }
+    }
+
     /// What ends runs under the server's own verdict, with this node's handles.
     pub(crate) fn finalizer(&self) -> ServerFinalizer {
         ServerFinalizer::new(

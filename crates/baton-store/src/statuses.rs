@@ -18,6 +18,15 @@ pub fn sql_list(statuses: impl IntoIterator<Item = TaskStatus>) -> String {
         .join(", ")
 }
 
+/// The rows of `alias` that hold a place of their concurrency group, as the partial index
+/// `tasks_group_dispatched` has them (so it serves the query).
+pub(crate) fn group_dispatched(alias: &str) -> String {
+    format!(
+        "{alias}.concurrency_key IS NOT NULL AND {alias}.status IN ({})",
+        sql_list(TaskStatus::DISPATCHED)
+    )
+}
+
 /// The unfinished statuses a queue counts: waiting in it (`queued`) or dispatched.
 pub(crate) fn in_a_queue() -> impl Iterator<Item = TaskStatus> {
     std::iter::once(TaskStatus::Queued).chain(TaskStatus::DISPATCHED)

@@ -288,10 +288,8 @@ impl Store {
         keys: &[String],
     ) -> Result<Vec<TaskRecord>, StoreError> {
         Ok(sqlx::query_as::<_, TaskRecord>(sqlx::AssertSqlSafe(format!(
-            "SELECT * FROM tasks
-             WHERE concurrency_key IS NOT NULL AND status IN ({})
-               AND concurrency_key = ANY($1)",
-            crate::statuses::sql_list(TaskStatus::DISPATCHED)
+            "SELECT * FROM tasks t WHERE {} AND t.concurrency_key = ANY($1)",
+            crate::statuses::group_dispatched("t")
         )))
         .bind(keys)
         .fetch_all(&self.pool)

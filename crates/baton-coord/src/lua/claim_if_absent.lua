@@ -16,6 +16,7 @@
 -- ARGV[1] task id   ARGV[2] node id   ARGV[3] lease id   ARGV[4] now (ms)
 -- ARGV[5] runner id   ARGV[6] boot id ('' when unknown)   ARGV[7] '1' if it started
 -- ARGV[8] key prefix   ARGV[9] the queue's key without the prefix
+-- ARGV[10] the task's group entry from its row ('' for a task of no group)
 -- Returns 0 (not claimed), 1 (claimed), 2 (claimed, taking its entry out of its queue or
 -- its group's waiting line).
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
@@ -34,8 +35,14 @@ redis.call('HSET', KEYS[1], ARGV[1],
   ARGV[2] .. '|' .. ARGV[3] .. '|' .. ARGV[4] .. '|' .. ARGV[5] .. '|' .. ARGV[6])
 redis.call('SADD', KEYS[2], ARGV[1])
 -- A slot of its group is taken with the claim, as a lease takes one; a copy parked in
--- the group's waiting line leaves it.
+-- the group's waiting line leaves it. A group entry lost with the claim (a task
+-- submitted and leased within what the failover dropped) is registered again from the
+-- row: without it the claim would hold no slot, and the group would look freer still.
 local raw = redis.call('HGET', ARGV[8] .. 'grp', ARGV[1])
+if not raw and ARGV[10] ~= '' then
+  raw = ARGV[10]
+  redis.call('HSET', ARGV[8] .. 'grp', ARGV[1], raw)
+end
 if raw then
   local key = cjson.decode(raw).key
   redis.call('SADD', ARGV[8] .. 'grun:' .. key, ARGV[1])

@@ -155,7 +155,7 @@ impl Redis {
     /// holds is claimed with its entry taken out when `queued_runs` (the fix), left
     /// alone otherwise. A slot of its group is taken with the claim, and a copy in the
     /// group's waiting line leaves it. (The model has no retries, so the check that the
-    /// run has not ended and been queued again since the read, `undo_if_requeued`, has
+    /// run has not ended and been queued again since the read, `undo_if_moved_on`, has
     /// nothing to find here.)
     pub fn claim_if_absent(&mut self, t: Task, node: Node, lease: Lease, queued_runs: bool) {
         if self.claims[t].is_some() {

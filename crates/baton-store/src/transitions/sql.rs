@@ -9,7 +9,7 @@
 //! the partial index while its statistics still called the queue small after a burst of
 //! submits, and read every queued row to start a few.
 
-use crate::statuses::sql_list;
+use crate::statuses::{group_dispatched, sql_list};
 use baton_core::{TaskStatus, Transition};
 
 /// `INSERT … RETURNING *` of tasks given as one JSON array (`$json`) at `$now`; a
@@ -75,32 +75,42 @@ pub(super) fn start(p: usize) -> String {
              leased_at = CASE WHEN t.status = ${queued} THEN r.leased_at ELSE t.leased_at END,
              started_at = ${now}, updated_at = ${now}, attempt = t.attempt + 1,
              log_size = 0, log_truncated = false, log_incomplete = false
-         FROM unnest(${ids}::uuid[], ${leases}::uuid[], ${runners}::uuid[], ${boots}::uuid[],
-                     ${leased_at}::timestamptz[]) AS r(id, lease, runner, boot, leased_at)
+         FROM (SELECT u.*, count(*) FILTER (WHERE k.status = ${queued}) OVER (
+                           PARTITION BY k.concurrency_key ORDER BY u.id
+                           ROWS UNBOUNDED PRECEDING) AS nth
+               FROM unnest(${ids}::uuid[], ${leases}::uuid[], ${runners}::uuid[],
+                           ${boots}::uuid[], ${leased_at}::timestamptz[])
+                    AS u(id, lease, runner, boot, leased_at)
+               JOIN tasks k ON k.id = u.id) AS r
          WHERE t.id = r.id
            AND ((t.status = ${queued} AND t.lease_id IS DISTINCT FROM r.lease
                  AND NOT r.lease = ANY(t.voided_leases))
                 OR (t.status = ${leased} AND t.lease_id = r.lease AND t.runner_id = r.runner))
            AND {RUNNER_MAY_TAKE}
            AND {group_has_room}",
-        group_has_room = group_has_room()
+        group_has_room = group_has_room(queued)
     )
 }
 
-/// The limit of a task's concurrency group, checked again at its start from Postgres:
-/// fewer than its limit of the group's other tasks are dispatched. Redis's slots admit a
-/// lease; a failover that lost a run's slot (its start long committed) made the group
-/// look freer than it is, and a task ahead of the run in its queues was leased beside
-/// it. Two starts of one group in flight together are still told apart by the slots
-/// alone: each counts the rows committed before its statement.
-fn group_has_room() -> String {
+/// The limit of a task's concurrency group, checked again at the start of a queued row
+/// from Postgres: the group's dispatched rows, and the queued starts of the group in
+/// this statement up to this one (`r.nth`, in id order: each sees the same rows, so
+/// without it a batch could start several into one free place), leave it room. Redis's
+/// slots admit a lease; a failover that lost a run's slot (its start long committed)
+/// made the group look freer than it is, and tasks ahead of the run in its queues were
+/// leased beside it. A start of the batch refused for another reason still takes its
+/// place in `nth`: at worst a task is refused and put back. Two statements starting
+/// tasks of one group at once (two nodes' group commits) each count the rows committed
+/// before them. `$queued` is [`START_FROM`]'s first status; a limit missing from a row
+/// with a key is 1, as Redis takes it (`queueing::group_of`).
+fn group_has_room(queued: usize) -> String {
     format!(
-        "(t.concurrency_key IS NULL
+        "(t.status <> ${queued} OR t.concurrency_key IS NULL
              OR (SELECT count(*) FROM tasks g
                  WHERE g.concurrency_key = t.concurrency_key AND g.id <> t.id
-                   AND g.concurrency_key IS NOT NULL AND g.status IN ({dispatched}))
-                < t.concurrency_limit)",
-        dispatched = sql_list(TaskStatus::DISPATCHED)
+                   AND {dispatched})
+                + r.nth <= COALESCE(t.concurrency_limit, 1))",
+        dispatched = group_dispatched("g")
     )
 }
 

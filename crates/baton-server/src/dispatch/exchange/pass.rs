@@ -9,7 +9,6 @@ use super::{RunnerAnswer, RunnerCall, StartAnswer};
 use crate::auth::Runner;
 use crate::error::ApiError;
 use crate::queueing::queue_entry;
-use crate::reclaim::Claimer;
 use crate::state::AppState;
 use baton_client::RunningLease;
 use baton_coord::{Popped, ReplayKey};
@@ -208,7 +207,7 @@ pub(super) async fn pass(
     adopt_lost_claims(state, &claims_lost).await;
     refused.extend(not_for_this_runner);
     if !refused.is_empty() {
-        tracing::warn!(runner.id = %runner.id, tasks = refused.len(), "postgres refused starts for this runner (deleted, paused, or not matching): back to their queues");
+        tracing::warn!(runner.id = %runner.id, tasks = refused.len(), "postgres refused starts for this runner (deleted, paused, not matching, or its group full): back to their queues");
         claim_groups_of(state, &refused, &rows).await;
         requeue(state, &refused).await;
         mirror_pauses(state).await;
@@ -458,12 +457,11 @@ async fn claim_groups_of(state: &AppState, refused: &[Popped], rows: &HashMap<Uu
     if groups.is_empty() {
         return;
     }
-    let claimer = Claimer {
-        store: &state.store,
-        coord: &state.coord,
-        node: state.node_id(),
-    };
-    match claimer.claim_groups(&groups, state.clock.now()).await {
+    match state
+        .claimer()
+        .claim_groups(&groups, state.clock.now())
+        .await
+    {
         Ok(0) => {}
         Ok(runs) => tracing::warn!(
             runs,
