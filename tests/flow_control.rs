@@ -562,27 +562,35 @@ async fn end_and_hand_out_next(
     .await
 }
 
-/// A Redis failover loses the claim and the group slot a lease took for a task that then
-/// started: the task is back in its queue while it runs. The next lease pops it, its
-/// start is refused, and — before — the pass released it with `forget`, which freed its
-/// slot and let the next task of the group (limit 1) start beside it. Now the claim the
-/// pop made becomes the run's, with its slot, and the next task waits for the first to end.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
-    let env = TestEnv::new("flow-lost-claim").await;
-    let node = env.node_with(&["--repair-interval-ms", "3600000"]).await;
+/// Task `a` of group `g` started on the first of two runners, on a node whose repair
+/// pass runs every `repair_interval_ms`; `same_group` submits another of the group.
+struct GroupRun {
+    env: TestEnv,
+    node: support::procs::NodeProc,
+    user: Client,
+    first: (Client, Uuid),
+    second: (Client, Uuid),
+    same_group: SubmitTask,
+    a: Task,
+    lease_a: Uuid,
+}
+
+async fn a_run_of_group_g(name: &str, limit: i64, repair_interval_ms: &str) -> GroupRun {
+    let env = TestEnv::new(name).await;
+    let node = env
+        .node_with(&["--repair-interval-ms", repair_interval_ms])
+        .await;
     let user = user_client(&node.url);
-    let (_, first) = register_runner(&node.url, &[], 4).await;
+    let (_, first) = register_runner(&node.url, &[], 1).await;
     let (_, second) = register_runner(&node.url, &[], 4).await;
     let (boot_1, boot_2) = (Uuid::now_v7(), Uuid::now_v7());
-    let mutex = SubmitTask {
+    let same_group = SubmitTask {
         command: Some(vec!["true".into()]),
         concurrency_key: Some("g".into()),
-        concurrency_limit: Some(1),
+        concurrency_limit: Some(limit),
         ..Default::default()
     };
-    let (a, _) = user.submit(&mutex).await.unwrap();
-    let (b, _) = user.submit(&mutex).await.unwrap();
+    let (a, _) = user.submit(&same_group).await.unwrap();
     let got = first
         .exchange(&exchange_starting(boot_1, 1, 0))
         .await
@@ -592,6 +600,36 @@ async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
         vec![a.id]
     );
     let lease_a = got.tasks[0].lease_id;
+    GroupRun {
+        env,
+        node,
+        user,
+        first: (first, boot_1),
+        second: (second, boot_2),
+        same_group,
+        a,
+        lease_a,
+    }
+}
+
+/// A Redis failover loses the claim and the group slot a lease took for a task that then
+/// started: the task is back in its queue while it runs. The next lease pops it, its
+/// start is refused, and — before — the pass released it with `forget`, which freed its
+/// slot and let the next task of the group (limit 1) start beside it. Now the claim the
+/// pop made becomes the run's, with its slot, and the next task waits for the first to end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
+    let GroupRun {
+        env,
+        user,
+        first: (first, boot_1),
+        second: (second, boot_2),
+        same_group: mutex,
+        a,
+        lease_a,
+        node: _node,
+    } = a_run_of_group_g("flow-lost-claim", 1, "3600000").await;
+    let (b, _) = user.submit(&mutex).await.unwrap();
 
     lose_the_lease_of(&env, &user.task_get(a.id).await.unwrap(), "g").await;
     let got = second
@@ -636,28 +674,16 @@ async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
 /// under its lease, slot and all, and the task waits for the run to end.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_a_failover_put_ahead_of_its_groups_run_waits_for_it() {
-    let env = TestEnv::new("flow-ahead-of-lost").await;
-    let node = env.node_with(&["--repair-interval-ms", "3600000"]).await;
-    let user = user_client(&node.url);
-    let (_, first) = register_runner(&node.url, &[], 4).await;
-    let (_, second) = register_runner(&node.url, &[], 4).await;
-    let (boot_1, boot_2) = (Uuid::now_v7(), Uuid::now_v7());
-    let mutex = SubmitTask {
-        command: Some(vec!["true".into()]),
-        concurrency_key: Some("g".into()),
-        concurrency_limit: Some(1),
-        ..Default::default()
-    };
-    let (a, _) = user.submit(&mutex).await.unwrap();
-    let got = first
-        .exchange(&exchange_starting(boot_1, 1, 0))
-        .await
-        .unwrap();
-    assert_eq!(
-        got.tasks.iter().map(|t| t.id).collect::<Vec<_>>(),
-        vec![a.id]
-    );
-    let lease_a = got.tasks[0].lease_id;
+    let GroupRun {
+        env,
+        user,
+        first: (first, boot_1),
+        second: (second, boot_2),
+        same_group: mutex,
+        a,
+        lease_a,
+        node: _node,
+    } = a_run_of_group_g("flow-ahead-of-lost", 1, "3600000").await;
     let (b, _) = user.submit(&mutex).await.unwrap();
 
     lose_the_lease_of(&env, &user.task_get(a.id).await.unwrap(), "g").await;
@@ -687,27 +713,16 @@ async fn a_task_a_failover_put_ahead_of_its_groups_run_waits_for_it() {
 /// starts of the group too, and one of the two waits.
 #[tokio::test(flavor = "multi_thread")]
 async fn two_tasks_a_failover_put_ahead_of_a_run_take_its_groups_one_free_place() {
-    let env = TestEnv::new("flow-two-ahead-of-lost").await;
-    let node = env.node_with(&["--repair-interval-ms", "3600000"]).await;
-    let user = user_client(&node.url);
-    let (_, first) = register_runner(&node.url, &[], 4).await;
-    let (_, second) = register_runner(&node.url, &[], 4).await;
-    let (boot_1, boot_2) = (Uuid::now_v7(), Uuid::now_v7());
-    let pair = SubmitTask {
-        command: Some(vec!["true".into()]),
-        concurrency_key: Some("g".into()),
-        concurrency_limit: Some(2),
-        ..Default::default()
-    };
-    let (a, _) = user.submit(&pair).await.unwrap();
-    let got = first
-        .exchange(&exchange_starting(boot_1, 1, 0))
-        .await
-        .unwrap();
-    assert_eq!(
-        got.tasks.iter().map(|t| t.id).collect::<Vec<_>>(),
-        vec![a.id]
-    );
+    // The first runner keeps the run; only the second asks again.
+    let GroupRun {
+        env,
+        node: _node,
+        user,
+        second: (second, boot_2),
+        same_group: pair,
+        a,
+        ..
+    } = a_run_of_group_g("flow-two-ahead-of-lost", 2, "3600000").await;
     let (b, _) = user.submit(&pair).await.unwrap();
     let (c, _) = user.submit(&pair).await.unwrap();
 
@@ -737,29 +752,17 @@ async fn two_tasks_a_failover_put_ahead_of_a_run_take_its_groups_one_free_place(
 #[tokio::test(flavor = "multi_thread")]
 async fn the_repair_pass_claims_a_run_a_failover_put_back_in_its_queue() {
     const LOSSES: usize = 60;
-    let env = TestEnv::new("flow-repair-lost-claim").await;
-    let node = env.node_with(&["--repair-interval-ms", "10"]).await;
-    let user = user_client(&node.url);
-    let (_, first) = register_runner(&node.url, &[], 1).await;
-    let (_, second) = register_runner(&node.url, &[], 4).await;
-    let (boot_1, boot_2) = (Uuid::now_v7(), Uuid::now_v7());
-    let mutex = SubmitTask {
-        command: Some(vec!["true".into()]),
-        concurrency_key: Some("g".into()),
-        concurrency_limit: Some(1),
-        ..Default::default()
-    };
-    let (a, _) = user.submit(&mutex).await.unwrap();
+    let GroupRun {
+        env,
+        user,
+        first: (first, boot_1),
+        second: (second, boot_2),
+        same_group: mutex,
+        a,
+        lease_a,
+        node: _node,
+    } = a_run_of_group_g("flow-repair-lost-claim", 1, "10").await;
     let (b, _) = user.submit(&mutex).await.unwrap();
-    let got = first
-        .exchange(&exchange_starting(boot_1, 1, 0))
-        .await
-        .unwrap();
-    assert_eq!(
-        got.tasks.iter().map(|t| t.id).collect::<Vec<_>>(),
-        vec![a.id]
-    );
-    let lease_a = got.tasks[0].lease_id;
 
     let coord = coord_of(&env);
     for loss in 1..=LOSSES {

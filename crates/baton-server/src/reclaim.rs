@@ -86,10 +86,9 @@ impl Claimer<'_> {
     /// and it comes back.
     async fn undo_if_moved_on(&self, task: Uuid, lease: Uuid) -> Result<(), ServiceError> {
         let now = self.store.tasks_map(&[task]).await?;
-        let still_the_run = now.get(&task).is_some_and(|t| {
-            matches!(t.status, TaskStatus::Running | TaskStatus::Cancelling)
-                && t.lease_id == Some(lease)
-        });
+        let still_the_run = now
+            .get(&task)
+            .is_some_and(|t| t.status.is_dispatched() && t.lease_id == Some(lease));
         if still_the_run {
             return Ok(());
         }

@@ -65,6 +65,10 @@ pub(super) const FINISH_FROM: &[TaskStatus] = Transition::Report(TaskStatus::Suc
 /// frozen, a slow network) while its resent twin started, ran and ended the run, must
 /// not start the retry that is queued now. Nor can a lease voided before its task was
 /// put back in its queue (`voided_leases`, `tasks_void_leases`).
+///
+/// The starts are joined to their rows for the group check's `nth`
+/// ([`group_has_room`]), then put back in id order, the order `binds::by_task` gave
+/// them: every statement takes its rows' locks in that one order.
 pub(super) fn start(p: usize) -> String {
     let (ids, leases, runners, boots, leased_at, now) = (p, p + 1, p + 2, p + 3, p + 4, p + 5);
     let (queued, leased) = (p + 6, p + 7);
@@ -81,7 +85,8 @@ pub(super) fn start(p: usize) -> String {
                FROM unnest(${ids}::uuid[], ${leases}::uuid[], ${runners}::uuid[],
                            ${boots}::uuid[], ${leased_at}::timestamptz[])
                     AS u(id, lease, runner, boot, leased_at)
-               JOIN tasks k ON k.id = u.id) AS r
+               JOIN tasks k ON k.id = u.id
+               ORDER BY u.id) AS r
          WHERE t.id = r.id
            AND ((t.status = ${queued} AND t.lease_id IS DISTINCT FROM r.lease
                  AND NOT r.lease = ANY(t.voided_leases))
