@@ -9,6 +9,7 @@ use baton_coord::{
     ReplayKey,
 };
 use baton_core::LabelSet;
+use support::services::RedisProc;
 use support::*;
 use uuid::Uuid;
 
@@ -403,6 +404,58 @@ async fn a_claim_from_the_row_registers_a_group_entry_the_failover_lost() {
     assert!(
         pop_any(&coord, "n2", 1).await.is_empty(),
         "the group (limit 1) is full"
+    );
+}
+
+/// What a Redis failover answers for a while is "not now", which the API turns into a 503
+/// to retry, not a 500: seen in an hour's drill, a queue's resume (a `MULTI`) sent to a
+/// master that had lost the slot came back `EXECABORT` with each command `MOVED`, and a
+/// script run on a new master that had not loaded it came back `NOSCRIPT`. Here, a
+/// transaction on a replica (each write refused `READONLY` while queued) and an
+/// `EVALSHA` of a script the server does not have.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failovers_refusals_are_unavailable_not_internal() {
+    let env = TestEnv::new("redis-not-now").await;
+    let master = RedisProc::start(&env.dir.join("master")).await;
+    let replica = RedisProc::start(&env.dir.join("replica")).await;
+    let client = |url: String| redis::Client::open(url).unwrap();
+    let mut to_replica = client(replica.url())
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .query_async(&mut to_replica)
+        .await
+        .unwrap();
+
+    let aborted = redis::pipe()
+        .atomic()
+        .set("k", "v")
+        .ignore()
+        .query_async::<()>(&mut to_replica)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            CoordError::from(aborted.clone()),
+            CoordError::Unavailable(_)
+        ),
+        "{aborted}"
+    );
+    let unknown_script = redis::cmd("EVALSHA")
+        .arg("0".repeat(40))
+        .arg(0)
+        .query_async::<()>(&mut to_replica)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            CoordError::from(unknown_script.clone()),
+            CoordError::Unavailable(_)
+        ),
+        "{unknown_script}"
     );
 }
 

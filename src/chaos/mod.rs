@@ -128,6 +128,11 @@ pub async fn run(mut args: ChaosArgs) -> anyhow::Result<ExitCode> {
     cluster.stop().await;
     let report = outcome?;
     report.print();
+    if !report.violations.is_empty() {
+        let listed = args.dir.join("violations.txt");
+        report.write_violations(&listed)?;
+        println!("  every violation: {}", listed.display());
+    }
     Ok(if report.violations.is_empty() {
         ExitCode::SUCCESS
     } else {

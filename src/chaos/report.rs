@@ -3,6 +3,9 @@
 use super::faults::{FaultLog, adoption_limit};
 use std::time::Duration;
 
+/// How many violations the printed report lists.
+const SHOWN: usize = 50;
+
 /// Everything a run of the drill prints at its end.
 #[derive(Debug, Default)]
 pub struct Report {
@@ -99,8 +102,20 @@ impl Report {
             println!("    {name:<36} {}", if *ok { "ok" } else { "VIOLATED" });
         }
         println!("  violations   {}", self.violations.len());
-        for v in self.violations.iter().take(50) {
+        for v in self.violations.iter().take(SHOWN) {
             println!("    - {v}");
         }
+        if self.violations.len() > SHOWN {
+            println!("    … and {} more", self.violations.len() - SHOWN);
+        }
+    }
+
+    /// Every violation, one a line, in `path` (the report shows the first [`SHOWN`]):
+    /// an hour's soak that did not settle lists hundreds, and the kinds past the first
+    /// screen are what tells a backlog from a broken promise.
+    pub fn write_violations(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let mut all = self.violations.join("\n");
+        all.push('\n');
+        std::fs::write(path, all)
     }
 }

@@ -39,16 +39,44 @@ pub(crate) fn count(kind: &'static str) {
 }
 
 fn classify(e: redis::RedisError) -> CoordError {
-    // A replica, a server still loading, a master without replicas: try again later.
-    if e.is_io_error()
-        || e.is_timeout()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || e.is_cluster_error()
-        || crate::connection::server_not_ready(&e)
-    {
+    if not_now(&e) {
         CoordError::Unavailable(e.to_string())
     } else {
         CoordError::Internal(e.to_string())
     }
+}
+
+/// Whether `e` says "try again later" rather than "this is wrong": a replica, a server
+/// still loading, a master without replicas, a slot moving. And two a failover leaves:
+/// a new master that has not loaded a script yet (`NOSCRIPT`, where the client cannot
+/// load it itself), and a transaction whose commands were refused for one of those
+/// reasons while queued — the cluster client follows no redirection inside `MULTI`, and
+/// answers the whole `EXECABORT`.
+fn not_now(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    let refused_for_now = |kind: Option<ServerErrorKind>| {
+        matches!(
+            kind,
+            Some(
+                ServerErrorKind::Moved
+                    | ServerErrorKind::Ask
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::ReadOnly
+                    | ServerErrorKind::BusyLoading
+                    | ServerErrorKind::MasterDown
+            )
+        )
+    };
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_cluster_error()
+        || crate::connection::server_not_ready(e)
+        || e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+        || (e.kind() == ErrorKind::Server(ServerErrorKind::ExecAbort)
+            && e.clone().into_server_errors().is_some_and(|refused| {
+                !refused.is_empty() && refused.iter().all(|(_, r)| refused_for_now(r.kind()))
+            }))
 }
