@@ -58,6 +58,7 @@ async fn a_runner_heard_only_by_a_node_whose_clock_is_behind_is_not_lost() {
     let held = RunningLease {
         task_id: task.id,
         lease_id: leased[0].lease_id,
+        reporting: false,
     };
     // The runner's own heartbeat cadence, for twice `runner_lost_after`, through A only.
     let mut beats = tokio::time::interval(Duration::from_secs(1));

@@ -588,6 +588,7 @@ async fn a_run_completed_in_the_exchange_that_lists_it_is_not_called_gone() {
     let held = |t: &baton_client::LeasedTask| baton_client::RunningLease {
         task_id: t.id,
         lease_id: t.lease_id,
+        reporting: false,
     };
     let answer = runner
         .exchange(&Exchange {

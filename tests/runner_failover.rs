@@ -554,7 +554,7 @@ async fn exits_in_time_and_outlives_its_deadline(
             assert_eq!(
                 task.status,
                 TaskStatus::Running,
-                "ended while its runner was silent: {task:?}"
+                "ended before its runner's result could land: {task:?}"
             );
             (chrono::Utc::now() > judged_by).then_some(())
         },
@@ -649,4 +649,144 @@ async fn a_task_handed_out_at_the_end_of_a_park_keeps_its_whole_timeout() {
         (TaskStatus::Succeeded, Some(0)),
         "{ended:?}"
     );
+}
+
+/// A run ends in time and its result is held on its way (`--fault hold-results`: every
+/// exchange carrying it waits 20 s), while the runner's heartbeats, sent alone, are
+/// answered at once long past the run's deadline. Before, hearing the runner since the
+/// deadline was enough for the reconciler to end the run `timed_out`, and the success
+/// that then landed was refused (Known limit 11, found by the model). The heartbeat lists
+/// the run as `reporting`, whose end is the runner's to say: it ends `succeeded`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_success_held_on_its_way_while_its_runner_is_heard_is_not_called_timed_out() {
+    let env = TestEnv::new("runner-result-held").await;
+    let mut args = patient_with_silence();
+    args.extend(["--fault".into(), "hold-results:20".into()]);
+    let node = env
+        .node_with(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    let user = user_client(&node.url);
+    // A short fence makes a short exchange timeout: the held exchange is given up on, and
+    // heartbeats go meanwhile.
+    let _runner = env
+        .runner_with(
+            &node.url,
+            &["held"],
+            1,
+            &["--heartbeat-s", "1", "--fence-after-s", "6"],
+        )
+        .await;
+    let run = a_short_run(&user, "held").await;
+    exits_in_time_and_outlives_its_deadline(&user, run, 4 + 2 + 3).await;
+    succeeded(&env, &user, run.0).await;
+}
+
+/// A runner busy with a long run is handed a second task, started, in an answer held 40 s
+/// (`--fault hold-answer-refusing-resends`), and every resend of that exchange is refused
+/// meanwhile, while its heartbeats are answered. The task never runs. Before, the
+/// reconciler, hearing the runner past the task's timeout and grace, ended it `timed_out`
+/// (Known limit 12, found by the model); a run that never ran has not timed out. Its
+/// runner never lists it, so once the answer is past the runner's fence (it will not
+/// start it) the run is ended as forgotten.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_whose_answer_never_arrives_is_not_called_timed_out() {
+    let env = TestEnv::new("runner-answer-lost").await;
+    let mut args = patient_with_silence();
+    args.extend([
+        "--forgotten-run-after-s".into(),
+        "2".into(),
+        "--fault".into(),
+        "hold-answer-refusing-resends:held:40".into(),
+    ]);
+    let node = env
+        .node_with(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    let user = user_client(&node.url);
+    let _runner = env
+        .runner_with(
+            &node.url,
+            &["a"],
+            2,
+            &["--heartbeat-s", "1", "--fence-after-s", "6"],
+        )
+        .await;
+    // A long run keeps the runner heartbeating while the answer is held.
+    let (long, _) = user.submit(&task(SLEEPER, "a", 1)).await.unwrap();
+    assert!(alive(pid_of(&user, long.id).await));
+
+    let runs = file_tasks_may_write(&env.dir.join("runs.log"));
+    let (held, _) = user
+        .submit(&SubmitTask {
+            queue: Some("held".into()),
+            timeout_s: Some(2),
+            ..task(&format!("echo ran >> {}", runs.display()), "a", 1)
+        })
+        .await
+        .unwrap();
+    let ended = env.wait_terminal(&user, held.id).await;
+    assert_eq!(
+        (ended.status, ended.error.as_deref()),
+        (TaskStatus::Failed, Some("the runner no longer runs it")),
+        "a run its runner never began is ended as forgotten, not timed out: {ended:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&runs).unwrap_or_default(),
+        "",
+        "the held task ran"
+    );
+}
+
+/// A runner cut off past its fence kills its run and comes back idle, under the same
+/// boot, long before it could be called lost: it heartbeats no list of runs while busy
+/// with none. Before, the run it forgot stayed `running` until its timeout (an hour
+/// here) and then timed out (Known limit 2). An idle runner's poll now carries its empty
+/// list when a heartbeat is due, and the run is ended as forgotten.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_a_runner_forgot_is_ended_once_it_is_back_idle() {
+    let env = TestEnv::new("runner-idle-forgot").await;
+    let mut args = patient_with_silence();
+    args.extend(["--forgotten-run-after-s".into(), "2".into()]);
+    let node = env
+        .node_with(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    let link = proxy::FaultProxy::in_front_of(&node.url).await.unwrap();
+    let runner = env
+        .runner_with(
+            &format!("http://127.0.0.1:{}", link.port()),
+            &["idle"],
+            1,
+            &[
+                "--heartbeat-s",
+                "1",
+                "--fence-after-s",
+                "3",
+                "--wait-s",
+                "2",
+            ],
+        )
+        .await;
+    let user = user_client(&node.url);
+    let (forgotten, _) = user
+        .submit(&SubmitTask {
+            timeout_s: Some(3600),
+            ..task(SLEEPER, "idle", 1)
+        })
+        .await
+        .unwrap();
+    let pid = pid_of(&user, forgotten.id).await;
+    link.set(proxy::Link::Cut);
+    wait_for(
+        "the runner to fence itself and kill its run",
+        Duration::from_secs(20),
+        || async { (!alive(pid)).then_some(()) },
+    )
+    .await;
+    link.set(proxy::Link::Open);
+    let ended = env.wait_terminal(&user, forgotten.id).await;
+    assert_eq!(
+        (ended.status, ended.error.as_deref()),
+        (TaskStatus::Failed, Some("the runner no longer runs it")),
+        "{ended:?}"
+    );
+    drop(runner);
 }

@@ -6,7 +6,7 @@
 //! the run, or its timeout really having passed while it ran. Anything else is a
 //! violation, whatever status the task ended in and whether or not it was retried.
 
-use baton_core::after_run::RUNNER_TIMEOUT_ERROR;
+use baton_core::after_run::{RUNNER_TIMEOUT_ERROR, SERVER_TIMEOUT_ERROR};
 use baton_core::reconcile::Reason;
 use sqlx::PgConnection;
 use std::collections::{HashMap, HashSet};
@@ -243,7 +243,7 @@ pub async fn unexplained_ends(
             end.task_id, end.attempt, end.status
         );
         // A timeout, the server's or the runner's own, is true when the time passed.
-        if error == Reason::TimedOut.as_str() || error.starts_with(RUNNER_TIMEOUT_ERROR) {
+        if error == SERVER_TIMEOUT_ERROR || error.starts_with(RUNNER_TIMEOUT_ERROR) {
             let timeout = end.timeout_s.unwrap_or(i64::MAX) as f64;
             if ran + SLACK_S < timeout {
                 violations.push(format!("{what}, before its timeout of {timeout} s"));

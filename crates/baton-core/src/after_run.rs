@@ -77,6 +77,10 @@ pub const TASK_RETRY: Backoff = Backoff {
 /// on a run whose runner never reported — but a retry policy's `on_timeout` judges it.
 pub const RUNNER_TIMEOUT_ERROR: &str = "timed out after ";
 
+/// The error of the server's own `timed_out`: a run its runner listed as still running
+/// past its timeout and grace (`reconcile::overdue`).
+pub const SERVER_TIMEOUT_ERROR: &str = "timed out";
+
 /// Whether a run ended at its timeout: the server's `timed_out`, or the runner's own
 /// timeout as it reports it ([`RUNNER_TIMEOUT_ERROR`]).
 pub fn timed_out(outcome: TaskStatus, exit_code: Option<i32>, error: Option<&str>) -> bool {

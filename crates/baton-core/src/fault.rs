@@ -30,11 +30,28 @@ pub enum Fault {
         /// How long it is held.
         seconds: u64,
     },
+    /// `hold-answer-refusing-resends:<queue>:<seconds>`: as `hold-answer`, and every
+    /// resend arriving while the answer is held is refused as unavailable, as when the
+    /// node that answered is cut off and the others are out of reach of its resends.
+    HoldAnswerRefusingResends {
+        /// The queue whose task the held answer hands out.
+        queue: String,
+        /// How long it is held, and resends refused.
+        seconds: u64,
+    },
+    /// `hold-results:<seconds>`: every exchange carrying a run's result waits until that
+    /// long after the first such arrived, having counted as the runner's presence, while
+    /// exchanges without one are answered at once: a result slowed on its way while the
+    /// runner's other requests get through.
+    HoldResults {
+        /// How long after the first result arrived the held ones go on.
+        seconds: u64,
+    },
 }
 
 impl Fault {
     /// The names `--fault` takes, for the refusal of any other.
-    pub const NAMES: &'static str = "after-pop, after-fire, abort-before-commit, abort-after-commit, fail-after-commit, hold-answer:<queue>:<seconds>";
+    pub const NAMES: &'static str = "after-pop, after-fire, abort-before-commit, abort-after-commit, fail-after-commit, hold-answer:<queue>:<seconds>, hold-answer-refusing-resends:<queue>:<seconds>, hold-results:<seconds>";
 }
 
 /// A `--fault` no node knows.
@@ -52,18 +69,29 @@ impl FromStr for Fault {
             "abort-before-commit" => Fault::AbortBeforeCommit,
             "abort-after-commit" => Fault::AbortAfterCommit,
             "fail-after-commit" => Fault::FailAfterCommit,
-            _ => {
-                let held = name
-                    .strip_prefix("hold-answer:")
-                    .and_then(|rest| rest.rsplit_once(':'))
-                    .filter(|(queue, _)| !queue.is_empty())
-                    .and_then(|(queue, s)| Some((queue.to_string(), s.parse().ok()?)));
-                let Some((queue, seconds)) = held else {
-                    return Err(UnknownFault(name.to_string()));
-                };
-                Fault::HoldAnswer { queue, seconds }
-            }
+            _ => parsed_with_arguments(name).ok_or_else(|| UnknownFault(name.to_string()))?,
         })
+    }
+}
+
+/// A fault whose name carries its arguments, or `None`.
+fn parsed_with_arguments(name: &str) -> Option<Fault> {
+    let queue_and_seconds = |rest: &str| -> Option<(String, u64)> {
+        let (queue, seconds) = rest.rsplit_once(':')?;
+        if queue.is_empty() {
+            return None;
+        }
+        Some((queue.to_string(), seconds.parse().ok()?))
+    };
+    if let Some(rest) = name.strip_prefix("hold-answer:") {
+        let (queue, seconds) = queue_and_seconds(rest)?;
+        Some(Fault::HoldAnswer { queue, seconds })
+    } else if let Some(rest) = name.strip_prefix("hold-answer-refusing-resends:") {
+        let (queue, seconds) = queue_and_seconds(rest)?;
+        Some(Fault::HoldAnswerRefusingResends { queue, seconds })
+    } else {
+        let seconds = name.strip_prefix("hold-results:")?.parse().ok()?;
+        Some(Fault::HoldResults { seconds })
     }
 }
 
@@ -76,6 +104,10 @@ impl fmt::Display for Fault {
             Fault::AbortAfterCommit => f.write_str("abort-after-commit"),
             Fault::FailAfterCommit => f.write_str("fail-after-commit"),
             Fault::HoldAnswer { queue, seconds } => write!(f, "hold-answer:{queue}:{seconds}"),
+            Fault::HoldAnswerRefusingResends { queue, seconds } => {
+                write!(f, "hold-answer-refusing-resends:{queue}:{seconds}")
+            }
+            Fault::HoldResults { seconds } => write!(f, "hold-results:{seconds}"),
         }
     }
 }
@@ -110,6 +142,11 @@ mod tests {
                 queue: "q:1".into(),
                 seconds: 8,
             },
+            Fault::HoldAnswerRefusingResends {
+                queue: "q".into(),
+                seconds: 30,
+            },
+            Fault::HoldResults { seconds: 20 },
         ] {
             assert_eq!(fault.to_string().parse::<Fault>(), Ok(fault));
         }
@@ -123,6 +160,9 @@ mod tests {
             "hold-answer:q",
             "hold-answer::3",
             "hold-answer:q:x",
+            "hold-answer-refusing-resends::3",
+            "hold-results:",
+            "hold-results:q:3",
         ] {
             let refused = bad.parse::<Fault>().unwrap_err().to_string();
             assert!(refused.contains("after-pop, after-fire"), "{refused}");

@@ -10,6 +10,12 @@
 //! Staleness clocks never start before `clocks_since`: after an outage of our own (Redis
 //! or Postgres unreachable, Redis data lost) a runner is not declared offline or lost
 //! because the server could not hear it.
+//!
+//! A run past its timeout is not the reconciler's to end: hearing the runner says nothing
+//! of the run — its result may be held up on its way, or its start may never have reached
+//! the runner. Only the runner's own list can say it still runs the task past its
+//! deadline ([`overdue`], judged on its heartbeat); a run it no longer lists is ended as
+//! forgotten there too; a silent runner is left to the lost-runner rule.
 
 use crate::status::TaskStatus;
 use chrono::{DateTime, Duration, Utc};
@@ -25,8 +31,9 @@ pub struct Thresholds {
     pub runner_lost_after: Duration,
     /// How long a leased task may wait for its runner's `start`.
     pub ack_timeout: Duration,
-    /// Added to a task's own `timeout_s` before the server ends it: the runner enforces
-    /// the timeout itself and should get to report first.
+    /// Added to a task's own `timeout_s` before a heartbeat listing its run as still
+    /// running makes the server end it ([`overdue`]): the runner enforces the timeout
+    /// itself, and its timer may fire late on a busy machine.
     pub timeout_grace: Duration,
     /// How long a claim may exist on a task Postgres still calls `queued` before the
     /// dispatch is presumed dead (the node died between the Redis pop and the Postgres
@@ -40,8 +47,6 @@ impl Default for Thresholds {
             runner_offline_after: Duration::seconds(90),
             runner_lost_after: Duration::seconds(180),
             ack_timeout: Duration::seconds(30),
-            // Above the runner's longest backoff step (30 s + 20 %): a result a runner
-            // held through an outage lands before the server's timeout verdict.
             timeout_grace: Duration::seconds(40),
             dispatch_grace: Duration::seconds(10),
         }
@@ -120,8 +125,6 @@ pub enum Reason {
     RunnerRestarted,
     /// Its runner was deleted (or is gone).
     RunnerDeleted,
-    /// It ran past its `timeout_s` plus grace with no report.
-    TimedOut,
 }
 
 impl Reason {
@@ -134,7 +137,6 @@ impl Reason {
             Reason::RunnerLost => "runner lost",
             Reason::RunnerRestarted => "runner restarted",
             Reason::RunnerDeleted => "runner deleted",
-            Reason::TimedOut => "timed out",
         }
     }
 }
@@ -152,13 +154,11 @@ pub enum Decision {
     Keep,
     /// Back to the queue. Only for tasks that never started: safe to hand out again.
     Requeue(Reason),
-    /// The run is over without a report: `scheduled` again when `retry`, otherwise the
-    /// terminal `status` (`failed` or `timed_out`).
+    /// The run is over without a report: `scheduled` again when `retry`, otherwise
+    /// `failed`.
     EndRun {
         /// Why the run ended.
         reason: Reason,
-        /// The terminal status, used when there is no retry.
-        status: TaskStatus,
         /// Whether attempts remain: the task waits `scheduled` for another.
         retry: bool,
     },
@@ -169,16 +169,24 @@ pub enum Decision {
 }
 
 fn end_run(task: &TaskFacts, reason: Reason) -> Decision {
-    let status = if reason == Reason::TimedOut {
-        TaskStatus::TimedOut
-    } else {
-        TaskStatus::Failed
-    };
     Decision::EndRun {
         reason,
-        status,
         retry: task.attempt < task.max_attempts,
     }
+}
+
+/// Whether a run its runner lists as still running — not reporting — as of `as_of` (the
+/// server time its list is as of) has outlived its timeout and grace: the runner has let
+/// its own timeout pass, and the server ends the run `timed_out`. A runner that enforces
+/// its timeouts never lists a run so: its timer fires before the server's start plus the
+/// timeout, and from then on it lists the run as reporting.
+pub fn overdue(
+    started_at: DateTime<Utc>,
+    timeout_s: i64,
+    t: &Thresholds,
+    as_of: DateTime<Utc>,
+) -> bool {
+    as_of > started_at + Duration::seconds(timeout_s) + t.timeout_grace
 }
 
 /// Whether `seen` is a boot of the runner after `ran` (the boot the task was leased to).
@@ -230,24 +238,6 @@ pub fn decide(i: &Inputs, t: &Thresholds) -> Decision {
         }
         RunnerFacts::Known { .. } => None,
     };
-    // The grace lets the runner, which enforces the timeout itself, report first; it
-    // could not while this node's stores were out, so the grace runs from the outage's
-    // end too. And only a runner heard since the deadline has let it pass without a
-    // report: a silent one may have finished the run in time and be cut off with its
-    // result (a partition longer than the grace, shorter than its fence). Ending that run
-    // `timed_out` would overwrite a success on its way; it is left to the lost-runner
-    // rule, which its fence makes safe.
-    let past_timeout = task.started_at.is_some_and(|started| {
-        let deadline = started + Duration::seconds(task.timeout_s) + t.timeout_grace;
-        let heard_since = match i.runner {
-            RunnerFacts::Known { last_seen, .. } | RunnerFacts::Deleted { last_seen } => {
-                last_seen.is_some_and(|seen| seen > deadline)
-            }
-            RunnerFacts::Gone => true,
-        };
-        i.now > deadline && heard_since && i.now - i.clocks_since > t.timeout_grace
-    });
-
     match task.status {
         TaskStatus::Queued if i.now - i.claimed_at > t.dispatch_grace => {
             Decision::Requeue(Reason::NeverDispatched)
@@ -264,16 +254,11 @@ pub fn decide(i: &Inputs, t: &Thresholds) -> Decision {
             _ => Decision::Keep,
         },
         TaskStatus::Running => match runner_verdict() {
-            Some(reason @ (Reason::RunnerDeleted | Reason::RunnerRestarted)) => {
-                end_run(task, reason)
-            }
-            _ if past_timeout => end_run(task, Reason::TimedOut),
             Some(reason) => end_run(task, reason),
             None => Decision::Keep,
         },
         TaskStatus::Cancelling => match runner_verdict() {
             Some(reason) => Decision::Cancel(reason),
-            None if past_timeout => Decision::Cancel(Reason::TimedOut),
             None => Decision::Keep,
         },
         TaskStatus::Scheduled

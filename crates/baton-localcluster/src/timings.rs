@@ -58,9 +58,7 @@ impl NodeTimings {
     /// margins of docs/failure-handling.md, scaled down: a runner cut off fences at 7 s
     /// (+ 1 s for the exchanger's check) < 14 s − 0.25 s (presence a dying node had not
     /// written) − (0.25 s + 2 s: a node that just lost Redis vouches for its runners until
-    /// a presence write fails) = 11.5 s. The timeout grace is above the runners' longest
-    /// backoff step (a quarter of their fence, +20 %), so a result held through an outage
-    /// lands before the server's timeout verdict.
+    /// a presence write fails) = 11.5 s.
     pub const DRILL: NodeTimings = NodeTimings {
         node_ttl_ms: 3000,
         reconcile_interval_ms: 500,

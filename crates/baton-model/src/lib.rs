@@ -22,9 +22,10 @@
 //!   the tasks an answer hands it (started, `start_leased`), heartbeats with a list as of
 //!   a server time (`running_as_of`), runs a task for [`RUN`] and kills it at its own
 //!   timeout, and reports.
-//! - **The node's verdicts**: forgotten runs (`verdicts::end_forgotten_runs`), the
-//!   timeout (`reconcile::decide`'s `past_timeout`), retries (a run ended with attempts
-//!   left is queued again).
+//! - **The node's verdicts**: forgotten runs (`verdicts::end_forgotten_runs`) and the
+//!   timeout (`verdicts::end_overdue_runs`), both on a heartbeat's list — the agent's
+//!   idle poll carries one when a beat is due, so a heartbeat may come from either lane —
+//!   and retries (a run ended with attempts left is queued again).
 //! - **Time** is one cluster clock in whole steps, up to [`Bound::max_time`]; a frozen
 //!   or cut-off runner is one whose steps are simply not taken.
 //!
@@ -40,7 +41,7 @@ pub mod groups;
 mod protocol;
 mod state;
 
-pub use protocol::{Action, Bound, Dispatch, Fixes, HELD, OPEN, PROMISES};
+pub use protocol::{Action, Bound, Dispatch, Fixes, HELD, PROMISES, TimeoutVerdict};
 pub use state::{End, Row, State};
 
 /// How long a task runs on its runner, in clock steps.

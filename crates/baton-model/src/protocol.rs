@@ -20,8 +20,9 @@ pub struct Fixes {
     /// Hole 2: a node answering from `KnownEmpty` first asks for the request's replay
     /// record (`Coord::replay_recorded`).
     pub replay_before_known_empty: bool,
-    /// Hole 4: `timed_out` only for a runner heard after the deadline (`past_timeout`).
-    pub timeout_needs_hearing: bool,
+    /// Who ends a run past its timeout and grace, and on what evidence (hole 4, then
+    /// Known limits 11 and 12 of the release before).
+    pub timeout: TimeoutVerdict,
     /// Hole 4, through a real outage: the first answer after failures sends the results
     /// waiting out their backoff (`Retrier::woken_by`), so a result travels with the
     /// heartbeat that first gets through.
@@ -34,9 +35,23 @@ impl Fixes {
         list_as_of_pins: true,
         timeout_from_start: true,
         replay_before_known_empty: true,
-        timeout_needs_hearing: true,
+        timeout: TimeoutVerdict::Heartbeat,
         results_with_heartbeat: true,
     };
+}
+
+/// Where the `timed_out` verdict on a run with no report is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeoutVerdict {
+    /// The reconciler, at the deadline: before hole 4's fix.
+    Reconciler,
+    /// The reconciler, once the runner has been heard since the deadline (presence):
+    /// hole 4's fix, which still overwrote a success held on the report lane while the
+    /// poll was heard, and timed out a start whose answer never arrived.
+    ReconcilerHeard,
+    /// The heartbeat, for a run its list shows still running — not reporting — as of past
+    /// the deadline (`verdicts::end_overdue_runs`); the reconciler keeps none.
+    Heartbeat,
 }
 
 /// How far the checker looks.
@@ -91,7 +106,8 @@ pub enum Action {
     Kill(Runner),
     /// A report reaches a node.
     DeliverReport(Report),
-    /// A node's reconciler ends a run past its timeout and grace.
+    /// A node's reconciler ends a run past its timeout and grace (not with
+    /// [`TimeoutVerdict::Heartbeat`]).
     TimeOut,
 }
 
@@ -103,16 +119,8 @@ pub const PROMISES: [&str; 4] = [
     "no run times out that never ran",
 ];
 
-/// The promises the model finds kept within the bound, every fix in.
-pub const HELD: [&str; 2] = [PROMISES[0], PROMISES[1]];
-
-/// The promises the model still finds a way to break, every fix in
-/// (docs/failure-handling.md, Known limits): a runner heard past a run's deadline on its
-/// poll lane while the run's result is held on the report lane (its success is then
-/// overwritten as `timed_out`); and an answer handing out a started task lost, its
-/// resends failing for longer than the task's timeout and grace while the runner keeps
-/// heartbeating (a run that never ran times out).
-pub const OPEN: [&str; 2] = [PROMISES[2], PROMISES[3]];
+/// The promises the model finds kept within the bound, every fix in: all of them.
+pub const HELD: [&str; 4] = PROMISES;
 
 impl Dispatch {
     /// Whether runner `r` may take a step other than its timer's: an agent whose process
@@ -240,6 +248,7 @@ impl Model for Dispatch {
         }
         if let Row::Running { started, .. } = state.row
             && state.now > started + TIMEOUT + GRACE
+            && self.fixes.timeout != TimeoutVerdict::Heartbeat
         {
             actions.push(Action::TimeOut);
         }
@@ -369,10 +378,10 @@ impl Model for Dispatch {
                 let agent = state.agents[r];
                 state.agents[r].heard = state.now;
                 let as_of = self.list_as_of(&agent).unwrap_or(state.now);
-                // What it lists: its process, and a run whose report is still on its way.
-                let listed: BTreeSet<Lease> = agent
-                    .process
-                    .map(|p| p.lease)
+                // What it lists: its process, running, and a run whose report is still on
+                // its way, `reporting`.
+                let running = agent.process.map(|p| p.lease);
+                let listed: BTreeSet<Lease> = running
                     .into_iter()
                     .chain(
                         state
@@ -382,6 +391,18 @@ impl Model for Dispatch {
                             .map(|p| p.lease),
                     )
                     .collect();
+                if self.fixes.timeout == TimeoutVerdict::Heartbeat
+                    && let Row::Running {
+                        lease,
+                        runner,
+                        started,
+                    } = state.row
+                    && runner == r
+                    && running == Some(lease)
+                    && as_of > started + TIMEOUT + GRACE
+                {
+                    Self::end_run(&mut state, End::TimedOut, lease);
+                }
                 if let Row::Running {
                     lease,
                     runner,
@@ -430,7 +451,8 @@ impl Model for Dispatch {
                     return None;
                 };
                 let deadline = started + TIMEOUT + GRACE;
-                if self.fixes.timeout_needs_hearing && state.agents[runner].heard <= deadline {
+                let unheard = state.agents[runner].heard <= deadline;
+                if self.fixes.timeout == TimeoutVerdict::ReconcilerHeard && unheard {
                     return None;
                 }
                 Self::end_run(&mut state, End::TimedOut, lease);

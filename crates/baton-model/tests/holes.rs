@@ -3,7 +3,7 @@
 //! the order of steps that breaks the promise, the one the real-process test of the same
 //! hole replays (docs/failure-handling.md names them).
 
-use baton_model::{Bound, Dispatch, Fixes, HELD, OPEN, PROMISES};
+use baton_model::{Bound, Dispatch, Fixes, HELD, PROMISES, TimeoutVerdict};
 use stateright::{Checker, Model, Path};
 use std::time::Instant;
 
@@ -83,10 +83,17 @@ fn hole_1_a_start_on_its_way_taken_for_forgotten_runs_twice() {
     finds("hole 1", fixes, Bound::default(), PROMISES[0]);
 }
 
+/// Found under the timeout verdict of its time, the reconciler's on presence: a run
+/// whose answer was held past the deadline and grace was timed out and retried, and the
+/// runner, counting the timeout from the answer's arrival, spawned it beside the retry.
+/// Under the heartbeat's verdict the model's runner is told "gone" by the very heartbeat
+/// that ends the run, so the model no longer reaches it that way; the code's runner hears
+/// it an answer later, while a retry may already run, so the fix stays.
 #[test]
 fn hole_1_an_answer_held_past_the_grace_runs_beside_the_retry() {
     let fixes = Fixes {
         timeout_from_start: false,
+        timeout: TimeoutVerdict::ReconcilerHeard,
         ..Fixes::ALL
     };
     finds("hole 1, its variant", fixes, Bound::default(), PROMISES[0]);
@@ -108,7 +115,7 @@ fn hole_2_a_resend_answered_from_known_empty_strands_a_started_task() {
 #[test]
 fn hole_4_a_silent_runners_success_is_overwritten_as_timed_out() {
     let fixes = Fixes {
-        timeout_needs_hearing: false,
+        timeout: TimeoutVerdict::Reconciler,
         ..Fixes::ALL
     };
     let bound = Bound {
@@ -121,6 +128,7 @@ fn hole_4_a_silent_runners_success_is_overwritten_as_timed_out() {
 #[test]
 fn hole_4_a_result_behind_its_heartbeat_is_overwritten_as_timed_out() {
     let fixes = Fixes {
+        timeout: TimeoutVerdict::ReconcilerHeard,
         results_with_heartbeat: false,
         ..Fixes::ALL
     };
@@ -131,13 +139,34 @@ fn hole_4_a_result_behind_its_heartbeat_is_overwritten_as_timed_out() {
     finds("hole 4, through an outage", fixes, bound, PROMISES[2]);
 }
 
+/// Known limit 11 of the release before: with the timeout judged by the reconciler on
+/// presence, a runner heard on its poll lane past the deadline while its success is held
+/// on the report lane has that success overwritten as `timed_out`.
 #[test]
-fn open_holes_are_still_found_with_every_fix() {
+fn limit_11_a_success_held_while_the_poll_is_heard_is_overwritten_as_timed_out() {
+    let fixes = Fixes {
+        timeout: TimeoutVerdict::ReconcilerHeard,
+        ..Fixes::ALL
+    };
     let bound = Bound {
         retries: 0,
         ..Bound::default()
     };
-    for open in OPEN {
-        finds("with every fix", Fixes::ALL, bound, open);
-    }
+    finds("limit 11", fixes, bound, PROMISES[2]);
+}
+
+/// Known limit 12 of the release before: an answer handing out a started task lost, its
+/// resend failing past the task's timeout and grace while the runner heartbeats: a run
+/// that never ran times out.
+#[test]
+fn limit_12_a_start_that_never_arrived_times_out() {
+    let fixes = Fixes {
+        timeout: TimeoutVerdict::ReconcilerHeard,
+        ..Fixes::ALL
+    };
+    let bound = Bound {
+        retries: 0,
+        ..Bound::default()
+    };
+    finds("limit 12", fixes, bound, PROMISES[3]);
 }

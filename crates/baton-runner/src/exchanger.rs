@@ -225,7 +225,7 @@ async fn run(
         let leasing = !setup.stop_leasing.is_cancelled() && (setup.hold)().is_none();
         send_report(&setup, &mut lanes, &mut pending, leasing, heartbeat);
         if leasing {
-            send_poll(&setup, &mut lanes);
+            send_poll(&setup, &mut lanes, heartbeat);
         }
         if !reports_open && pending.is_empty() && lanes.report.is_none() && !leasing {
             return Ended::Shutdown;
@@ -370,9 +370,7 @@ fn send_report(
         }
     }
     if beat_due {
-        exchange.running_as_of = lanes.list_as_of(Duration::from_secs(setup.config.fence_after_s));
-        exchange.running = Some(setup.tracker.leases());
-        lanes.last_beat = Some(Instant::now());
+        heartbeat_with(setup, lanes, &mut exchange);
     }
     if leasing && lanes.poll.is_none() && lanes.unanswered.is_none() {
         exchange.max = setup.slots.available_permits() as u32;
@@ -387,8 +385,18 @@ fn send_report(
     ));
 }
 
+/// Makes `exchange` a heartbeat too: the runs this runner holds, as of when.
+fn heartbeat_with(setup: &Setup, lanes: &mut Lanes, exchange: &mut Exchange) {
+    exchange.running_as_of = lanes.list_as_of(Duration::from_secs(setup.config.fence_after_s));
+    exchange.running = Some(setup.tracker.leases());
+    lanes.last_beat = Some(Instant::now());
+}
+
 /// Asks for work for every free slot, parking on the server, if the poll lane is free.
-fn send_poll(setup: &Setup, lanes: &mut Lanes) {
+/// An idle runner's poll is its heartbeat when one is due: its empty list tells the
+/// server of a run it holds that this runner no longer runs (it fenced itself, or gave
+/// up on a start), which nothing else would end.
+fn send_poll(setup: &Setup, lanes: &mut Lanes, heartbeat: Duration) {
     if lanes.poll.is_some() || Instant::now() < lanes.quiet_until {
         return;
     }
@@ -403,7 +411,7 @@ fn send_poll(setup: &Setup, lanes: &mut Lanes) {
             if free == 0 {
                 return;
             }
-            let poll = Exchange {
+            let mut poll = Exchange {
                 request_id: Uuid::new_v4(),
                 boot_id: setup.boot_id,
                 max: free,
@@ -414,6 +422,10 @@ fn send_poll(setup: &Setup, lanes: &mut Lanes) {
                 secrets_at_start: true,
                 ..Exchange::default()
             };
+            let beat_due = lanes.last_beat.is_none_or(|at| at.elapsed() >= heartbeat);
+            if setup.tracker.is_empty() && beat_due {
+                heartbeat_with(setup, lanes, &mut poll);
+            }
             (poll, Leasing::now(lanes))
         }
     };

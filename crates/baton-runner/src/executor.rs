@@ -177,12 +177,14 @@ impl Executor {
             // server may already have ended and retried it, so it is not spawned even for
             // a moment — the model of the protocol (crates/baton-model) found the instant
             // in which it would run beside its retry.
+            control.report_on_its_way();
             return self.report(&task, Ending::TimedOut, 0, None, &stop).await;
         }
         let spool = match LogSpool::create(&self.config.spool_dir()) {
             Ok(spool) => Arc::new(spool),
             Err(e) => {
                 let ending = Ending::SpawnFailed(format!("cannot create the log spool: {e}"));
+                control.report_on_its_way();
                 return self.report(&task, ending, 0, None, &stop).await;
             }
         };
@@ -198,12 +200,14 @@ impl Executor {
                 &spool,
                 &mut shipper,
                 stop.clone(),
-                control,
+                control.clone(),
                 deadline,
                 user.take(),
             )
             .instrument(tracing::info_span!("task.execute", task.id = %id))
             .await;
+        // Also for a process that never started: its report follows.
+        control.report_on_its_way();
         // What is left of the output travels with the completion when it is small;
         // otherwise it is shipped first.
         let mut tail = None;
@@ -403,6 +407,7 @@ impl Executor {
                 }
             }
         };
+        control.report_on_its_way();
         if control.kill_now.is_cancelled() {
             // Self-fencing: no grace, the server is about to hand the task to another.
             signal_group(pgid, Signal::SIGKILL);

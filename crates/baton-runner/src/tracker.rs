@@ -7,7 +7,8 @@
 
 use baton_client::{HeartbeatResponse, RunningLease};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -21,6 +22,21 @@ pub(crate) struct TaskControl {
     pub gone: CancellationToken,
     /// Self-fencing: kill at once, no grace — the server is about to give it away.
     pub kill_now: CancellationToken,
+    /// The run's end is decided here (its process exited, or this agent's timeout or a
+    /// cancel is stopping it): what remains is its report, which heartbeats say is on its
+    /// way, so the server waits for it rather than judge the run itself.
+    ending: Arc<AtomicBool>,
+}
+
+impl TaskControl {
+    /// The run's end is decided; its report follows.
+    pub(crate) fn report_on_its_way(&self) {
+        self.ending.store(true, Ordering::Relaxed);
+    }
+
+    fn reporting(&self) -> bool {
+        self.ending.load(Ordering::Relaxed)
+    }
 }
 
 /// The runs this agent holds, by task: a task taken back and handed to this runner again
@@ -83,10 +99,11 @@ impl Tracker {
         self.runs()
             .iter()
             .filter_map(|(&task_id, of_task)| {
-                let (lease_id, _) = of_task.last()?;
+                let (lease_id, control) = of_task.last()?;
                 Some(RunningLease {
                     task_id,
                     lease_id: *lease_id,
+                    reporting: control.reporting(),
                 })
             })
             .collect()
@@ -203,7 +220,8 @@ mod tests {
             tracker.leases(),
             vec![RunningLease {
                 task_id: task,
-                lease_id: new
+                lease_id: new,
+                reporting: false,
             }],
             "the heartbeat names the newest lease"
         );
@@ -215,5 +233,14 @@ mod tests {
         assert!(running.kill_now.is_cancelled());
         tracker.remove(task, old);
         assert_eq!(tracker.leases()[0].lease_id, new);
+    }
+
+    #[test]
+    fn a_run_whose_end_is_decided_is_listed_as_reporting() {
+        let tracker = Tracker::default();
+        let control = tracker.insert(Uuid::new_v4(), Uuid::new_v4());
+        assert!(!tracker.leases()[0].reporting, "still running");
+        control.report_on_its_way();
+        assert!(tracker.leases()[0].reporting);
     }
 }

@@ -344,7 +344,8 @@ impl Default for Timings {
 }
 
 impl Timings {
-    /// The thresholds the reconciler's pure decision applies, from the settings' units.
+    /// The thresholds the reconciler's pure decision and the heartbeat's timeout verdict
+    /// apply, from the settings' units.
     pub fn thresholds(&self) -> baton_core::reconcile::Thresholds {
         let secs = |s: u64| chrono::Duration::seconds(s as i64);
         baton_core::reconcile::Thresholds {

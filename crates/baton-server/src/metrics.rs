@@ -41,11 +41,10 @@ pub(crate) const SCHEDULE_FIRE_LAG: &str = "baton_schedule_fire_lag_seconds";
 pub(crate) const SCHEDULE_TICKS_SKIPPED: &str = "baton_schedule_ticks_skipped_total";
 
 /// What the reconciler's actions are counted as: one per outcome of `act`.
-pub(crate) const RECONCILER_ACTION_KINDS: [&str; 7] = [
+pub(crate) const RECONCILER_ACTION_KINDS: [&str; 6] = [
     "requeue",
     "retry",
     "fail",
-    "timed_out",
     "cancel",
     "drop_claim",
     "adopt_claim",
@@ -263,7 +262,6 @@ pub(crate) fn reconciler_action(action: &'static str) {
 pub(crate) fn reconciler_ended(status: TaskStatus) {
     reconciler_action(match status {
         TaskStatus::Scheduled => "retry",
-        TaskStatus::TimedOut => "timed_out",
         TaskStatus::Cancelled => "cancel",
         _ => "fail",
     });

@@ -68,6 +68,12 @@ pub struct RunningLease {
     /// The lease it runs the task under: the server tells a current run from a stale one by
     /// it.
     pub lease_id: Uuid,
+    /// The run is over on the runner (its process exited, or the runner's own timeout or
+    /// a cancel is stopping it) and its result is on its way. The server ends a listed run
+    /// `timed_out` only while it is not: a result held up on its way is never overwritten.
+    /// Left out (agents of earlier releases), `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reporting: bool,
 }
 
 /// `POST /v1/runner/lease`: also a heartbeat.

@@ -52,7 +52,11 @@ pub fn exchange_starting(boot_id: Uuid, max: u32, wait_s: u32) -> Exchange {
 pub fn heartbeat_of(boot_id: Uuid, task_id: Uuid, lease_id: Uuid) -> Heartbeat {
     Heartbeat {
         boot_id,
-        running: vec![RunningLease { task_id, lease_id }],
+        running: vec![RunningLease {
+            task_id,
+            lease_id,
+            reporting: false,
+        }],
     }
 }
 

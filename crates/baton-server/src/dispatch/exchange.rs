@@ -16,6 +16,7 @@
 //! pass runs in a task of its own, so it completes even if the runner hangs up: what it
 //! leased is recorded for the runner's resend.
 
+mod faults;
 mod pass;
 mod starts;
 
@@ -29,7 +30,6 @@ use crate::state::AppState;
 use axum::http::StatusCode;
 use baton_client::{LeasedTask, RunningLease};
 use baton_coord::ReplayKey;
-use baton_core::fault::Fault;
 use baton_store::{LogAppend, LogWrite, RunEnd, TaskRecord};
 use chrono::{DateTime, Utc};
 use pass::pass;
@@ -112,34 +112,15 @@ pub(crate) async fn handle(
     if let Some(boot) = call.boot_id {
         state.presence.record(runner.id, boot, now_ms);
     }
+    faults::refuse_resend(state, call.retry).map_err(|e| vouched(state, e, heard))?;
+    faults::hold_results(state, !call.completions.is_empty()).await;
     // Only the arrival proves the runner alive: a parked request's answer may go to a
     // runner that died or was cut off meanwhile.
     let answered = answer(state, runner, call)
         .await
         .map_err(|e| vouched(state, e, heard))?;
-    hold_fault(state, &answered.tasks).await;
+    faults::hold_answer(state, &answered.tasks).await;
     Ok(answered)
-}
-
-/// Test-only fault injection, `hold-answer:<queue>:<seconds>`: the first answer that hands
-/// out a task of `<queue>` waits that long after its commit before it goes, as when a node
-/// freezes or a link holds its answer — while the runner's other lane, and other
-/// runners, are answered at once.
-async fn hold_fault(state: &AppState, tasks: &[LeasedTask]) {
-    static HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    let Some(Fault::HoldAnswer { queue, seconds }) = &state.config.fault else {
-        return;
-    };
-    if tasks.iter().any(|t| &t.queue == queue)
-        && !HELD.swap(true, std::sync::atomic::Ordering::SeqCst)
-    {
-        tracing::error!(
-            queue,
-            seconds,
-            "fault injection: holding an answer that hands out tasks"
-        );
-        tokio::time::sleep(std::time::Duration::from_secs(*seconds)).await;
-    }
 }
 
 /// Whether presence this node hears now reaches every node: its liveness holds and its

@@ -1,5 +1,9 @@
 //! A runner's heartbeat: of the leases it says it holds, which to cancel and which are
-//! gone; and the runs it holds but no longer lists, which nothing executes any more.
+//! gone; the runs it lists as still running past their timeout, which it failed to stop;
+//! and the runs it holds but no longer lists, which nothing executes any more. These are
+//! the server's only verdicts on a run whose runner is heard: what the runner lists is
+//! what it runs, where hearing from it alone says nothing of a result on its way or of a
+//! start that never reached it (reconcile.rs).
 
 use crate::auth::Runner;
 use crate::error::ApiError;
@@ -7,6 +11,8 @@ use crate::state::AppState;
 use baton_client::RunningLease;
 use baton_coord::Claim;
 use baton_core::TaskStatus;
+use baton_core::after_run::SERVER_TIMEOUT_ERROR;
+use baton_core::reconcile::overdue;
 use baton_store::{RunEnd, TaskRecord, Work};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
@@ -78,6 +84,63 @@ pub(crate) async fn now(
     Ok(of(runner, running, &rows, &claims))
 }
 
+/// The time a heartbeat's list is as of: what the runner says (`running_as_of`, this
+/// cluster's clock), never later than now; a list that says nothing is as of now.
+fn listed_at(state: &AppState, as_of: Option<DateTime<Utc>>) -> DateTime<Utc> {
+    let now = state.clock.now();
+    as_of.map_or(now, |at| at.min(now))
+}
+
+/// Runs the runner lists as running — not reporting — past their timeout and grace as
+/// of its list (`reconcile::overdue`): it let its own timeout pass, so the server ends
+/// them `timed_out` (a `cancelling` one `cancelled`). Returns the tasks ended: their
+/// leases are gone, and the runner is told so in this answer. A failure here waits for
+/// the next heartbeat.
+pub(crate) async fn end_overdue_runs(
+    state: &AppState,
+    runner: &Runner,
+    running: &[RunningLease],
+    rows: &HashMap<Uuid, TaskRecord>,
+    as_of: Option<DateTime<Utc>>,
+) -> Vec<Uuid> {
+    let listed_at = listed_at(state, as_of);
+    let thresholds = state.config.timings.thresholds();
+    let overdue = running
+        .iter()
+        .filter(|lease| !lease.reporting)
+        .filter_map(|lease| {
+            let t = rows.get(&lease.task_id)?;
+            let current = t.runner_id == Some(runner.id)
+                && t.lease_id == Some(lease.lease_id)
+                && matches!(t.status, TaskStatus::Running | TaskStatus::Cancelling);
+            let started = t.started_at.filter(|_| current)?;
+            overdue(started, t.timeout_s.into(), &thresholds, listed_at).then_some(t)
+        });
+    let mut ended = Vec::new();
+    for task in overdue {
+        let Some(lease_id) = task.lease_id else {
+            continue;
+        };
+        let status = if task.status == TaskStatus::Cancelling {
+            TaskStatus::Cancelled
+        } else {
+            TaskStatus::TimedOut
+        };
+        let end = RunEnd::by_server(status, SERVER_TIMEOUT_ERROR);
+        match state.finalizer().end(task.id, lease_id, end).await {
+            Ok(Some(row)) => {
+                tracing::warn!(task.id = %task.id, runner.id = %runner.id, status = %row.status, "a run its runner let outlive its timeout ended");
+                ended.push(task.id);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, task.id = %task.id, "overdue run not ended this beat")
+            }
+        }
+    }
+    ended
+}
+
 /// Runs this runner holds (same boot, started longer than a heartbeat can be in flight
 /// before the list was made) but no longer lists: it gave up on them — it could not
 /// report, or it fenced itself while cut off. Nothing executes them, so they end now (or
@@ -93,8 +156,7 @@ pub(crate) async fn end_forgotten_runs(
 ) {
     let forgotten_after =
         chrono::Duration::seconds(state.config.timings.forgotten_run_after_s as i64);
-    let now = state.clock.now();
-    let listed_at = as_of.map_or(now, |at| at.min(now));
+    let listed_at = listed_at(state, as_of);
     let held = match state
         .store
         .runs_of_boot(runner.id, boot_id, listed_at - forgotten_after)

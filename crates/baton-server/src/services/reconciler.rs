@@ -342,8 +342,8 @@ impl Reconciler {
                     crate::metrics::reconciler_action("requeue");
                 }
             }
-            Decision::EndRun { reason, status, .. } => {
-                if let Some(ended) = self.end(task, claim, status, reason).await? {
+            Decision::EndRun { reason, .. } => {
+                if let Some(ended) = self.end(task, claim, TaskStatus::Failed, reason).await? {
                     report.ended += 1;
                     crate::metrics::reconciler_ended(ended.status);
                     if ended.status == TaskStatus::Scheduled {

@@ -236,14 +236,22 @@ pub(super) async fn pass(
         span.record("result", result.err().unwrap_or("done"));
     }
     drop(spans);
+    // A run whose completion this same exchange carries is over, and the runner hears
+    // how from the completion's answer: calling its lease gone as well would only tell
+    // the runner to stop a task that has stopped, and it is not overdue.
+    let reported = |task: &Uuid| call.completions.iter().any(|c| c.task == *task);
     let verdicts = if call.running.is_some() && redis_error.is_none() {
         let mut verdicts = verdicts::of(runner, running, &rows, running_claims);
-        // A run whose completion this same exchange carries is over, and the runner hears
-        // how from the completion's answer: calling its lease gone as well would only tell
-        // the runner to stop a task that has stopped.
-        verdicts
-            .gone
-            .retain(|task| !call.completions.iter().any(|c| c.task == *task));
+        verdicts.gone.retain(|task| !reported(task));
+        let unreported: Vec<RunningLease> = running
+            .iter()
+            .filter(|lease| !reported(&lease.task_id))
+            .copied()
+            .collect();
+        let overdue =
+            verdicts::end_overdue_runs(state, runner, &unreported, &rows, call.running_as_of).await;
+        verdicts.cancel.retain(|task| !overdue.contains(task));
+        verdicts.gone.extend(overdue);
         verdicts
     } else {
         Verdicts::default()
