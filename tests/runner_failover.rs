@@ -687,7 +687,8 @@ async fn a_success_held_on_its_way_while_its_runner_is_heard_is_not_called_timed
 /// reconciler, hearing the runner past the task's timeout and grace, ended it `timed_out`
 /// (Known limit 12, found by the model); a run that never ran has not timed out. Its
 /// runner never lists it, so once the answer is past the runner's fence (it will not
-/// start it) the run is ended as forgotten.
+/// start it) the run is ended as forgotten — 12 s after its exchange was sent, well after
+/// the reconciler's old verdict at 4 s.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_start_whose_answer_never_arrives_is_not_called_timed_out() {
     let env = TestEnv::new("runner-answer-lost").await;
@@ -707,7 +708,7 @@ async fn a_start_whose_answer_never_arrives_is_not_called_timed_out() {
             &node.url,
             &["a"],
             2,
-            &["--heartbeat-s", "1", "--fence-after-s", "6"],
+            &["--heartbeat-s", "1", "--fence-after-s", "12"],
         )
         .await;
     // A long run keeps the runner heartbeating while the answer is held.
@@ -737,10 +738,11 @@ async fn a_start_whose_answer_never_arrives_is_not_called_timed_out() {
 }
 
 /// A runner cut off past its fence kills its run and comes back idle, under the same
-/// boot, long before it could be called lost: it heartbeats no list of runs while busy
+/// boot, long before it could be called lost: it heartbeated no list of runs while busy
 /// with none. Before, the run it forgot stayed `running` until its timeout (an hour
-/// here) and then timed out (Known limit 2). An idle runner's poll now carries its empty
-/// list when a heartbeat is due, and the run is ended as forgotten.
+/// here) and then timed out (Known limit 2). An idle runner that lately dropped runs now
+/// carries its empty list on its polls when a heartbeat is due, and the run is ended as
+/// forgotten.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_a_runner_forgot_is_ended_once_it_is_back_idle() {
     let env = TestEnv::new("runner-idle-forgot").await;

@@ -86,9 +86,10 @@ fn hole_1_a_start_on_its_way_taken_for_forgotten_runs_twice() {
 /// Found under the timeout verdict of its time, the reconciler's on presence: a run
 /// whose answer was held past the deadline and grace was timed out and retried, and the
 /// runner, counting the timeout from the answer's arrival, spawned it beside the retry.
-/// Under the heartbeat's verdict the model's runner is told "gone" by the very heartbeat
-/// that ends the run, so the model no longer reaches it that way; the code's runner hears
-/// it an answer later, while a retry may already run, so the fix stays.
+/// Under the heartbeat's verdict the model's runner stops its process in the very step
+/// that ends the run, so the model no longer reaches it that way; the code's runner kills
+/// it when that heartbeat's answer arrives, by when a retry may be queued, so the fix
+/// stays.
 #[test]
 fn hole_1_an_answer_held_past_the_grace_runs_beside_the_retry() {
     let fixes = Fixes {

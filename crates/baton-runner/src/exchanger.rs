@@ -392,10 +392,18 @@ fn heartbeat_with(setup: &Setup, lanes: &mut Lanes, exchange: &mut Exchange) {
     lanes.last_beat = Some(Instant::now());
 }
 
+/// How long after dropping runs (`Tracker::dropped_runs`) an idle agent's polls carry its
+/// empty list, at the heartbeat's pace: past the server's `forgotten_run_after_s` (15 s)
+/// from the drop, so the runs dropped are ended as forgotten whatever their age.
+fn idle_lists_window(fence_after: Duration) -> Duration {
+    fence_after.max(Duration::from_secs(60))
+}
+
 /// Asks for work for every free slot, parking on the server, if the poll lane is free.
-/// An idle runner's poll is its heartbeat when one is due: its empty list tells the
-/// server of a run it holds that this runner no longer runs (it fenced itself, or gave
-/// up on a start), which nothing else would end.
+/// An idle runner's poll is its heartbeat when one is due and it has lately dropped runs
+/// the server still counts as its own (it fenced itself, or an answer came too late to
+/// start its tasks): its empty list gets them ended as forgotten, which nothing else
+/// would. Otherwise an idle poll carries no list, and costs the server no Postgres query.
 fn send_poll(setup: &Setup, lanes: &mut Lanes, heartbeat: Duration) {
     if lanes.poll.is_some() || Instant::now() < lanes.quiet_until {
         return;
@@ -423,7 +431,13 @@ fn send_poll(setup: &Setup, lanes: &mut Lanes, heartbeat: Duration) {
                 ..Exchange::default()
             };
             let beat_due = lanes.last_beat.is_none_or(|at| at.elapsed() >= heartbeat);
-            if setup.tracker.is_empty() && beat_due {
+            let fence_after = Duration::from_secs(setup.config.fence_after_s);
+            if setup.tracker.is_empty()
+                && beat_due
+                && setup
+                    .tracker
+                    .lists_while_idle(idle_lists_window(fence_after))
+            {
                 heartbeat_with(setup, lanes, &mut poll);
             }
             (poll, Leasing::now(lanes))
@@ -489,6 +503,7 @@ async fn landed(
             late_s = first_sent.elapsed().as_secs(),
             "an answer came back after the fence: its tasks are not started"
         );
+        setup.tracker.dropped_runs();
     } else {
         for task in answer.tasks {
             let slot = setup

@@ -379,22 +379,24 @@ impl Executor {
 
         let ending = loop {
             tokio::select! {
-                status = child.wait() => break match status {
-                    Ok(status) => Ending::Exited(status),
-                    Err(e) => Ending::SpawnFailed(format!("lost track of the process: {e}")),
-                },
+                status = child.wait() => break exited(status),
                 // A process that exited before its deadline ended in time, even if this
                 // agent looks only after it (stopped, or starved): the exit may not have
                 // reached `wait` yet when the timer does, so the process is asked.
-                _ = &mut timeout => break match child.try_wait() {
-                    Ok(Some(status)) => Ending::Exited(status),
-                    _ => Ending::TimedOut,
-                },
+                _ = &mut timeout => break at_deadline(&mut child),
                 _ = stop.cancelled() => break Ending::RunnerStopping,
                 _ = control.cancel.cancelled() => break Ending::CancelRequested,
                 _ = control.gone.cancelled() => break Ending::Stopped(Stop::LeaseGone),
                 _ = flush.tick() => {
-                    match shipper.ship(spool).await {
+                    // An exit or the deadline does not wait behind a slow shipment: the
+                    // run's end is decided, and heartbeats say so, as they come. A chunk
+                    // cut short is sent again at its offset and stored once.
+                    let shipped = tokio::select! {
+                        shipped = shipper.ship(spool) => shipped,
+                        status = child.wait() => break exited(status),
+                        _ = &mut timeout => break at_deadline(&mut child),
+                    };
+                    match shipped {
                         Ok(()) | Err(CallError::Transient(_) | CallError::StoresOut(_)) => {}
                         Err(CallError::Stop(s @ (Stop::LeaseGone | Stop::Unregistered))) => {
                             break Ending::Stopped(s);
@@ -408,8 +410,10 @@ impl Executor {
             }
         };
         control.report_on_its_way();
-        if control.kill_now.is_cancelled() {
-            // Self-fencing: no grace, the server is about to hand the task to another.
+        let lease_gone = matches!(ending, Ending::Stopped(Stop::LeaseGone));
+        if control.kill_now.is_cancelled() || lease_gone {
+            // Self-fencing, or a lease the server took back: no grace, the task may be
+            // handed to another runner now (a run ended past its timeout retries).
             signal_group(pgid, Signal::SIGKILL);
             let _ = child.wait().await;
         } else if !matches!(ending, Ending::Exited(_)) {
@@ -437,6 +441,23 @@ impl Executor {
             signal_group(pgid, Signal::SIGKILL);
             let _ = child.wait().await;
         }
+    }
+}
+
+/// How a run ended whose process `wait` returned.
+fn exited(status: std::io::Result<std::process::ExitStatus>) -> Ending {
+    match status {
+        Ok(status) => Ending::Exited(status),
+        Err(e) => Ending::SpawnFailed(format!("lost track of the process: {e}")),
+    }
+}
+
+/// How a run ended whose deadline came: a process that exited before it ended in time,
+/// even if the exit has not reached `wait` yet, so the process is asked.
+fn at_deadline(child: &mut Child) -> Ending {
+    match child.try_wait() {
+        Ok(Some(status)) => Ending::Exited(status),
+        _ => Ending::TimedOut,
     }
 }
 

@@ -49,6 +49,9 @@ type Runs = HashMap<Uuid, Vec<(Uuid, TaskControl)>>;
 pub(crate) struct Tracker {
     runs: Mutex<Runs>,
     last_contact: Mutex<Instant>,
+    /// When this agent last dropped runs the server still counts as running: killed at
+    /// its fence, or handed out in an answer that came too late to start them.
+    dropped_at: Mutex<Option<Instant>>,
 }
 
 impl Default for Tracker {
@@ -56,6 +59,7 @@ impl Default for Tracker {
         Tracker {
             runs: Mutex::new(Runs::new()),
             last_contact: Mutex::new(Instant::now()),
+            dropped_at: Mutex::new(None),
         }
     }
 }
@@ -140,14 +144,31 @@ impl Tracker {
         }
         for id in &verdict.gone {
             for control in of(id) {
-                tracing::warn!(task.id = %id, "lease gone: stopping the task");
+                tracing::warn!(task.id = %id, "lease gone: killing the task");
                 control.gone.cancel();
             }
         }
     }
 
+    /// Runs the server counts as this runner's were dropped without a report: until the
+    /// server has surely ended them as forgotten, the agent lists its runs even while
+    /// idle ([`lists_while_idle`](Self::lists_while_idle)).
+    pub(crate) fn dropped_runs(&self) {
+        *self.dropped_at.lock().expect("tracker lock") = Some(Instant::now());
+    }
+
+    /// Whether an idle agent's poll should carry its (empty) list: only within `window`
+    /// of a drop, so idle polls otherwise cost the server no Postgres query.
+    pub(crate) fn lists_while_idle(&self, window: Duration) -> bool {
+        self.dropped_at
+            .lock()
+            .expect("tracker lock")
+            .is_some_and(|at| at.elapsed() <= window)
+    }
+
     /// Kills every run at once without reporting: used when this runner fences itself.
     pub(crate) fn abandon_all(&self) {
+        self.dropped_runs();
         for (task, of_task) in self.runs().iter() {
             for (_, control) in of_task {
                 tracing::warn!(task.id = %task, "no word from the server: killing the task before it is given away");
@@ -233,6 +254,21 @@ mod tests {
         assert!(running.kill_now.is_cancelled());
         tracker.remove(task, old);
         assert_eq!(tracker.leases()[0].lease_id, new);
+    }
+
+    #[test]
+    fn an_idle_agent_lists_its_runs_only_for_a_while_after_dropping_some() {
+        let tracker = Tracker::default();
+        let window = Duration::from_secs(60);
+        assert!(!tracker.lists_while_idle(window), "nothing dropped");
+        tracker.insert(Uuid::new_v4(), Uuid::new_v4());
+        tracker.abandon_all();
+        assert!(
+            tracker.lists_while_idle(window),
+            "fenced: its runs were dropped"
+        );
+        *tracker.dropped_at.lock().unwrap() = Some(Instant::now() - 2 * window);
+        assert!(!tracker.lists_while_idle(window), "long since");
     }
 
     #[test]
