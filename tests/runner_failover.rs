@@ -792,3 +792,41 @@ async fn a_run_a_runner_forgot_is_ended_once_it_is_back_idle() {
     );
     drop(runner);
 }
+
+/// A run prints 1.2 MB (five chunks), sleeps a second and exits 0, well within its 3 s
+/// timeout, while the node takes 2 s to store each chunk of output (`--fault
+/// hold-logs:2`, within the runner's request timeout) and answers the runner's heartbeats
+/// at once: shipping its output takes far longer than the timeout. Before, the agent awaited each shipment before it looked at the process
+/// again, so its heartbeats went on listing the run as running past its deadline and the
+/// server ended it `timed_out`, though it had exited in time (found by reading). The exit
+/// is seen as it comes now: the run is listed `reporting`, and ends `succeeded`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_exits_while_its_output_ships_slowly_is_not_called_timed_out() {
+    let env = TestEnv::new("runner-slow-output").await;
+    let mut args = patient_with_silence();
+    args.extend(["--fault".into(), "hold-logs:2".into()]);
+    let node = env
+        .node_with(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    let _runner = env
+        .runner_with(
+            &node.url,
+            &["verbose"],
+            1,
+            &["--heartbeat-s", "1", "--fence-after-s", "30"],
+        )
+        .await;
+    let user = user_client(&node.url);
+    let (submitted, _) = user
+        .submit(&SubmitTask {
+            timeout_s: Some(3),
+            ..task(
+                "head -c 1200000 /dev/zero | tr '\\0' x; sleep 1",
+                "verbose",
+                1,
+            )
+        })
+        .await
+        .unwrap();
+    succeeded(&env, &user, submitted.id).await;
+}

@@ -47,11 +47,17 @@ pub enum Fault {
         /// How long after the first result arrived the held ones go on.
         seconds: u64,
     },
+    /// `hold-logs:<seconds>`: every chunk of a run's output waits that long before it is
+    /// stored, as behind a node slow to take logs, while exchanges are answered at once.
+    HoldLogs {
+        /// How long each chunk waits.
+        seconds: u64,
+    },
 }
 
 impl Fault {
     /// The names `--fault` takes, for the refusal of any other.
-    pub const NAMES: &'static str = "after-pop, after-fire, abort-before-commit, abort-after-commit, fail-after-commit, hold-answer:<queue>:<seconds>, hold-answer-refusing-resends:<queue>:<seconds>, hold-results:<seconds>";
+    pub const NAMES: &'static str = "after-pop, after-fire, abort-before-commit, abort-after-commit, fail-after-commit, hold-answer:<queue>:<seconds>, hold-answer-refusing-resends:<queue>:<seconds>, hold-results:<seconds>, hold-logs:<seconds>";
 }
 
 /// A `--fault` no node knows.
@@ -89,9 +95,13 @@ fn parsed_with_arguments(name: &str) -> Option<Fault> {
     } else if let Some(rest) = name.strip_prefix("hold-answer-refusing-resends:") {
         let (queue, seconds) = queue_and_seconds(rest)?;
         Some(Fault::HoldAnswerRefusingResends { queue, seconds })
+    } else if let Some(seconds) = name.strip_prefix("hold-results:") {
+        Some(Fault::HoldResults {
+            seconds: seconds.parse().ok()?,
+        })
     } else {
-        let seconds = name.strip_prefix("hold-results:")?.parse().ok()?;
-        Some(Fault::HoldResults { seconds })
+        let seconds = name.strip_prefix("hold-logs:")?.parse().ok()?;
+        Some(Fault::HoldLogs { seconds })
     }
 }
 
@@ -108,6 +118,7 @@ impl fmt::Display for Fault {
                 write!(f, "hold-answer-refusing-resends:{queue}:{seconds}")
             }
             Fault::HoldResults { seconds } => write!(f, "hold-results:{seconds}"),
+            Fault::HoldLogs { seconds } => write!(f, "hold-logs:{seconds}"),
         }
     }
 }
@@ -147,6 +158,7 @@ mod tests {
                 seconds: 30,
             },
             Fault::HoldResults { seconds: 20 },
+            Fault::HoldLogs { seconds: 8 },
         ] {
             assert_eq!(fault.to_string().parse::<Fault>(), Ok(fault));
         }

@@ -340,6 +340,11 @@ impl Agent {
                     tasks.spawn(async move {
                         let (id, lease) = (task.id, task.lease_id);
                         let result = executor.run(task, since, stop, control, user).await;
+                        if matches!(result, RunResult::Abandoned | RunResult::Kept) {
+                            // The server may still count it running: a run it no longer
+                            // hears of is ended once this agent's list leaves it out.
+                            tracker.dropped_runs();
+                        }
                         tracker.remove(id, lease);
                         drop(slot);
                         drop(busy);

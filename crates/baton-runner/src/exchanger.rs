@@ -190,6 +190,8 @@ struct Lanes {
     quiet_until: Instant,
     /// When the last heartbeat went out; `None`: one is due now.
     last_beat: Option<Instant>,
+    /// When an idle poll last carried the (empty) list.
+    idle_listed: Instant,
     poll_sent: Instant,
     /// The server's clock in the newest answer: a heartbeat's list is as of then.
     answered_at: Option<chrono::DateTime<chrono::Utc>>,
@@ -214,6 +216,7 @@ async fn run(
         failures: 0,
         quiet_until: Instant::now(),
         last_beat: Some(Instant::now()),
+        idle_listed: Instant::now(),
         poll_sent: Instant::now(),
         answered_at: None,
         heard_again,
@@ -276,9 +279,11 @@ async fn run(
                 }
             }
             _ = setup.stop_leasing.cancelled(), if lanes.poll.is_some() => {
-                // A parked poll is left to the server; what it leases is never started
-                // and goes back after the ack timeout.
+                // A parked poll is left to the server; what it leases, started there, is
+                // never run here: ended once a list leaves it out, or as this runner's
+                // when it stops for good.
                 if let Some((poll, _)) = lanes.poll.take() {
+                    setup.tracker.dropped_runs();
                     poll.abort();
                 }
             }
@@ -399,11 +404,18 @@ fn idle_lists_window(fence_after: Duration) -> Duration {
     fence_after.max(Duration::from_secs(60))
 }
 
+/// How often an idle agent's poll carries its empty list otherwise: a run the server
+/// counts as this runner's that the agent never heard of (a start whose answer never
+/// came, a task the node could not hand over) is ended within this, and idle polls cost
+/// the server one Postgres query per runner this often, not per poll.
+const IDLE_LIST_EVERY: Duration = Duration::from_secs(600);
+
 /// Asks for work for every free slot, parking on the server, if the poll lane is free.
 /// An idle runner's poll is its heartbeat when one is due and it has lately dropped runs
-/// the server still counts as its own (it fenced itself, or an answer came too late to
-/// start its tasks): its empty list gets them ended as forgotten, which nothing else
-/// would. Otherwise an idle poll carries no list, and costs the server no Postgres query.
+/// the server still counts as its own (it fenced itself, an answer came too late to start
+/// its tasks, a result was refused), and every [`IDLE_LIST_EVERY`] otherwise: its empty
+/// list gets such runs ended as forgotten, which nothing else would now that hearing a
+/// runner ends nothing. Other idle polls carry no list, and cost no Postgres query.
 fn send_poll(setup: &Setup, lanes: &mut Lanes, heartbeat: Duration) {
     if lanes.poll.is_some() || Instant::now() < lanes.quiet_until {
         return;
@@ -432,13 +444,13 @@ fn send_poll(setup: &Setup, lanes: &mut Lanes, heartbeat: Duration) {
             };
             let beat_due = lanes.last_beat.is_none_or(|at| at.elapsed() >= heartbeat);
             let fence_after = Duration::from_secs(setup.config.fence_after_s);
-            if setup.tracker.is_empty()
-                && beat_due
-                && setup
-                    .tracker
-                    .lists_while_idle(idle_lists_window(fence_after))
-            {
+            let doubt = setup
+                .tracker
+                .lists_while_idle(idle_lists_window(fence_after))
+                || lanes.idle_listed.elapsed() >= IDLE_LIST_EVERY;
+            if setup.tracker.is_empty() && beat_due && doubt {
                 heartbeat_with(setup, lanes, &mut poll);
+                lanes.idle_listed = Instant::now();
             }
             (poll, Leasing::now(lanes))
         }
@@ -497,7 +509,7 @@ async fn landed(
         // An answer held up longer than the fence (a partition that healed, and TCP
         // delivered what it had): by now a node may have called this runner lost and
         // handed its tasks to another. They are not started, nor reported: the server
-        // ends them as forgotten once a heartbeat leaves them out, or at their timeout.
+        // ends them as forgotten once a heartbeat leaves them out.
         tracing::warn!(
             tasks = answer.tasks.len(),
             late_s = first_sent.elapsed().as_secs(),
@@ -550,7 +562,12 @@ fn failed(
         CallError::Stop(Stop::Incompatible(reason)) => Some(Ended::Incompatible(reason.clone())),
         _ => None,
     };
-    if matches!(error, CallError::Transient(_) | CallError::StoresOut(_)) && sent.max > 0 {
+    let resent = matches!(error, CallError::Transient(_) | CallError::StoresOut(_));
+    if sent.max > 0 && !resent {
+        // What it may have leased, started, will not come: ended once a list leaves it out.
+        setup.tracker.dropped_runs();
+    }
+    if resent && sent.max > 0 {
         // What it may have leased is replayed to the same request, resent as it was;
         // until then heartbeats stay as of before it was first sent.
         let leasing = leasing.unwrap_or(Leasing {

@@ -2,8 +2,9 @@
 //!
 //! The task runs as the leader of a new process group (argv directly, or a script through
 //! `sh -c`), with its own working directory and environment. Stopping it — timeout,
-//! cancel, lost lease, runner shutdown — signals the whole group: SIGTERM, then SIGKILL
-//! after a grace period. Leftovers of a finished task are killed too, so nothing it
+//! cancel, runner shutdown — signals the whole group: SIGTERM, then SIGKILL after a grace
+//! period; a lease the server took back, or the runner's own fence, SIGKILLs it at once,
+//! since the task may be handed to another runner now. Leftovers of a finished task are killed too, so nothing it
 //! started outlives it.
 
 use crate::config::{LOG_TAIL_MAX, RunnerConfig};
@@ -377,6 +378,12 @@ impl Executor {
         let mut flush = tokio::time::interval(self.config.log_flush());
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
+        // The output goes out in shipments that run beside the watch below, never in its
+        // way: an exit, the deadline, a cancel or a lease taken back is seen as it comes,
+        // however slow a shipment. One cut short is sent again at its offset and stored
+        // once.
+        let mut idle_shipper = Some(shipper);
+        let mut shipment = None;
         let ending = loop {
             tokio::select! {
                 status = child.wait() => break exited(status),
@@ -387,15 +394,17 @@ impl Executor {
                 _ = stop.cancelled() => break Ending::RunnerStopping,
                 _ = control.cancel.cancelled() => break Ending::CancelRequested,
                 _ = control.gone.cancelled() => break Ending::Stopped(Stop::LeaseGone),
-                _ = flush.tick() => {
-                    // An exit or the deadline does not wait behind a slow shipment: the
-                    // run's end is decided, and heartbeats say so, as they come. A chunk
-                    // cut short is sent again at its offset and stored once.
-                    let shipped = tokio::select! {
-                        shipped = shipper.ship(spool) => shipped,
-                        status = child.wait() => break exited(status),
-                        _ = &mut timeout => break at_deadline(&mut child),
-                    };
+                _ = flush.tick(), if idle_shipper.is_some() => {
+                    let shipper = idle_shipper.take().expect("checked above");
+                    shipment = Some(Box::pin(async move {
+                        let shipped = shipper.ship(spool).await;
+                        (shipper, shipped)
+                    }));
+                }
+                (shipper, shipped) = async { shipment.as_mut().expect("a shipment under way").await }, if shipment.is_some() => {
+                    shipment = None;
+                    let cancel_requested = shipper.cancel_requested;
+                    idle_shipper = Some(shipper);
                     match shipped {
                         Ok(()) | Err(CallError::Transient(_) | CallError::StoresOut(_)) => {}
                         Err(CallError::Stop(s @ (Stop::LeaseGone | Stop::Unregistered))) => {
@@ -403,12 +412,13 @@ impl Executor {
                         }
                         Err(e) => tracing::warn!(task.id = %task.id, error = %e, "log shipping failed"),
                     }
-                    if shipper.cancel_requested {
+                    if cancel_requested {
                         break Ending::CancelRequested;
                     }
                 }
             }
         };
+        drop(shipment);
         control.report_on_its_way();
         let lease_gone = matches!(ending, Ending::Stopped(Stop::LeaseGone));
         if control.kill_now.is_cancelled() || lease_gone {

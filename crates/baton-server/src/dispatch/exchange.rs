@@ -114,6 +114,7 @@ pub(crate) async fn handle(
     }
     faults::refuse_resend(state, call.retry).map_err(|e| vouched(state, e, heard))?;
     faults::hold_results(state, !call.completions.is_empty()).await;
+    faults::hold_logs(state, !call.logs.is_empty()).await;
     // Only the arrival proves the runner alive: a parked request's answer may go to a
     // runner that died or was cut off meanwhile.
     let answered = answer(state, runner, call)

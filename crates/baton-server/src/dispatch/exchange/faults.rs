@@ -1,5 +1,5 @@
-//! Test-only faults of the runner exchange (`--fault`, baton-core's `Fault`): answers and
-//! results held, resends refused — each as a frozen node or a slow link would, while the
+//! Test-only faults of the runner exchange (`--fault`, baton-core's `Fault`): answers,
+//! results and output held, resends refused — each as a frozen node or a slow link would, while the
 //! runner's other requests are answered at once. A node started without one pays a
 //! comparison per exchange.
 
@@ -53,6 +53,16 @@ pub(super) fn refuse_resend(state: &AppState, retry: bool) -> Result<(), ApiErro
         return Err(ApiError::unavailable("fault injection: resend refused"));
     }
     Ok(())
+}
+
+/// `hold-logs`: a request carrying output waits that long before it is stored.
+pub(super) async fn hold_logs(state: &AppState, carries_logs: bool) {
+    if let Some(Fault::HoldLogs { seconds }) = state.config.fault
+        && carries_logs
+    {
+        tracing::error!(seconds, "fault injection: holding a chunk of output");
+        tokio::time::sleep(Duration::from_secs(seconds)).await;
+    }
 }
 
 /// `hold-results`: an exchange carrying a result waits until the hold's end.
