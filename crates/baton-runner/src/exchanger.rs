@@ -280,10 +280,9 @@ async fn run(
             }
             _ = setup.stop_leasing.cancelled(), if lanes.poll.is_some() => {
                 // A parked poll is left to the server; what it leases, started there, is
-                // never run here: ended once a list leaves it out, or as this runner's
-                // when it stops for good.
+                // never run here: this agent is stopping, and its runs end as a lost or
+                // restarted runner's.
                 if let Some((poll, _)) = lanes.poll.take() {
-                    setup.tracker.dropped_runs();
                     poll.abort();
                 }
             }

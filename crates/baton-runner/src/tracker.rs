@@ -49,8 +49,9 @@ type Runs = HashMap<Uuid, Vec<(Uuid, TaskControl)>>;
 pub(crate) struct Tracker {
     runs: Mutex<Runs>,
     last_contact: Mutex<Instant>,
-    /// When this agent last dropped runs the server still counts as running: killed at
-    /// its fence, or handed out in an answer that came too late to start them.
+    /// When this agent last dropped runs the server may still count as running: killed
+    /// at its fence, handed out in an answer that came too late to start them or in one
+    /// it will not ask for again, or ended here without their result taken.
     dropped_at: Mutex<Option<Instant>>,
 }
 
