@@ -494,10 +494,7 @@ fn exited(pid: u32) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_that_ended_in_time_while_its_runner_was_silent_is_not_called_timed_out() {
     let env = TestEnv::new("runner-silent-past-grace").await;
-    let timings = patient_with_silence();
-    let node = env
-        .node_with(&timings.iter().map(String::as_str).collect::<Vec<_>>())
-        .await;
+    let node = patient_node(&env, &[]).await;
     let user = user_client(&node.url);
     let runner = env
         .runner_with(
@@ -572,16 +569,19 @@ async fn succeeded(env: &TestEnv, user: &baton_client::Client, id: Uuid) {
     );
 }
 
-/// Node settings for the silent-runner stories: a runner silent this long is neither
-/// offline nor lost, and a run's timeout grace is 2 s.
-fn patient_with_silence() -> Vec<String> {
-    baton_localcluster::timings::NodeTimings {
+/// A node for the silent-runner stories, with `extra` flags: a runner silent this long is
+/// neither offline nor lost, and a run's timeout grace is 2 s.
+async fn patient_node(env: &TestEnv, extra: &[&str]) -> NodeProc {
+    let mut args = baton_localcluster::timings::NodeTimings {
         runner_offline_after_s: 30,
         runner_lost_after_s: 60,
         timeout_grace_s: 2,
         ..baton_localcluster::timings::NodeTimings::FAST_HA
     }
-    .args()
+    .args();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    env.node_with(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await
 }
 
 /// A runner that reaches no node while its run ends in time, for longer than the timeout
@@ -592,10 +592,7 @@ fn patient_with_silence() -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_result_held_through_an_outage_lands_before_the_heartbeat_can_time_it_out() {
     let env = TestEnv::new("runner-cut-past-grace").await;
-    let timings = patient_with_silence();
-    let node = env
-        .node_with(&timings.iter().map(String::as_str).collect::<Vec<_>>())
-        .await;
+    let node = patient_node(&env, &[]).await;
     let link = proxy::FaultProxy::in_front_of(&node.url).await.unwrap();
     let _runner = env
         .runner_with(
@@ -660,11 +657,7 @@ async fn a_task_handed_out_at_the_end_of_a_park_keeps_its_whole_timeout() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_success_held_on_its_way_while_its_runner_is_heard_is_not_called_timed_out() {
     let env = TestEnv::new("runner-result-held").await;
-    let mut args = patient_with_silence();
-    args.extend(["--fault".into(), "hold-results:20".into()]);
-    let node = env
-        .node_with(&args.iter().map(String::as_str).collect::<Vec<_>>())
-        .await;
+    let node = patient_node(&env, &["--fault", "hold-results:20"]).await;
     let user = user_client(&node.url);
     // A short fence makes a short exchange timeout: the held exchange is given up on, and
     // heartbeats go meanwhile.
@@ -692,16 +685,16 @@ async fn a_success_held_on_its_way_while_its_runner_is_heard_is_not_called_timed
 #[tokio::test(flavor = "multi_thread")]
 async fn a_start_whose_answer_never_arrives_is_not_called_timed_out() {
     let env = TestEnv::new("runner-answer-lost").await;
-    let mut args = patient_with_silence();
-    args.extend([
-        "--forgotten-run-after-s".into(),
-        "2".into(),
-        "--fault".into(),
-        "hold-answer-refusing-resends:held:40".into(),
-    ]);
-    let node = env
-        .node_with(&args.iter().map(String::as_str).collect::<Vec<_>>())
-        .await;
+    let node = patient_node(
+        &env,
+        &[
+            "--forgotten-run-after-s",
+            "2",
+            "--fault",
+            "hold-answer-refusing-resends:held:40",
+        ],
+    )
+    .await;
     let user = user_client(&node.url);
     let _runner = env
         .runner_with(
@@ -746,11 +739,7 @@ async fn a_start_whose_answer_never_arrives_is_not_called_timed_out() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_a_runner_forgot_is_ended_once_it_is_back_idle() {
     let env = TestEnv::new("runner-idle-forgot").await;
-    let mut args = patient_with_silence();
-    args.extend(["--forgotten-run-after-s".into(), "2".into()]);
-    let node = env
-        .node_with(&args.iter().map(String::as_str).collect::<Vec<_>>())
-        .await;
+    let node = patient_node(&env, &["--forgotten-run-after-s", "2"]).await;
     let link = proxy::FaultProxy::in_front_of(&node.url).await.unwrap();
     let runner = env
         .runner_with(
@@ -803,11 +792,7 @@ async fn a_run_a_runner_forgot_is_ended_once_it_is_back_idle() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_that_exits_while_its_output_ships_slowly_is_not_called_timed_out() {
     let env = TestEnv::new("runner-slow-output").await;
-    let mut args = patient_with_silence();
-    args.extend(["--fault".into(), "hold-logs:2".into()]);
-    let node = env
-        .node_with(&args.iter().map(String::as_str).collect::<Vec<_>>())
-        .await;
+    let node = patient_node(&env, &["--fault", "hold-logs:2"]).await;
     let _runner = env
         .runner_with(
             &node.url,
