@@ -8,8 +8,12 @@ use std::path::Path;
 use std::time::Duration;
 use tokio::process::Command;
 
-/// Generous: the first node applies the migrations.
-const READY_WITHIN: Duration = Duration::from_secs(60);
+/// Generous: the first node applies the migrations, and a node is ready only while its
+/// stores take writes — which a Postgres failover can keep refused for minutes, until
+/// pg_auto_failover has a synchronous standby again (an hour's drill on a loaded machine
+/// met 3.5 minutes of it, and a node restarted in them gave up at 60 s). A node that
+/// exits first is reported at once.
+const READY_WITHIN: Duration = Duration::from_secs(240);
 
 /// What every node shares.
 #[derive(Debug, Clone)]
