@@ -235,3 +235,15 @@ pub enum ItemResult {
     /// The server could not record it now (its stores are unavailable): send it again.
     Retry,
 }
+
+impl ItemResult {
+    /// Its name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemResult::Done => "done",
+            ItemResult::Stale => "stale",
+            ItemResult::Gone => "gone",
+            ItemResult::Retry => "retry",
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! `{"error": {"code", "message"}}` with a status a client can act on (design.md
 //! invariant 7). A client's mistake is never a 500.
 
+use crate::dispatch::DispatchError;
 use axum::Json;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
@@ -149,6 +150,45 @@ impl From<StoreError> for ApiError {
                 ErrorCode::Internal,
                 logged("database error", &m),
             ),
+        }
+    }
+}
+
+/// The hot path's refusals, as the API answers them.
+impl From<DispatchError> for ApiError {
+    fn from(e: DispatchError) -> Self {
+        let message = e.to_string();
+        match e {
+            DispatchError::Stale { status, .. } => ApiError {
+                task_status: Some(status),
+                ..ApiError::new(StatusCode::CONFLICT, ErrorCode::Conflict, message)
+            },
+            DispatchError::Gone => ApiError::not_found(message),
+            DispatchError::SecretsSealed(_) => ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::SecretsUnavailable,
+                message,
+            ),
+            DispatchError::Unavailable {
+                presence_recorded, ..
+            } => ApiError {
+                presence_recorded,
+                ..ApiError::unavailable(message)
+            },
+            DispatchError::TooManyParked(_) => ApiError::too_many(message),
+            DispatchError::TooManyQueues(_) => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::TooManyQueues,
+                message,
+            ),
+            DispatchError::TooManyLabelSets(_) => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::TooManyLabelSets,
+                message,
+            ),
+            DispatchError::RunnerDeleted => ApiError::unauthorized(message),
+            DispatchError::Store(e) => e.into(),
+            DispatchError::Coord(e) => e.into(),
         }
     }
 }

@@ -7,7 +7,6 @@
 //! command, and both count failures where their errors are made — so the families
 //! recorded outside this crate take their names from there.
 
-use crate::error::ApiError;
 use crate::services::ServiceError;
 use crate::state::AppState;
 use axum::extract::{MatchedPath, Request};
@@ -244,7 +243,7 @@ pub(crate) fn task_leased(task: &TaskRecord, leased_at: chrono::DateTime<chrono:
 
 /// A lease request was answered with `answer` tasks (or an error): how long it took,
 /// parking included, by `result` (`tasks`, `empty`, `error`).
-pub(crate) fn lease_answered(started: Instant, answer: Result<usize, &ApiError>) {
+pub(crate) fn lease_answered<E>(started: Instant, answer: Result<usize, E>) {
     let result = match answer {
         Ok(tasks) if tasks > 0 => "tasks",
         Ok(_) => "empty",

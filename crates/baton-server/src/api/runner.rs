@@ -9,6 +9,7 @@ mod reports;
 use super::openapi::Errors;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
 use crate::config::Limits;
+use crate::dispatch::DispatchError;
 use crate::dispatch::exchange::{self, Completion, RunnerCall, Start};
 use crate::error::ApiError;
 use crate::events::RunnerChange;
@@ -235,11 +236,11 @@ pub(super) async fn heartbeat(
         // Presence is recorded; if the stores are out, the verdicts wait for the next
         // beat rather than turning the beat into an error the runner would fence itself
         // over.
-        Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE && !state.draining.is_cancelled() => {
-            tracing::warn!(runner.id = %runner.id, error = %e.message, "heartbeat without verdicts: stores unavailable");
+        Err(DispatchError::Unavailable { message, .. }) if !state.draining.is_cancelled() => {
+            tracing::warn!(runner.id = %runner.id, error = %message, "heartbeat without verdicts: stores unavailable");
             Ok(Json(HeartbeatResponse::default()))
         }
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -4,7 +4,7 @@
 //! delayed entry goes, a lease's claim goes (its runner's `start` is refused), and a
 //! running task's runner is woken if it is parked.
 
-use crate::error::ApiError;
+use super::DispatchError;
 use crate::queueing::queue_entry;
 use crate::state::AppState;
 use baton_coord::Wake;
@@ -17,7 +17,7 @@ pub(crate) async fn cancel(
     state: &AppState,
     id: Uuid,
     owner: Option<&str>,
-) -> Result<Cancelled, ApiError> {
+) -> Result<Cancelled, DispatchError> {
     let lease = lease_in_redis(state, id).await;
     let cancelled = state
         .store

@@ -22,12 +22,11 @@ mod starts;
 
 pub(crate) use starts::StartAnswer;
 
+use super::DispatchError;
 use super::lease;
 use super::verdicts::{self, Verdicts};
 use crate::auth::Runner;
-use crate::error::ApiError;
 use crate::state::AppState;
-use axum::http::StatusCode;
 use baton_client::{LeasedTask, RunningLease};
 use baton_coord::ReplayKey;
 use baton_store::{LogAppend, LogWrite, RunEnd, TaskRecord};
@@ -87,9 +86,9 @@ impl RunnerCall {
 /// Each item's answer, and the new tasks.
 #[derive(Debug, Default)]
 pub(crate) struct RunnerAnswer {
-    pub starts: Vec<Result<StartAnswer, ApiError>>,
-    pub logs: Vec<Result<LogAppend, ApiError>>,
-    pub completions: Vec<Result<TaskRecord, ApiError>>,
+    pub starts: Vec<Result<StartAnswer, DispatchError>>,
+    pub logs: Vec<Result<LogAppend, DispatchError>>,
+    pub completions: Vec<Result<TaskRecord, DispatchError>>,
     pub tasks: Vec<LeasedTask>,
     pub verdicts: Verdicts,
     /// How long after the request arrived the pass that leased `tasks` began: a parked
@@ -104,7 +103,7 @@ pub(crate) async fn handle(
     state: &AppState,
     runner: &Runner,
     call: RunnerCall,
-) -> Result<RunnerAnswer, ApiError> {
+) -> Result<RunnerAnswer, DispatchError> {
     let now_ms = state.clock.now().timestamp_millis();
     // Presence: every request that names its boot is a proof of life (written to Redis
     // in batches).
@@ -132,9 +131,12 @@ pub(crate) fn vouches(state: &AppState) -> bool {
 
 /// A refusal over an outage says whether this request still counts as the runner's proof
 /// of life on every node: only if it was heard and this node [`vouches`].
-fn vouched(state: &AppState, mut e: ApiError, heard: bool) -> ApiError {
-    if e.status == StatusCode::SERVICE_UNAVAILABLE {
-        e.presence_recorded = Some(heard && vouches(state));
+fn vouched(state: &AppState, mut e: DispatchError, heard: bool) -> DispatchError {
+    if let DispatchError::Unavailable {
+        presence_recorded, ..
+    } = &mut e
+    {
+        *presence_recorded = Some(heard && vouches(state));
     }
     e
 }
@@ -143,7 +145,7 @@ async fn answer(
     state: &AppState,
     runner: &Runner,
     call: RunnerCall,
-) -> Result<RunnerAnswer, ApiError> {
+) -> Result<RunnerAnswer, DispatchError> {
     let received = tokio::time::Instant::now();
     let draining = state.draining.is_cancelled();
     let has_items = call.has_items();
@@ -151,7 +153,9 @@ async fn answer(
         // Nothing new is claimed by a node about to leave. A 503: a load balancer sends
         // the request to another node (it is replayable by its request id), a runner
         // talking to this node directly backs off and asks again.
-        return Err(ApiError::unavailable("node is draining; ask another node"));
+        return Err(DispatchError::unavailable(
+            "node is draining; ask another node",
+        ));
     }
     let mut max = if runner.paused || draining {
         0
@@ -161,7 +165,9 @@ async fn answer(
     if max > 0 && !state.identity.is_live() {
         // Our liveness lapsed: claims taken now could be adopted from under us.
         if !has_items {
-            return Err(ApiError::unavailable("this node is rejoining the cluster"));
+            return Err(DispatchError::unavailable(
+                "this node is rejoining the cluster",
+            ));
         }
         max = 0;
     }
@@ -178,7 +184,7 @@ async fn answer(
         // Each parked request holds a receiver: one runner opening them without end
         // would hold the node's memory.
         let place = state.parks.take(runner.id, limit).ok_or_else(|| {
-            ApiError::too_many(format!(
+            DispatchError::TooManyParked(format!(
                 "this runner already has {limit} lease requests waiting on this node \
                  (max_parked_per_runner); wait for an answer before asking again"
             ))
@@ -232,10 +238,10 @@ async fn spawn_pass(
     call: &RunnerCall,
     max: u32,
     replay: &ReplayKey,
-) -> Result<RunnerAnswer, ApiError> {
+) -> Result<RunnerAnswer, DispatchError> {
     let (state, runner, call, replay) =
         (state.clone(), runner.clone(), call.clone(), replay.clone());
     tokio::spawn(async move { pass(&state, &runner, &call, max, &replay).await })
         .await
-        .map_err(|e| ApiError::unavailable(format!("runner request aborted: {e}")))?
+        .map_err(|e| DispatchError::unavailable(format!("runner request aborted: {e}")))?
 }

@@ -13,8 +13,8 @@
 //! gets its tasks `running`, one round trip sooner. Only those whose start won are
 //! handed out; a resend is answered with the tasks the first attempt started.
 
+use super::DispatchError;
 use crate::auth::Runner;
-use crate::error::ApiError;
 use crate::queueing::queue_entry;
 use crate::secrets::OpenError;
 use crate::state::AppState;
@@ -327,10 +327,10 @@ pub(crate) async fn park<F, Fut>(
     wakes: &mut Receiver<Wake>,
     deadline: tokio::time::Instant,
     mut lease: F,
-) -> Result<Vec<LeasedTask>, ApiError>
+) -> Result<Vec<LeasedTask>, DispatchError>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Vec<LeasedTask>, ApiError>>,
+    Fut: Future<Output = Result<Vec<LeasedTask>, DispatchError>>,
 {
     loop {
         let look_again = tokio::select! {
@@ -344,7 +344,7 @@ where
                 Ok(Wake::Revoke(id)) if id == runner.id => {
                     return match state.store.runners_by_ids(&[id]).await {
                         Ok(rows) if rows.first().is_none_or(|r| r.deleted_at.is_some()) => {
-                            Err(ApiError::unauthorized("this runner was deleted"))
+                            Err(DispatchError::RunnerDeleted)
                         }
                         _ => Ok(Vec::new()),
                     };

@@ -19,9 +19,12 @@
 //! runner is told an item is done only once its row is committed.
 
 pub(crate) mod cancel;
+mod error;
 pub(crate) mod exchange;
 pub mod finish;
 pub(crate) mod lease;
 pub(crate) mod queue_caps;
 pub(crate) mod submit;
 pub(crate) mod verdicts;
+
+pub(crate) use error::DispatchError;

@@ -14,10 +14,8 @@
 //! submit goes ahead: the Postgres insert is what accepts a task, and a cap must not turn
 //! a Redis outage into refused work.
 
-use crate::error::ApiError;
+use super::DispatchError;
 use crate::state::AppState;
-use axum::http::StatusCode;
-use baton_client::ErrorCode;
 use baton_core::LabelSet;
 use baton_core::queue_order::queue_key;
 use baton_store::NewTask;
@@ -54,7 +52,7 @@ impl KnownQueues {
 }
 
 /// Refuses `tasks` when queuing them would pass `max_queues` or `max_label_sets`.
-pub(crate) async fn check(state: &AppState, tasks: &[NewTask]) -> Result<(), ApiError> {
+pub(crate) async fn check(state: &AppState, tasks: &[NewTask]) -> Result<(), DispatchError> {
     let mut keys: Vec<(String, String)> = tasks
         .iter()
         .filter_map(|t| {
@@ -77,31 +75,23 @@ pub(crate) async fn check(state: &AppState, tasks: &[NewTask]) -> Result<(), Api
     let limits = &state.config.limits;
     let queues = room.queues as usize + room.new_queues.len();
     if !room.new_queues.is_empty() && queues > limits.max_queues {
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            ErrorCode::TooManyQueues,
-            format!(
-                "{} queues (queue name and label set) have work, the most there may be \
+        return Err(DispatchError::TooManyQueues(format!(
+            "{} queues (queue name and label set) have work, the most there may be \
                  (limits.max_queues); this submit would add {}: submit to an existing \
                  queue, or wait for some to empty",
-                room.queues,
-                room.new_queues.len()
-            ),
-        ));
+            room.queues,
+            room.new_queues.len()
+        )));
     }
     let label_sets = room.label_sets as usize + room.new_label_sets.len();
     if !room.new_label_sets.is_empty() && label_sets > limits.max_label_sets {
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            ErrorCode::TooManyLabelSets,
-            format!(
-                "{} label sets have work, the most there may be (limits.max_label_sets); \
+        return Err(DispatchError::TooManyLabelSets(format!(
+            "{} label sets have work, the most there may be (limits.max_label_sets); \
                  this submit would add {}: use an existing label set, or wait for some \
                  queues to empty",
-                room.label_sets,
-                room.new_label_sets.len()
-            ),
-        ));
+            room.label_sets,
+            room.new_label_sets.len()
+        )));
     }
     if !room.new_queues.is_empty() || !room.new_label_sets.is_empty() {
         check_owners(state, tasks, &room.new_queues, &room.new_label_sets).await?;
@@ -123,7 +113,7 @@ async fn check_owners(
     tasks: &[NewTask],
     new_queues: &[String],
     new_label_sets: &[String],
-) -> Result<(), ApiError> {
+) -> Result<(), DispatchError> {
     let limits = &state.config.limits;
     let mut owners: Vec<&str> = tasks.iter().map(|t| t.created_by.as_str()).collect();
     owners.sort_unstable();
@@ -172,31 +162,23 @@ async fn check_owners(
         }
         let queues_after = queues.union(&adds_queues).count();
         if !adds_queues.is_empty() && queues_after > limits.max_queues_per_owner {
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                ErrorCode::TooManyQueues,
-                format!(
-                    "this token has queued work in {} queues (queue name and label set), the \
+            return Err(DispatchError::TooManyQueues(format!(
+                "this token has queued work in {} queues (queue name and label set), the \
                      most one token may (limits.max_queues_per_owner); this submit would add \
                      {}: submit to one of them, or wait for some to empty",
-                    queues.len(),
-                    adds_queues.len()
-                ),
-            ));
+                queues.len(),
+                adds_queues.len()
+            )));
         }
         let sets_after = sets.union(&adds_sets).count();
         if !adds_sets.is_empty() && sets_after > limits.max_label_sets_per_owner {
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                ErrorCode::TooManyLabelSets,
-                format!(
-                    "this token has queued work with {} label sets, the most one token may \
+            return Err(DispatchError::TooManyLabelSets(format!(
+                "this token has queued work with {} label sets, the most one token may \
                      (limits.max_label_sets_per_owner); this submit would add {}: use one of \
                      them, or wait for some queues to empty",
-                    sets.len(),
-                    adds_sets.len()
-                ),
-            ));
+                sets.len(),
+                adds_sets.len()
+            )));
         }
     }
     Ok(())

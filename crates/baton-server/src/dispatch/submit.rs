@@ -3,7 +3,7 @@
 //! crash or Redis error in between leaves a committed `queued` row that no queue holds,
 //! which the repair pass re-adds; the client's 201 is never a lie.
 
-use crate::error::ApiError;
+use super::DispatchError;
 use crate::queueing::queue_entry;
 use crate::state::AppState;
 use baton_coord::Enqueue;
@@ -17,7 +17,7 @@ use uuid::Uuid;
 pub(crate) async fn submit(
     state: &AppState,
     tasks: Vec<NewTask>,
-) -> Result<Vec<(TaskRecord, bool)>, ApiError> {
+) -> Result<Vec<(TaskRecord, bool)>, DispatchError> {
     super::queue_caps::check(state, &tasks).await?;
     let done = state
         .commit

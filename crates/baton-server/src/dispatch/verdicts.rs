@@ -5,8 +5,8 @@
 //! what it runs, where hearing from it alone says nothing of a result on its way or of a
 //! start that never reached it (reconcile.rs).
 
+use super::DispatchError;
 use crate::auth::Runner;
-use crate::error::ApiError;
 use crate::state::AppState;
 use baton_client::RunningLease;
 use baton_coord::Claim;
@@ -64,7 +64,7 @@ pub(crate) async fn now(
     state: &AppState,
     runner: &Runner,
     running: &[RunningLease],
-) -> Result<Verdicts, ApiError> {
+) -> Result<Verdicts, DispatchError> {
     if running.is_empty() {
         return Ok(Verdicts::default());
     }

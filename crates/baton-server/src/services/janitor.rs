@@ -5,14 +5,13 @@
 //! the hash every reconcile pass reads holds only runners that exist.
 
 use super::ServiceError;
+use super::service::Service;
 use crate::config::Timings;
-use baton_coord::{ClusterClock, Coord};
+use baton_coord::Coord;
 use baton_store::Store;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 const BATCH: i64 = 1000;
@@ -68,19 +67,6 @@ impl Janitor {
         }
     }
 
-    pub(crate) async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
-        super::every(self.settings.interval, shutdown, || async {
-            match self.run_once(clock.now()).await {
-                Ok(r) if r.tasks_deleted > 0 => {
-                    tracing::info!(deleted = r.tasks_deleted, "retention: old tasks deleted")
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "janitor pass failed"),
-            }
-        })
-        .await;
-    }
-
     /// One pass as of `now`: terminal tasks finished before `now - retention` go a batch
     /// at a time until none is left, then delivered webhooks, then stale presence.
     pub async fn run_once(&self, now: DateTime<Utc>) -> Result<JanitorReport, ServiceError> {
@@ -127,5 +113,27 @@ impl Janitor {
             pruned += gone.len();
         }
         Ok(pruned)
+    }
+}
+
+impl Service for Janitor {
+    const NAME: &'static str = "janitor";
+    type Report = JanitorReport;
+
+    async fn pass(&self, now: DateTime<Utc>) -> Result<JanitorReport, ServiceError> {
+        self.run_once(now).await
+    }
+
+    fn interval(&self) -> Duration {
+        self.settings.interval
+    }
+
+    fn tell(&self, report: &JanitorReport) {
+        if report.tasks_deleted > 0 {
+            tracing::info!(
+                deleted = report.tasks_deleted,
+                "retention: old tasks deleted"
+            );
+        }
     }
 }

@@ -1,8 +1,9 @@
-//! The node's background services. Each has the same shape: its own settings, the few
-//! handles it uses (never the whole node state), a `run_once(now)` that does one pass
-//! and returns what it did (tests call it directly, with the time they choose), and a
-//! `run(shutdown)` loop that runs it on a ticker until shutdown. [`spawn_all`] wires them
-//! to a node.
+//! The node's background services. Each is a [`Service`]: its own settings, the few
+//! handles it uses, a pass as of a time it is given that returns what it did (tests call
+//! it directly, with the time they choose), and the pauses and wake-ups that call for the
+//! next; one loop ([`run`]) runs them all, the stuck-pass guard with it. [`spawn_all`]
+//! wires them to a node. The scheduler alone holds the node's state: it submits and
+//! cancels as the API does.
 
 mod flow_repair;
 pub mod janitor;
@@ -15,6 +16,9 @@ pub mod reconciler;
 pub mod repairer;
 mod revocations;
 mod scheduler;
+mod service;
+
+pub use service::{Passed, Running, Service, run};
 
 use crate::state::AppState;
 use baton_coord::CoordError;
@@ -29,10 +33,8 @@ use reconciler::{Reconciler, ReconcilerSettings};
 use repairer::{Repairer, RepairerSettings};
 use revocations::RevocationListener;
 use scheduler::{Scheduler, SchedulerSettings};
-use std::future::Future;
 use std::time::Duration;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 /// Why a pass stopped early: Redis or Postgres failed. The next pass tries again.
 #[derive(Debug, thiserror::Error)]
@@ -43,34 +45,6 @@ pub enum ServiceError {
     /// Redis failed.
     #[error(transparent)]
     Coord(#[from] CoordError),
-}
-
-/// Runs `pass` every `interval` until `shutdown`. A pass that overruns delays the next
-/// one rather than stacking them.
-pub(crate) async fn every<F, Fut>(interval: Duration, shutdown: CancellationToken, mut pass: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // A pass stuck on a call that never answers must not stop the service for good.
-    let limit = (interval * 10).max(Duration::from_secs(60));
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = ticker.tick() => {
-                // At shutdown a pass is dropped where it stands, as a crash would: every
-                // step is a compare-and-set, so nothing is left half-done.
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    passed = tokio::time::timeout(limit, pass()) => if passed.is_err() {
-                        tracing::warn!(limit_s = limit.as_secs(), "a service pass took too long and was abandoned");
-                    }
-                }
-            }
-        }
-    }
 }
 
 fn reconciler(state: &AppState) -> Reconciler {
@@ -100,21 +74,24 @@ fn repairer(state: &AppState) -> Repairer {
 pub(crate) fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
     let timings = &state.config.timings;
     let ms = Duration::from_millis;
-    let stop = || state.shutdown.clone();
-    let clock = || state.clock.clone();
     let (store, coord, identity) = (&state.store, &state.coord, &state.identity);
+    let running = |woken: bool| Running {
+        shutdown: state.shutdown.clone(),
+        clock: state.clock.clone(),
+        wake: woken.then(|| state.wake.clone()),
+    };
     vec![
-        tokio::spawn(
+        tokio::spawn(run(
             Rebuilder::new(
                 state.config.node_ttl() / 3,
                 identity.clone(),
                 coord.clone(),
                 repairer(state),
-            )
-            .run(stop(), clock()),
-        ),
-        tokio::spawn(reconciler(state).run(stop(), clock())),
-        tokio::spawn(
+            ),
+            running(false),
+        )),
+        tokio::spawn(run(reconciler(state), running(false))),
+        tokio::spawn(run(
             OrphanCleaner::new(
                 ms(timings.cleaner_interval_ms),
                 identity.clone(),
@@ -122,58 +99,57 @@ pub(crate) fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
                 store.clone(),
                 reconciler(state),
             )
-            .with_events(state.events.clone())
-            .run(stop(), clock()),
-        ),
-        tokio::spawn(
+            .with_events(state.events.clone()),
+            running(false),
+        )),
+        tokio::spawn(run(
             Promoter::new(
                 ms(timings.promote_interval_ms),
                 store.clone(),
                 coord.clone(),
             )
-            .with_events(state.events.clone())
-            .run(stop(), clock()),
-        ),
-        tokio::spawn(repairer(state).run(stop(), clock())),
-        tokio::spawn(
-            Scheduler::new(SchedulerSettings::of(&state.config), state.clone()).run(stop()),
-        ),
-        tokio::spawn(
-            Janitor::new(JanitorSettings::of(timings), store.clone(), coord.clone())
-                .run(stop(), clock()),
-        ),
-        tokio::spawn(
+            .with_events(state.events.clone()),
+            running(false),
+        )),
+        tokio::spawn(run(repairer(state), running(false))),
+        tokio::spawn(run(
+            Scheduler::new(SchedulerSettings::of(&state.config), state.clone()),
+            running(true),
+        )),
+        tokio::spawn(run(
+            Janitor::new(JanitorSettings::of(timings), store.clone(), coord.clone()),
+            running(false),
+        )),
+        tokio::spawn(run(
             OutboxDeliverer::new(
                 OutboxSettings::of(&state.config),
                 store.clone(),
                 state.webhooks.clone(),
-                state.wake.clone(),
-                clock(),
-            )
-            .run(stop()),
-        ),
-        tokio::spawn(
+                state.clock.clone(),
+            ),
+            running(true),
+        )),
+        tokio::spawn(run(
             PresenceFlusher::new(
                 ms(timings.presence_flush_ms),
                 identity.clone(),
                 coord.clone(),
                 store.clone(),
-            )
-            .run(stop()),
-        ),
-        tokio::spawn(
+            ),
+            running(false),
+        )),
+        tokio::spawn(run(
             RevocationListener::new(
                 ms(state.config.token_cache_ttl_ms.max(1000)),
                 state.tokens.clone(),
                 store.clone(),
-                state.wake.clone(),
-            )
-            .run(stop()),
-        ),
+            ),
+            running(true),
+        )),
         {
             let (presence, coord) = (state.presence.clone(), coord.clone());
             let interval = ms(timings.presence_write_ms);
-            let stop = stop();
+            let stop = state.shutdown.clone();
             tokio::spawn(async move { presence.run(coord, interval, stop).await })
         },
     ]

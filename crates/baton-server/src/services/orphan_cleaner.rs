@@ -5,16 +5,16 @@
 
 use super::ServiceError;
 use super::reconciler::Reconciler;
+use super::service::Service;
 use crate::events::{EventLog, NodeChange};
 use crate::identity::NodeIdentity;
 use baton_client::trace_context;
-use baton_coord::{ClusterClock, Coord};
+use baton_coord::Coord;
 use baton_store::Store;
 use chrono::{DateTime, Utc};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct CleanerReport {
@@ -57,15 +57,6 @@ impl OrphanCleaner {
             events: Some(events),
             ..self
         }
-    }
-
-    pub(super) async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
-        super::every(self.interval, shutdown, || async {
-            if let Err(e) = self.run_once(clock.now()).await {
-                tracing::warn!(error = %e, "orphan cleaner pass failed");
-            }
-        })
-        .await;
     }
 
     /// A span in each adopted task's trace, so its story shows the hand-over.
@@ -116,5 +107,18 @@ impl OrphanCleaner {
             self.reconciler.run_once(now).await?;
         }
         Ok(report)
+    }
+}
+
+impl Service for OrphanCleaner {
+    const NAME: &'static str = "orphan cleaner";
+    type Report = CleanerReport;
+
+    async fn pass(&self, now: DateTime<Utc>) -> Result<CleanerReport, ServiceError> {
+        self.run_once(now).await
+    }
+
+    fn interval(&self) -> Duration {
+        self.interval
     }
 }

@@ -17,9 +17,10 @@
 //! catches an announcement that was lost.
 
 use super::ServiceError;
+use super::service::{Passed, Service};
 use crate::config::ServeConfig;
 use crate::webhooks::{Webhooks, redacted};
-use baton_coord::{ClusterClock, Wake, WakeBus};
+use baton_coord::{ClusterClock, Wake};
 use baton_core::backoff::Backoff;
 use baton_store::{OutboxRecord, Store};
 use chrono::{DateTime, Utc};
@@ -27,7 +28,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -136,13 +136,14 @@ impl OutboxSettings {
 pub(super) struct OutboxDeliverer {
     settings: OutboxSettings,
     courier: Courier,
-    /// Where news of new webhooks arrives.
-    wake: WakeBus,
     /// Free delivery slots.
     slots: Arc<Semaphore>,
     /// Cancelled when the service stops: deliveries in flight stop with it, as at a
     /// crash (their rows come due again).
     stop: CancellationToken,
+    /// The pause now running is the idle backstop, not the wait for a row known to come
+    /// due: when it ends with no news, one cheap look says whether a pass is worth it.
+    backstop: bool,
 }
 
 impl OutboxDeliverer {
@@ -150,7 +151,6 @@ impl OutboxDeliverer {
         settings: OutboxSettings,
         store: Store,
         webhooks: Arc<Webhooks>,
-        wake: WakeBus,
         clock: Arc<ClusterClock>,
     ) -> Self {
         OutboxDeliverer {
@@ -161,69 +161,9 @@ impl OutboxDeliverer {
                 give_up: settings.give_up,
             },
             settings,
-            wake,
             slots: Arc::new(Semaphore::new(IN_FLIGHT)),
             stop: CancellationToken::new(),
-        }
-    }
-
-    pub(super) async fn run(self, shutdown: CancellationToken) {
-        let _stop_deliveries = self.stop.clone().drop_guard();
-        let (busy, idle) = (self.settings.busy, self.settings.idle);
-        let mut wakes = self.wake.subscribe();
-        let mut pause = Duration::ZERO;
-        // The pause is the idle backstop, not the wait for a row known to come due: when
-        // it ends with no news, one cheap look says whether a pass is worth running.
-        let mut backstop = false;
-        loop {
-            let until = tokio::time::Instant::now() + pause;
-            let news = loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep_until(until) => break false,
-                    wake = wakes.recv() => match wake {
-                        Ok(Wake::Outbox | Wake::All) | Err(RecvError::Lagged(_)) => break true,
-                        Ok(_) => continue,
-                        Err(RecvError::Closed) => return,
-                    },
-                }
-            };
-            if backstop && !news {
-                match self.next_due().await {
-                    Ok(Some(wait)) if wait.is_zero() => {}
-                    Ok(wait) => {
-                        (pause, backstop) = paced(wait, busy, idle);
-                        continue;
-                    }
-                    Err(_) => {}
-                }
-            }
-            let limit = (busy * 10).max(Duration::from_secs(60));
-            let now = self.courier.clock.now();
-            let pass = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                pass = tokio::time::timeout(limit, self.run_once(now)) => pass,
-            };
-            (pause, backstop) = match pass {
-                Ok(Ok(report)) if report == DeliveryReport::default() => {
-                    match self.next_due().await {
-                        Ok(wait) => paced(wait, busy, idle),
-                        Err(_) => (busy, false),
-                    }
-                }
-                Ok(Ok(_)) => (busy, false),
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "outbox pass failed");
-                    (busy, false)
-                }
-                Err(_) => {
-                    tracing::warn!(
-                        limit_s = limit.as_secs(),
-                        "an outbox pass took too long and was abandoned"
-                    );
-                    (busy, false)
-                }
-            };
+            backstop: false,
         }
     }
 
@@ -377,6 +317,61 @@ fn paced(wait: Option<Duration>, busy: Duration, idle: Duration) -> (Duration, b
     match wait {
         Some(wait) if wait < idle => (wait.max(busy), false),
         _ => (idle, true),
+    }
+}
+
+impl Drop for OutboxDeliverer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl Service for OutboxDeliverer {
+    const NAME: &'static str = "outbox";
+    type Report = DeliveryReport;
+
+    async fn pass(&self, now: DateTime<Utc>) -> Result<DeliveryReport, ServiceError> {
+        self.run_once(now).await
+    }
+
+    fn interval(&self) -> Duration {
+        self.settings.busy
+    }
+
+    fn heard(&self, wake: &Wake) -> bool {
+        matches!(wake, Wake::Outbox | Wake::All)
+    }
+
+    async fn before_timed_pass(&mut self) -> Option<Duration> {
+        if !self.backstop {
+            return None;
+        }
+        match self.next_due().await {
+            Ok(Some(wait)) if wait.is_zero() => None,
+            Ok(wait) => {
+                let pause;
+                (pause, self.backstop) = paced(wait, self.settings.busy, self.settings.idle);
+                Some(pause)
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Until the next row comes due (within `busy..=idle`) after a pass that found
+    /// nothing to do; `busy` after one that delivered, or failed.
+    async fn pause_after(&mut self, passed: &Passed<DeliveryReport>, _took: Duration) -> Duration {
+        let busy = self.settings.busy;
+        let pause;
+        (pause, self.backstop) = match passed {
+            Passed::Done(report) if *report == DeliveryReport::default() => {
+                match self.next_due().await {
+                    Ok(wait) => paced(wait, busy, self.settings.idle),
+                    Err(_) => (busy, false),
+                }
+            }
+            _ => (busy, false),
+        };
+        pause
     }
 }
 

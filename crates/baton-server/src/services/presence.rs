@@ -4,13 +4,14 @@
 //! data, the reconciler still knows when each runner was last heard from.
 
 use super::ServiceError;
+use super::service::Service;
 use crate::identity::NodeIdentity;
 use baton_coord::Coord;
 use baton_store::Store;
+use chrono::DateTime;
 use chrono::{TimeZone, Utc};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub(super) struct PresenceFlusher {
@@ -33,15 +34,6 @@ impl PresenceFlusher {
             coord,
             store,
         }
-    }
-
-    pub(super) async fn run(self, shutdown: CancellationToken) {
-        super::every(self.interval, shutdown, || async {
-            if let Err(e) = self.run_once().await {
-                tracing::warn!(error = %e, "presence flush failed");
-            }
-        })
-        .await;
     }
 
     /// Copies presence to Postgres if no other node is doing it now. Returns how many
@@ -71,5 +63,19 @@ impl PresenceFlusher {
         // second node flush again right away.
         drop(lock);
         Ok(moved)
+    }
+}
+
+impl Service for PresenceFlusher {
+    const NAME: &'static str = "presence flusher";
+    type Report = u64;
+
+    async fn pass(&self, now: DateTime<Utc>) -> Result<u64, ServiceError> {
+        let _ = now;
+        self.run_once().await
+    }
+
+    fn interval(&self) -> Duration {
+        self.interval
     }
 }

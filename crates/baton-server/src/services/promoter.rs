@@ -4,16 +4,15 @@
 //! nodes do not promote the same batch; Postgres is asked only when something is due.
 
 use super::ServiceError;
+use super::service::Service;
 use crate::events::EventLog;
 use crate::queueing::queue_entry;
-use baton_coord::{ClusterClock, Coord};
+use baton_coord::Coord;
 use baton_core::TaskStatus;
 use baton_store::Store;
 use chrono::{DateTime, Utc};
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// Most tasks promoted per pass.
@@ -54,15 +53,6 @@ impl Promoter {
         }
     }
 
-    pub(crate) async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
-        super::every(self.interval, shutdown, || async {
-            if let Err(e) = self.run_once(clock.now()).await {
-                tracing::warn!(error = %e, "promoter pass failed");
-            }
-        })
-        .await;
-    }
-
     /// One pass as of `now`: up to a batch of due ids, promoted in Postgres, then queued
     /// in Redis. A due id Postgres no longer calls due (its `run_at` moved) goes back to
     /// the delayed set.
@@ -97,5 +87,18 @@ impl Promoter {
         Ok(PromoteReport {
             promoted: promoted.len(),
         })
+    }
+}
+
+impl Service for Promoter {
+    const NAME: &'static str = "promoter";
+    type Report = PromoteReport;
+
+    async fn pass(&self, now: DateTime<Utc>) -> Result<PromoteReport, ServiceError> {
+        self.run_once(now).await
+    }
+
+    fn interval(&self) -> Duration {
+        self.interval
     }
 }

@@ -7,12 +7,12 @@
 
 use super::ServiceError;
 use super::repairer::{Mode, RepairReport, Repairer};
+use super::service::Service;
 use crate::identity::NodeIdentity;
-use baton_coord::{ClusterClock, Coord, Epoch};
+use baton_coord::{Coord, Epoch};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// How long a rebuild may hold its lock before another node may try.
@@ -43,17 +43,6 @@ impl Rebuilder {
             coord,
             repairer,
         }
-    }
-
-    pub(crate) async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
-        super::every(self.interval, shutdown, || async {
-            match self.run_once(clock.now()).await {
-                Ok(Some(report)) => tracing::warn!(?report, "rebuilt redis from postgres"),
-                Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "redis rebuild check failed"),
-            }
-        })
-        .await;
     }
 
     /// Rebuilds if the marker is missing and no one else is at it. `Some` when this node
@@ -92,5 +81,24 @@ impl Rebuilder {
         }
         let _ = self.coord.lock_release(&lock).await;
         rebuilt.map(Some)
+    }
+}
+
+impl Service for Rebuilder {
+    const NAME: &'static str = "rebuilder";
+    type Report = Option<RepairReport>;
+
+    async fn pass(&self, now: DateTime<Utc>) -> Result<Option<RepairReport>, ServiceError> {
+        self.run_once(now).await
+    }
+
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn tell(&self, report: &Option<RepairReport>) {
+        if let Some(report) = report {
+            tracing::warn!(?report, "rebuilt redis from postgres");
+        }
     }
 }

@@ -13,6 +13,7 @@
 //! Redis script.
 
 use super::ServiceError;
+use super::service::Service;
 use crate::config::Timings;
 use crate::dispatch::finish::ServerFinalizer;
 use crate::events::EventLog;
@@ -20,7 +21,7 @@ use crate::identity::NodeIdentity;
 use crate::queueing::queue_entry;
 use crate::state::StalenessClocks;
 use baton_client::trace_context;
-use baton_coord::{Claim, ClusterClock, Coord, Popped};
+use baton_coord::{Claim, Coord, Popped};
 use baton_core::TaskStatus;
 use baton_core::reconcile::{Decision, Inputs, Reason, RunnerFacts, TaskFacts, Thresholds, decide};
 use baton_store::{RunEnd, RunnerRecord, Store, TaskRecord};
@@ -28,7 +29,6 @@ use chrono::{DateTime, TimeZone, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -147,15 +147,6 @@ impl Reconciler {
             events: Some(events),
             ..self
         }
-    }
-
-    pub(crate) async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
-        super::every(self.settings.interval, shutdown, || async {
-            if let Err(e) = self.run_once(clock.now()).await {
-                tracing::warn!(error = %e, "reconcile pass failed");
-            }
-        })
-        .await;
     }
 
     /// One pass over this node's claims.
@@ -432,5 +423,18 @@ fn row_facts(task: &TaskRecord) -> TaskFacts {
         attempt: task.attempt,
         max_attempts: task.max_attempts,
         boot_id: task.boot_id,
+    }
+}
+
+impl Service for Reconciler {
+    const NAME: &'static str = "reconciler";
+    type Report = ReconcileReport;
+
+    async fn pass(&self, now: DateTime<Utc>) -> Result<ReconcileReport, ServiceError> {
+        self.run_once(now).await
+    }
+
+    fn interval(&self) -> Duration {
+        self.settings.interval
     }
 }

@@ -16,19 +16,19 @@
 //! rebuild after Redis lost its data (see `rebuilder`).
 
 use super::ServiceError;
+use super::service::Service;
 use crate::config::Timings;
 use crate::events::EventLog;
 use crate::identity::NodeIdentity;
 use crate::queueing::queue_entry;
 use crate::reclaim::Claimer;
-use baton_coord::{ClusterClock, Coord, Enqueue};
+use baton_coord::{Coord, Enqueue};
 use baton_core::TaskStatus;
 use baton_store::{Store, TaskRecord};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 const PAGE: i64 = 1000;
@@ -132,19 +132,6 @@ impl Repairer {
         if let Some(events) = &self.events {
             events.tasks(&rows.iter().collect::<Vec<_>>()).await;
         }
-    }
-
-    pub(crate) async fn run(self, shutdown: CancellationToken, clock: Arc<ClusterClock>) {
-        super::every(self.settings.interval, shutdown, || async {
-            match self.run_locked(clock.now()).await {
-                Ok(r) if r != RepairReport::default() && !r.skipped => {
-                    tracing::info!(report = ?r, "repair pass changed things");
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "repair pass failed"),
-            }
-        })
-        .await;
     }
 
     /// One periodic pass, if no other node ran one this interval.
@@ -416,5 +403,24 @@ impl Pages {
         self.done = (page.len() as i64) < PAGE;
         self.after = page.last().map(|t| t.id);
         Ok(Some(page))
+    }
+}
+
+impl Service for Repairer {
+    const NAME: &'static str = "repairer";
+    type Report = RepairReport;
+
+    async fn pass(&self, now: DateTime<Utc>) -> Result<RepairReport, ServiceError> {
+        self.run_locked(now).await
+    }
+
+    fn interval(&self) -> Duration {
+        self.settings.interval
+    }
+
+    fn tell(&self, report: &RepairReport) {
+        if *report != RepairReport::default() && !report.skipped {
+            tracing::info!(?report, "repair pass changed things");
+        }
     }
 }

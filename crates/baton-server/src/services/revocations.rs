@@ -9,64 +9,63 @@
 //! — their presence frozen — for as long as the outage lasts. The next refresh settles it.
 
 use super::ServiceError;
+use super::service::Service;
 use crate::auth::TokenCache;
-use baton_coord::{Wake, WakeBus};
+use baton_coord::Wake;
 use baton_store::Store;
+use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::broadcast::error::RecvError;
-use tokio_util::sync::CancellationToken;
 
 pub(super) struct RevocationListener {
     /// How often every cached runner is read again.
     interval: Duration,
     tokens: Arc<TokenCache>,
     store: Store,
-    wake: WakeBus,
 }
 
 impl RevocationListener {
-    pub(super) fn new(
-        interval: Duration,
-        tokens: Arc<TokenCache>,
-        store: Store,
-        wake: WakeBus,
-    ) -> Self {
+    pub(super) fn new(interval: Duration, tokens: Arc<TokenCache>, store: Store) -> Self {
         RevocationListener {
             interval,
             tokens,
             store,
-            wake,
-        }
-    }
-
-    pub(super) async fn run(self, shutdown: CancellationToken) {
-        let mut wakes = self.wake.subscribe();
-        let mut ticker = tokio::time::interval(self.interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticker.reset();
-        loop {
-            let refresh = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = ticker.tick() => true,
-                wake = wakes.recv() => match wake {
-                    Ok(Wake::Revoke(runner)) => {
-                        self.tokens.forget_runner(runner);
-                        false
-                    }
-                    Ok(Wake::All) | Err(RecvError::Lagged(_)) => true,
-                    Ok(_) => false,
-                    Err(RecvError::Closed) => return,
-                },
-            };
-            if refresh && let Err(e) = self.run_once().await {
-                tracing::debug!(error = %e, "cached runner tokens kept as they were; next refresh");
-            }
         }
     }
 
     /// Reads every cached runner again; returns how many.
     pub(super) async fn run_once(&self) -> Result<usize, ServiceError> {
         Ok(self.tokens.refresh(&self.store).await?)
+    }
+}
+
+impl Service for RevocationListener {
+    const NAME: &'static str = "revocation listener";
+    type Report = usize;
+
+    async fn pass(&self, _now: DateTime<Utc>) -> Result<usize, ServiceError> {
+        self.run_once().await
+    }
+
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// The cache starts empty: nothing to read again before an interval has passed.
+    fn first_pause(&self) -> Duration {
+        self.interval
+    }
+
+    /// A revocation is acted on at once, without a pass; a reconnect (`All`) may have
+    /// lost some, so every cached runner is read again.
+    fn heard(&self, wake: &Wake) -> bool {
+        match wake {
+            Wake::Revoke(runner) => {
+                self.tokens.forget_runner(*runner);
+                false
+            }
+            Wake::All => true,
+            _ => false,
+        }
     }
 }

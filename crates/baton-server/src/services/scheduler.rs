@@ -16,6 +16,7 @@
 use crate::config::ServeConfig;
 use crate::schedules::{clock_of, tick_key, tick_task};
 use crate::services::ServiceError;
+use crate::services::service::{Passed, Service};
 use crate::state::AppState;
 use baton_coord::Wake;
 use baton_core::fault::Fault;
@@ -23,8 +24,6 @@ use baton_core::schedule::{CatchUp, CatchUpRule, DueTicks, Overlap, due_ticks, p
 use baton_store::{Fire, NewTask, ScheduleRecord, ScheduleSkip, StoreError, TaskRecord};
 use chrono::{DateTime, Duration, Utc};
 use std::future::Future;
-use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
 
 /// Most schedules handled per pass; more due ones wait for the next (at once) pass.
 const BATCH: i64 = 100;
@@ -76,43 +75,6 @@ pub(super) struct Scheduler {
 impl Scheduler {
     pub(super) fn new(settings: SchedulerSettings, state: AppState) -> Scheduler {
         Scheduler { settings, state }
-    }
-
-    pub(super) async fn run(self, shutdown: CancellationToken) {
-        let mut wakes = self.state.wake.subscribe();
-        loop {
-            let pass = async {
-                match self.run_once().await? {
-                    report if report.fired + report.lost > 0 || report.skipped > 0 => Ok(MIN_SLEEP),
-                    _ => self.until_next_tick().await,
-                }
-            };
-            let sleep = match pass.await {
-                Ok(sleep) => sleep,
-                Err(e) => {
-                    tracing::warn!(error = %e, retry_in_ms = self.settings.retry.as_millis() as u64, "schedule pass failed");
-                    self.settings.retry
-                }
-            };
-            let changed = async {
-                loop {
-                    match wakes.recv().await {
-                        Ok(Wake::Schedules | Wake::All) => return,
-                        // Missed messages may have held one.
-                        Err(broadcast::error::RecvError::Lagged(_)) => return,
-                        Err(broadcast::error::RecvError::Closed) => {
-                            std::future::pending::<()>().await
-                        }
-                        Ok(_) => {}
-                    }
-                }
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(sleep) => {}
-                _ = changed => {}
-            }
-        }
     }
 
     /// A Postgres call of a pass, bounded: one on a link that answers nothing fails as
@@ -329,5 +291,46 @@ fn skip(
         ticks,
         reason: reason.to_string(),
         recorded_at: now,
+    }
+}
+
+impl Service for Scheduler {
+    const NAME: &'static str = "scheduler";
+    type Report = SchedulerReport;
+
+    /// By Postgres's clock, not `now`: every node fires by the same one.
+    async fn pass(&self, _now: DateTime<Utc>) -> Result<SchedulerReport, ServiceError> {
+        self.run_once().await
+    }
+
+    fn interval(&self) -> std::time::Duration {
+        self.settings.poll
+    }
+
+    fn heard(&self, wake: &Wake) -> bool {
+        matches!(wake, Wake::Schedules | Wake::All)
+    }
+
+    /// At once while ticks fire, else until the next tick (at most the poll); a failed
+    /// pass is tried again after `retry`, since nothing wakes the service when a store
+    /// comes back.
+    async fn pause_after(
+        &mut self,
+        passed: &Passed<SchedulerReport>,
+        _took: std::time::Duration,
+    ) -> std::time::Duration {
+        match passed {
+            Passed::Done(report) if report.fired + report.lost > 0 || report.skipped > 0 => {
+                MIN_SLEEP
+            }
+            Passed::Done(_) => match self.until_next_tick().await {
+                Ok(sleep) => sleep,
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in_ms = self.settings.retry.as_millis() as u64, "schedule pass failed");
+                    self.settings.retry
+                }
+            },
+            _ => self.settings.retry,
+        }
     }
 }

@@ -2,10 +2,10 @@
 //! its log tail), and each item's answer as the runner reads it.
 
 use crate::auth::Runner;
+use crate::dispatch::DispatchError;
 use crate::dispatch::exchange::Completion;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::http::StatusCode;
 use baton_client::ErrorCode;
 use baton_client::{CompletionItem, ItemAnswer, ItemResult, Outcome};
 use baton_core::TaskStatus;
@@ -67,7 +67,7 @@ pub(super) fn completion(
 /// One item's answer from its result; `facts` gives the status (and attempt) to show.
 pub(super) fn item_answer<T>(
     task_id: Uuid,
-    result: Result<T, ApiError>,
+    result: Result<T, DispatchError>,
     facts: impl FnOnce(&T) -> (Option<TaskStatus>, Option<i32>),
 ) -> ItemAnswer {
     match result {
@@ -82,18 +82,18 @@ pub(super) fn item_answer<T>(
                 secret_env: BTreeMap::new(),
             }
         }
-        Err(e) => ItemAnswer {
-            task_id,
-            result: match e.status {
-                StatusCode::CONFLICT => ItemResult::Stale,
-                StatusCode::NOT_FOUND | StatusCode::FORBIDDEN => ItemResult::Gone,
-                _ => ItemResult::Retry,
-            },
-            status: e.task_status,
-            attempt: None,
-            message: Some(e.message),
-            secret_env: BTreeMap::new(),
-        },
+        Err(e) => {
+            let result = e.item_result();
+            let e = ApiError::from(e);
+            ItemAnswer {
+                task_id,
+                result,
+                status: e.task_status,
+                attempt: None,
+                message: Some(e.message),
+                secret_env: BTreeMap::new(),
+            }
+        }
     }
 }
 

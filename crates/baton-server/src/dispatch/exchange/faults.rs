@@ -3,7 +3,7 @@
 //! runner's other requests are answered at once. A node started without one pays a
 //! comparison per exchange.
 
-use crate::error::ApiError;
+use super::super::DispatchError;
 use crate::state::AppState;
 use baton_client::LeasedTask;
 use baton_core::fault::Fault;
@@ -38,7 +38,7 @@ pub(super) async fn hold_answer(state: &AppState, tasks: &[LeasedTask]) {
 }
 
 /// `hold-answer-refusing-resends`: a resend arriving while the answer is held is refused.
-pub(super) fn refuse_resend(state: &AppState, retry: bool) -> Result<(), ApiError> {
+pub(super) fn refuse_resend(state: &AppState, retry: bool) -> Result<(), DispatchError> {
     if !retry
         || !matches!(
             state.config.fault,
@@ -50,7 +50,9 @@ pub(super) fn refuse_resend(state: &AppState, retry: bool) -> Result<(), ApiErro
     let until = *ANSWER_HELD_UNTIL.lock().expect("fault lock");
     if until.is_some_and(|until| Instant::now() < until) {
         tracing::error!("fault injection: refusing a resend while its answer is held");
-        return Err(ApiError::unavailable("fault injection: resend refused"));
+        return Err(DispatchError::unavailable(
+            "fault injection: resend refused",
+        ));
     }
     Ok(())
 }

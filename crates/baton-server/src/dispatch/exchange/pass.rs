@@ -1,16 +1,16 @@
 //! One pass of an exchange: the lease script, the group commit, the script after it, and
 //! each item's answer from what they did.
 
+use super::super::DispatchError;
 use super::super::finish::{AfterCommit, finish_item};
 use super::super::lease::{self, Pop};
 use super::super::verdicts::{self, Verdicts};
 use super::starts::{StartCheck, check_start, start_from_row, with_secrets};
 use super::{RunnerAnswer, RunnerCall, StartAnswer};
 use crate::auth::Runner;
-use crate::error::ApiError;
 use crate::queueing::queue_entry;
 use crate::state::AppState;
-use baton_client::RunningLease;
+use baton_client::{ItemResult, RunningLease};
 use baton_coord::{Popped, ReplayKey};
 use baton_core::TaskStatus;
 use baton_store::{Done, Fence, LogAppend, StoreError, TaskRecord, Work};
@@ -24,7 +24,7 @@ pub(super) async fn pass(
     call: &RunnerCall,
     max: u32,
     replay: &ReplayKey,
-) -> Result<RunnerAnswer, ApiError> {
+) -> Result<RunnerAnswer, DispatchError> {
     let running: &[RunningLease] = call.running.as_deref().unwrap_or_default();
     let mut claims_of: Vec<Uuid> = call.starts.iter().map(|s| s.task).collect();
     claims_of.extend(running.iter().map(|r| r.task_id));
@@ -141,7 +141,7 @@ pub(super) async fn pass(
     // Starts Postgres refused while the task stays queued: this runner may not take it.
     let mut refused: Vec<Popped> = Vec::new();
     let mut recorded = recorded.into_iter();
-    let starts: Vec<Result<StartAnswer, ApiError>> = call
+    let starts: Vec<Result<StartAnswer, DispatchError>> = call
         .starts
         .iter()
         .zip(checks)
@@ -159,7 +159,7 @@ pub(super) async fn pass(
                         dropped.push((row.clone(), lease_id));
                     }
                 }
-                answer.map_err(ApiError::from)
+                answer.map_err(DispatchError::from)
             }
             StartCheck::AskRow => start_from_row(rows.get(&task), runner.id, lease_id),
             StartCheck::Refused(e) => Err(e),
@@ -226,14 +226,11 @@ pub(super) async fn pass(
     let (logs, completions) = before_start(state, runner, call, logs, completions).await;
     let results = starts
         .iter()
-        .map(|r| r.as_ref().map(|_| ()).map_err(|e| e.code.as_str()))
-        .chain(
-            completions
-                .iter()
-                .map(|r| r.as_ref().map(|_| ()).map_err(|e| e.code.as_str())),
-        );
+        .map(|r| r.as_ref().err())
+        .chain(completions.iter().map(|r| r.as_ref().err()))
+        .map(|refused| refused.map_or(ItemResult::Done, DispatchError::item_result));
     for (span, result) in spans.iter().zip(results) {
-        span.record("result", result.err().unwrap_or("done"));
+        span.record("result", result.as_str());
     }
     drop(spans);
     // A run whose completion this same exchange carries is over, and the runner hears
@@ -279,8 +276,8 @@ async fn before_start(
     logs: Vec<Result<LogAppend, StoreError>>,
     completions: Vec<Result<TaskRecord, StoreError>>,
 ) -> (
-    Vec<Result<LogAppend, ApiError>>,
-    Vec<Result<TaskRecord, ApiError>>,
+    Vec<Result<LogAppend, DispatchError>>,
+    Vec<Result<TaskRecord, DispatchError>>,
 ) {
     let unknown: Vec<(Uuid, Uuid)> = call
         .logs
@@ -313,12 +310,12 @@ async fn before_start(
         }
     }
     let out_of_order = |task: Uuid, lease: Uuid, reason: &'static str| {
-        unstarted.contains(&(task, lease)).then(|| {
-            ApiError::from(StoreError::Conflict {
+        unstarted
+            .contains(&(task, lease))
+            .then_some(DispatchError::Stale {
                 status: baton_core::TaskStatus::Leased,
                 reason,
             })
-        })
     };
     let logs = call
         .logs
@@ -413,7 +410,7 @@ fn ends_of(runner: &Runner, call: &RunnerCall) -> Work {
 
 /// Postgres could not take the pass: every item is answered with the (retryable) error.
 fn failed(call: &RunnerCall, checks: Vec<StartCheck>, error: StoreError) -> RunnerAnswer {
-    let error = ApiError::from(error);
+    let error = DispatchError::from(error);
     let logs = call.logs.iter().map(|_| Err(error.clone())).collect();
     let completions = call
         .completions

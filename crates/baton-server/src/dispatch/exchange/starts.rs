@@ -1,14 +1,12 @@
 //! A start's checks: against its task's claim before Postgres is asked, against the row
 //! when Redis holds no claim, and the secrets only a recorded start is handed.
 
+use super::super::DispatchError;
 use super::super::lease;
 use crate::auth::Runner;
-use crate::error::ApiError;
 use crate::state::AppState;
-use axum::http::StatusCode;
-use baton_client::ErrorCode;
 use baton_coord::Claim;
-use baton_store::{StartRun, Started, StoreError, TaskRecord};
+use baton_store::{StartRun, Started, TaskRecord};
 use chrono::{DateTime, TimeZone, Utc};
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -36,7 +34,7 @@ pub(super) enum StartCheck {
     /// No claim: only the row can tell (a repeat whose claim Redis lost, or a lease
     /// taken back).
     AskRow,
-    Refused(ApiError),
+    Refused(DispatchError),
 }
 
 pub(super) fn check_start(
@@ -53,7 +51,7 @@ pub(super) fn check_start(
     // compare-and-set still checks the lease.
     let ours = claim.runner.is_none_or(|r| r == runner.id);
     if !ours {
-        return StartCheck::Refused(StoreError::NotFound.into());
+        return StartCheck::Refused(DispatchError::Gone);
     }
     if claim.lease_id != lease_id {
         return StartCheck::Refused(stale());
@@ -67,12 +65,11 @@ pub(super) fn check_start(
     })
 }
 
-fn stale() -> ApiError {
-    StoreError::Conflict {
+fn stale() -> DispatchError {
+    DispatchError::Stale {
         status: baton_core::TaskStatus::Queued,
         reason: "stale lease: the task was leased again",
     }
-    .into()
 }
 
 fn at_ms(ms: i64) -> DateTime<Utc> {
@@ -85,10 +82,10 @@ pub(super) fn start_from_row(
     row: Option<&TaskRecord>,
     runner: Uuid,
     lease_id: Uuid,
-) -> Result<Started, ApiError> {
+) -> Result<Started, DispatchError> {
     let row = row
         .filter(|t| t.runner_id == Some(runner))
-        .ok_or(StoreError::NotFound)?;
+        .ok_or(DispatchError::Gone)?;
     if row.lease_id != Some(lease_id) {
         return Err(stale());
     }
@@ -101,11 +98,10 @@ pub(super) fn start_from_row(
             attempt: row.attempt,
         });
     }
-    Err(StoreError::Conflict {
+    Err(DispatchError::Stale {
         status: row.status,
         reason: "the task is not in a state that accepts this report",
-    }
-    .into())
+    })
 }
 
 /// A recorded start with its task's secrets. One whose secrets this node cannot open
@@ -116,11 +112,11 @@ pub(super) fn with_secrets(
     state: &AppState,
     started: Started,
     row: Option<&TaskRecord>,
-) -> Result<StartAnswer, ApiError> {
+) -> Result<StartAnswer, DispatchError> {
     let secret_env = match row {
         Some(row) => lease::opened_secrets(state, row).map_err(|e| {
             tracing::error!(task.id = %row.id, error = %e, "start recorded, but its secrets do not open on this node");
-            ApiError::new(StatusCode::FORBIDDEN, ErrorCode::SecretsUnavailable, e.to_string())
+            DispatchError::SecretsSealed(e.to_string())
         })?,
         // Deleted as it started: nothing to run, and nothing to hand over.
         None => BTreeMap::new(),
