@@ -189,7 +189,7 @@ fn sealed(state: &AppState, mut task: NewTask, seal: bool) -> Result<NewTask, Ap
     if task.secret_env.is_empty() {
         return Ok(task);
     }
-    let Some(ring) = &state.secrets else {
+    let Some(ring) = &state.dispatcher.secrets else {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             ErrorCode::SecretsUnavailable,

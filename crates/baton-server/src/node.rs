@@ -5,6 +5,7 @@
 use crate::api;
 use crate::auth::{TokenCache, hash_token};
 use crate::config::ServeConfig;
+use crate::dispatch::Dispatcher;
 use crate::identity::NodeIdentity;
 use crate::node_liveness::LivenessKeeper;
 use crate::state::{AppState, StalenessClocks};
@@ -335,12 +336,30 @@ async fn serve(
             }),
         },
     );
+    let config = Arc::new(config);
+    let identity = Arc::new(identity);
+    let dispatcher = Dispatcher {
+        config: config.clone(),
+        identity: identity.clone(),
+        store: store.clone(),
+        commit,
+        coord: coord.clone(),
+        clock: clock.clone(),
+        presence: Arc::default(),
+        known_empty: Arc::default(),
+        known_queues: Arc::default(),
+        wake: wake.clone(),
+        secrets: secrets.map(Arc::new),
+        events: events.clone(),
+        parks: Arc::default(),
+        draining: draining.clone(),
+    };
     let state = AppState {
-        identity: Arc::new(identity),
+        dispatcher,
+        identity: identity.clone(),
         clocks: Arc::new(StalenessClocks::new(now_ms)),
         clock: clock.clone(),
         webhooks: Arc::new(webhooks),
-        secrets: secrets.map(Arc::new),
         sealing: Arc::default(),
         queue_defaults: Arc::default(),
         follows: Arc::default(),
@@ -352,22 +371,17 @@ async fn serve(
             config.limits.max_catch_ups,
             config.limits.max_catch_ups_per_token,
         )),
-        events,
-        parks: Arc::default(),
+        events: events.clone(),
         openapi: Arc::default(),
-        store,
-        commit,
-        presence: Arc::default(),
-        known_empty: Arc::default(),
-        known_queues: Arc::default(),
+        store: store.clone(),
         coord: coord.clone(),
-        wake,
+        wake: wake.clone(),
         tokens: Arc::new(TokenCache::default()),
         bootstrap_api_token: config.api_token.as_deref().map(hash_token),
         bootstrap_registration_token: config.registration_token.as_deref().map(hash_token),
         draining: draining.clone(),
         shutdown: shutdown.clone(),
-        config: Arc::new(config),
+        config,
     };
     let liveness = LivenessKeeper::of(&state);
     liveness.run_once(state.clock.now()).await;

@@ -4,9 +4,11 @@
 
 use crate::admission::new_task;
 use crate::auth::User;
+use crate::config::ServeConfig;
 use crate::error::ApiError;
 use crate::queue_defaults::DefaultsByQueue;
 use crate::state::AppState;
+use crate::webhooks::Webhooks;
 use baton_client::{CreateSchedule, Schedule, ScheduleRun, SubmitTask, UpdateSchedule};
 use baton_core::cron::CronClock;
 use baton_core::schedule::{CatchUp, Overlap};
@@ -194,7 +196,8 @@ fn template_task(state: &AppState, user: &User, task: &SubmitTask) -> Result<New
         ));
     }
     // The template alone: its tasks take their queue's defaults as they are at each tick.
-    let made = tick_task_of(state, &DefaultsByQueue::new(), task.clone(), &user.token_id)
+    let rules = (&*state.config, &*state.webhooks);
+    let made = tick_task_of(rules, &DefaultsByQueue::new(), task.clone(), &user.token_id)
         .map_err(prefixed)?;
     user.may_submit_to(&made.queue, &made.labels, made.priority)?;
     Ok(made)
@@ -205,8 +208,12 @@ fn prefixed(mut e: ApiError) -> ApiError {
     e
 }
 
+/// What a tick's task is made by: the node's limits and timings, and the webhook
+/// address policy.
+pub(crate) type TaskRules<'a> = (&'a ServeConfig, &'a Webhooks);
+
 fn tick_task_of(
-    state: &AppState,
+    (config, webhooks): TaskRules<'_>,
     queues: &DefaultsByQueue,
     task: SubmitTask,
     owner: &str,
@@ -214,9 +221,9 @@ fn tick_task_of(
     new_task(
         task,
         queues,
-        &state.config.limits,
-        &state.webhooks.policy,
-        &state.config.timings.retry_backoff(),
+        &config.limits,
+        &webhooks.policy,
+        &config.timings.retry_backoff(),
         owner,
         None,
     )
@@ -224,13 +231,13 @@ fn tick_task_of(
 
 /// The task a tick makes, keyed to the tick, starting after the tick's jitter.
 pub(crate) fn tick_task(
-    state: &AppState,
+    rules: TaskRules<'_>,
     queues: &DefaultsByQueue,
     record: &ScheduleRecord,
     tick: DateTime<Utc>,
     key: String,
 ) -> Result<NewTask, ApiError> {
-    let mut task = tick_task_of(state, queues, template_of(record)?, &record.created_by)?;
+    let mut task = tick_task_of(rules, queues, template_of(record)?, &record.created_by)?;
     let jitter = u32::try_from(record.jitter_s).unwrap_or(0);
     if jitter > 0 {
         task.run_at =

@@ -2,33 +2,27 @@
 
 use crate::auth::{TokenCache, TokenHash};
 use crate::config::ServeConfig;
-use crate::dispatch::finish::ServerFinalizer;
-use crate::dispatch::lease::KnownEmpty;
+use crate::dispatch::Dispatcher;
 use crate::identity::NodeIdentity;
-use crate::presence::PresenceBuffer;
 use crate::webhooks::Webhooks;
 use baton_coord::{ClusterClock, Coord, WakeBus};
-use baton_store::{GroupCommit, Store};
+use baton_store::Store;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// What the API's handlers share: the hot path's [`Dispatcher`], and what HTTP alone
+/// needs (tokens, quotas of streams, the OpenAPI document, the shutdown signals). The
+/// handles both use (the stores, the clock, the events) are cheap clones of the
+/// dispatcher's.
 #[derive(Clone)]
 pub(crate) struct AppState {
+    /// The hot path: submit, lease, start, report, finish, cancel.
+    pub dispatcher: Dispatcher,
     pub config: Arc<ServeConfig>,
     pub identity: Arc<NodeIdentity>,
     pub store: Store,
-    /// Every hot-path write goes through here: one transaction for what concurrent
-    /// requests want written.
-    pub commit: GroupCommit,
     pub coord: Coord,
-    /// Runners heard by this node, written to Redis once per interval.
-    pub presence: Arc<PresenceBuffer>,
-    /// Label sets the lease script last found nothing for (idle polls skip Redis).
-    pub known_empty: Arc<KnownEmpty>,
-    /// Queue keys seen with work lately: a submit to them skips the queue caps' check.
-    pub known_queues: Arc<crate::dispatch::queue_caps::KnownQueues>,
     pub wake: WakeBus,
     pub tokens: Arc<TokenCache>,
     pub bootstrap_api_token: Option<TokenHash>,
@@ -40,9 +34,6 @@ pub(crate) struct AppState {
     /// Completion webhooks' address policy, signing key and the client that sends them
     /// (the node makes no other outbound HTTP request a user can aim).
     pub webhooks: Arc<Webhooks>,
-    /// What seals `secret_env` before Postgres sees it, and opens it for the runner that
-    /// starts the task; `None`: the cluster has no key, and takes no secrets.
-    pub secrets: Option<Arc<crate::secrets::SecretsKeyring>>,
     /// Every queue's task defaults, as this node last read them (at most a second old).
     pub queue_defaults: Arc<crate::queue_defaults::QueueDefaultsCache>,
     /// Whether every live node opens sealed secrets yet (a rolling upgrade).
@@ -58,8 +49,6 @@ pub(crate) struct AppState {
     /// The event history: what status changes and cluster news are appended to, and
     /// `GET /v1/events` reads.
     pub events: crate::events::EventLog,
-    /// Lease requests parked on this node, per runner.
-    pub parks: Arc<crate::quota::Quota<uuid::Uuid>>,
     /// The OpenAPI document, set once the router (which generates it) is built.
     pub openapi: Arc<std::sync::OnceLock<serde_json::Value>>,
     /// Cancelled when the node begins to drain (SIGTERM): readiness fails, parked leases
@@ -72,25 +61,6 @@ pub(crate) struct AppState {
 impl AppState {
     pub(crate) fn node_id(&self) -> String {
         self.identity.id()
-    }
-
-    /// What claims dispatched runs whose claims Redis lost, for this node.
-    pub(crate) fn claimer(&self) -> crate::reclaim::Claimer<'_> {
-        crate::reclaim::Claimer {
-            store: &self.store,
-            coord: &self.coord,
-            node: self.node_id(),
-        }
-    }
-
-    /// What ends runs under the server's own verdict, with this node's handles.
-    pub(crate) fn finalizer(&self) -> ServerFinalizer {
-        ServerFinalizer::new(
-            self.commit.clone(),
-            self.coord.clone(),
-            self.identity.clone(),
-            Duration::from_millis(self.config.timings.finalize_lock_ms),
-        )
     }
 }
 

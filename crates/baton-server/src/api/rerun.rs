@@ -123,7 +123,7 @@ pub(super) async fn rerun_one(
     task.retry_of = Some(old.id);
     task.idempotency_key = Some(rerun_key(&old));
     let task = admitted(state, user, task, true)?;
-    let (rerun, created) = submit::submit(state, vec![task])
+    let (rerun, created) = submit::submit(&state.dispatcher, vec![task])
         .await?
         .pop()
         .expect("one answer");

@@ -146,7 +146,7 @@ pub(super) async fn lease(
     check_running(&state.config.limits, req.running.len())?;
     let started = std::time::Instant::now();
     let answer = exchange::handle(
-        &state,
+        &state.dispatcher,
         &runner,
         RunnerCall {
             request_id: req.request_id,
@@ -219,7 +219,7 @@ pub(super) async fn heartbeat(
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
     check_running(&state.config.limits, req.running.len())?;
     let answer = exchange::handle(
-        &state,
+        &state.dispatcher,
         &runner,
         RunnerCall {
             boot_id: Some(req.boot_id),
@@ -281,7 +281,7 @@ pub(super) async fn exchange(
     }
     let started = std::time::Instant::now();
     let answer = exchange::handle(
-        &state,
+        &state.dispatcher,
         &runner,
         RunnerCall {
             request_id: req.request_id,
@@ -340,7 +340,7 @@ pub(super) async fn exchange(
         cancel: answer.verdicts.cancel,
         gone: answer.verdicts.gone,
         answered_at: Some(state.clock.now()),
-        presence_recorded: Some(exchange::vouches(&state)),
+        presence_recorded: Some(exchange::vouches(&state.dispatcher)),
         leased_after_ms,
     }))
 }
@@ -375,7 +375,7 @@ pub(super) async fn start(
     ApiJson(req): ApiJson<StartTask>,
 ) -> Result<Json<Started>, ApiError> {
     let mut answer = exchange::handle(
-        &state,
+        &state.dispatcher,
         &runner,
         RunnerCall {
             starts: vec![Start {
@@ -444,7 +444,7 @@ pub(super) async fn logs(
 ) -> Result<Json<LogAck>, ApiError> {
     validate::check_not_negative("offset", q.offset)?;
     let mut answer = exchange::handle(
-        &state,
+        &state.dispatcher,
         &runner,
         RunnerCall {
             logs: vec![LogWrite {
@@ -485,7 +485,7 @@ pub(super) async fn complete(
         req.log_size,
     )?;
     let mut answer = exchange::handle(
-        &state,
+        &state.dispatcher,
         &runner,
         RunnerCall {
             completions: vec![Completion {

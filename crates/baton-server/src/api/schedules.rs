@@ -252,8 +252,8 @@ pub(super) async fn trigger(
     let now = state.clock.now();
     let key = format!("sched/{id}/trigger/{}", Uuid::now_v7());
     let queues = state.queue_defaults.current(&state.store).await?;
-    let task = tick_task(&state, &queues, &record, now, key)?;
-    let made = crate::dispatch::submit::submit(&state, vec![task]).await?;
+    let task = tick_task((&state.config, &state.webhooks), &queues, &record, now, key)?;
+    let made = crate::dispatch::submit::submit(&state.dispatcher, vec![task]).await?;
     if let Some((task, _)) = made.first() {
         tracing::info!(schedule.id = %id, task.id = %task.id, "schedule triggered");
     }

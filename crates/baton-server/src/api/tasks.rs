@@ -76,7 +76,7 @@ pub(crate) async fn submit(
         traceparent(&headers),
     )
     .and_then(|t| admitted(&state, &user, t, seal))?;
-    let (record, created) = submit::submit(&state, vec![task])
+    let (record, created) = submit::submit(&state.dispatcher, vec![task])
         .await?
         .pop()
         .expect("one answer");
@@ -146,7 +146,7 @@ pub(crate) async fn submit_batch(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let rows = submit::submit(&state, tasks).await?;
+    let rows = submit::submit(&state.dispatcher, tasks).await?;
     let status = if rows.iter().all(|(_, created)| !created) {
         StatusCode::OK
     } else {
@@ -290,7 +290,7 @@ pub(super) async fn cancel_one(
             ));
         }
     }
-    let cancelled = crate::dispatch::cancel::cancel(state, id, owner).await?;
+    let cancelled = crate::dispatch::cancel::cancel(&state.dispatcher, id, owner).await?;
     let task = &cancelled.task;
     tracing::info!(task.id = %id, from = %cancelled.was, to = %task.status, "task cancel");
     Ok(cancelled.task)

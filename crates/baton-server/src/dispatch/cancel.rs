@@ -5,8 +5,8 @@
 //! running task's runner is woken if it is parked.
 
 use super::DispatchError;
+use super::Dispatcher;
 use crate::queueing::queue_entry;
-use crate::state::AppState;
 use baton_coord::Wake;
 use baton_core::TaskStatus;
 use baton_store::Cancelled;
@@ -14,23 +14,23 @@ use uuid::Uuid;
 
 /// Cancels `id` (`owner`: only if that token submitted it).
 pub(crate) async fn cancel(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     id: Uuid,
     owner: Option<&str>,
 ) -> Result<Cancelled, DispatchError> {
-    let lease = lease_in_redis(state, id).await;
-    let cancelled = state
+    let lease = lease_in_redis(dispatcher, id).await;
+    let cancelled = dispatcher
         .store
-        .task_cancel(id, owner, lease, state.clock.now())
+        .task_cancel(id, owner, lease, dispatcher.clock.now())
         .await?;
-    follow_up(state, &cancelled, lease).await;
+    follow_up(dispatcher, &cancelled, lease).await;
     Ok(cancelled)
 }
 
 /// The (runner, lease) of a lease of `id` not started yet, which is in its claim only
 /// (best effort: without Redis, the runner's start is refused all the same, by the row).
-pub(crate) async fn lease_in_redis(state: &AppState, id: Uuid) -> Option<(Uuid, Uuid)> {
-    match state.coord.claim_get(id).await {
+pub(crate) async fn lease_in_redis(dispatcher: &Dispatcher, id: Uuid) -> Option<(Uuid, Uuid)> {
+    match dispatcher.coord.claim_get(id).await {
         Ok(claim) => claim.and_then(|c| Some((c.runner?, c.lease_id))),
         Err(_) => None,
     }
@@ -40,7 +40,7 @@ pub(crate) async fn lease_in_redis(state: &AppState, id: Uuid) -> Option<(Uuid, 
 /// the task goes, a running task's runner is woken, a webhook is due. A node that dies
 /// before this leaves it to the repair pass and the runner's heartbeat.
 pub(crate) async fn follow_up(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     cancelled: &Cancelled,
     lease: Option<(Uuid, Uuid)>,
 ) {
@@ -48,27 +48,33 @@ pub(crate) async fn follow_up(
     let id = task.id;
     if task.status != cancelled.was {
         // Before the runner hears of it: its report of the end comes after this news.
-        state.events.tasks(&[task]).await;
+        dispatcher.events.tasks(&[task]).await;
     }
     let redis = match cancelled.was {
         TaskStatus::Queued => {
             // Queued, or leased in Redis only: the entry goes, and a lease's claim with
             // it (its runner's start is refused).
             let place = (task.id, queue_entry(task).key_rel());
-            match (state.coord.queue_remove(&[place]).await, lease) {
-                (Ok(()), Some((_, lease))) => {
-                    state.coord.claim_release(task.id, lease).await.map(|_| ())
-                }
+            match (dispatcher.coord.queue_remove(&[place]).await, lease) {
+                (Ok(()), Some((_, lease))) => dispatcher
+                    .coord
+                    .claim_release(task.id, lease)
+                    .await
+                    .map(|_| ()),
                 (result, _) => result,
             }
         }
-        TaskStatus::Scheduled => state.coord.delayed_remove(&[task.id]).await,
+        TaskStatus::Scheduled => dispatcher.coord.delayed_remove(&[task.id]).await,
         TaskStatus::Leased => match task.lease_id {
-            Some(lease) => state.coord.claim_release(task.id, lease).await.map(|_| ()),
+            Some(lease) => dispatcher
+                .coord
+                .claim_release(task.id, lease)
+                .await
+                .map(|_| ()),
             None => Ok(()),
         },
         TaskStatus::Running => match task.runner_id {
-            Some(runner) => state.coord.publish(&Wake::Runner(runner)).await,
+            Some(runner) => dispatcher.coord.publish(&Wake::Runner(runner)).await,
             None => Ok(()),
         },
         _ => Ok(()),
@@ -77,6 +83,6 @@ pub(crate) async fn follow_up(
         tracing::warn!(error = %e, task.id = %id, "cancel recorded; redis tidy-up left to repair and heartbeats");
     }
     if task.status.is_terminal() && task.notify_url.is_some() {
-        let _ = state.coord.publish(&Wake::Outbox).await;
+        let _ = dispatcher.coord.publish(&Wake::Outbox).await;
     }
 }

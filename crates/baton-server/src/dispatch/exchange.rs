@@ -23,10 +23,10 @@ mod starts;
 pub(crate) use starts::StartAnswer;
 
 use super::DispatchError;
+use super::Dispatcher;
 use super::lease;
 use super::verdicts::{self, Verdicts};
 use crate::auth::Runner;
-use crate::state::AppState;
 use baton_client::{LeasedTask, RunningLease};
 use baton_coord::ReplayKey;
 use baton_store::{LogAppend, LogWrite, RunEnd, TaskRecord};
@@ -100,54 +100,54 @@ pub(crate) struct RunnerAnswer {
 /// Handles one runner request: its items at once, then — if it carried none and there is
 /// no work — parks up to `call.wait` for work queued on any node.
 pub(crate) async fn handle(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     runner: &Runner,
     call: RunnerCall,
 ) -> Result<RunnerAnswer, DispatchError> {
-    let now_ms = state.clock.now().timestamp_millis();
+    let now_ms = dispatcher.clock.now().timestamp_millis();
     // Presence: every request that names its boot is a proof of life (written to Redis
     // in batches).
     let heard = call.boot_id.is_some();
     if let Some(boot) = call.boot_id {
-        state.presence.record(runner.id, boot, now_ms);
+        dispatcher.presence.record(runner.id, boot, now_ms);
     }
-    faults::refuse_resend(state, call.retry).map_err(|e| vouched(state, e, heard))?;
-    faults::hold_results(state, !call.completions.is_empty()).await;
-    faults::hold_logs(state, !call.logs.is_empty()).await;
+    faults::refuse_resend(dispatcher, call.retry).map_err(|e| vouched(dispatcher, e, heard))?;
+    faults::hold_results(dispatcher, !call.completions.is_empty()).await;
+    faults::hold_logs(dispatcher, !call.logs.is_empty()).await;
     // Only the arrival proves the runner alive: a parked request's answer may go to a
     // runner that died or was cut off meanwhile.
-    let answered = answer(state, runner, call)
+    let answered = answer(dispatcher, runner, call)
         .await
-        .map_err(|e| vouched(state, e, heard))?;
-    faults::hold_answer(state, &answered.tasks).await;
+        .map_err(|e| vouched(dispatcher, e, heard))?;
+    faults::hold_answer(dispatcher, &answered.tasks).await;
     Ok(answered)
 }
 
 /// Whether presence this node hears now reaches every node: its liveness holds and its
 /// last presence write landed. Said in every exchange answer and outage refusal.
-pub(crate) fn vouches(state: &AppState) -> bool {
-    state.identity.is_live() && state.presence.reaching_redis()
+pub(crate) fn vouches(dispatcher: &Dispatcher) -> bool {
+    dispatcher.identity.is_live() && dispatcher.presence.reaching_redis()
 }
 
 /// A refusal over an outage says whether this request still counts as the runner's proof
 /// of life on every node: only if it was heard and this node [`vouches`].
-fn vouched(state: &AppState, mut e: DispatchError, heard: bool) -> DispatchError {
+fn vouched(dispatcher: &Dispatcher, mut e: DispatchError, heard: bool) -> DispatchError {
     if let DispatchError::Unavailable {
         presence_recorded, ..
     } = &mut e
     {
-        *presence_recorded = Some(heard && vouches(state));
+        *presence_recorded = Some(heard && vouches(dispatcher));
     }
     e
 }
 
 async fn answer(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     runner: &Runner,
     call: RunnerCall,
 ) -> Result<RunnerAnswer, DispatchError> {
     let received = tokio::time::Instant::now();
-    let draining = state.draining.is_cancelled();
+    let draining = dispatcher.draining.is_cancelled();
     let has_items = call.has_items();
     if draining && !has_items {
         // Nothing new is claimed by a node about to leave. A 503: a load balancer sends
@@ -162,7 +162,7 @@ async fn answer(
     } else {
         call.max
     };
-    if max > 0 && !state.identity.is_live() {
+    if max > 0 && !dispatcher.identity.is_live() {
         // Our liveness lapsed: claims taken now could be adopted from under us.
         if !has_items {
             return Err(DispatchError::unavailable(
@@ -171,29 +171,29 @@ async fn answer(
         }
         max = 0;
     }
-    let replay = state.coord.replay_key(
+    let replay = dispatcher.coord.replay_key(
         runner.id,
         call.request_id,
-        state.config.replay_ttl().as_millis() as u64,
+        dispatcher.config.replay_ttl().as_millis() as u64,
     );
     let may_park = !has_items && !call.wait.is_zero();
     // Subscribe before the first look: a task queued between the look and the park
     // leaves its wake-up in this receiver.
     let parked = if may_park {
-        let limit = state.config.limits.max_parked_per_runner;
+        let limit = dispatcher.config.limits.max_parked_per_runner;
         // Each parked request holds a receiver: one runner opening them without end
         // would hold the node's memory.
-        let place = state.parks.take(runner.id, limit).ok_or_else(|| {
+        let place = dispatcher.parks.take(runner.id, limit).ok_or_else(|| {
             DispatchError::TooManyParked(format!(
                 "this runner already has {limit} lease requests waiting on this node \
                  (max_parked_per_runner); wait for an answer before asking again"
             ))
         })?;
-        Some((state.wake.park(), place))
+        Some((dispatcher.wake.park(), place))
     } else {
         None
     };
-    let first = spawn_pass(state, runner, &call, max, &replay).await?;
+    let first = spawn_pass(dispatcher, runner, &call, max, &replay).await?;
     if !first.tasks.is_empty() || !may_park {
         return Ok(first);
     }
@@ -201,7 +201,7 @@ async fn answer(
     let deadline = tokio::time::Instant::now() + call.wait;
     // When the latest look began, in µs after the request arrived.
     let looked = std::sync::atomic::AtomicU64::new(0);
-    let tasks = lease::park(state, runner, &mut parked.wakes, deadline, || {
+    let tasks = lease::park(dispatcher, runner, &mut parked.wakes, deadline, || {
         let since_received = received.elapsed().as_micros() as u64;
         looked.store(since_received, std::sync::atomic::Ordering::Relaxed);
         async {
@@ -213,7 +213,7 @@ async fn answer(
                 retry: false,
                 ..call.clone()
             };
-            spawn_pass(state, runner, &lease_only, max, &replay)
+            spawn_pass(dispatcher, runner, &lease_only, max, &replay)
                 .await
                 .map(|a| a.tasks)
         }
@@ -221,7 +221,7 @@ async fn answer(
     .await?;
     // The verdicts answer as of now, not as of before the park.
     let verdicts = match &call.running {
-        Some(running) => verdicts::now(state, runner, running).await?,
+        Some(running) => verdicts::now(dispatcher, runner, running).await?,
         None => Verdicts::default(),
     };
     Ok(RunnerAnswer {
@@ -233,15 +233,19 @@ async fn answer(
 }
 
 async fn spawn_pass(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     runner: &Runner,
     call: &RunnerCall,
     max: u32,
     replay: &ReplayKey,
 ) -> Result<RunnerAnswer, DispatchError> {
-    let (state, runner, call, replay) =
-        (state.clone(), runner.clone(), call.clone(), replay.clone());
-    tokio::spawn(async move { pass(&state, &runner, &call, max, &replay).await })
+    let (dispatcher, runner, call, replay) = (
+        dispatcher.clone(),
+        runner.clone(),
+        call.clone(),
+        replay.clone(),
+    );
+    tokio::spawn(async move { pass(&dispatcher, &runner, &call, max, &replay).await })
         .await
         .map_err(|e| DispatchError::unavailable(format!("runner request aborted: {e}")))?
 }

@@ -14,10 +14,10 @@
 //! handed out; a resend is answered with the tasks the first attempt started.
 
 use super::DispatchError;
+use super::Dispatcher;
 use crate::auth::Runner;
 use crate::queueing::queue_entry;
 use crate::secrets::OpenError;
-use crate::state::AppState;
 use crate::views::leased_view;
 use baton_client::{LeasedTask, trace_context};
 use baton_coord::{Claim, ClaimAdopt, CoordError, LeaseAsk, Popped, ReplayKey, Wake};
@@ -54,7 +54,7 @@ pub(crate) struct Popping {
 
 /// Runs the lease script, when there is anything to ask it.
 pub(crate) async fn pop(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     runner: &Runner,
     ask: Pop<'_>,
 ) -> Result<Popping, CoordError> {
@@ -66,7 +66,7 @@ pub(crate) async fn pop(
         });
     }
     let just_looking = ask.claims_of.is_empty() && !ask.retry;
-    let news = state.wake.queue_news();
+    let news = dispatcher.wake.queue_news();
     // The memory that the queues are empty says nothing of this request: an unmarked
     // resend of one whose first attempt leased and started tasks (its node died after
     // the commit, or its answer was lost, and a load balancer sent it on) must get them
@@ -74,8 +74,8 @@ pub(crate) async fn pop(
     // found the queue already emptied by that first attempt), so only the record itself
     // tells: one read, and the script runs only when there is something to replay.
     if just_looking
-        && state.known_empty.holds(runner, news)
-        && !state.coord.replay_recorded(ask.replay).await?
+        && dispatcher.known_empty.holds(runner, news)
+        && !dispatcher.coord.replay_recorded(ask.replay).await?
     {
         return Ok(Popping {
             claims: Vec::new(),
@@ -83,9 +83,9 @@ pub(crate) async fn pop(
             replayed: Vec::new(),
         });
     }
-    let node = state.node_id();
+    let node = dispatcher.node_id();
     let lease_ids: Vec<Uuid> = (0..ask.max).map(|_| Uuid::new_v4()).collect();
-    let leased = state
+    let leased = dispatcher
         .coord
         .lease(&LeaseAsk {
             node: &node,
@@ -102,15 +102,15 @@ pub(crate) async fn pop(
             // checks for a record first (above).
             retry: true,
             claims_of: ask.claims_of,
-            now_ms: state.clock.now().timestamp_millis(),
+            now_ms: dispatcher.clock.now().timestamp_millis(),
         })
         .await?;
     // A replayed request popped nothing because it took nothing new, not because the
     // queues are empty.
     if just_looking && leased.popped.is_empty() && leased.replayed.is_none() {
-        state.known_empty.found_nothing(runner, news);
+        dispatcher.known_empty.found_nothing(runner, news);
     }
-    if !leased.popped.is_empty() && state.config.fault == Some(Fault::AfterPop) {
+    if !leased.popped.is_empty() && dispatcher.config.fault == Some(Fault::AfterPop) {
         tracing::error!(node.id = %node, "fault injection: aborting between the Redis pop and the answer");
         std::process::abort();
     }
@@ -119,7 +119,7 @@ pub(crate) async fn pop(
         // taken back since); whether they are still unstarted, the rows tell.
         Some(pairs) => {
             let ids: Vec<Uuid> = pairs.iter().map(|(task, _)| *task).collect();
-            let claims = state.coord.claims_get(&ids).await?;
+            let claims = dispatcher.coord.claims_get(&ids).await?;
             pairs
                 .into_iter()
                 .zip(claims)
@@ -184,7 +184,7 @@ pub(crate) struct Views {
 /// started under their lease); and the popped ones that cannot be, sorted by what to do
 /// with them ([`Views`]).
 pub(crate) async fn views(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     runner: &Runner,
     (popped, replayed): (&[Popped], &[(Uuid, Uuid)]),
     rows: &HashMap<Uuid, TaskRecord>,
@@ -202,8 +202,8 @@ pub(crate) async fn views(
             row.status == TaskStatus::Queued
         }
     };
-    let node = state.node_id();
-    let now = state.clock.now();
+    let node = dispatcher.node_id();
+    let now = dispatcher.clock.now();
     let mut tasks = Vec::with_capacity(popped.len() + replayed.len());
     let mut moved_on = Vec::new();
     let mut refused = Vec::new();
@@ -234,7 +234,7 @@ pub(crate) async fn views(
             moved_on.push((row.clone(), p.lease_id));
             continue;
         }
-        let Some(secret_env) = handing.secrets(state, row) else {
+        let Some(secret_env) = handing.secrets(dispatcher, row) else {
             continue;
         };
         crate::metrics::task_leased(row, now);
@@ -259,7 +259,7 @@ pub(crate) async fn views(
             let unstarted = row.status == TaskStatus::Queued
                 || (row.status == TaskStatus::Leased && row.lease_id == Some(*lease));
             if ((started && ours(row, *lease)) || (!started && unstarted))
-                && let Some(secrets) = handing.secrets(state, row)
+                && let Some(secrets) = handing.secrets(dispatcher, row)
             {
                 tasks.push(leased_view(row.clone(), *lease, started, secrets));
             }
@@ -288,11 +288,15 @@ impl Handing {
     /// lacks the key that sealed them), and a run without them would do something else
     /// than was asked. A started one is then ended as forgotten
     /// (`verdicts::end_forgotten_runs`); an unstarted one goes back at its ack timeout.
-    fn secrets(self, state: &AppState, row: &TaskRecord) -> Option<BTreeMap<String, String>> {
+    fn secrets(
+        self,
+        dispatcher: &Dispatcher,
+        row: &TaskRecord,
+    ) -> Option<BTreeMap<String, String>> {
         if !self.started && self.secrets_at_start {
             return Some(BTreeMap::new());
         }
-        match opened_secrets(state, row) {
+        match opened_secrets(dispatcher, row) {
             Ok(secrets) => Some(secrets),
             Err(e) => {
                 tracing::error!(task.id = %row.id, error = %e, "task not handed out: its secrets do not open on this node");
@@ -304,10 +308,10 @@ impl Handing {
 
 /// The secrets of a task whose start is recorded, opened for the runner that starts it.
 pub(crate) fn opened_secrets(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     row: &TaskRecord,
 ) -> Result<BTreeMap<String, String>, OpenError> {
-    crate::secrets::open(state.secrets.as_deref(), row.id, &row.secret_env.0)
+    crate::secrets::open(dispatcher.secrets.as_deref(), row.id, &row.secret_env.0)
 }
 
 /// Popped tasks whose rows no longer exist.
@@ -322,7 +326,7 @@ pub(crate) fn unread<'a>(
 /// what it leased, or nothing at `deadline` (or when the node drains, or a cancel for one
 /// of the runner's tasks wants answering now). A paused runner only waits.
 pub(crate) async fn park<F, Fut>(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     runner: &Runner,
     wakes: &mut Receiver<Wake>,
     deadline: tokio::time::Instant,
@@ -335,14 +339,14 @@ where
     loop {
         let look_again = tokio::select! {
             _ = tokio::time::sleep_until(deadline) => return Ok(Vec::new()),
-            _ = state.draining.cancelled() => return Ok(Vec::new()),
+            _ = dispatcher.draining.cancelled() => return Ok(Vec::new()),
             wake = wakes.recv() => match wake {
                 // A cancel for one of its tasks, or a resume: answer now, with the news.
                 Ok(Wake::Runner(id)) if id == runner.id => return Ok(Vec::new()),
                 // Deleted, paused or resumed on some node: a deleted runner is told at
                 // once, not at the end of its park; the others ask again as they are now.
                 Ok(Wake::Revoke(id)) if id == runner.id => {
-                    return match state.store.runners_by_ids(&[id]).await {
+                    return match dispatcher.store.runners_by_ids(&[id]).await {
                         Ok(rows) if rows.first().is_none_or(|r| r.deleted_at.is_some()) => {
                             Err(DispatchError::RunnerDeleted)
                         }

@@ -19,6 +19,7 @@
 //! runner is told an item is done only once its row is committed.
 
 pub(crate) mod cancel;
+mod dispatcher;
 mod error;
 pub(crate) mod exchange;
 pub mod finish;
@@ -27,4 +28,5 @@ pub(crate) mod queue_caps;
 pub(crate) mod submit;
 pub(crate) mod verdicts;
 
+pub(crate) use dispatcher::Dispatcher;
 pub(crate) use error::DispatchError;

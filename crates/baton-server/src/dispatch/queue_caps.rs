@@ -15,7 +15,7 @@
 //! a Redis outage into refused work.
 
 use super::DispatchError;
-use crate::state::AppState;
+use super::Dispatcher;
 use baton_core::LabelSet;
 use baton_core::queue_order::queue_key;
 use baton_store::NewTask;
@@ -52,7 +52,7 @@ impl KnownQueues {
 }
 
 /// Refuses `tasks` when queuing them would pass `max_queues` or `max_label_sets`.
-pub(crate) async fn check(state: &AppState, tasks: &[NewTask]) -> Result<(), DispatchError> {
+pub(crate) async fn check(dispatcher: &Dispatcher, tasks: &[NewTask]) -> Result<(), DispatchError> {
     let mut keys: Vec<(String, String)> = tasks
         .iter()
         .filter_map(|t| {
@@ -62,17 +62,17 @@ pub(crate) async fn check(state: &AppState, tasks: &[NewTask]) -> Result<(), Dis
         .collect();
     keys.sort();
     keys.dedup();
-    if state.known_queues.all_known(&keys) {
+    if dispatcher.known_queues.all_known(&keys) {
         return Ok(());
     }
-    let room = match state.coord.queue_room(&keys).await {
+    let room = match dispatcher.coord.queue_room(&keys).await {
         Ok(room) => room,
         Err(e) => {
             tracing::debug!(error = %e, "queue caps not checked: redis did not answer");
             return Ok(());
         }
     };
-    let limits = &state.config.limits;
+    let limits = &dispatcher.config.limits;
     let queues = room.queues as usize + room.new_queues.len();
     if !room.new_queues.is_empty() && queues > limits.max_queues {
         return Err(DispatchError::TooManyQueues(format!(
@@ -94,9 +94,9 @@ pub(crate) async fn check(state: &AppState, tasks: &[NewTask]) -> Result<(), Dis
         )));
     }
     if !room.new_queues.is_empty() || !room.new_label_sets.is_empty() {
-        check_owners(state, tasks, &room.new_queues, &room.new_label_sets).await?;
+        check_owners(dispatcher, tasks, &room.new_queues, &room.new_label_sets).await?;
     }
-    state.known_queues.remember(&keys);
+    dispatcher.known_queues.remember(&keys);
     Ok(())
 }
 
@@ -109,12 +109,12 @@ const OWNER_COUNT_LIMIT: Duration = Duration::from_secs(2);
 /// places, so a queue in use costs nothing; if Postgres does not answer in time the
 /// submit goes ahead, as with Redis above.
 async fn check_owners(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     tasks: &[NewTask],
     new_queues: &[String],
     new_label_sets: &[String],
 ) -> Result<(), DispatchError> {
-    let limits = &state.config.limits;
+    let limits = &dispatcher.config.limits;
     let mut owners: Vec<&str> = tasks.iter().map(|t| t.created_by.as_str()).collect();
     owners.sort_unstable();
     owners.dedup();
@@ -141,7 +141,7 @@ async fn check_owners(
             .max_queues_per_owner
             .max(limits.max_label_sets_per_owner) as i64
             + 1;
-        let held = match state
+        let held = match dispatcher
             .store
             .owner_queued_keys(owner, most, OWNER_COUNT_LIMIT)
             .await

@@ -4,8 +4,8 @@
 //! which the repair pass re-adds; the client's 201 is never a lie.
 
 use super::DispatchError;
+use super::Dispatcher;
 use crate::queueing::queue_entry;
-use crate::state::AppState;
 use baton_coord::Enqueue;
 use baton_core::TaskStatus;
 use baton_store::{NewTask, TaskRecord, Work};
@@ -15,11 +15,11 @@ use uuid::Uuid;
 /// `false`), then queues those created; refused first if their queues would pass the
 /// caps (`queue_caps`).
 pub(crate) async fn submit(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     tasks: Vec<NewTask>,
 ) -> Result<Vec<(TaskRecord, bool)>, DispatchError> {
-    super::queue_caps::check(state, &tasks).await?;
-    let done = state
+    super::queue_caps::check(dispatcher, &tasks).await?;
+    let done = dispatcher
         .commit
         .write(Work {
             inserts: tasks,
@@ -28,14 +28,14 @@ pub(crate) async fn submit(
         .await?;
     let rows = done.inserts.into_iter().collect::<Result<Vec<_>, _>>()?;
     let created: Vec<&TaskRecord> = rows.iter().filter(|(_, c)| *c).map(|(t, _)| t).collect();
-    enqueue_created(state, &created).await;
+    enqueue_created(dispatcher, &created).await;
     Ok(rows)
 }
 
 /// After the commit: queue what was created, or put it in the delayed set when it waits
 /// for its `run_at`. A Redis failure here is logged, not returned — the task is accepted,
 /// and the repair pass queues (or promotes) it.
-pub(crate) async fn enqueue_created(state: &AppState, created: &[&TaskRecord]) {
+pub(crate) async fn enqueue_created(dispatcher: &Dispatcher, created: &[&TaskRecord]) {
     if created.is_empty() {
         return;
     }
@@ -43,14 +43,14 @@ pub(crate) async fn enqueue_created(state: &AppState, created: &[&TaskRecord]) {
     let (queued, scheduled): (Vec<&TaskRecord>, Vec<&TaskRecord>) =
         created.iter().partition(|t| t.status == TaskStatus::Queued);
     let entries: Vec<Enqueue> = queued.iter().map(|t| queue_entry(t)).collect();
-    if let Err(e) = state.coord.enqueue(&entries).await {
+    if let Err(e) = dispatcher.coord.enqueue(&entries).await {
         tracing::warn!(error = %e, tasks = entries.len(), "accepted tasks not yet queued in redis; repair will queue them");
     }
     let delayed: Vec<(Uuid, i64)> = scheduled
         .iter()
         .filter_map(|t| Some((t.id, t.run_at?.timestamp_millis())))
         .collect();
-    if let Err(e) = state.coord.delayed_add(&delayed).await {
+    if let Err(e) = dispatcher.coord.delayed_add(&delayed).await {
         tracing::warn!(error = %e, tasks = delayed.len(), "scheduled tasks not in the delayed set; repair will promote them");
     }
 }

@@ -6,8 +6,8 @@
 //! start that never reached it (reconcile.rs).
 
 use super::DispatchError;
+use super::Dispatcher;
 use crate::auth::Runner;
-use crate::state::AppState;
 use baton_client::RunningLease;
 use baton_coord::Claim;
 use baton_core::TaskStatus;
@@ -61,7 +61,7 @@ pub(crate) fn of(
 
 /// The verdicts as things stand now: the rows (through the group commit) and the claims.
 pub(crate) async fn now(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     runner: &Runner,
     running: &[RunningLease],
 ) -> Result<Verdicts, DispatchError> {
@@ -69,8 +69,8 @@ pub(crate) async fn now(
         return Ok(Verdicts::default());
     }
     let ids: Vec<Uuid> = running.iter().map(|r| r.task_id).collect();
-    let claims = state.coord.claims_get(&ids).await?;
-    let rows = state
+    let claims = dispatcher.coord.claims_get(&ids).await?;
+    let rows = dispatcher
         .commit
         .write(Work {
             reads: ids,
@@ -86,8 +86,8 @@ pub(crate) async fn now(
 
 /// The time a heartbeat's list is as of: what the runner says (`running_as_of`, this
 /// cluster's clock), never later than now; a list that says nothing is as of now.
-fn listed_at(state: &AppState, as_of: Option<DateTime<Utc>>) -> DateTime<Utc> {
-    let now = state.clock.now();
+fn listed_at(dispatcher: &Dispatcher, as_of: Option<DateTime<Utc>>) -> DateTime<Utc> {
+    let now = dispatcher.clock.now();
     as_of.map_or(now, |at| at.min(now))
 }
 
@@ -97,14 +97,14 @@ fn listed_at(state: &AppState, as_of: Option<DateTime<Utc>>) -> DateTime<Utc> {
 /// leases are gone, and the runner is told so in this answer. A failure here waits for
 /// the next heartbeat.
 pub(crate) async fn end_overdue_runs(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     runner: &Runner,
     running: &[RunningLease],
     rows: &HashMap<Uuid, TaskRecord>,
     as_of: Option<DateTime<Utc>>,
 ) -> Vec<Uuid> {
-    let listed_at = listed_at(state, as_of);
-    let thresholds = state.config.timings.thresholds();
+    let listed_at = listed_at(dispatcher, as_of);
+    let thresholds = dispatcher.config.timings.thresholds();
     let overdue = running
         .iter()
         .filter(|lease| !lease.reporting)
@@ -127,7 +127,7 @@ pub(crate) async fn end_overdue_runs(
             TaskStatus::TimedOut
         };
         let end = RunEnd::by_server(status, SERVER_TIMEOUT_ERROR);
-        match state.finalizer().end(task.id, lease_id, end).await {
+        match dispatcher.finalizer().end(task.id, lease_id, end).await {
             Ok(Some(row)) => {
                 tracing::warn!(task.id = %task.id, runner.id = %runner.id, status = %row.status, "a run its runner let outlive its timeout ended");
                 ended.push(task.id);
@@ -148,16 +148,16 @@ pub(crate) async fn end_overdue_runs(
 /// heartbeat. The list is as old as the runner says (`as_of`, this cluster's clock, never
 /// later than now): runs started after it was made are not in it, and are not forgotten.
 pub(crate) async fn end_forgotten_runs(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     runner: &Runner,
     boot_id: Uuid,
     running: &[RunningLease],
     as_of: Option<DateTime<Utc>>,
 ) {
     let forgotten_after =
-        chrono::Duration::seconds(state.config.timings.forgotten_run_after_s as i64);
-    let listed_at = listed_at(state, as_of);
-    let held = match state
+        chrono::Duration::seconds(dispatcher.config.timings.forgotten_run_after_s as i64);
+    let listed_at = listed_at(dispatcher, as_of);
+    let held = match dispatcher
         .store
         .runs_of_boot(runner.id, boot_id, listed_at - forgotten_after)
         .await
@@ -174,7 +174,7 @@ pub(crate) async fn end_forgotten_runs(
             continue;
         };
         let end = RunEnd::by_server(TaskStatus::Failed, "the runner no longer runs it");
-        match state.finalizer().end(task.id, lease_id, end).await {
+        match dispatcher.finalizer().end(task.id, lease_id, end).await {
             Ok(Some(ended)) => {
                 tracing::warn!(task.id = %task.id, runner.id = %runner.id, status = %ended.status, "run forgotten by its runner ended")
             }

@@ -2,8 +2,7 @@
 //! handles it uses, a pass as of a time it is given that returns what it did (tests call
 //! it directly, with the time they choose), and the pauses and wake-ups that call for the
 //! next; one loop ([`run`]) runs them all, the stuck-pass guard with it. [`spawn_all`]
-//! wires them to a node. The scheduler alone holds the node's state: it submits and
-//! cancels as the API does.
+//! wires them to a node.
 
 mod flow_repair;
 pub mod janitor;
@@ -54,7 +53,7 @@ fn reconciler(state: &AppState) -> Reconciler {
         state.store.clone(),
         state.coord.clone(),
         state.clocks.clone(),
-        state.finalizer(),
+        state.dispatcher.finalizer(),
     )
     .with_events(state.events.clone())
 }
@@ -113,7 +112,12 @@ pub(crate) fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
         )),
         tokio::spawn(run(repairer(state), running(false))),
         tokio::spawn(run(
-            Scheduler::new(SchedulerSettings::of(&state.config), state.clone()),
+            Scheduler::new(
+                SchedulerSettings::of(&state.config),
+                state.dispatcher.clone(),
+                state.queue_defaults.clone(),
+                state.webhooks.clone(),
+            ),
             running(true),
         )),
         tokio::spawn(run(
@@ -147,7 +151,7 @@ pub(crate) fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
             running(true),
         )),
         {
-            let (presence, coord) = (state.presence.clone(), coord.clone());
+            let (presence, coord) = (state.dispatcher.presence.clone(), coord.clone());
             let interval = ms(timings.presence_write_ms);
             let stop = state.shutdown.clone();
             tokio::spawn(async move { presence.run(coord, interval, stop).await })

@@ -11,19 +11,22 @@
 //! writes again (docs/schedules.md).
 //!
 //! It submits and cancels as the API does (the queue add after the commit, a cancel's
-//! Redis tidy-up), so it holds the node's state rather than a few handles.
+//! Redis tidy-up), through the node's dispatcher.
 
 use crate::config::ServeConfig;
+use crate::dispatch::Dispatcher;
+use crate::queue_defaults::QueueDefaultsCache;
 use crate::schedules::{clock_of, tick_key, tick_task};
 use crate::services::ServiceError;
 use crate::services::service::{Passed, Service};
-use crate::state::AppState;
+use crate::webhooks::Webhooks;
 use baton_coord::Wake;
 use baton_core::fault::Fault;
 use baton_core::schedule::{CatchUp, CatchUpRule, DueTicks, Overlap, due_ticks, plan_overlap};
 use baton_store::{Fire, NewTask, ScheduleRecord, ScheduleSkip, StoreError, TaskRecord};
 use chrono::{DateTime, Duration, Utc};
 use std::future::Future;
+use std::sync::Arc;
 
 /// Most schedules handled per pass; more due ones wait for the next (at once) pass.
 const BATCH: i64 = 100;
@@ -69,12 +72,24 @@ pub(super) struct SchedulerReport {
 
 pub(super) struct Scheduler {
     settings: SchedulerSettings,
-    state: AppState,
+    dispatcher: Dispatcher,
+    queue_defaults: Arc<QueueDefaultsCache>,
+    webhooks: Arc<Webhooks>,
 }
 
 impl Scheduler {
-    pub(super) fn new(settings: SchedulerSettings, state: AppState) -> Scheduler {
-        Scheduler { settings, state }
+    pub(super) fn new(
+        settings: SchedulerSettings,
+        dispatcher: Dispatcher,
+        queue_defaults: Arc<QueueDefaultsCache>,
+        webhooks: Arc<Webhooks>,
+    ) -> Scheduler {
+        Scheduler {
+            settings,
+            dispatcher,
+            queue_defaults,
+            webhooks,
+        }
     }
 
     /// A Postgres call of a pass, bounded: one on a link that answers nothing fails as
@@ -100,7 +115,7 @@ impl Scheduler {
     async fn until_next_tick(&self) -> Result<std::time::Duration, ServiceError> {
         Ok(
             match self
-                .bounded(self.state.store.schedules_next_tick_in())
+                .bounded(self.dispatcher.store.schedules_next_tick_in())
                 .await?
             {
                 Some(wait) => wait
@@ -114,7 +129,9 @@ impl Scheduler {
 
     /// One pass: every due schedule, fired or found fired by another node.
     pub(super) async fn run_once(&self) -> Result<SchedulerReport, ServiceError> {
-        let (now, due) = self.bounded(self.state.store.schedules_due(BATCH)).await?;
+        let (now, due) = self
+            .bounded(self.dispatcher.store.schedules_due(BATCH))
+            .await?;
         let mut report = SchedulerReport::default();
         for record in due {
             self.fire(&record, now, &mut report).await?;
@@ -146,7 +163,7 @@ impl Scheduler {
         };
         let overlap = Overlap::parse(&record.overlap).unwrap_or(Overlap::Skip);
         let unfinished = if overlap != Overlap::Allow || record.buffered_for.is_some() {
-            self.bounded(self.state.store.schedule_unfinished_runs(record.id))
+            self.bounded(self.dispatcher.store.schedule_unfinished_runs(record.id))
                 .await?
         } else {
             Vec::new()
@@ -170,12 +187,12 @@ impl Scheduler {
         let queues = if plan.start.is_empty() {
             Default::default()
         } else {
-            self.bounded(self.state.queue_defaults.current(&self.state.store))
+            self.bounded(self.queue_defaults.current(&self.dispatcher.store))
                 .await?
         };
         for (tick, _) in &plan.start {
             match tick_task(
-                &self.state,
+                (&self.dispatcher.config, &self.webhooks),
                 &queues,
                 record,
                 *tick,
@@ -205,7 +222,7 @@ impl Scheduler {
             for id in &unfinished {
                 cancel.push((
                     *id,
-                    crate::dispatch::cancel::lease_in_redis(&self.state, *id).await,
+                    crate::dispatch::cancel::lease_in_redis(&self.dispatcher, *id).await,
                 ));
             }
         }
@@ -219,13 +236,13 @@ impl Scheduler {
             cancel,
         };
         let Some(done) = self
-            .bounded(self.state.store.schedule_fire(record.id, &fire, now))
+            .bounded(self.dispatcher.store.schedule_fire(record.id, &fire, now))
             .await?
         else {
             report.lost += 1;
             return Ok(());
         };
-        if !fire.cancel.is_empty() && self.state.config.fault == Some(Fault::AfterFire) {
+        if !fire.cancel.is_empty() && self.dispatcher.config.fault == Some(Fault::AfterFire) {
             tracing::error!(schedule.id = %record.id, "fault injection: aborting after a fire that cancels, before its follow-up");
             std::process::abort();
         }
@@ -235,7 +252,7 @@ impl Scheduler {
                 .iter()
                 .find(|(id, _)| *id == cancelled.task.id)
                 .and_then(|(_, lease)| *lease);
-            crate::dispatch::cancel::follow_up(&self.state, cancelled, lease).await;
+            crate::dispatch::cancel::follow_up(&self.dispatcher, cancelled, lease).await;
             tracing::info!(schedule.id = %record.id, task.id = %cancelled.task.id, "previous run cancelled (overlap cancel)");
         }
         self.fired(record, &fire, &done.made, now, report).await;
@@ -255,9 +272,9 @@ impl Scheduler {
         let made_refs: Vec<&TaskRecord> = made.iter().collect();
         // Told before they are queued: a task's events follow its transitions.
         for task in made {
-            self.state.events.schedule_fired(record.id, task).await;
+            self.dispatcher.events.schedule_fired(record.id, task).await;
         }
-        crate::dispatch::submit::enqueue_created(&self.state, &made_refs).await;
+        crate::dispatch::submit::enqueue_created(&self.dispatcher, &made_refs).await;
         for task in made {
             if let Some(tick) = task.scheduled_for {
                 crate::metrics::schedule_fired(now - tick);

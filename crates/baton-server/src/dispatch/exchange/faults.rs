@@ -4,7 +4,7 @@
 //! comparison per exchange.
 
 use super::super::DispatchError;
-use crate::state::AppState;
+use super::super::Dispatcher;
 use baton_client::LeasedTask;
 use baton_core::fault::Fault;
 use std::sync::Mutex;
@@ -18,9 +18,9 @@ static RESULTS_HELD_UNTIL: Mutex<Option<Instant>> = Mutex::new(None);
 
 /// `hold-answer` and `hold-answer-refusing-resends`: the first answer that hands out a
 /// task of the queue waits that long after its commit before it goes.
-pub(super) async fn hold_answer(state: &AppState, tasks: &[LeasedTask]) {
+pub(super) async fn hold_answer(dispatcher: &Dispatcher, tasks: &[LeasedTask]) {
     static HELD: AtomicBool = AtomicBool::new(false);
-    let (queue, seconds) = match &state.config.fault {
+    let (queue, seconds) = match &dispatcher.config.fault {
         Some(Fault::HoldAnswer { queue, seconds })
         | Some(Fault::HoldAnswerRefusingResends { queue, seconds }) => (queue, *seconds),
         _ => return,
@@ -38,10 +38,10 @@ pub(super) async fn hold_answer(state: &AppState, tasks: &[LeasedTask]) {
 }
 
 /// `hold-answer-refusing-resends`: a resend arriving while the answer is held is refused.
-pub(super) fn refuse_resend(state: &AppState, retry: bool) -> Result<(), DispatchError> {
+pub(super) fn refuse_resend(dispatcher: &Dispatcher, retry: bool) -> Result<(), DispatchError> {
     if !retry
         || !matches!(
-            state.config.fault,
+            dispatcher.config.fault,
             Some(Fault::HoldAnswerRefusingResends { .. })
         )
     {
@@ -58,8 +58,8 @@ pub(super) fn refuse_resend(state: &AppState, retry: bool) -> Result<(), Dispatc
 }
 
 /// `hold-logs`: a request carrying output waits that long before it is stored.
-pub(super) async fn hold_logs(state: &AppState, carries_logs: bool) {
-    if let Some(Fault::HoldLogs { seconds }) = state.config.fault
+pub(super) async fn hold_logs(dispatcher: &Dispatcher, carries_logs: bool) {
+    if let Some(Fault::HoldLogs { seconds }) = dispatcher.config.fault
         && carries_logs
     {
         tracing::error!(seconds, "fault injection: holding a chunk of output");
@@ -68,8 +68,8 @@ pub(super) async fn hold_logs(state: &AppState, carries_logs: bool) {
 }
 
 /// `hold-results`: an exchange carrying a result waits until the hold's end.
-pub(super) async fn hold_results(state: &AppState, carries_results: bool) {
-    let Some(Fault::HoldResults { seconds }) = state.config.fault else {
+pub(super) async fn hold_results(dispatcher: &Dispatcher, carries_results: bool) {
+    let Some(Fault::HoldResults { seconds }) = dispatcher.config.fault else {
         return;
     };
     if !carries_results {

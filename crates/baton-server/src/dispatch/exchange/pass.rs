@@ -2,6 +2,7 @@
 //! each item's answer from what they did.
 
 use super::super::DispatchError;
+use super::super::Dispatcher;
 use super::super::finish::{AfterCommit, finish_item};
 use super::super::lease::{self, Pop};
 use super::super::verdicts::{self, Verdicts};
@@ -9,7 +10,6 @@ use super::starts::{StartCheck, check_start, start_from_row, with_secrets};
 use super::{RunnerAnswer, RunnerCall, StartAnswer};
 use crate::auth::Runner;
 use crate::queueing::queue_entry;
-use crate::state::AppState;
 use baton_client::{ItemResult, RunningLease};
 use baton_coord::{Popped, ReplayKey};
 use baton_core::TaskStatus;
@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 /// One pass: Redis, the group commit, Redis.
 pub(super) async fn pass(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     runner: &Runner,
     call: &RunnerCall,
     max: u32,
@@ -29,7 +29,7 @@ pub(super) async fn pass(
     let mut claims_of: Vec<Uuid> = call.starts.iter().map(|s| s.task).collect();
     claims_of.extend(running.iter().map(|r| r.task_id));
     let pop = lease::pop(
-        state,
+        dispatcher,
         runner,
         Pop {
             boot_id: call.boot_id.unwrap_or_default(),
@@ -89,7 +89,7 @@ pub(super) async fn pass(
             call.boot_id,
             &popped,
             &replayed,
-            state.clock.now(),
+            dispatcher.clock.now(),
         ));
     }
     work.reads.extend(popped.iter().map(|p| p.task_id));
@@ -114,14 +114,14 @@ pub(super) async fn pass(
         )
         .collect();
 
-    let done = match state.commit.write(work).await {
+    let done = match dispatcher.commit.write(work).await {
         Ok(done) => done,
         Err(e) if !call.has_items() => {
-            requeue(state, &popped).await;
+            requeue(dispatcher, &popped).await;
             return Err(e.into());
         }
         Err(e) => {
-            requeue(state, &popped).await;
+            requeue(dispatcher, &popped).await;
             return Ok(failed(call, checks, e));
         }
     };
@@ -165,7 +165,7 @@ pub(super) async fn pass(
             StartCheck::Refused(e) => Err(e),
         })
         .zip(&call.starts)
-        .map(|(answer, start)| with_secrets(state, answer?, rows.get(&start.task)))
+        .map(|(answer, start)| with_secrets(dispatcher, answer?, rows.get(&start.task)))
         .collect();
     let lease::Views {
         tasks,
@@ -173,7 +173,7 @@ pub(super) async fn pass(
         refused: not_for_this_runner,
         claims_lost,
     } = lease::views(
-        state,
+        dispatcher,
         runner,
         (&popped, &replayed),
         &rows,
@@ -203,18 +203,18 @@ pub(super) async fn pass(
     log_news.extend(ended.iter().map(|(row, _)| row.id));
     log_news.sort();
     log_news.dedup();
-    AfterCommit::of(&ended, &log_news).spawn(&state.coord);
-    adopt_lost_claims(state, &claims_lost).await;
+    AfterCommit::of(&ended, &log_news).spawn(&dispatcher.coord);
+    adopt_lost_claims(dispatcher, &claims_lost).await;
     refused.extend(not_for_this_runner);
     if !refused.is_empty() {
         tracing::warn!(runner.id = %runner.id, tasks = refused.len(), "postgres refused starts for this runner (deleted, paused, not matching, or its group full): back to their queues");
-        claim_groups_of(state, &refused, &rows).await;
-        requeue(state, &refused).await;
-        mirror_pauses(state).await;
+        claim_groups_of(dispatcher, &refused, &rows).await;
+        requeue(dispatcher, &refused).await;
+        mirror_pauses(dispatcher).await;
     }
     for popped in lease::unread(&popped, &rows) {
         // Its row is gone (deleted): nothing to hand out, and nothing to keep a claim for.
-        if let Err(e) = state
+        if let Err(e) = dispatcher
             .coord
             .claim_release(popped.task_id, popped.lease_id)
             .await
@@ -223,7 +223,7 @@ pub(super) async fn pass(
         }
     }
 
-    let (logs, completions) = before_start(state, runner, call, logs, completions).await;
+    let (logs, completions) = before_start(dispatcher, runner, call, logs, completions).await;
     let results = starts
         .iter()
         .map(|r| r.as_ref().err())
@@ -246,7 +246,8 @@ pub(super) async fn pass(
             .copied()
             .collect();
         let overdue =
-            verdicts::end_overdue_runs(state, runner, &unreported, &rows, call.running_as_of).await;
+            verdicts::end_overdue_runs(dispatcher, runner, &unreported, &rows, call.running_as_of)
+                .await;
         verdicts.cancel.retain(|task| !overdue.contains(task));
         verdicts.gone.extend(overdue);
         verdicts
@@ -254,7 +255,7 @@ pub(super) async fn pass(
         Verdicts::default()
     };
     if let (Some(_), Some(boot)) = (&call.running, call.boot_id) {
-        verdicts::end_forgotten_runs(state, runner, boot, running, call.running_as_of).await;
+        verdicts::end_forgotten_runs(dispatcher, runner, boot, running, call.running_as_of).await;
     }
     Ok(RunnerAnswer {
         starts,
@@ -270,7 +271,7 @@ pub(super) async fn pass(
 /// lease yet (the row says `queued`, with no runner) and finds no such task of this
 /// runner's; the claim tells it is a report out of order, a conflict like any other.
 async fn before_start(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     runner: &Runner,
     call: &RunnerCall,
     logs: Vec<Result<LogAppend, StoreError>>,
@@ -296,7 +297,7 @@ async fn before_start(
     let mut unstarted: Vec<(Uuid, Uuid)> = Vec::new();
     if !unknown.is_empty() {
         let ids: Vec<Uuid> = unknown.iter().map(|(task, _)| *task).collect();
-        if let Ok(claims) = state.coord.claims_get(&ids).await {
+        if let Ok(claims) = dispatcher.coord.claims_get(&ids).await {
             unstarted = unknown
                 .into_iter()
                 .zip(claims)
@@ -365,14 +366,14 @@ fn item_span(name: &'static str, task: Uuid, traceparent: Option<&str>) -> traci
 /// answer was on its way), and a task started under its lease and queued again would run
 /// twice. When Postgres cannot even say, the claims stay and the reconciler requeues them
 /// at the ack timeout, by the same fenced path.
-async fn requeue(state: &AppState, popped: &[Popped]) {
+async fn requeue(dispatcher: &Dispatcher, popped: &[Popped]) {
     if popped.is_empty() {
         return;
     }
     let leases: Vec<(Uuid, Uuid)> = popped.iter().map(|p| (p.task_id, p.lease_id)).collect();
-    let unstarted = match state
+    let unstarted = match dispatcher
         .store
-        .tasks_void_leases(&leases, state.clock.now())
+        .tasks_void_leases(&leases, dispatcher.clock.now())
         .await
     {
         Ok(voided) => voided,
@@ -381,9 +382,9 @@ async fn requeue(state: &AppState, popped: &[Popped]) {
             return;
         }
     };
-    let node = state.node_id();
+    let node = dispatcher.node_id();
     for p in popped.iter().filter(|p| unstarted.contains(&p.task_id)) {
-        if let Err(e) = state.coord.claim_requeue(&node, p).await {
+        if let Err(e) = dispatcher.coord.claim_requeue(&node, p).await {
             tracing::warn!(error = %e, task.id = %p.task_id, "could not put a task back; the reconciler will");
         }
     }
@@ -434,7 +435,7 @@ fn failed(call: &RunnerCall, checks: Vec<StartCheck>, error: StoreError) -> Runn
 /// Popped tasks that run under another lease: Redis lost their run's claim in a failover.
 /// The claims just made become theirs, keeping the group slots (design.md §4.13); one
 /// that fails here is adopted by the reconciler's next pass, by the same script.
-async fn adopt_lost_claims(state: &AppState, lost: &[baton_coord::ClaimAdopt]) {
+async fn adopt_lost_claims(dispatcher: &Dispatcher, lost: &[baton_coord::ClaimAdopt]) {
     if lost.is_empty() {
         return;
     }
@@ -442,8 +443,8 @@ async fn adopt_lost_claims(state: &AppState, lost: &[baton_coord::ClaimAdopt]) {
         tasks = lost.len(),
         "popped tasks already running: their claims were lost in Redis, adopted for their runs"
     );
-    let now_ms = state.clock.now().timestamp_millis();
-    if let Err(e) = state.coord.claims_adopt(now_ms, lost).await {
+    let now_ms = dispatcher.clock.now().timestamp_millis();
+    if let Err(e) = dispatcher.coord.claims_adopt(now_ms, lost).await {
         tracing::warn!(error = %e, "lost claims not adopted; the reconciler will");
     }
 }
@@ -452,7 +453,11 @@ async fn adopt_lost_claims(state: &AppState, lost: &[baton_coord::ClaimAdopt]) {
 /// claim and slot lost in a failover): the runs of its group are claimed again at once,
 /// slots and all, or the task put back would be popped and refused again until the
 /// repair pass.
-async fn claim_groups_of(state: &AppState, refused: &[Popped], rows: &HashMap<Uuid, TaskRecord>) {
+async fn claim_groups_of(
+    dispatcher: &Dispatcher,
+    refused: &[Popped],
+    rows: &HashMap<Uuid, TaskRecord>,
+) {
     let mut groups: Vec<String> = refused
         .iter()
         .filter_map(|p| rows.get(&p.task_id)?.concurrency_key.clone())
@@ -462,9 +467,9 @@ async fn claim_groups_of(state: &AppState, refused: &[Popped], rows: &HashMap<Uu
     if groups.is_empty() {
         return;
     }
-    match state
+    match dispatcher
         .claimer()
-        .claim_groups(&groups, state.clock.now())
+        .claim_groups(&groups, dispatcher.clock.now())
         .await
     {
         Ok(0) => {}
@@ -479,9 +484,9 @@ async fn claim_groups_of(state: &AppState, refused: &[Popped], rows: &HashMap<Uu
 /// A start refused may be one from a queue Redis thinks open but Postgres has paused (its
 /// `paused` copy lost in a failover): the copy is mended at once, or the task put back
 /// would be popped and refused again until the repair pass.
-async fn mirror_pauses(state: &AppState) {
-    let mirrored = match state.store.queues_paused().await {
-        Ok(paused) => state
+async fn mirror_pauses(dispatcher: &Dispatcher) {
+    let mirrored = match dispatcher.store.queues_paused().await {
+        Ok(paused) => dispatcher
             .coord
             .paused_mirror(&paused)
             .await

@@ -2,9 +2,9 @@
 //! when Redis holds no claim, and the secrets only a recorded start is handed.
 
 use super::super::DispatchError;
+use super::super::Dispatcher;
 use super::super::lease;
 use crate::auth::Runner;
-use crate::state::AppState;
 use baton_coord::Claim;
 use baton_store::{StartRun, Started, TaskRecord};
 use chrono::{DateTime, TimeZone, Utc};
@@ -100,7 +100,7 @@ pub(super) fn start_from_row(
     }
     Err(DispatchError::Stale {
         status: row.status,
-        reason: "the task is not in a state that accepts this report",
+        reason: "the task is not in a dispatcher that accepts this report",
     })
 }
 
@@ -109,12 +109,12 @@ pub(super) fn start_from_row(
 /// without them it would do something else than was asked. Its runner drops it unrun,
 /// and the run is ended as forgotten (`verdicts::end_forgotten_runs`).
 pub(super) fn with_secrets(
-    state: &AppState,
+    dispatcher: &Dispatcher,
     started: Started,
     row: Option<&TaskRecord>,
 ) -> Result<StartAnswer, DispatchError> {
     let secret_env = match row {
-        Some(row) => lease::opened_secrets(state, row).map_err(|e| {
+        Some(row) => lease::opened_secrets(dispatcher, row).map_err(|e| {
             tracing::error!(task.id = %row.id, error = %e, "start recorded, but its secrets do not open on this node");
             DispatchError::SecretsSealed(e.to_string())
         })?,
