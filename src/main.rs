@@ -1,7 +1,6 @@
 //! `baton`: one binary for the node (`serve`), the runner agent (`runner`), the local
 //! cluster (`dev`), the task CLI (`task`) and migrations (`migrate`).
 
-mod chaos;
 mod cli;
 mod dev;
 mod settings;

@@ -8,18 +8,8 @@
 //! invariant violated, nor a run ended without a cause in the fault log.
 //! The report is kept in `target/chaos-report.txt` (scripts/test.sh prints it).
 
+use serde_json::Value;
 use std::process::Command;
-
-fn count(report: &str, label: &str) -> u32 {
-    let line = report
-        .lines()
-        .find(|l| l.trim_start().starts_with("faults ") && l.contains("node kills"))
-        .unwrap_or_else(|| panic!("no faults line in:\n{report}"));
-    line.split(',')
-        .find(|part| part.contains(label))
-        .and_then(|part| part.split_whitespace().find_map(|w| w.parse().ok()))
-        .unwrap_or_else(|| panic!("no {label} count in {line:?}"))
-}
 
 #[test]
 fn two_minutes_of_chaos_break_no_invariant() {
@@ -50,10 +40,25 @@ fn two_minutes_of_chaos_break_no_invariant() {
         "chaos found violations or failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("violations   0"), "{stdout}");
-    assert!(count(&stdout, "node kills") >= 10, "{stdout}");
-    assert!(count(&stdout, "redis restarts") >= 2, "{stdout}");
-    assert!(count(&stdout, "link faults") >= 6, "{stdout}");
+    let json = std::fs::read(dir.join(baton_drill::REPORT_JSON)).expect("the JSON report");
+    let report: Value = serde_json::from_slice(&json).expect("a JSON report");
+    assert_eq!(report["violations"], Value::Array(Vec::new()), "{stdout}");
+    let faults = &report["faults"];
+    let count = |name: &str| {
+        faults[name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {name} in {faults}"))
+    };
+    assert!(count("node_kills") >= 10, "{stdout}");
+    assert!(count("redis_restarts") >= 2, "{stdout}");
+    assert!(count("link_faults") >= 6, "{stdout}");
+    let events: Vec<&str> = faults["events"]
+        .as_array()
+        .expect("the fault events")
+        .iter()
+        .filter_map(|e| e["what"].as_str())
+        .collect();
+    let happened = |what: &str| events.iter().any(|e| e.contains(what));
     for kind in [
         "killed runner",
         "paused node",
@@ -66,7 +71,7 @@ fn two_minutes_of_chaos_break_no_invariant() {
         "wall clock to",
         "started to die after its first commit",
     ] {
-        assert!(stdout.contains(kind), "no {kind:?} fault in:\n{stdout}");
+        assert!(happened(kind), "no {kind:?} fault in:\n{stdout}");
     }
     // Faults that cross every threshold: a runner cut off in each band of its
     // thresholds, a node frozen past the runners' fence and `forgotten_run_after`.
@@ -76,7 +81,7 @@ fn two_minutes_of_chaos_break_no_invariant() {
         "longer than runner_lost_after",
         "forgotten_run_after and the runners' fence",
     ] {
-        assert!(stdout.contains(band), "no {band:?} fault in:\n{stdout}");
+        assert!(happened(band), "no {band:?} fault in:\n{stdout}");
     }
     // The strict checks ran, and passed.
     for check in [
@@ -85,10 +90,9 @@ fn two_minutes_of_chaos_break_no_invariant() {
         "no start in a paused queue",
         "every overlap policy kept",
     ] {
-        assert!(
-            stdout
-                .lines()
-                .any(|l| l.contains(check) && l.ends_with("ok")),
+        assert_eq!(
+            report["checks"][check],
+            Value::Bool(true),
             "no passing {check:?} check in:\n{stdout}"
         );
     }

@@ -156,6 +156,60 @@ async fn a_batch_of_valid_stale_and_unknown_items_answers_each_and_changes_only_
     assert_eq!(stored(&env, a.id).await, ("succeeded".into(), 1));
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn each_item_is_answered_by_its_own_task_and_lease_in_any_order_and_repeated() {
+    let env = TestEnv::new("exchange-keyed").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 4).await;
+    let (a, _) = user.submit(&task()).await.unwrap();
+    let (b, _) = user.submit(&task()).await.unwrap();
+    let mine = lease(&runner, 2).await;
+    let lease_of = |id: Uuid| mine.iter().find(|(t, _)| *t == id).unwrap().1;
+    let (lease_a, lease_b) = (lease_of(a.id), lease_of(b.id));
+
+    // b under a lease it does not hold before b under its own, and a twice: the store
+    // answers what it writes in an order of its own, each item by its key.
+    let answer = runner
+        .exchange(&Exchange {
+            starts: vec![
+                start(b.id, Uuid::new_v4()),
+                start(a.id, lease_a),
+                start(b.id, lease_b),
+                start(a.id, lease_a),
+            ],
+            ..exchange()
+        })
+        .await
+        .unwrap();
+    use ItemResult::*;
+    assert_eq!(results(&answer).0, vec![Stale, Done, Done, Done]);
+    let ids: Vec<Uuid> = answer.starts.iter().map(|s| s.task_id).collect();
+    assert_eq!(
+        ids,
+        vec![b.id, a.id, b.id, a.id],
+        "answered in the order asked"
+    );
+    assert_eq!(stored(&env, a.id).await, ("running".into(), 1));
+    assert_eq!(stored(&env, b.id).await, ("running".into(), 1));
+
+    let answer = runner
+        .exchange(&Exchange {
+            completions: vec![
+                CompletionItem::succeeded(b.id, lease_b),
+                CompletionItem::succeeded(a.id, Uuid::new_v4()),
+                CompletionItem::succeeded(a.id, lease_a),
+            ],
+            ..exchange()
+        })
+        .await
+        .unwrap();
+    assert_eq!(results(&answer).1, vec![Done, Stale, Done]);
+    assert_eq!(answer.completions[0].task_id, b.id);
+    assert_eq!(stored(&env, a.id).await, ("succeeded".into(), 1));
+    assert_eq!(stored(&env, b.id).await, ("succeeded".into(), 1));
+}
+
 /// `sent` again, as a runner resends an exchange whose answer it lost.
 async fn resend(to: &Client, sent: &Exchange) -> ExchangeAnswer {
     to.exchange(&Exchange {

@@ -59,7 +59,8 @@ pub enum Command {
     Dev(crate::dev::DevArgs),
     /// The failover drill: a cluster under load, nodes, runners and Redis killed at
     /// random, the invariants checked at the end.
-    Chaos(crate::chaos::ChaosArgs),
+    #[cfg(feature = "drill")]
+    Chaos(baton_drill::ChaosArgs),
     /// Print a shell completion script: `baton completions bash > /etc/bash_completion.d/baton`.
     Completions(completions::CompletionsArgs),
 }
@@ -90,7 +91,8 @@ async fn run_other(command: Command) -> anyhow::Result<ExitCode> {
         Command::Token(cmd) => admin::tokens(cmd).await,
         Command::RegistrationToken(cmd) => admin::registration_tokens(cmd).await,
         Command::Dev(args) => crate::dev::run(args).await,
-        Command::Chaos(args) => crate::chaos::run(args).await,
+        #[cfg(feature = "drill")]
+        Command::Chaos(args) => baton_drill::run(args).await,
         Command::Completions(args) => completions::print(args),
     }
 }

@@ -171,6 +171,21 @@ impl Coord {
             .collect()
     }
 
+    /// The claims on `tasks` that exist, by task.
+    pub async fn claims_by_task(
+        &self,
+        tasks: &[Uuid],
+    ) -> Result<std::collections::HashMap<Uuid, Claim>, CoordError> {
+        let claims = self.claims_get(tasks).await?;
+        // HMGET answers in the order of the fields it was given.
+        Ok(tasks
+            .iter()
+            .copied()
+            .zip(claims)
+            .filter_map(|(task, claim)| Some((task, claim?)))
+            .collect())
+    }
+
     /// Drops the claim on `task` if it is still under `lease_id` (design.md §4.2). Returns
     /// whether a claim was dropped.
     pub async fn claim_release(&self, task: Uuid, lease_id: Uuid) -> Result<bool, CoordError> {

@@ -10,7 +10,7 @@ use super::openapi::Errors;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
 use crate::config::Limits;
 use crate::dispatch::DispatchError;
-use crate::dispatch::exchange::{self, Completion, RunnerCall, Start};
+use crate::dispatch::exchange::{self, Completion, ItemKey, RunnerCall, Start, chunk_key};
 use crate::error::ApiError;
 use crate::events::RunnerChange;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
@@ -314,13 +314,28 @@ pub(super) async fn exchange(
     let completions = req
         .completions
         .iter()
-        .zip(answer.completions)
-        .map(|(c, r)| item_answer(c.task_id, r, |t| (Some(t.status), None)))
+        .map(|c| {
+            let key = ItemKey {
+                task: c.task_id,
+                lease: c.lease_id,
+            };
+            item_answer(c.task_id, answer.completion(key), |t| {
+                (Some(t.status), None)
+            })
+        })
         .collect();
     let starts = req
         .starts
         .iter()
-        .zip(answer.starts)
+        .map(|s| {
+            (
+                s,
+                answer.start(ItemKey {
+                    task: s.task_id,
+                    lease: s.lease_id,
+                }),
+            )
+        })
         .map(|(s, r)| match r {
             Ok(answer) => ItemAnswer {
                 secret_env: answer.secret_env,
@@ -374,20 +389,22 @@ pub(super) async fn start(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(req): ApiJson<StartTask>,
 ) -> Result<Json<Started>, ApiError> {
-    let mut answer = exchange::handle(
+    let start = Start {
+        task: id,
+        lease_id: req.lease_id,
+        traceparent: None,
+    };
+    let key = start.key();
+    let answer = exchange::handle(
         &state.dispatcher,
         &runner,
         RunnerCall {
-            starts: vec![Start {
-                task: id,
-                lease_id: req.lease_id,
-                traceparent: None,
-            }],
+            starts: vec![start],
             ..empty_call()
         },
     )
     .await?;
-    let answer = answer.starts.pop().expect("one answer")?;
+    let answer = answer.start(key)?;
     let started = answer.started;
     tracing::info!(task.id = %id, runner.id = %runner.id, attempt = started.attempt, "task started");
     Ok(Json(Started {
@@ -443,22 +460,24 @@ pub(super) async fn logs(
     RawBody(chunk): RawBody,
 ) -> Result<Json<LogAck>, ApiError> {
     validate::check_not_negative("offset", q.offset)?;
-    let mut answer = exchange::handle(
+    let chunk = LogWrite {
+        task: id,
+        runner_id: runner.id,
+        lease_id: q.lease_id,
+        offset: q.offset,
+        data: chunk.to_vec(),
+    };
+    let key = chunk_key(&chunk);
+    let answer = exchange::handle(
         &state.dispatcher,
         &runner,
         RunnerCall {
-            logs: vec![LogWrite {
-                task: id,
-                runner_id: runner.id,
-                lease_id: q.lease_id,
-                offset: q.offset,
-                data: chunk.to_vec(),
-            }],
+            logs: vec![chunk],
             ..empty_call()
         },
     )
     .await?;
-    let append = answer.logs.pop().expect("one answer")?;
+    let append = answer.log(key)?;
     Ok(Json(LogAck {
         acked: append.acked,
         cancel: append.status == TaskStatus::Cancelling,
@@ -484,21 +503,23 @@ pub(super) async fn complete(
         req.outputs,
         req.log_size,
     )?;
-    let mut answer = exchange::handle(
+    let completion = Completion {
+        task: id,
+        lease_id: req.lease_id,
+        end,
+        traceparent: None,
+    };
+    let key = completion.key();
+    let answer = exchange::handle(
         &state.dispatcher,
         &runner,
         RunnerCall {
-            completions: vec![Completion {
-                task: id,
-                lease_id: req.lease_id,
-                end,
-                traceparent: None,
-            }],
+            completions: vec![completion],
             ..empty_call()
         },
     )
     .await?;
-    let task = answer.completions.pop().expect("one answer")?;
+    let task = answer.completion(key)?;
     tracing::info!(task.id = %id, runner.id = %runner.id, status = %task.status, exit_code = ?task.exit_code, "task finished");
     Ok(Json(task_view(task)))
 }

@@ -32,8 +32,31 @@ use baton_coord::ReplayKey;
 use baton_store::{LogAppend, LogWrite, RunEnd, TaskRecord};
 use chrono::{DateTime, Utc};
 use pass::pass;
+use std::collections::HashMap;
 use std::time::Duration;
 use uuid::Uuid;
+
+/// What an item of a runner's call is answered by: its task and the lease the runner
+/// holds it under. Items and their answers are matched by it, never by position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct ItemKey {
+    pub task: Uuid,
+    pub lease: Uuid,
+}
+
+/// A log chunk's key: its run's, and where the chunk starts in the run's output.
+pub(crate) type ChunkKey = (ItemKey, i64);
+
+/// The key of a log chunk a runner sends.
+pub(crate) fn chunk_key(chunk: &LogWrite) -> ChunkKey {
+    (
+        ItemKey {
+            task: chunk.task,
+            lease: chunk.lease_id,
+        },
+        chunk.offset,
+    )
+}
 
 /// A lease a runner acknowledges.
 #[derive(Debug, Clone)]
@@ -77,24 +100,73 @@ pub(crate) struct RunnerCall {
     pub secrets_at_start: bool,
 }
 
+impl Start {
+    pub(crate) fn key(&self) -> ItemKey {
+        ItemKey {
+            task: self.task,
+            lease: self.lease_id,
+        }
+    }
+}
+
+impl Completion {
+    pub(crate) fn key(&self) -> ItemKey {
+        ItemKey {
+            task: self.task,
+            lease: self.lease_id,
+        }
+    }
+}
+
 impl RunnerCall {
     fn has_items(&self) -> bool {
         !(self.starts.is_empty() && self.logs.is_empty() && self.completions.is_empty())
     }
 }
 
-/// Each item's answer, and the new tasks.
+/// Each item's answer, by its key, and the new tasks.
 #[derive(Debug, Default)]
 pub(crate) struct RunnerAnswer {
-    pub starts: Vec<Result<StartAnswer, DispatchError>>,
-    pub logs: Vec<Result<LogAppend, DispatchError>>,
-    pub completions: Vec<Result<TaskRecord, DispatchError>>,
+    pub starts: HashMap<ItemKey, Result<StartAnswer, DispatchError>>,
+    pub logs: HashMap<ChunkKey, Result<LogAppend, DispatchError>>,
+    pub completions: HashMap<ItemKey, Result<TaskRecord, DispatchError>>,
     pub tasks: Vec<LeasedTask>,
     pub verdicts: Verdicts,
     /// How long after the request arrived the pass that leased `tasks` began: a parked
     /// request's tasks are started only when work came. The runner counts a started
     /// task's time from its send plus this, never later than the server's clock began.
     pub leased_after: Duration,
+}
+
+impl RunnerAnswer {
+    /// The answer to the start of `key`.
+    pub(crate) fn start(&self, key: ItemKey) -> Result<StartAnswer, DispatchError> {
+        answer_of(&self.starts, &key)
+    }
+
+    /// The answer to the log chunk of `key`.
+    pub(crate) fn log(&self, key: ChunkKey) -> Result<LogAppend, DispatchError> {
+        answer_of(&self.logs, &key)
+    }
+
+    /// The answer to the completion of `key`.
+    pub(crate) fn completion(&self, key: ItemKey) -> Result<TaskRecord, DispatchError> {
+        answer_of(&self.completions, &key)
+    }
+}
+
+/// An item's answer. Every item of a call is answered; one that were not would be a bug
+/// here, and is answered as a retry rather than failing the whole request.
+fn answer_of<K: Eq + std::hash::Hash, T: Clone>(
+    answers: &HashMap<K, Result<T, DispatchError>>,
+    key: &K,
+) -> Result<T, DispatchError> {
+    answers.get(key).cloned().unwrap_or_else(|| {
+        tracing::error!("an item of a runner's call got no answer");
+        Err(DispatchError::unavailable(
+            "this item got no answer; send it again",
+        ))
+    })
 }
 
 /// Handles one runner request: its items at once, then — if it carried none and there is

@@ -46,7 +46,8 @@ pub(crate) struct Pop<'a> {
 
 /// What the script found.
 pub(crate) struct Popping {
-    pub claims: Vec<Option<Claim>>,
+    /// The claims of `claims_of` that exist, by task.
+    pub claims: HashMap<Uuid, Claim>,
     pub popped: Vec<Popped>,
     /// For a resend: what its first attempt leased, each still under its claim.
     pub replayed: Vec<(Uuid, Uuid)>,
@@ -60,7 +61,7 @@ pub(crate) async fn pop(
 ) -> Result<Popping, CoordError> {
     if ask.max == 0 && ask.claims_of.is_empty() && !ask.retry {
         return Ok(Popping {
-            claims: Vec::new(),
+            claims: HashMap::new(),
             popped: Vec::new(),
             replayed: Vec::new(),
         });
@@ -78,7 +79,7 @@ pub(crate) async fn pop(
         && !dispatcher.coord.replay_recorded(ask.replay).await?
     {
         return Ok(Popping {
-            claims: Vec::new(),
+            claims: HashMap::new(),
             popped: Vec::new(),
             replayed: Vec::new(),
         });
@@ -119,18 +120,24 @@ pub(crate) async fn pop(
         // taken back since); whether they are still unstarted, the rows tell.
         Some(pairs) => {
             let ids: Vec<Uuid> = pairs.iter().map(|(task, _)| *task).collect();
-            let claims = dispatcher.coord.claims_get(&ids).await?;
+            let claims = dispatcher.coord.claims_by_task(&ids).await?;
             pairs
                 .into_iter()
-                .zip(claims)
-                .filter(|((_, lease), claim)| claim.as_ref().is_some_and(|c| c.lease_id == *lease))
-                .map(|(pair, _)| pair)
+                .filter(|(task, lease)| claims.get(task).is_some_and(|c| c.lease_id == *lease))
                 .collect()
         }
         None => Vec::new(),
     };
+    // The script answers in the order it was asked: each claim goes with its task here.
+    let claims = ask
+        .claims_of
+        .iter()
+        .copied()
+        .zip(leased.claims)
+        .filter_map(|(task, claim)| Some((task, claim?)))
+        .collect();
     Ok(Popping {
-        claims: leased.claims,
+        claims,
         popped: leased.popped,
         replayed,
     })

@@ -26,18 +26,18 @@ pub(crate) struct Verdicts {
     pub gone: Vec<Uuid>,
 }
 
-/// The verdicts on `running` from the tasks' rows and their claims (in `running`'s
-/// order). A lease not started yet lives only in its claim; with no claims to look at
-/// (Redis unreachable) such a lease is not called gone.
+/// The verdicts on `running` from the tasks' rows and their claims (by task). A lease
+/// not started yet lives only in its claim; with no claims to look at (Redis
+/// unreachable) such a lease is not called gone.
 pub(crate) fn of(
     runner: &Runner,
     running: &[RunningLease],
     rows: &HashMap<Uuid, TaskRecord>,
-    claims: &[Option<Claim>],
+    claims: &HashMap<Uuid, Claim>,
 ) -> Verdicts {
     let mut verdicts = Verdicts::default();
-    for (i, lease) in running.iter().enumerate() {
-        let claim = claims.get(i).and_then(Option::as_ref);
+    for lease in running {
+        let claim = claims.get(&lease.task_id);
         match rows.get(&lease.task_id) {
             Some(t)
                 if t.runner_id == Some(runner.id)
@@ -69,7 +69,7 @@ pub(crate) async fn now(
         return Ok(Verdicts::default());
     }
     let ids: Vec<Uuid> = running.iter().map(|r| r.task_id).collect();
-    let claims = dispatcher.coord.claims_get(&ids).await?;
+    let claims = dispatcher.coord.claims_by_task(&ids).await?;
     let rows = dispatcher
         .commit
         .write(Work {

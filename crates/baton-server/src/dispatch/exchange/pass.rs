@@ -7,17 +7,18 @@ use super::super::finish::{AfterCommit, finish_item};
 use super::super::lease::{self, Pop};
 use super::super::verdicts::{self, Verdicts};
 use super::starts::{StartCheck, check_start, start_from_row, with_secrets};
-use super::{RunnerAnswer, RunnerCall, StartAnswer};
+use super::{ChunkKey, ItemKey, RunnerAnswer, RunnerCall, StartAnswer, chunk_key};
 use crate::auth::Runner;
 use crate::queueing::queue_entry;
 use baton_client::{ItemResult, RunningLease};
 use baton_coord::{Popped, ReplayKey};
 use baton_core::TaskStatus;
-use baton_store::{Done, Fence, LogAppend, StoreError, TaskRecord, Work};
-use std::collections::HashMap;
+use baton_store::{Done, Fence, LogAppend, Started, StoreError, TaskRecord, Work};
+use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
-/// One pass: Redis, the group commit, Redis.
+/// One pass: Redis, the group commit, Redis. Every item is matched to its claim, its
+/// write's result and its answer by its key ([`ItemKey`]).
 pub(super) async fn pass(
     dispatcher: &Dispatcher,
     runner: &Runner,
@@ -45,7 +46,7 @@ pub(super) async fn pass(
     .await;
     let (claims, popped, replayed, redis_error) = match pop {
         Ok(p) => (p.claims, p.popped, p.replayed, None),
-        Err(e) => (vec![None; claims_of.len()], Vec::new(), Vec::new(), Some(e)),
+        Err(e) => (HashMap::new(), Vec::new(), Vec::new(), Some(e)),
     };
     if let Some(e) = redis_error
         .as_ref()
@@ -53,37 +54,41 @@ pub(super) async fn pass(
     {
         return Err(e.clone().into());
     }
-    let (start_claims, running_claims) = claims.split_at(call.starts.len());
 
-    let checks: Vec<StartCheck> = call
-        .starts
-        .iter()
-        .zip(start_claims)
-        .map(|(start, claim)| match &redis_error {
+    // Each start (once, whatever the times it is sent) with how it is decided before
+    // Postgres is asked.
+    let mut checks: Vec<(ItemKey, StartCheck)> = Vec::with_capacity(call.starts.len());
+    for start in &call.starts {
+        let key = start.key();
+        if checks.iter().any(|(k, _)| *k == key) {
+            continue;
+        }
+        let check = match &redis_error {
             Some(e) => StartCheck::Refused(e.clone().into()),
             None => check_start(
                 runner,
                 call.boot_id,
                 start.task,
                 start.lease_id,
-                claim.as_ref(),
+                claims.get(&start.task),
             ),
-        })
-        .collect();
+        };
+        checks.push((key, check));
+    }
     let mut work = Work {
         starts: checks
             .iter()
-            .filter_map(|c| match c {
+            .filter_map(|(_, c)| match c {
                 StartCheck::Record(s) => Some(*s),
                 _ => None,
             })
             .collect(),
         ..ends_of(runner, call)
     };
-    let checked_starts = work.starts.len();
     if call.start_leased {
         // Checked by construction: the script has just claimed each under its lease
-        // (or, for a resend, found it still claimed so).
+        // (or, for a resend, found it still claimed so). They are answered through the
+        // rows (`lease::views`).
         work.starts.extend(lease::starts_of(
             runner,
             call.boot_id,
@@ -96,23 +101,26 @@ pub(super) async fn pass(
     work.reads.extend(replayed.iter().map(|(task, _)| *task));
     // A start's answer carries its task's secrets, from the row it recorded.
     work.reads.extend(
-        call.starts
+        checks
             .iter()
-            .zip(&checks)
-            .filter_map(|(s, check)| (!matches!(check, StartCheck::Refused(_))).then_some(s.task)),
+            .filter(|(_, check)| !matches!(check, StartCheck::Refused(_)))
+            .map(|(key, _)| key.task),
     );
     work.reads.extend(running.iter().map(|r| r.task_id));
     // Each item joins its own task's trace, where the runner's span for it is.
-    let spans: Vec<tracing::Span> = call
+    let spans: Vec<(Item, tracing::Span)> = call
         .starts
         .iter()
-        .map(|s| item_span("task.start", s.task, s.traceparent.as_deref()))
-        .chain(
-            call.completions
-                .iter()
-                .map(|c| item_span("task.complete", c.task, c.traceparent.as_deref())),
-        )
+        .map(|s| {
+            let span = item_span("task.start", s.task, s.traceparent.as_deref());
+            (Item::Start(s.key()), span)
+        })
+        .chain(call.completions.iter().map(|c| {
+            let span = item_span("task.complete", c.task, c.traceparent.as_deref());
+            (Item::Completion(c.key()), span)
+        }))
         .collect();
+    let keys = WriteKeys::of(&work);
 
     let done = match dispatcher.commit.write(work).await {
         Ok(done) => done,
@@ -126,46 +134,50 @@ pub(super) async fn pass(
         }
     };
     let Done {
-        starts: mut recorded,
+        starts,
         logs,
         finishes,
         reads,
         ..
     } = done;
-    // The starts recorded with the lease answer through the rows (`lease::views`).
-    recorded.truncate(checked_starts);
+    let Written {
+        mut starts,
+        logs,
+        finishes,
+    } = keys.answered(starts, logs, finishes);
     let rows: HashMap<Uuid, TaskRecord> = reads.into_iter().map(|t| (t.id, t)).collect();
 
     // Claims the commit showed to be stale, and runs that ended: one Redis script.
     let mut dropped: Vec<(TaskRecord, Uuid)> = Vec::new();
     // Starts Postgres refused while the task stays queued: this runner may not take it.
     let mut refused: Vec<Popped> = Vec::new();
-    let mut recorded = recorded.into_iter();
-    let starts: Vec<Result<StartAnswer, DispatchError>> = call
-        .starts
-        .iter()
-        .zip(checks)
-        .map(|(start, check)| (start.task, start.lease_id, check))
-        .map(|(task, lease_id, check)| match check {
-            StartCheck::Record(_) => {
-                let answer = recorded.next().expect("one answer per recorded start");
-                if answer.is_err()
-                    && let Some(row) = rows.get(&task)
-                {
-                    if row.status == TaskStatus::Queued {
-                        refused.push(Popped::of(&queue_entry(row), lease_id));
-                    } else {
-                        // Cancelled or expired before its start: this lease's claim goes.
-                        dropped.push((row.clone(), lease_id));
+    let start_answers: HashMap<ItemKey, Result<StartAnswer, DispatchError>> = checks
+        .into_iter()
+        .map(|(key, check)| {
+            let answer = match check {
+                StartCheck::Record(_) => {
+                    let answer = starts
+                        .remove(&key)
+                        .expect("the store answers every start it is given");
+                    if answer.is_err()
+                        && let Some(row) = rows.get(&key.task)
+                    {
+                        if row.status == TaskStatus::Queued {
+                            refused.push(Popped::of(&queue_entry(row), key.lease));
+                        } else {
+                            // Cancelled or expired before its start: this lease's claim goes.
+                            dropped.push((row.clone(), key.lease));
+                        }
                     }
+                    answer.map_err(DispatchError::from)
                 }
-                answer.map_err(DispatchError::from)
-            }
-            StartCheck::AskRow => start_from_row(rows.get(&task), runner.id, lease_id),
-            StartCheck::Refused(e) => Err(e),
+                StartCheck::AskRow => start_from_row(rows.get(&key.task), runner.id, key.lease),
+                StartCheck::Refused(e) => Err(e),
+            };
+            let answer =
+                answer.and_then(|started| with_secrets(dispatcher, started, rows.get(&key.task)));
+            (key, answer)
         })
-        .zip(&call.starts)
-        .map(|(answer, start)| with_secrets(dispatcher, answer?, rows.get(&start.task)))
         .collect();
     let lease::Views {
         tasks,
@@ -183,22 +195,16 @@ pub(super) async fn pass(
         },
     )
     .await;
-    let completions: Vec<Result<TaskRecord, StoreError>> = finishes;
-    let mut ended: Vec<(&TaskRecord, Uuid)> = call
-        .completions
+    let mut ended: Vec<(&TaskRecord, Uuid)> = finishes
         .iter()
-        .zip(&completions)
-        .filter_map(|(c, r)| Some((r.as_ref().ok()?, c.lease_id)))
+        .filter_map(|(key, r)| Some((r.as_ref().ok()?, key.lease)))
         .collect();
-    let completions: Vec<Result<TaskRecord, StoreError>> = completions.clone();
     ended.extend(dropped.iter().map(|(row, lease)| (row, *lease)));
     ended.extend(not_leasable.iter().map(|(row, lease)| (row, *lease)));
-    let mut log_news: Vec<Uuid> = call
-        .logs
+    let mut log_news: Vec<Uuid> = logs
         .iter()
-        .zip(&logs)
         .filter(|(_, r)| r.is_ok())
-        .map(|(w, _)| w.task)
+        .map(|((key, _), _)| key.task)
         .collect();
     log_news.extend(ended.iter().map(|(row, _)| row.id));
     log_news.sort();
@@ -223,13 +229,13 @@ pub(super) async fn pass(
         }
     }
 
-    let (logs, completions) = before_start(dispatcher, runner, call, logs, completions).await;
-    let results = starts
-        .iter()
-        .map(|r| r.as_ref().err())
-        .chain(completions.iter().map(|r| r.as_ref().err()))
-        .map(|refused| refused.map_or(ItemResult::Done, DispatchError::item_result));
-    for (span, result) in spans.iter().zip(results) {
+    let (logs, completions) = before_start(dispatcher, runner, logs, finishes).await;
+    for (item, span) in &spans {
+        let refused = match item {
+            Item::Start(key) => start_answers.get(key).and_then(|r| r.as_ref().err()),
+            Item::Completion(key) => completions.get(key).and_then(|r| r.as_ref().err()),
+        };
+        let result = refused.map_or(ItemResult::Done, DispatchError::item_result);
         span.record("result", result.as_str());
     }
     drop(spans);
@@ -238,7 +244,7 @@ pub(super) async fn pass(
     // the runner to stop a task that has stopped, and it is not overdue.
     let reported = |task: &Uuid| call.completions.iter().any(|c| c.task == *task);
     let verdicts = if call.running.is_some() && redis_error.is_none() {
-        let mut verdicts = verdicts::of(runner, running, &rows, running_claims);
+        let mut verdicts = verdicts::of(runner, running, &rows, &claims);
         verdicts.gone.retain(|task| !reported(task));
         let unreported: Vec<RunningLease> = running
             .iter()
@@ -258,7 +264,7 @@ pub(super) async fn pass(
         verdicts::end_forgotten_runs(dispatcher, runner, boot, running, call.running_as_of).await;
     }
     Ok(RunnerAnswer {
-        starts,
+        starts: start_answers,
         logs,
         completions,
         tasks,
@@ -267,81 +273,126 @@ pub(super) async fn pass(
     })
 }
 
+/// An item a span is about.
+enum Item {
+    Start(ItemKey),
+    Completion(ItemKey),
+}
+
+/// The keys of the items a pass writes, in the order of its [`Work`], which the store
+/// answers in: what pairs each write with its result, once, here.
+struct WriteKeys {
+    starts: Vec<ItemKey>,
+    logs: Vec<ChunkKey>,
+    finishes: Vec<ItemKey>,
+}
+
+/// Each written item's result, by its key.
+struct Written {
+    starts: HashMap<ItemKey, Result<Started, StoreError>>,
+    logs: HashMap<ChunkKey, Result<LogAppend, StoreError>>,
+    finishes: HashMap<ItemKey, Result<TaskRecord, StoreError>>,
+}
+
+impl WriteKeys {
+    fn of(work: &Work) -> WriteKeys {
+        WriteKeys {
+            starts: work
+                .starts
+                .iter()
+                .map(|s| ItemKey {
+                    task: s.task,
+                    lease: s.lease_id,
+                })
+                .collect(),
+            logs: work.logs.iter().map(chunk_key).collect(),
+            finishes: work
+                .finishes
+                .iter()
+                .map(|f| ItemKey {
+                    task: f.task,
+                    lease: f.fence.lease_id,
+                })
+                .collect(),
+        }
+    }
+
+    fn answered(
+        self,
+        starts: Vec<Result<Started, StoreError>>,
+        logs: Vec<Result<LogAppend, StoreError>>,
+        finishes: Vec<Result<TaskRecord, StoreError>>,
+    ) -> Written {
+        Written {
+            starts: self.starts.into_iter().zip(starts).collect(),
+            logs: self.logs.into_iter().zip(logs).collect(),
+            finishes: self.finishes.into_iter().zip(finishes).collect(),
+        }
+    }
+}
+
 /// Reports of a lease the runner holds but has not started: Postgres does not know the
 /// lease yet (the row says `queued`, with no runner) and finds no such task of this
 /// runner's; the claim tells it is a report out of order, a conflict like any other.
 async fn before_start(
     dispatcher: &Dispatcher,
     runner: &Runner,
-    call: &RunnerCall,
-    logs: Vec<Result<LogAppend, StoreError>>,
-    completions: Vec<Result<TaskRecord, StoreError>>,
+    logs: HashMap<ChunkKey, Result<LogAppend, StoreError>>,
+    finishes: HashMap<ItemKey, Result<TaskRecord, StoreError>>,
 ) -> (
-    Vec<Result<LogAppend, DispatchError>>,
-    Vec<Result<TaskRecord, DispatchError>>,
+    HashMap<ChunkKey, Result<LogAppend, DispatchError>>,
+    HashMap<ItemKey, Result<TaskRecord, DispatchError>>,
 ) {
-    let unknown: Vec<(Uuid, Uuid)> = call
-        .logs
+    let mut unknown: Vec<ItemKey> = logs
         .iter()
-        .zip(&logs)
         .filter(|(_, r)| matches!(r, Err(StoreError::NotFound)))
-        .map(|(w, _)| (w.task, w.lease_id))
+        .map(|((key, _), _)| *key)
         .chain(
-            call.completions
+            finishes
                 .iter()
-                .zip(&completions)
                 .filter(|(_, r)| matches!(r, Err(StoreError::NotFound)))
-                .map(|(c, _)| (c.task, c.lease_id)),
+                .map(|(key, _)| *key),
         )
         .collect();
-    let mut unstarted: Vec<(Uuid, Uuid)> = Vec::new();
+    unknown.sort_by_key(|k| (k.task, k.lease));
+    unknown.dedup();
+    let mut unstarted: HashSet<ItemKey> = HashSet::new();
     if !unknown.is_empty() {
-        let ids: Vec<Uuid> = unknown.iter().map(|(task, _)| *task).collect();
-        if let Ok(claims) = dispatcher.coord.claims_get(&ids).await {
+        let ids: Vec<Uuid> = unknown.iter().map(|key| key.task).collect();
+        if let Ok(claims) = dispatcher.coord.claims_by_task(&ids).await {
             unstarted = unknown
                 .into_iter()
-                .zip(claims)
-                .filter(|((_, lease), claim)| {
-                    claim
-                        .as_ref()
-                        .is_some_and(|c| c.lease_id == *lease && c.runner == Some(runner.id))
+                .filter(|key| {
+                    claims
+                        .get(&key.task)
+                        .is_some_and(|c| c.lease_id == key.lease && c.runner == Some(runner.id))
                 })
-                .map(|(pair, _)| pair)
                 .collect();
         }
     }
-    let out_of_order = |task: Uuid, lease: Uuid, reason: &'static str| {
-        unstarted
-            .contains(&(task, lease))
-            .then_some(DispatchError::Stale {
+    let answered = |key: &ItemKey, error: StoreError, reason: &'static str| {
+        if unstarted.contains(key) {
+            DispatchError::Stale {
                 status: baton_core::TaskStatus::Leased,
                 reason,
-            })
+            }
+        } else {
+            error.into()
+        }
     };
-    let logs = call
-        .logs
-        .iter()
-        .zip(logs)
-        .map(|(w, r)| {
-            r.map_err(|e| {
-                out_of_order(
-                    w.task,
-                    w.lease_id,
-                    "logs are accepted only while the task runs",
-                )
-                .unwrap_or_else(|| e.into())
-            })
+    let logs = logs
+        .into_iter()
+        .map(|(key, r)| {
+            let r =
+                r.map_err(|e| answered(&key.0, e, "logs are accepted only while the task runs"));
+            (key, r)
         })
         .collect();
-    let completions = call
-        .completions
-        .iter()
-        .zip(completions)
-        .map(|(c, r)| {
-            r.map_err(|e| {
-                out_of_order(c.task, c.lease_id, "the task is not running")
-                    .unwrap_or_else(|| e.into())
-            })
+    let completions = finishes
+        .into_iter()
+        .map(|(key, r)| {
+            let r = r.map_err(|e| answered(&key, e, "the task is not running"));
+            (key, r)
         })
         .collect();
     (logs, completions)
@@ -410,24 +461,30 @@ fn ends_of(runner: &Runner, call: &RunnerCall) -> Work {
 }
 
 /// Postgres could not take the pass: every item is answered with the (retryable) error.
-fn failed(call: &RunnerCall, checks: Vec<StartCheck>, error: StoreError) -> RunnerAnswer {
+fn failed(
+    call: &RunnerCall,
+    checks: Vec<(ItemKey, StartCheck)>,
+    error: StoreError,
+) -> RunnerAnswer {
     let error = DispatchError::from(error);
-    let logs = call.logs.iter().map(|_| Err(error.clone())).collect();
-    let completions = call
-        .completions
-        .iter()
-        .map(|_| Err(error.clone()))
-        .collect();
     RunnerAnswer {
         starts: checks
             .into_iter()
-            .map(|c| match c {
-                StartCheck::Refused(e) => Err(e),
-                _ => Err(error.clone()),
+            .map(|(key, check)| match check {
+                StartCheck::Refused(e) => (key, Err(e)),
+                _ => (key, Err(error.clone())),
             })
             .collect(),
-        logs,
-        completions,
+        logs: call
+            .logs
+            .iter()
+            .map(|w| (chunk_key(w), Err(error.clone())))
+            .collect(),
+        completions: call
+            .completions
+            .iter()
+            .map(|c| (c.key(), Err(error.clone())))
+            .collect(),
         ..RunnerAnswer::default()
     }
 }

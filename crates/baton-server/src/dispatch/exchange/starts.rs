@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 /// A recorded start, and what only a recorded start gets: the task's secrets, opened.
+#[derive(Clone)]
 pub(crate) struct StartAnswer {
     pub started: Started,
     pub secret_env: BTreeMap<String, String>,

@@ -110,6 +110,60 @@ impl Report {
         }
     }
 
+    /// The report as JSON, for a program to read (`tests/chaos.rs`): the same facts the
+    /// printed report gives, each under its own name.
+    pub fn to_json(&self) -> serde_json::Value {
+        let secs = |d: &Duration| d.as_secs_f64();
+        let f = &self.faults;
+        let (delivered, deliveries, refused) = self.webhooks;
+        let s = &self.schedule;
+        serde_json::json!({
+            "seed": self.seed,
+            "duration_s": secs(&self.duration),
+            "accepted": self.accepted,
+            "submit_retries": self.submit_retries,
+            "by_status": self.by_status.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+            "retried": self.retried,
+            "runs": self.runs,
+            "runs_cut_short": self.runs_cut_short,
+            "webhooks": {
+                "delivered": delivered,
+                "deliveries": deliveries,
+                "refused": refused,
+            },
+            "faults": {
+                "node_kills": f.node_kills,
+                "runner_kills": f.runner_kills,
+                "redis_restarts": f.redis_restarts,
+                "redis_restarts_losing_data": f.redis_restarts_losing_data,
+                "node_pauses": f.node_pauses,
+                "runner_cuts": f.runner_cuts,
+                "link_faults": f.link_faults,
+                "clock_steps": f.clock_steps,
+                "events": f.events.iter().map(|(at, what)| serde_json::json!({
+                    "at_s": secs(at),
+                    "what": what,
+                })).collect::<Vec<_>>(),
+                "store_failovers": f.store_failovers.iter().map(|(store, took)| serde_json::json!({
+                    "store": store,
+                    "writable_after_s": secs(took),
+                })).collect::<Vec<_>>(),
+                "adoptions_s": f.adoptions.iter().map(secs).collect::<Vec<_>>(),
+                "adoption_limit_s": secs(&adoption_limit()),
+                "errors": f.errors,
+            },
+            "schedule": {
+                "ticks": s.ticks,
+                "doubled": s.doubled,
+                "missing": s.missing,
+                "skipped": s.skipped,
+            },
+            "settled_after_s": self.settled_after.as_ref().map(secs),
+            "checks": self.checks.iter().map(|(name, ok)| (name.to_string(), *ok)).collect::<std::collections::BTreeMap<_, _>>(),
+            "violations": self.violations,
+        })
+    }
+
     /// Every violation, one a line, in `path` (the report shows the first [`SHOWN`]):
     /// an hour's soak that did not settle lists hundreds, and the kinds past the first
     /// screen are what tells a backlog from a broken promise.

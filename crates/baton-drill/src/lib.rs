@@ -1,4 +1,5 @@
-//! `baton chaos`: the failover drill. It starts a cluster on this machine (Redis, Postgres,
+//! `baton chaos`: the failover drill, in a crate of its own so a build for production can
+//! leave it out (the `drill` feature of the `baton` package). It starts a cluster on this machine (Redis, Postgres,
 //! N nodes behind nginx, M runners) with short thresholds, submits a steady mix of tasks
 //! (some in concurrency groups, some to a queue it pauses and resumes throughout, beside
 //! schedules of every overlap policy), and for a set time injects faults (`faults.rs`)
@@ -6,7 +7,7 @@
 //! checks the history against the invariants of design.md §3 — from Postgres's audit, the
 //! tasks' own records of their runs, and the fault log, which must name a cause for every
 //! run the server or a runner ended without an exit (`causes.rs`) — prints a report, and
-//! exits non-zero on any violation.
+//! writes it as JSON (`report.json` in its folder), and exits non-zero on any violation.
 
 mod asking;
 mod causes;
@@ -32,6 +33,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+
+/// The report as JSON, in the drill's folder.
+pub const REPORT_JSON: &str = "report.json";
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ChaosArgs {
@@ -128,6 +132,9 @@ pub async fn run(mut args: ChaosArgs) -> anyhow::Result<ExitCode> {
     cluster.stop().await;
     let report = outcome?;
     report.print();
+    let json = args.dir.join(REPORT_JSON);
+    std::fs::write(&json, serde_json::to_vec_pretty(&report.to_json())?)?;
+    println!("  the report as JSON: {}", json.display());
     if !report.violations.is_empty() {
         let listed = args.dir.join("violations.txt");
         report.write_violations(&listed)?;
