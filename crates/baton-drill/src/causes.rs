@@ -8,6 +8,7 @@
 
 use baton_core::after_run::{RUNNER_TIMEOUT_ERROR, SERVER_TIMEOUT_ERROR};
 use baton_core::reconcile::Reason;
+use baton_store::audit;
 use sqlx::PgConnection;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
@@ -70,19 +71,6 @@ pub fn unix_now() -> f64 {
 /// Margin for a run's start: the audit's time is its start's statement, a little before
 /// the runner has it.
 const SLACK_S: f64 = 2.0;
-
-/// One end of a run, from the audit, with the start of that run.
-#[derive(Debug, Clone, sqlx::FromRow)]
-struct RunEnd {
-    task_id: Uuid,
-    attempt: i32,
-    runner_id: Option<Uuid>,
-    status: String,
-    error: Option<String>,
-    started: Option<f64>,
-    ended: f64,
-    timeout_s: Option<i64>,
-}
 
 /// A kind of fault that may bring about a kind of end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,10 +184,8 @@ fn by_itself(status: &str, error: Option<&str>) -> bool {
 
 /// Runner ids by their drill index, from their registered names (`dev-runner-<n>`).
 async fn runner_indexes(conn: &mut PgConnection) -> anyhow::Result<HashMap<Uuid, usize>> {
-    let rows: Vec<(Uuid, String)> = sqlx::query_as("SELECT id, name FROM runners")
-        .fetch_all(conn)
-        .await?;
-    Ok(rows
+    Ok(audit::runner_names(conn)
+        .await?
         .into_iter()
         .filter_map(|(id, name)| {
             let n: usize = name.rsplit('-').next()?.parse().ok()?;
@@ -217,18 +203,7 @@ pub async fn unexplained_ends(
     cancelled: &HashSet<Uuid>,
 ) -> anyhow::Result<Vec<String>> {
     let runners = runner_indexes(conn).await?;
-    let ends: Vec<RunEnd> = sqlx::query_as(
-        "SELECT e.task_id, e.attempt, e.runner_id, e.status, e.error,
-                (SELECT EXTRACT(EPOCH FROM max(s.at))::float8 FROM chaos_starts s
-                  WHERE s.task_id = e.task_id AND s.attempt = e.attempt) AS started,
-                EXTRACT(EPOCH FROM e.at)::float8 AS ended,
-                t.timeout_s::int8 AS timeout_s
-         FROM chaos_run_ends e JOIN tasks t ON t.id = e.task_id
-         WHERE e.task_id = ANY($1)",
-    )
-    .bind(tasks)
-    .fetch_all(conn)
-    .await?;
+    let ends = audit::run_ends(conn, tasks).await?;
     let mut violations = Vec::new();
     for end in ends {
         let error = end.error.as_deref();

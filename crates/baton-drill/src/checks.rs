@@ -1,7 +1,8 @@
 //! The verdict: the history checked against the invariants of design.md §3.
 //!
-//! Postgres is audited by a trigger the drill installs in its own database, recording
-//! every write of a terminal status; the tasks record their own executions; the webhook
+//! Postgres is audited by a trigger the drill installs in its own database
+//! (`baton_store::audit`), recording every write of a terminal status, every start and
+//! every end of a run; the tasks record their own executions; the webhook
 //! receiver records deliveries; the fault schedule records adoption times.
 
 use super::causes::unexplained_ends;
@@ -15,64 +16,17 @@ use super::records::{acknowledged, runs_from};
 use super::report::Report;
 use super::webhooks::Receiver;
 use baton_core::TaskStatus;
+use baton_store::audit;
 use sqlx::{Connection, PgConnection};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// The terminal statuses as an SQL list, `('succeeded', ...)`.
-fn terminal_sql_list() -> String {
-    format!("({})", baton_store::sql_list(TaskStatus::TERMINAL))
-}
-
-/// Records every terminal write, so "written once" can be counted; every start and every
-/// end of a run (the status leaving `running` or `cancelling`, with the error written and
-/// the runner the run was on), so each end can be matched to its cause (`causes.rs`) and
-/// each start judged against the queue's pauses (`pauses.rs`). Times are on the machine's
-/// real clock: a start's is its statement's beginning (`statement_timestamp()`), when the
-/// snapshot its check of the pauses reads was taken; the others' when they were written.
+/// Installs the store's audit (`baton_store::audit`) in the drill's database.
 pub async fn install_audit(database_url: &str) -> anyhow::Result<()> {
     let mut conn = PgConnection::connect(database_url).await?;
-    let record = format!(
-        "CREATE FUNCTION chaos_record() RETURNS trigger AS $$
-         BEGIN
-             IF NEW.status IN {} AND NEW.status IS DISTINCT FROM OLD.status THEN
-                 INSERT INTO chaos_terminal_writes (task_id, status, attempt)
-                 VALUES (NEW.id, NEW.status, NEW.attempt);
-             END IF;
-             IF NEW.status = 'running' AND OLD.status IS DISTINCT FROM 'running' THEN
-                 INSERT INTO chaos_starts (task_id, attempt, runner_id, queue, at)
-                 VALUES (NEW.id, NEW.attempt, NEW.runner_id, NEW.queue, statement_timestamp());
-             END IF;
-             IF OLD.status IN ('running', 'cancelling')
-                AND NEW.status NOT IN ('running', 'cancelling') THEN
-                 INSERT INTO chaos_run_ends (task_id, attempt, runner_id, status, error)
-                 VALUES (OLD.id, OLD.attempt, OLD.runner_id, NEW.status, NEW.error);
-             END IF;
-             RETURN NEW;
-         END $$ LANGUAGE plpgsql",
-        terminal_sql_list()
-    );
-    for statement in [
-        "CREATE TABLE chaos_terminal_writes (
-             task_id uuid NOT NULL, status text NOT NULL, attempt integer NOT NULL,
-             written_at timestamptz NOT NULL DEFAULT clock_timestamp())",
-        "CREATE TABLE chaos_starts (
-             task_id uuid NOT NULL, attempt integer NOT NULL, runner_id uuid, queue text NOT NULL,
-             at timestamptz NOT NULL DEFAULT clock_timestamp())",
-        "CREATE TABLE chaos_run_ends (
-             task_id uuid NOT NULL, attempt integer NOT NULL, runner_id uuid,
-             status text NOT NULL, error text,
-             at timestamptz NOT NULL DEFAULT clock_timestamp())",
-        &record,
-        "CREATE TRIGGER chaos_audit AFTER UPDATE ON tasks
-         FOR EACH ROW EXECUTE FUNCTION chaos_record()",
-    ] {
-        sqlx::query(sqlx::AssertSqlSafe(statement))
-            .execute(&mut conn)
-            .await?;
-    }
+    audit::install(&mut conn).await?;
     Ok(())
 }
 
@@ -97,17 +51,7 @@ pub async fn wait_quiescent(
             tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         };
-        let open: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT count(*) FROM tasks WHERE id = ANY($1) AND status NOT IN {}",
-            terminal_sql_list()
-        )))
-        .bind(&ids)
-        .fetch_one(&mut conn)
-        .await?;
-        let undelivered: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM outbox WHERE delivered_at IS NULL")
-                .fetch_one(&mut conn)
-                .await?;
+        let (open, undelivered) = audit::still_open(&mut conn, &ids).await?;
         let claims = cluster
             .coord
             .claims_all()
@@ -148,23 +92,19 @@ pub async fn check(
     };
     let mut conn = PgConnection::connect(&cluster.postgres.url_now().await?).await?;
     let ids: Vec<Uuid> = accepted.iter().map(|a| a.id).collect();
-    let rows: Vec<(Uuid, String, i32, Option<String>)> =
-        sqlx::query_as("SELECT id, status, attempt, error FROM tasks WHERE id = ANY($1)")
-            .bind(&ids)
-            .fetch_all(&mut conn)
-            .await?;
+    let rows = audit::outcomes(&mut conn, &ids).await?;
     let errors: HashMap<Uuid, Option<String>> =
-        rows.iter().map(|(id, _, _, e)| (*id, e.clone())).collect();
-    let tasks: HashMap<Uuid, (String, i32)> =
-        rows.into_iter().map(|(id, s, a, _)| (id, (s, a))).collect();
-    let writes: Vec<(Uuid, String, i32, f64)> = sqlx::query_as(
-        "SELECT task_id, status, attempt, EXTRACT(EPOCH FROM written_at)::float8 FROM chaos_terminal_writes",
-    )
-    .fetch_all(&mut conn)
-    .await?;
+        rows.iter().map(|o| (o.id, o.error.clone())).collect();
+    let tasks: HashMap<Uuid, (String, i32)> = rows
+        .into_iter()
+        .map(|o| (o.id, (o.status, o.attempt)))
+        .collect();
     let mut writes_of: HashMap<Uuid, Vec<(String, i32, f64)>> = HashMap::new();
-    for (id, status, attempt, at) in writes {
-        writes_of.entry(id).or_default().push((status, attempt, at));
+    for w in audit::terminal_writes(&mut conn).await? {
+        writes_of
+            .entry(w.task_id)
+            .or_default()
+            .push((w.status, w.attempt, w.at));
     }
     let mut by_status: HashMap<String, i64> = HashMap::new();
     for (status, attempt) in tasks.values() {

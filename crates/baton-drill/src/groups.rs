@@ -20,13 +20,7 @@ pub async fn over_their_limits(
     tasks: &[Uuid],
     runs: &HashMap<Uuid, Vec<Run>>,
 ) -> anyhow::Result<Vec<String>> {
-    let grouped: Vec<(Uuid, String, i32)> = sqlx::query_as(
-        "SELECT id, concurrency_key, concurrency_limit FROM tasks
-         WHERE id = ANY($1) AND concurrency_key IS NOT NULL",
-    )
-    .bind(tasks)
-    .fetch_all(conn)
-    .await?;
+    let grouped = baton_store::audit::groups_of(conn, tasks).await?;
     // Per group, its limit and every run's start (+1) and last sign of life (-1), in time
     // order; at one instant an end goes before a start (a run that ended as the next
     // began).

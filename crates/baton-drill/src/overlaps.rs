@@ -76,10 +76,7 @@ impl OverlapSchedules {
         }
         let mut tasks = Vec::new();
         for (policy, id) in &self.made {
-            let ids: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM tasks WHERE schedule_id = $1")
-                .bind(id)
-                .fetch_all(&mut *conn)
-                .await?;
+            let ids = baton_store::audit::tasks_of_schedule(&mut *conn, *id).await?;
             tasks.extend(ids.into_iter().map(|task| (*policy, task)));
         }
         Ok(tasks)

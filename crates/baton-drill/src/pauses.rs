@@ -59,15 +59,10 @@ pub async fn starts_while_paused(
     conn: &mut PgConnection,
     pauses: &Pauses,
 ) -> anyhow::Result<Vec<String>> {
-    let starts: Vec<(uuid::Uuid, i32, f64)> = sqlx::query_as(
-        "SELECT task_id, attempt, EXTRACT(EPOCH FROM at)::float8 FROM chaos_starts
-         WHERE queue = $1",
-    )
-    .bind(PAUSED_QUEUE)
-    .fetch_all(conn)
-    .await?;
+    let starts = baton_store::audit::starts_in_queue(conn, PAUSED_QUEUE).await?;
     let mut violations = pauses.errors.clone();
-    for (task, attempt, at) in starts {
+    for start in starts {
+        let (task, attempt, at) = (start.task_id, start.attempt, start.at);
         if let Some((from, to)) = pauses
             .spans
             .iter()

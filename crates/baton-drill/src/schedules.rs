@@ -6,6 +6,7 @@
 
 use super::cluster::ChaosCluster;
 use baton_client::{Client, CreateSchedule, SubmitTask};
+use baton_store::audit;
 use chrono::{DateTime, Utc};
 use sqlx::{Connection, PgConnection};
 use std::time::Duration;
@@ -118,13 +119,7 @@ impl ScheduleWorkload {
         let limit = chrono::Duration::from_std(resume_limit())?;
         let mut conn = PgConnection::connect(&cluster.postgres.url_now().await?).await?;
         let first = loop {
-            let made: Option<DateTime<Utc>> = sqlx::query_scalar(
-                "SELECT min(created_at) FROM tasks WHERE schedule_id = $1 AND created_at >= $2",
-            )
-            .bind(self.id)
-            .bind(from)
-            .fetch_one(&mut conn)
-            .await?;
+            let made = audit::first_made_since(&mut conn, self.id, from).await?;
             // Past the limit by more than a look's own time: judged below.
             if made.is_some() || Utc::now() - from > limit + chrono::Duration::seconds(2) {
                 break made;
@@ -154,13 +149,7 @@ impl ScheduleWorkload {
         let paused = self.pause().await?;
         let paused_at = paused.updated_at;
         let mut conn = PgConnection::connect(&cluster.postgres.url_now().await?).await?;
-        let ticks: Vec<(DateTime<Utc>, i64)> = sqlx::query_as(
-            "SELECT scheduled_for, count(*) FROM tasks WHERE schedule_id = $1
-             GROUP BY scheduled_for ORDER BY scheduled_for",
-        )
-        .bind(self.id)
-        .fetch_all(&mut conn)
-        .await?;
+        let ticks = audit::ticks_made(&mut conn, self.id).await?;
         let mut outcome = ScheduleOutcome {
             ticks: ticks.len(),
             skipped: paused.skipped_count,

@@ -6,6 +6,8 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+#[cfg(feature = "audit")]
+pub mod audit;
 mod cancel;
 mod counts;
 mod error;
