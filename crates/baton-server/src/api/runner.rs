@@ -158,7 +158,7 @@ pub(super) async fn lease(
             max: req.max,
             wait: Duration::from_secs(req.wait_s.into()),
             secrets_at_start: takes_secrets_at_start(&state, req.secrets_at_start),
-            ..empty_call()
+            ..RunnerCall::empty()
         },
     )
     .await;
@@ -224,7 +224,7 @@ pub(super) async fn heartbeat(
         RunnerCall {
             boot_id: Some(req.boot_id),
             running: Some(req.running),
-            ..empty_call()
+            ..RunnerCall::empty()
         },
     )
     .await;
@@ -395,15 +395,7 @@ pub(super) async fn start(
         traceparent: None,
     };
     let key = start.key();
-    let answer = exchange::handle(
-        &state.dispatcher,
-        &runner,
-        RunnerCall {
-            starts: vec![start],
-            ..empty_call()
-        },
-    )
-    .await?;
+    let answer = exchange::handle(&state.dispatcher, &runner, RunnerCall::one(start)).await?;
     let answer = answer.start(key)?;
     let started = answer.started;
     tracing::info!(task.id = %id, runner.id = %runner.id, attempt = started.attempt, "task started");
@@ -412,25 +404,6 @@ pub(super) async fn start(
         attempt: started.attempt,
         secret_env: answer.secret_env,
     }))
-}
-
-/// A call carrying one report, as the single-item endpoints make it (they say nothing of
-/// the agent's boot, so they are no heartbeat).
-fn empty_call() -> RunnerCall {
-    RunnerCall {
-        request_id: Uuid::new_v4(),
-        retry: false,
-        boot_id: None,
-        starts: Vec::new(),
-        logs: Vec::new(),
-        completions: Vec::new(),
-        running: None,
-        running_as_of: None,
-        max: 0,
-        wait: Duration::ZERO,
-        start_leased: false,
-        secrets_at_start: true,
-    }
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -468,15 +441,7 @@ pub(super) async fn logs(
         data: chunk.to_vec(),
     };
     let key = chunk_key(&chunk);
-    let answer = exchange::handle(
-        &state.dispatcher,
-        &runner,
-        RunnerCall {
-            logs: vec![chunk],
-            ..empty_call()
-        },
-    )
-    .await?;
+    let answer = exchange::handle(&state.dispatcher, &runner, RunnerCall::one(chunk)).await?;
     let append = answer.log(key)?;
     Ok(Json(LogAck {
         acked: append.acked,
@@ -510,15 +475,7 @@ pub(super) async fn complete(
         traceparent: None,
     };
     let key = completion.key();
-    let answer = exchange::handle(
-        &state.dispatcher,
-        &runner,
-        RunnerCall {
-            completions: vec![completion],
-            ..empty_call()
-        },
-    )
-    .await?;
+    let answer = exchange::handle(&state.dispatcher, &runner, RunnerCall::one(completion)).await?;
     let task = answer.completion(key)?;
     tracing::info!(task.id = %id, runner.id = %runner.id, status = %task.status, exit_code = ?task.exit_code, "task finished");
     Ok(Json(task_view(task)))

@@ -118,7 +118,62 @@ impl Completion {
     }
 }
 
+/// One item of a runner's call.
+pub(crate) enum Item {
+    Start(Start),
+    Log(LogWrite),
+    Completion(Completion),
+}
+
+impl From<Start> for Item {
+    fn from(start: Start) -> Item {
+        Item::Start(start)
+    }
+}
+
+impl From<LogWrite> for Item {
+    fn from(chunk: LogWrite) -> Item {
+        Item::Log(chunk)
+    }
+}
+
+impl From<Completion> for Item {
+    fn from(completion: Completion) -> Item {
+        Item::Completion(completion)
+    }
+}
+
 impl RunnerCall {
+    /// A call with nothing in it, as the single-item endpoints start theirs: they say
+    /// nothing of the agent's boot, so they are no heartbeat.
+    pub(crate) fn empty() -> RunnerCall {
+        RunnerCall {
+            request_id: Uuid::new_v4(),
+            retry: false,
+            boot_id: None,
+            starts: Vec::new(),
+            logs: Vec::new(),
+            completions: Vec::new(),
+            running: None,
+            running_as_of: None,
+            max: 0,
+            wait: Duration::ZERO,
+            start_leased: false,
+            secrets_at_start: true,
+        }
+    }
+
+    /// A call carrying one item, as the single-item endpoints make it.
+    pub(crate) fn one(item: impl Into<Item>) -> RunnerCall {
+        let mut call = RunnerCall::empty();
+        match item.into() {
+            Item::Start(start) => call.starts.push(start),
+            Item::Log(chunk) => call.logs.push(chunk),
+            Item::Completion(completion) => call.completions.push(completion),
+        }
+        call
+    }
+
     fn has_items(&self) -> bool {
         !(self.starts.is_empty() && self.logs.is_empty() && self.completions.is_empty())
     }
