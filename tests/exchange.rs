@@ -7,7 +7,7 @@
 use baton_localcluster::testing as support;
 
 use baton_client::{
-    Client, CompletionItem, Exchange, ExchangeAnswer, ItemResult, StartItem, SubmitTask,
+    Client, CompletionItem, Exchange, ExchangeAnswer, ItemResult, Outcome, StartItem, SubmitTask,
 };
 use baton_core::TaskStatus;
 use std::time::Duration;
@@ -208,6 +208,52 @@ async fn each_item_is_answered_by_its_own_task_and_lease_in_any_order_and_repeat
     assert_eq!(answer.completions[0].task_id, b.id);
     assert_eq!(stored(&env, a.id).await, ("succeeded".into(), 1));
     assert_eq!(stored(&env, b.id).await, ("succeeded".into(), 1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_ends_of_one_run_in_one_exchange_record_the_first_and_drop_its_claim() {
+    let env = TestEnv::new("exchange-two-ends").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let (a, _) = user.submit(&task()).await.unwrap();
+    let lease_a = lease(&runner, 1).await[0].1;
+    let started = runner
+        .exchange(&Exchange {
+            starts: vec![start(a.id, lease_a)],
+            ..exchange()
+        })
+        .await
+        .unwrap();
+    assert_eq!(results(&started).0, vec![ItemResult::Done]);
+
+    // A faulty runner reports two ends of the run: the first is recorded.
+    let failed = CompletionItem {
+        outcome: Outcome::Failed,
+        exit_code: Some(1),
+        ..CompletionItem::succeeded(a.id, lease_a)
+    };
+    let answer = runner
+        .exchange(&Exchange {
+            completions: vec![CompletionItem::succeeded(a.id, lease_a), failed],
+            ..exchange()
+        })
+        .await
+        .unwrap();
+    assert_eq!(results(&answer).1[0], ItemResult::Done);
+    assert_eq!(stored(&env, a.id).await, ("succeeded".into(), 1));
+    // The end that took effect drops the run's claim, as any end does.
+    let running = format!("{}running", env.redis_prefix);
+    wait_for("the run's claim to go", Duration::from_secs(10), || async {
+        let claim: Option<String> = redis::cmd("HGET")
+            .arg(&running)
+            .arg(a.id.to_string())
+            .query_async(&mut env.redis().await)
+            .await
+            .unwrap();
+        claim.is_none().then_some(())
+    })
+    .await;
 }
 
 /// `sent` again, as a runner resends an exchange whose answer it lost.

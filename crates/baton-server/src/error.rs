@@ -2,7 +2,7 @@
 //! `{"error": {"code", "message"}}` with a status a client can act on (design.md
 //! invariant 7). A client's mistake is never a 500.
 
-use crate::dispatch::DispatchError;
+use crate::dispatch::{DispatchError, logged};
 use axum::Json;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
@@ -157,38 +157,40 @@ impl From<StoreError> for ApiError {
 /// The hot path's refusals, as the API answers them.
 impl From<DispatchError> for ApiError {
     fn from(e: DispatchError) -> Self {
-        let message = e.to_string();
+        let answer = |status, code, e: &DispatchError| ApiError::new(status, code, e.to_string());
         match e {
+            DispatchError::Store(e) => e.into(),
+            DispatchError::Coord(e) => e.into(),
             DispatchError::Stale { status, .. } => ApiError {
                 task_status: Some(status),
-                ..ApiError::new(StatusCode::CONFLICT, ErrorCode::Conflict, message)
+                ..answer(StatusCode::CONFLICT, ErrorCode::Conflict, &e)
             },
-            DispatchError::Gone => ApiError::not_found(message),
-            DispatchError::SecretsSealed(_) => ApiError::new(
-                StatusCode::FORBIDDEN,
-                ErrorCode::SecretsUnavailable,
-                message,
-            ),
+            DispatchError::Gone => answer(StatusCode::NOT_FOUND, ErrorCode::NotFound, &e),
+            DispatchError::SecretsSealed(_) => {
+                answer(StatusCode::FORBIDDEN, ErrorCode::SecretsUnavailable, &e)
+            }
             DispatchError::Unavailable {
                 presence_recorded, ..
             } => ApiError {
                 presence_recorded,
-                ..ApiError::unavailable(message)
+                ..answer(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable, &e)
             },
-            DispatchError::TooManyParked(_) => ApiError::too_many(message),
-            DispatchError::TooManyQueues(_) => ApiError::new(
+            DispatchError::TooManyParked(_) => answer(
                 StatusCode::TOO_MANY_REQUESTS,
-                ErrorCode::TooManyQueues,
-                message,
+                ErrorCode::TooManyRequests,
+                &e,
             ),
-            DispatchError::TooManyLabelSets(_) => ApiError::new(
+            DispatchError::TooManyQueues(_) => {
+                answer(StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyQueues, &e)
+            }
+            DispatchError::TooManyLabelSets(_) => answer(
                 StatusCode::TOO_MANY_REQUESTS,
                 ErrorCode::TooManyLabelSets,
-                message,
+                &e,
             ),
-            DispatchError::RunnerDeleted => ApiError::unauthorized(message),
-            DispatchError::Store(e) => e.into(),
-            DispatchError::Coord(e) => e.into(),
+            DispatchError::RunnerDeleted => {
+                answer(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, &e)
+            }
         }
     }
 }
@@ -204,16 +206,6 @@ impl From<CoordError> for ApiError {
             ),
         }
     }
-}
-
-/// A store's error, for the client: what failed and an id to find it by in this node's
-/// log, where the store's own words go. They name hosts, users, tables and statements,
-/// which are the operator's to read, not every caller's.
-pub(crate) fn logged(what: &str, detail: &dyn std::fmt::Display) -> String {
-    let id = uuid::Uuid::new_v4().simple().to_string();
-    let id = &id[..12];
-    tracing::warn!(error.id = id, error = %detail, "{what}");
-    format!("{what} (error {id} in the node's log)")
 }
 
 fn body_rejection(e: &BytesRejection) -> ApiError {

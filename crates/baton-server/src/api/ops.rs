@@ -30,9 +30,9 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>,
         return Err(ApiError::unavailable("node is draining"));
     }
     let (redis, postgres) = tokio::join!(state.coord.ping(), state.store.ping());
-    redis.map_err(|e| ApiError::unavailable(crate::error::logged("redis unavailable", &e)))?;
+    redis.map_err(|e| ApiError::unavailable(crate::dispatch::logged("redis unavailable", &e)))?;
     postgres
-        .map_err(|e| ApiError::unavailable(crate::error::logged("postgres unavailable", &e)))?;
+        .map_err(|e| ApiError::unavailable(crate::dispatch::logged("postgres unavailable", &e)))?;
     if !state.identity.is_live() {
         return Err(ApiError::unavailable("node liveness key not refreshed"));
     }

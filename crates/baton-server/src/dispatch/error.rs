@@ -4,7 +4,6 @@
 //! decide something (an item's answer, a heartbeat riding out an outage) matches on the
 //! kind, not on a status code.
 
-use crate::error::logged;
 use baton_client::ItemResult;
 use baton_coord::CoordError;
 use baton_core::TaskStatus;
@@ -60,6 +59,23 @@ pub(crate) enum DispatchError {
 }
 
 impl DispatchError {
+    /// Its kind, in a word, for a trace: what refused the item, a store's outage told
+    /// apart from its failure.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            DispatchError::Stale { .. } => "stale",
+            DispatchError::Gone => "gone",
+            DispatchError::SecretsSealed(_) => "secrets_sealed",
+            DispatchError::Unavailable { .. } => "unavailable",
+            DispatchError::TooManyParked(_) => "too_many_parked",
+            DispatchError::TooManyQueues(_) => "too_many_queues",
+            DispatchError::TooManyLabelSets(_) => "too_many_label_sets",
+            DispatchError::RunnerDeleted => "runner_deleted",
+            DispatchError::Store(_) => "store_refused",
+            DispatchError::Coord(_) => "redis_failed",
+        }
+    }
+
     /// What a runner's item refused so tells the runner to do with it.
     pub(crate) fn item_result(&self) -> ItemResult {
         match self {
@@ -100,4 +116,14 @@ impl From<CoordError> for DispatchError {
             other => DispatchError::Coord(other),
         }
     }
+}
+
+/// A store's error, for the client: what failed and an id to find it by in this node's
+/// log, where the store's own words go. They name hosts, users, tables and statements,
+/// which are the operator's to read, not every caller's.
+pub(crate) fn logged(what: &str, detail: &dyn std::fmt::Display) -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let id = &id[..12];
+    tracing::warn!(error.id = id, error = %detail, "{what}");
+    format!("{what} (error {id} in the node's log)")
 }

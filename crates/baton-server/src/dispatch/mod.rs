@@ -29,4 +29,4 @@ pub(crate) mod submit;
 pub(crate) mod verdicts;
 
 pub(crate) use dispatcher::Dispatcher;
-pub(crate) use error::DispatchError;
+pub(crate) use error::{DispatchError, logged};

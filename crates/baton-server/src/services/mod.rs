@@ -2,7 +2,8 @@
 //! handles it uses, a pass as of a time it is given that returns what it did (tests call
 //! it directly, with the time they choose), and the pauses and wake-ups that call for the
 //! next; one loop ([`run`]) runs them all, the stuck-pass guard with it. [`spawn_all`]
-//! wires them to a node.
+//! wires them to a node, beside the presence writer, which keeps a loop of its own: it
+//! writes once more as the node stops.
 
 mod flow_repair;
 pub mod janitor;

@@ -56,6 +56,11 @@ impl Service for RevocationListener {
         self.interval
     }
 
+    /// Expected while Postgres is away: the cached tokens stand until the next refresh.
+    fn tell_failure(&self, error: &ServiceError) {
+        tracing::debug!(error = %error, "cached runner tokens kept as they were; next refresh");
+    }
+
     /// A revocation is acted on at once, without a pass; a reconnect (`All`) may have
     /// lost some, so every cached runner is read again.
     fn heard(&self, wake: &Wake) -> bool {

@@ -93,8 +93,10 @@ impl Scheduler {
     }
 
     /// A Postgres call of a pass, bounded: one on a link that answers nothing fails as
-    /// Postgres away after the query limit. Only the store's calls are bounded: what
-    /// follows a committed fire (queueing its tasks) is never cut off half done.
+    /// Postgres away after the query limit. Only the store's calls are bounded here, so
+    /// what follows a committed fire (queueing its tasks) is not cut off by a slow query;
+    /// only the loop's limit for a stuck pass (minutes) could, and what it would leave
+    /// (a task committed but not queued) the repair pass queues.
     async fn bounded<T>(
         &self,
         call: impl Future<Output = Result<T, StoreError>>,
@@ -343,11 +345,15 @@ impl Service for Scheduler {
             Passed::Done(_) => match self.until_next_tick().await {
                 Ok(sleep) => sleep,
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in_ms = self.settings.retry.as_millis() as u64, "schedule pass failed");
+                    self.tell_failure(&e);
                     self.settings.retry
                 }
             },
             _ => self.settings.retry,
         }
+    }
+
+    fn tell_failure(&self, error: &ServiceError) {
+        tracing::warn!(error = %error, retry_in_ms = self.settings.retry.as_millis() as u64, "schedule pass failed");
     }
 }

@@ -2,7 +2,8 @@
 //! given, run by one loop ([`run`]) on its pause or when a wake-up calls for it, with
 //! a pass stuck on a call that never answers abandoned rather than stopping the service
 //! for good. A service says only what differs: what a pass does, how long to pause
-//! after it, which wake-ups call for one.
+//! after it, which wake-ups call for one. (The looks a service makes to choose its
+//! pause, `pause_after` and `before_timed_pass`, are its own to bound.)
 
 use super::ServiceError;
 use baton_coord::{ClusterClock, Wake, WakeBus};
@@ -47,7 +48,8 @@ pub trait Service: Send + Sized + 'static {
 
     /// The pause before the next pass, given how this one went and how long it took.
     /// The default keeps the interval's cadence from the passes' starts; a pass that
-    /// overran it is followed by a whole interval, not by a burst.
+    /// overran it is followed by the next at once (and the cadence goes on from there),
+    /// so a slow pass delays the next by no more than its own overrun.
     fn pause_after(
         &mut self,
         passed: &Passed<Self::Report>,
@@ -55,7 +57,7 @@ pub trait Service: Send + Sized + 'static {
     ) -> impl Future<Output = Duration> + Send {
         let _ = passed;
         let interval = self.interval();
-        async move { interval.checked_sub(took).unwrap_or(interval) }
+        async move { interval.saturating_sub(took) }
     }
 
     /// Before a pass that the pause's end called for (no wake-up did): another pause
@@ -76,9 +78,15 @@ pub trait Service: Send + Sized + 'static {
         (self.interval() * 10).max(Duration::from_secs(60))
     }
 
-    /// Logs what a pass did, when it is worth a line; failures are logged by [`run`].
+    /// Logs what a pass did, when it is worth a line.
     fn tell(&self, report: &Self::Report) {
         let _ = report;
+    }
+
+    /// Logs a failed pass: a warning, unless the service says a failure is expected (a
+    /// store away) and not worth one.
+    fn tell_failure(&self, error: &ServiceError) {
+        tracing::warn!(service = Self::NAME, error = %error, "a service pass failed");
     }
 }
 

@@ -10,10 +10,11 @@ use super::starts::{StartCheck, check_start, start_from_row, with_secrets};
 use super::{ChunkKey, ItemKey, RunnerAnswer, RunnerCall, StartAnswer, chunk_key};
 use crate::auth::Runner;
 use crate::queueing::queue_entry;
-use baton_client::{ItemResult, RunningLease};
+use baton_client::RunningLease;
 use baton_coord::{Popped, ReplayKey};
 use baton_core::TaskStatus;
 use baton_store::{Done, Fence, LogAppend, Started, StoreError, TaskRecord, Work};
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
@@ -235,8 +236,7 @@ pub(super) async fn pass(
             Item::Start(key) => start_answers.get(key).and_then(|r| r.as_ref().err()),
             Item::Completion(key) => completions.get(key).and_then(|r| r.as_ref().err()),
         };
-        let result = refused.map_or(ItemResult::Done, DispatchError::item_result);
-        span.record("result", result.as_str());
+        span.record("result", refused.map_or("done", DispatchError::kind));
     }
     drop(spans);
     // A run whose completion this same exchange carries is over, and the runner hears
@@ -324,11 +324,32 @@ impl WriteKeys {
         finishes: Vec<Result<TaskRecord, StoreError>>,
     ) -> Written {
         Written {
-            starts: self.starts.into_iter().zip(starts).collect(),
-            logs: self.logs.into_iter().zip(logs).collect(),
-            finishes: self.finishes.into_iter().zip(finishes).collect(),
+            starts: by_key(self.starts.into_iter().zip(starts)),
+            logs: by_key(self.logs.into_iter().zip(logs)),
+            finishes: by_key(self.finishes.into_iter().zip(finishes)),
         }
     }
+}
+
+/// Results by their item's key. An item sent twice in one call is answered by what took
+/// effect: the first success, else the last refusal (a runner reporting two ends of one
+/// run has the first recorded, and its claim dropped with it).
+fn by_key<K: Eq + std::hash::Hash, T>(
+    results: impl Iterator<Item = (K, Result<T, StoreError>)>,
+) -> HashMap<K, Result<T, StoreError>> {
+    let mut by_key: HashMap<K, Result<T, StoreError>> = HashMap::new();
+    for (key, result) in results {
+        match by_key.entry(key) {
+            Entry::Occupied(mut kept) if kept.get().is_err() => {
+                *kept.get_mut() = result;
+            }
+            Entry::Occupied(_) => {}
+            Entry::Vacant(slot) => {
+                slot.insert(result);
+            }
+        }
+    }
+    by_key
 }
 
 /// Reports of a lease the runner holds but has not started: Postgres does not know the
