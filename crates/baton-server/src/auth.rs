@@ -270,6 +270,19 @@ impl TokenCache {
     }
 }
 
+/// Deletes a runner, whoever asks (an operator, or an ephemeral runner leaving after its
+/// task): its row, its token on every node, and the news of it. Its next request gets
+/// 401; the reconciler requeues its unstarted tasks and ends its running ones.
+pub(crate) async fn delete_runner(state: &AppState, id: Uuid) -> Result<(), StoreError> {
+    state.store.runner_delete(id, state.clock.now()).await?;
+    revoke_everywhere(state, id).await;
+    state
+        .events
+        .runner(crate::events::RunnerChange::Deleted, id)
+        .await;
+    Ok(())
+}
+
 /// A runner was deleted, paused or resumed: this node forgets its cached token at once,
 /// and every other node when the announcement reaches it through Redis (their parked
 /// leases of it answer then). When Redis cannot take the announcement now, it is sent

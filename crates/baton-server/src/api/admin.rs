@@ -77,10 +77,6 @@ pub(super) async fn runners(
 }
 
 /// Every node forgets the runner's cached token: its next request reads the row again.
-async fn forget_runner(state: &AppState, id: Uuid) {
-    crate::auth::revoke_everywhere(state, id).await;
-}
-
 /// Deletes a runner: its next request gets 401 and the agent exits; the reconciler
 /// requeues its unstarted tasks and ends its running ones.
 #[utoipa::path(delete, path = "/v1/runners/{id}", tag = "admin", security(("bearer" = [])),
@@ -93,14 +89,10 @@ pub(super) async fn runner_delete(
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<StatusCode, ApiError> {
     user.require_admin()?;
-    state
-        .store
-        .runner_delete(id, state.clock.now())
+    crate::auth::delete_runner(&state, id)
         .await
         .map_err(not_found("runner"))?;
-    forget_runner(&state, id).await;
     tracing::info!(runner.id = %id, "runner deleted");
-    state.events.runner(RunnerChange::Deleted, id).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -116,7 +108,7 @@ async fn set_paused(
         .runner_set_paused(id, paused)
         .await
         .map_err(not_found("runner"))?;
-    forget_runner(&state, id).await;
+    crate::auth::revoke_everywhere(&state, id).await;
     // A paused runner's parked lease answers now; a resumed one looks for work at once.
     let _ = state.coord.publish(&Wake::Runner(id)).await;
     tracing::info!(runner.id = %id, paused, "runner paused or resumed");

@@ -368,13 +368,8 @@ pub(super) async fn unregister(
     State(state): State<AppState>,
     runner: Runner,
 ) -> Result<StatusCode, ApiError> {
-    state
-        .store
-        .runner_delete(runner.id, state.clock.now())
-        .await?;
-    crate::auth::revoke_everywhere(&state, runner.id).await;
+    crate::auth::delete_runner(&state, runner.id).await?;
     tracing::info!(runner.id = %runner.id, "runner unregistered itself");
-    state.events.runner(RunnerChange::Deleted, runner.id).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
