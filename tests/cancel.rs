@@ -20,6 +20,16 @@ fn simple(labels: &[&str]) -> SubmitTask {
     }
 }
 
+/// The task `runner` (boot `BOOT`) leases when it asks for one, there being one for it.
+async fn lease_one(runner: &baton_client::Client) -> baton_client::LeasedTask {
+    runner
+        .lease(&lease_now(BOOT, 1))
+        .await
+        .unwrap()
+        .tasks
+        .remove(0)
+}
+
 fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
@@ -41,12 +51,7 @@ async fn tasks_that_have_not_started_are_cancelled_at_once() {
         .unwrap();
     let (queued, _) = user.submit(&simple(&["nobody"])).await.unwrap();
     let (leased, _) = user.submit(&simple(&["x"])).await.unwrap();
-    let lease = runner
-        .lease(&lease_now(BOOT, 1))
-        .await
-        .unwrap()
-        .tasks
-        .remove(0);
+    let lease = lease_one(&runner).await;
     assert_eq!(lease.id, leased.id);
 
     for t in [&scheduled, &queued, &leased] {
@@ -160,11 +165,8 @@ async fn a_running_task_is_stopped_by_its_runner_and_reported_cancelled() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_result_that_arrives_while_cancelling_stands_as_reported() {
-    let env = TestEnv::new("cancel-race").await;
-    let node = env.node_with(&FAST_HA).await;
-    let user = user_client(&node.url);
-    let (_, runner) = register_runner(&node.url, &[], 1).await;
-    let (task, lease) = started_then_cancelled(&user, &runner).await;
+    let run = a_cancelling_run("cancel-race", &FAST_HA).await;
+    let (runner, task, lease) = (&run.runner, run.task, run.lease);
     let beat = runner
         .heartbeat(&heartbeat_of(BOOT, task, lease))
         .await
@@ -195,11 +197,24 @@ async fn a_result_that_arrives_while_cancelling_stands_as_reported() {
     );
 }
 
-/// A leased and started task of `runner` (boot `BOOT`), then cancelled: `cancelling`.
-async fn started_then_cancelled(
-    user: &baton_client::Client,
-    runner: &baton_client::Client,
-) -> (Uuid, Uuid) {
+/// A node started with `node_args` and one runner (boot `BOOT`), and a task of that
+/// runner leased, started, then cancelled: `cancelling`.
+struct CancellingRun {
+    user: baton_client::Client,
+    runner: baton_client::Client,
+    task: Uuid,
+    lease: Uuid,
+    // Held for the test's length; the node is declared first so that it stops before its
+    // environment goes.
+    _node: NodeProc,
+    _env: TestEnv,
+}
+
+async fn a_cancelling_run(name: &str, node_args: &[&str]) -> CancellingRun {
+    let env = TestEnv::new(name).await;
+    let node = env.node_with(node_args).await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
     let (t, _) = user
         .submit(&SubmitTask {
             max_attempts: Some(3),
@@ -207,27 +222,26 @@ async fn started_then_cancelled(
         })
         .await
         .unwrap();
-    let lease = runner
-        .lease(&lease_now(BOOT, 1))
-        .await
-        .unwrap()
-        .tasks
-        .remove(0);
+    let lease = lease_one(&runner).await;
     runner.start(t.id, lease.lease_id).await.unwrap();
     assert_eq!(
         user.task_cancel(t.id).await.unwrap().status,
         TaskStatus::Cancelling
     );
-    (t.id, lease.lease_id)
+    CancellingRun {
+        user,
+        runner,
+        task: t.id,
+        lease: lease.lease_id,
+        _node: node,
+        _env: env,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_start_resent_after_a_cancel_took_effect_and_the_cancel_still_ends_it() {
-    let env = TestEnv::new("cancel-start-resent").await;
-    let node = env.node_with(&FAST_HA).await;
-    let user = user_client(&node.url);
-    let (_, runner) = register_runner(&node.url, &[], 1).await;
-    let (task, lease) = started_then_cancelled(&user, &runner).await;
+    let run = a_cancelling_run("cancel-start-resent", &FAST_HA).await;
+    let (runner, task, lease) = (&run.runner, run.task, run.lease);
 
     // The start's answer was lost; the runner sends it again.
     let again = runner
@@ -251,13 +265,10 @@ async fn a_start_resent_after_a_cancel_took_effect_and_the_cancel_still_ends_it(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cancelling_run_its_runner_forgot_ends_cancelled_not_failed() {
-    let env = TestEnv::new("cancel-forgotten").await;
     let mut args = FAST_HA.to_vec();
     args.extend(["--forgotten-run-after-s", "1"]);
-    let node = env.node_with(&args).await;
-    let user = user_client(&node.url);
-    let (_, runner) = register_runner(&node.url, &[], 1).await;
-    let (task, _) = started_then_cancelled(&user, &runner).await;
+    let run = a_cancelling_run("cancel-forgotten", &args).await;
+    let (user, runner, task) = (&run.user, &run.runner, run.task);
 
     // The runner's heartbeats no longer list the run: it forgot it (restarted its
     // process table, say). The server ends it — as the cancel the user asked for.

@@ -520,62 +520,30 @@ async fn holding_a_lease_in(env: &TestEnv, key: &str) -> i64 {
     .unwrap()
 }
 
-/// The second runner (boot `boot`) asks for two tasks; what it got, and how many tasks
-/// of group `g` then hold a lease.
-async fn ask_and_count_held(
-    env: &TestEnv,
-    second: &Client,
-    boot: Uuid,
-) -> (baton_client::ExchangeAnswer, i64) {
-    let again = second
-        .exchange(&exchange_starting(boot, 2, 0))
-        .await
-        .unwrap();
-    (again, holding_a_lease_in(env, "g").await)
-}
-
-/// Ends the run (task, lease) on the first runner (client, boot) with success, then asks
-/// on the second until a task is handed out; which one.
-async fn end_and_hand_out_next(
-    (first, boot_1, task, lease): (&Client, Uuid, Uuid, Uuid),
-    (second, boot_2): (&Client, Uuid),
-) -> Uuid {
-    let done = first
-        .exchange(&baton_client::Exchange {
-            completions: vec![baton_client::CompletionItem::succeeded(task, lease)],
-            ..exchange_starting(boot_1, 0, 0)
-        })
-        .await
-        .unwrap();
-    assert_eq!(done.completions[0].result, baton_client::ItemResult::Done);
-    wait_for(
-        "the waiting task to be handed out",
-        Duration::from_secs(10),
-        || async {
-            let got = second
-                .exchange(&exchange_starting(boot_2, 1, 0))
-                .await
-                .unwrap();
-            got.tasks.first().map(|t| t.id)
-        },
-    )
-    .await
-}
-
 /// Task `a` of group `g` started on the first of two runners, on a node whose repair
-/// pass runs every `repair_interval_ms`; `same_group` submits another of the group.
+/// pass runs every `repair_interval_ms`, and the tasks of the group submitted after it.
 struct GroupRun {
+    /// Kept so the node lives as long as the test; first, so it stops before its
+    /// environment goes.
+    _node: support::procs::NodeProc,
     env: TestEnv,
-    node: support::procs::NodeProc,
     user: Client,
     first: (Client, Uuid),
     second: (Client, Uuid),
-    same_group: SubmitTask,
     a: Task,
     lease_a: Uuid,
+    /// The tasks of the group submitted once `a` started, in order.
+    behind: Vec<Task>,
 }
 
-async fn a_run_of_group_g(name: &str, limit: i64, repair_interval_ms: &str) -> GroupRun {
+/// [`GroupRun`] with `behind` more tasks of the group (limit `limit`) submitted behind
+/// the run.
+async fn a_run_of_group_g(
+    name: &str,
+    limit: i64,
+    repair_interval_ms: &str,
+    behind: usize,
+) -> GroupRun {
     let env = TestEnv::new(name).await;
     let node = env
         .node_with(&["--repair-interval-ms", repair_interval_ms])
@@ -600,15 +568,68 @@ async fn a_run_of_group_g(name: &str, limit: i64, repair_interval_ms: &str) -> G
         vec![a.id]
     );
     let lease_a = got.tasks[0].lease_id;
+    let mut waiting = Vec::with_capacity(behind);
+    for _ in 0..behind {
+        waiting.push(user.submit(&same_group).await.unwrap().0);
+    }
     GroupRun {
+        _node: node,
         env,
-        node,
         user,
         first: (first, boot_1),
         second: (second, boot_2),
-        same_group,
         a,
         lease_a,
+        behind: waiting,
+    }
+}
+
+impl GroupRun {
+    /// The run's lease lost as a Redis failover loses it ([`lose_the_lease_of`]): the
+    /// queue its entry is back in.
+    async fn lose_its_lease(&self) -> String {
+        let run = self.user.task_get(self.a.id).await.unwrap();
+        lose_the_lease_of(&self.env, &run, "g").await
+    }
+
+    /// The second runner asks for two tasks; what it got, and how many tasks of group `g`
+    /// then hold a lease.
+    async fn second_asks(&self) -> (baton_client::ExchangeAnswer, i64) {
+        let (second, boot) = &self.second;
+        let again = second
+            .exchange(&exchange_starting(*boot, 2, 0))
+            .await
+            .unwrap();
+        (again, holding_a_lease_in(&self.env, "g").await)
+    }
+
+    /// Ends the run on the first runner with success, then asks on the second until a
+    /// task is handed out; which one.
+    async fn end_it_and_hand_out_next(&self) -> Uuid {
+        let ((first, boot_1), (second, boot_2)) = (&self.first, &self.second);
+        let done = first
+            .exchange(&baton_client::Exchange {
+                completions: vec![baton_client::CompletionItem::succeeded(
+                    self.a.id,
+                    self.lease_a,
+                )],
+                ..exchange_starting(*boot_1, 0, 0)
+            })
+            .await
+            .unwrap();
+        assert_eq!(done.completions[0].result, baton_client::ItemResult::Done);
+        wait_for(
+            "the waiting task to be handed out",
+            Duration::from_secs(10),
+            || async {
+                let got = second
+                    .exchange(&exchange_starting(*boot_2, 1, 0))
+                    .await
+                    .unwrap();
+                got.tasks.first().map(|t| t.id)
+            },
+        )
+        .await
     }
 }
 
@@ -619,21 +640,12 @@ async fn a_run_of_group_g(name: &str, limit: i64, repair_interval_ms: &str) -> G
 /// pop made becomes the run's, with its slot, and the next task waits for the first to end.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
-    let GroupRun {
-        env,
-        user,
-        first: (first, boot_1),
-        second: (second, boot_2),
-        same_group: mutex,
-        a,
-        lease_a,
-        node: _node,
-    } = a_run_of_group_g("flow-lost-claim", 1, "3600000").await;
-    let (b, _) = user.submit(&mutex).await.unwrap();
+    let run = a_run_of_group_g("flow-lost-claim", 1, "3600000", 1).await;
 
-    lose_the_lease_of(&env, &user.task_get(a.id).await.unwrap(), "g").await;
+    run.lose_its_lease().await;
+    let (second, boot_2) = &run.second;
     let got = second
-        .exchange(&exchange_starting(boot_2, 2, 0))
+        .exchange(&exchange_starting(*boot_2, 2, 0))
         .await
         .unwrap();
     assert!(
@@ -642,19 +654,19 @@ async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
     );
     // The pass settles the popped claim after its answer: wait until it is gone (before)
     // or under the run's lease (now).
-    let coord = coord_of(&env);
+    let coord = coord_of(&run.env);
     let claim = wait_for(
         "the popped claim to settle",
         Duration::from_secs(10),
         || async {
-            match coord.claim_get(a.id).await.unwrap() {
-                Some(c) if c.lease_id != lease_a => None,
+            match coord.claim_get(run.a.id).await.unwrap() {
+                Some(c) if c.lease_id != run.lease_a => None,
                 settled => Some(settled),
             }
         },
     )
     .await;
-    let (again, held) = ask_and_count_held(&env, &second, boot_2).await;
+    let (again, held) = run.second_asks().await;
     assert_eq!(held, 1, "group g (limit 1) runs {held} at once: {again:?}");
     assert!(
         claim.is_some_and(|c| c.runner.is_some()),
@@ -662,8 +674,8 @@ async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
     );
 
     // When the first ends, the second gets its turn.
-    let next = end_and_hand_out_next((&first, boot_1, a.id, lease_a), (&second, boot_2)).await;
-    assert_eq!(next, b.id);
+    let next = run.end_it_and_hand_out_next().await;
+    assert_eq!(next, run.behind[0].id);
 }
 
 /// A Redis failover loses a run's lease and leaves a task of its group (limit 1) in the
@@ -674,35 +686,28 @@ async fn a_claim_lost_in_a_redis_failover_keeps_its_group_slot() {
 /// under its lease, slot and all, and the task waits for the run to end.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_a_failover_put_ahead_of_its_groups_run_waits_for_it() {
-    let GroupRun {
-        env,
-        user,
-        first: (first, boot_1),
-        second: (second, boot_2),
-        same_group: mutex,
-        a,
-        lease_a,
-        node: _node,
-    } = a_run_of_group_g("flow-ahead-of-lost", 1, "3600000").await;
-    let (b, _) = user.submit(&mutex).await.unwrap();
+    let run = a_run_of_group_g("flow-ahead-of-lost", 1, "3600000", 1).await;
+    let b = &run.behind[0];
 
-    lose_the_lease_of(&env, &user.task_get(a.id).await.unwrap(), "g").await;
-    put_ahead(&env, &user.task_get(b.id).await.unwrap(), "g").await;
-    let (again, held) = ask_and_count_held(&env, &second, boot_2).await;
+    run.lose_its_lease().await;
+    put_ahead(&run.env, &run.user.task_get(b.id).await.unwrap(), "g").await;
+    let (again, held) = run.second_asks().await;
     assert_eq!(held, 1, "group g (limit 1) runs {held} at once: {again:?}");
-    let coord = coord_of(&env);
+    let coord = coord_of(&run.env);
     wait_for(
         "the run to be claimed again under its lease",
         Duration::from_secs(10),
         || async {
-            let claim = coord.claim_get(a.id).await.unwrap();
-            claim.is_some_and(|c| c.lease_id == lease_a).then_some(())
+            let claim = coord.claim_get(run.a.id).await.unwrap();
+            claim
+                .is_some_and(|c| c.lease_id == run.lease_a)
+                .then_some(())
         },
     )
     .await;
 
     // When the run ends, the task gets its turn.
-    let next = end_and_hand_out_next((&first, boot_1, a.id, lease_a), (&second, boot_2)).await;
+    let next = run.end_it_and_hand_out_next().await;
     assert_eq!(next, b.id);
 }
 
@@ -714,23 +719,13 @@ async fn a_task_a_failover_put_ahead_of_its_groups_run_waits_for_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn two_tasks_a_failover_put_ahead_of_a_run_take_its_groups_one_free_place() {
     // The first runner keeps the run; only the second asks again.
-    let GroupRun {
-        env,
-        node: _node,
-        user,
-        second: (second, boot_2),
-        same_group: pair,
-        a,
-        ..
-    } = a_run_of_group_g("flow-two-ahead-of-lost", 2, "3600000").await;
-    let (b, _) = user.submit(&pair).await.unwrap();
-    let (c, _) = user.submit(&pair).await.unwrap();
+    let run = a_run_of_group_g("flow-two-ahead-of-lost", 2, "3600000", 2).await;
 
-    lose_the_lease_of(&env, &user.task_get(a.id).await.unwrap(), "g").await;
-    for task in [b.id, c.id] {
-        put_ahead(&env, &user.task_get(task).await.unwrap(), "g").await;
+    run.lose_its_lease().await;
+    for task in &run.behind {
+        put_ahead(&run.env, &run.user.task_get(task.id).await.unwrap(), "g").await;
     }
-    let (again, held) = ask_and_count_held(&env, &second, boot_2).await;
+    let (again, held) = run.second_asks().await;
     assert_eq!(held, 2, "group g (limit 2) runs {held} at once: {again:?}");
     assert_eq!(
         again.tasks.len(),
@@ -752,45 +747,38 @@ async fn two_tasks_a_failover_put_ahead_of_a_run_take_its_groups_one_free_place(
 #[tokio::test(flavor = "multi_thread")]
 async fn the_repair_pass_claims_a_run_a_failover_put_back_in_its_queue() {
     const LOSSES: usize = 60;
-    let GroupRun {
-        env,
-        user,
-        first: (first, boot_1),
-        second: (second, boot_2),
-        same_group: mutex,
-        a,
-        lease_a,
-        node: _node,
-    } = a_run_of_group_g("flow-repair-lost-claim", 1, "10").await;
-    let (b, _) = user.submit(&mutex).await.unwrap();
+    let run = a_run_of_group_g("flow-repair-lost-claim", 1, "10", 1).await;
 
-    let coord = coord_of(&env);
+    let coord = coord_of(&run.env);
     for loss in 1..=LOSSES {
-        let queue = lose_the_lease_of(&env, &user.task_get(a.id).await.unwrap(), "g").await;
+        let queue = run.lose_its_lease().await;
         wait_for(
             "a repair pass to take the run's entry out of its queue",
             Duration::from_secs(10),
             || async {
-                let missing = coord.queue_missing(&[(a.id, queue.clone())]).await.unwrap();
+                let missing = coord
+                    .queue_missing(&[(run.a.id, queue.clone())])
+                    .await
+                    .unwrap();
                 (!missing.is_empty()).then_some(())
             },
         )
         .await;
-        let (again, held) = ask_and_count_held(&env, &second, boot_2).await;
+        let (again, held) = run.second_asks().await;
         assert_eq!(
             held, 1,
             "loss {loss}: group g (limit 1) runs {held} at once: {again:?}"
         );
-        let claim = coord.claim_get(a.id).await.unwrap();
+        let claim = coord.claim_get(run.a.id).await.unwrap();
         assert!(
-            claim.is_some_and(|c| c.lease_id == lease_a),
+            claim.is_some_and(|c| c.lease_id == run.lease_a),
             "loss {loss}: the run is claimed under its lease"
         );
     }
 
     // When the first ends, the second gets its turn.
-    let next = end_and_hand_out_next((&first, boot_1, a.id, lease_a), (&second, boot_2)).await;
-    assert_eq!(next, b.id);
+    let next = run.end_it_and_hand_out_next().await;
+    assert_eq!(next, run.behind[0].id);
 }
 
 /// A pause whose Redis copy a failover lost: the lease script sees the queue open and

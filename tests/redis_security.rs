@@ -23,10 +23,14 @@ const SENTINEL_PASSWORD: &str = "pw-81d2-for-the-sentinel";
 const MONITOR_USER: &str = "monitor";
 const MONITOR_PASSWORD: &str = "pw-0b7e-for-monitoring";
 
-/// Redis processes, killed when the test ends however it ends.
+/// Redis processes, killed when the test ends however it ends, and the TLS they speak.
 struct Servers {
     children: Vec<Child>,
     dir: PathBuf,
+    /// The test's CA, which nodes are told to trust.
+    ca: TestCa,
+    /// The certificate, signed by `ca`, every server presents.
+    cert: ServerCert,
 }
 
 impl Servers {
@@ -34,9 +38,13 @@ impl Servers {
         let dir =
             std::env::temp_dir().join(format!("baton-{name}-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
+        let ca = TestCa::new(&dir, "ca");
+        let cert = ca.server_cert("redis");
         Servers {
             children: Vec::new(),
             dir,
+            ca,
+            cert,
         }
     }
 
@@ -75,16 +83,17 @@ fn settings(pairs: &[(&str, &str)]) -> Vec<String> {
         .collect()
 }
 
-/// A server taking TLS on `port` only, presenting `cert`, clients not asked for one.
-fn tls_only(port: u16, cert: &ServerCert, ca: &TestCa, dir: &Path) -> Vec<String> {
+/// A server taking TLS on `port` only, presenting the certificate of `servers`, clients
+/// not asked for one; its data in `dir`.
+fn tls_only(servers: &Servers, port: u16, dir: &Path) -> Vec<String> {
     let path = |p: &Path| p.display().to_string();
     settings(&[
         ("--port", "0"),
         ("--tls-port", &port.to_string()),
         ("--bind", "127.0.0.1"),
-        ("--tls-cert-file", &path(&cert.cert)),
-        ("--tls-key-file", &path(&cert.key)),
-        ("--tls-ca-cert-file", &path(&ca.cert)),
+        ("--tls-cert-file", &path(&servers.cert.cert)),
+        ("--tls-key-file", &path(&servers.cert.key)),
+        ("--tls-ca-cert-file", &path(&servers.ca.cert)),
         ("--tls-auth-clients", "no"),
         ("--save", ""),
         ("--appendonly", "no"),
@@ -135,13 +144,13 @@ fn owned(vars: &[(&str, &str)]) -> Vec<(String, String)> {
 
 /// A Redis that speaks TLS only, with the test's user alone: its port, and its URL with
 /// that user's credentials.
-async fn tls_server_of_one_user(servers: &mut Servers, ca: &TestCa) -> (u16, String) {
+async fn tls_server_of_one_user(servers: &mut Servers) -> (u16, String) {
     let port = free_port();
-    let mut server = tls_only(port, &ca.server_cert("redis"), ca, &servers.dir);
+    let mut server = tls_only(servers, port, &servers.dir);
     server.extend(only_users(&[(USER, PASSWORD)]));
     servers.spawn("redis", &server);
     let url = format!("rediss://{USER}:{PASSWORD}@127.0.0.1:{port}");
-    wait_answers("the TLS redis to answer", &url, ca).await;
+    wait_answers("the TLS redis to answer", &url, &servers.ca).await;
     (port, url)
 }
 
@@ -181,11 +190,10 @@ async fn refused(node: &NodeProc, why: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_reaches_one_server_over_tls_as_an_acl_user() {
     let mut servers = Servers::new("redis-tls");
-    let ca = TestCa::new(&servers.dir, "ca");
-    let (port, url) = tls_server_of_one_user(&mut servers, &ca).await;
+    let (port, url) = tls_server_of_one_user(&mut servers).await;
 
     let env = TestEnv::with_servers("redis-tls", &admin_database_url(), &url).await;
-    let ca_file = ca.cert.display().to_string();
+    let ca_file = servers.ca.cert.display().to_string();
     // The user in the URL...
     let in_url = env.node_with(&["--redis-ca-file", &ca_file]).await;
     // ...or in settings of their own, the password from the environment.
@@ -210,13 +218,12 @@ async fn a_node_reaches_one_server_over_tls_as_an_acl_user() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_refuses_a_server_it_cannot_trust_or_log_in_to() {
     let mut servers = Servers::new("redis-refused");
-    let ca = TestCa::new(&servers.dir, "ca");
     let stranger = TestCa::new(&servers.dir, "stranger");
-    let (port, url) = tls_server_of_one_user(&mut servers, &ca).await;
+    let (port, url) = tls_server_of_one_user(&mut servers).await;
     let env = TestEnv::with_servers("redis-refused", &admin_database_url(), &url).await;
 
     let wrong_password = format!("rediss://{USER}:not-{PASSWORD}@127.0.0.1:{port}");
-    let ca_file = ca.cert.display().to_string();
+    let ca_file = servers.ca.cert.display().to_string();
     let node = NodeProc::start_unready(
         &env,
         &["--redis-url", &wrong_password, "--redis-ca-file", &ca_file],
@@ -238,10 +245,8 @@ async fn a_node_refuses_a_server_it_cannot_trust_or_log_in_to() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_finds_the_master_through_a_sentinel_each_with_its_own_user() {
     let mut servers = Servers::new("redis-sentinel-tls");
-    let ca = TestCa::new(&servers.dir, "ca");
-    let cert = ca.server_cert("redis");
     let (master, sentinel) = (free_port(), free_port());
-    let mut server = tls_only(master, &cert, &ca, &servers.dir);
+    let mut server = tls_only(&servers, master, &servers.dir);
     server.extend(only_users(&[
         (USER, PASSWORD),
         (MONITOR_USER, MONITOR_PASSWORD),
@@ -262,9 +267,9 @@ async fn a_node_finds_the_master_through_a_sentinel_each_with_its_own_user() {
              sentinel auth-pass mymaster {MONITOR_PASSWORD}\n\
              sentinel down-after-milliseconds mymaster 5000\n",
             dir = servers.dir.display(),
-            cert = cert.cert.display(),
-            key = cert.key.display(),
-            ca = ca.cert.display(),
+            cert = servers.cert.cert.display(),
+            key = servers.cert.key.display(),
+            ca = servers.ca.cert.display(),
         ),
     )
     .unwrap();
@@ -274,12 +279,12 @@ async fn a_node_finds_the_master_through_a_sentinel_each_with_its_own_user() {
     );
     let master_url = format!("rediss://{USER}:{PASSWORD}@127.0.0.1:{master}");
     let sentinel_url = format!("rediss://{SENTINEL_USER}:{SENTINEL_PASSWORD}@127.0.0.1:{sentinel}");
-    wait_answers("the master to answer", &master_url, &ca).await;
-    wait_answers("the sentinel to answer", &sentinel_url, &ca).await;
+    wait_answers("the master to answer", &master_url, &servers.ca).await;
+    wait_answers("the sentinel to answer", &sentinel_url, &servers.ca).await;
 
     let env = TestEnv::with_servers("redis-sentinel-tls", &admin_database_url(), &master_url).await;
     let (ca_file, address) = (
-        ca.cert.display().to_string(),
+        servers.ca.cert.display().to_string(),
         format!("127.0.0.1:{sentinel}"),
     );
     // Every user and password in a setting of its own...
@@ -303,16 +308,17 @@ async fn a_node_finds_the_master_through_a_sentinel_each_with_its_own_user() {
     )
     .await;
     // ...or the sentinel's in its URL, whose `rediss://` asks for TLS everywhere.
+    let sentinel_in_url: [&str; 6] = [
+        "--redis-sentinel",
+        &sentinel_url,
+        "--redis-sentinel-master",
+        "mymaster",
+        "--redis-ca-file",
+        &ca_file,
+    ];
     let in_url = NodeProc::start_with_env(
         &env,
-        &[
-            "--redis-sentinel",
-            &sentinel_url,
-            "--redis-sentinel-master",
-            "mymaster",
-            "--redis-ca-file",
-            &ca_file,
-        ],
+        &sentinel_in_url,
         &owned(&[
             ("BATON_REDIS_USERNAME", USER),
             ("BATON_REDIS_PASSWORD", PASSWORD),
@@ -322,19 +328,7 @@ async fn a_node_finds_the_master_through_a_sentinel_each_with_its_own_user() {
     a_task_runs(&env, &in_settings, &in_url).await;
 
     // The sentinel's user is not the master's: without the master's own, no master.
-    let sentinel_only = NodeProc::start_unready(
-        &env,
-        &[
-            "--redis-sentinel",
-            &sentinel_url,
-            "--redis-sentinel-master",
-            "mymaster",
-            "--redis-ca-file",
-            &ca_file,
-        ],
-        &[],
-    )
-    .await;
+    let sentinel_only = NodeProc::start_unready(&env, &sentinel_in_url, &[]).await;
     refused(&sentinel_only, "NOAUTH").await;
     no_password_in(&[&in_settings, &in_url, &sentinel_only]);
 }
@@ -343,8 +337,6 @@ async fn a_node_finds_the_master_through_a_sentinel_each_with_its_own_user() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_reaches_a_cluster_over_tls_as_an_acl_user() {
     let mut servers = Servers::new("redis-cluster-tls");
-    let ca = TestCa::new(&servers.dir, "ca");
-    let cert = ca.server_cert("redis");
     let mut ports = Vec::new();
     while ports.len() < 3 {
         // A cluster node also listens on its port + 10000 (the cluster bus).
@@ -356,7 +348,7 @@ async fn a_node_reaches_a_cluster_over_tls_as_an_acl_user() {
     for &port in &ports {
         let dir = servers.dir.join(port.to_string());
         std::fs::create_dir_all(&dir).unwrap();
-        let mut server = tls_only(port, &cert, &ca, &dir);
+        let mut server = tls_only(&servers, port, &dir);
         // The cluster bus and replication over TLS too.
         server.extend(settings(&[
             ("--cluster-enabled", "yes"),
@@ -368,11 +360,11 @@ async fn a_node_reaches_a_cluster_over_tls_as_an_acl_user() {
         server.extend(only_users(&[(USER, PASSWORD)]));
         servers.spawn(&format!("node-{port}"), &server);
         let url = format!("rediss://{USER}:{PASSWORD}@127.0.0.1:{port}");
-        wait_answers("a cluster node to answer", &url, &ca).await;
+        wait_answers("a cluster node to answer", &url, &servers.ca).await;
     }
     let create = Command::new("redis-cli")
         .args(["--tls", "--cacert"])
-        .arg(&ca.cert)
+        .arg(&servers.ca.cert)
         .args(["--user", USER, "--pass", PASSWORD, "--no-auth-warning"])
         .args(["--cluster", "create"])
         .args(ports.iter().map(|p| format!("127.0.0.1:{p}")))
@@ -391,7 +383,7 @@ async fn a_node_reaches_a_cluster_over_tls_as_an_acl_user() {
             "the cluster to be whole",
             Duration::from_secs(20),
             || async {
-                let mut conn = connect(&url, &ca).await?;
+                let mut conn = connect(&url, &servers.ca).await?;
                 let info: String = redis::cmd("CLUSTER")
                     .arg("INFO")
                     .query_async(&mut conn)
@@ -409,7 +401,7 @@ async fn a_node_reaches_a_cluster_over_tls_as_an_acl_user() {
         "rediss+cluster://{USER}:{PASSWORD}@127.0.0.1:{},127.0.0.1:{}",
         ports[0], ports[1]
     );
-    let ca_file = ca.cert.display().to_string();
+    let ca_file = servers.ca.cert.display().to_string();
     let node = env
         .node_with(&["--redis-url", &cluster_url, "--redis-ca-file", &ca_file])
         .await;

@@ -3,7 +3,7 @@
 
 use super::connect::{ClientArgs, print_json};
 use baton_client::{CreateRegistrationToken, CreateToken, Scope};
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use std::io::Write;
 use std::process::ExitCode;
 use uuid::Uuid;
@@ -16,27 +16,32 @@ pub enum RunnersCommand {
         client: ClientArgs,
     },
     /// Stop a runner leasing new tasks; what it runs carries on.
-    Pause {
-        /// The runner's id.
-        id: Uuid,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Pause(RunnerIdArgs),
     /// Let a paused runner lease again.
-    Resume {
-        /// The runner's id.
-        id: Uuid,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Resume(RunnerIdArgs),
     /// Delete a runner: its token stops working and its running tasks are ended as lost
     /// (and retried if they may) once it is surely gone.
-    Delete {
-        /// The runner's id.
-        id: Uuid,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Delete(RunnerIdArgs),
+}
+
+// What each command on one runner takes, so its id is asked and described the same way
+// in each. (No doc comment: it would stand for the commands' own in their help.)
+#[derive(Debug, Args)]
+pub struct RunnerIdArgs {
+    /// The runner's id.
+    id: Uuid,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+// What revoking takes, the same for an API token and a registration token. (No doc
+// comment: it would stand for the commands' own in their help.)
+#[derive(Debug, Args)]
+pub struct TokenIdArgs {
+    /// The token's id (from the list; never its secret).
+    id: Uuid,
+    #[command(flatten)]
+    client: ClientArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -70,12 +75,7 @@ pub enum TokenCommand {
         client: ClientArgs,
     },
     /// Revoke an API token: refused on its next request, on every node.
-    Revoke {
-        /// The token's id (from the list; never its secret).
-        id: Uuid,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Revoke(TokenIdArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -108,12 +108,7 @@ pub enum RegistrationTokenCommand {
         client: ClientArgs,
     },
     /// Revoke a registration token: no runner registers with it any more.
-    Revoke {
-        /// The token's id (from the list; never its secret).
-        id: Uuid,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Revoke(TokenIdArgs),
 }
 
 fn parse_scope(s: &str) -> Result<Scope, String> {
@@ -145,13 +140,13 @@ pub async fn runners(cmd: RunnersCommand) -> anyhow::Result<ExitCode> {
                 )?;
             }
         }
-        RunnersCommand::Pause { id, client } => {
+        RunnersCommand::Pause(RunnerIdArgs { id, client }) => {
             print_json(&client.client()?.runner_pause(id, true).await?)?;
         }
-        RunnersCommand::Resume { id, client } => {
+        RunnersCommand::Resume(RunnerIdArgs { id, client }) => {
             print_json(&client.client()?.runner_pause(id, false).await?)?;
         }
-        RunnersCommand::Delete { id, client } => {
+        RunnersCommand::Delete(RunnerIdArgs { id, client }) => {
             client.client()?.runner_delete(id).await?;
             eprintln!("runner {id} deleted");
         }
@@ -184,7 +179,7 @@ pub async fn tokens(cmd: TokenCommand) -> anyhow::Result<ExitCode> {
             print_json(&made)?;
         }
         TokenCommand::List { client } => print_json(&client.client()?.tokens().await?)?,
-        TokenCommand::Revoke { id, client } => {
+        TokenCommand::Revoke(TokenIdArgs { id, client }) => {
             client.client()?.token_revoke(id).await?;
             eprintln!("token {id} revoked");
         }
@@ -217,7 +212,7 @@ pub async fn registration_tokens(cmd: RegistrationTokenCommand) -> anyhow::Resul
         RegistrationTokenCommand::List { client } => {
             print_json(&client.client()?.registration_tokens().await?)?;
         }
-        RegistrationTokenCommand::Revoke { id, client } => {
+        RegistrationTokenCommand::Revoke(TokenIdArgs { id, client }) => {
             client.client()?.registration_token_revoke(id).await?;
             eprintln!("registration token {id} revoked");
         }

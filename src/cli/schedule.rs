@@ -20,40 +20,25 @@ pub enum ScheduleCommand {
         client: ClientArgs,
     },
     /// Show one schedule as JSON: its next ticks and its latest runs.
-    Get {
-        /// The schedule's id.
-        id: Uuid,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Get(ScheduleIdArgs),
     /// Stop firing until resumed.
-    Pause {
-        /// The schedule's id.
-        id: Uuid,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Pause(ScheduleIdArgs),
     /// Fire again, from the next tick after now.
-    Resume {
-        /// The schedule's id.
-        id: Uuid,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Resume(ScheduleIdArgs),
     /// Make a task from the schedule now, outside its ticks.
-    Trigger {
-        /// The schedule's id.
-        id: Uuid,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Trigger(ScheduleIdArgs),
     /// Delete a schedule (the tasks it made stay).
-    Delete {
-        /// The schedule's id.
-        id: Uuid,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Delete(ScheduleIdArgs),
+}
+
+// What each command on one schedule takes, so its id is asked and described the same way
+// in each. (No doc comment: it would stand for the commands' own in their help.)
+#[derive(Debug, Args)]
+pub struct ScheduleIdArgs {
+    /// The schedule's id.
+    id: Uuid,
+    #[command(flatten)]
+    client: ClientArgs,
 }
 
 #[derive(Debug, Args)]
@@ -129,13 +114,13 @@ pub async fn run(cmd: ScheduleCommand) -> anyhow::Result<ExitCode> {
                 )?;
             }
         }
-        ScheduleCommand::Get { id, client } => {
+        ScheduleCommand::Get(ScheduleIdArgs { id, client }) => {
             print_json(&client.client()?.schedule_get(id).await?)?;
         }
-        ScheduleCommand::Pause { id, client } => action(client, id, "pause").await?,
-        ScheduleCommand::Resume { id, client } => action(client, id, "resume").await?,
-        ScheduleCommand::Trigger { id, client } => action(client, id, "trigger").await?,
-        ScheduleCommand::Delete { id, client } => {
+        ScheduleCommand::Pause(schedule) => action(schedule, "pause").await?,
+        ScheduleCommand::Resume(schedule) => action(schedule, "resume").await?,
+        ScheduleCommand::Trigger(schedule) => action(schedule, "trigger").await?,
+        ScheduleCommand::Delete(ScheduleIdArgs { id, client }) => {
             client.client()?.schedule_delete(id).await?;
             writeln!(std::io::stdout(), "schedule {id} deleted")?;
         }
@@ -143,6 +128,6 @@ pub async fn run(cmd: ScheduleCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn action(client: ClientArgs, id: Uuid, what: &str) -> anyhow::Result<()> {
+async fn action(ScheduleIdArgs { id, client }: ScheduleIdArgs, what: &str) -> anyhow::Result<()> {
     print_json(&client.client()?.schedule_action(id, what).await?)
 }

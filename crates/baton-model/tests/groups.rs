@@ -9,8 +9,9 @@
 use baton_model::groups::{
     Action, Bound, EVERY_TASK_ENDS, Fixes, Groups, HELD, PROMISES, PausedStart, State,
 };
-use stateright::{Checker, Model, Path, Property};
-use std::time::Instant;
+use stateright::{Checker, Model, Property};
+
+mod support;
 
 const GROUP_LIMIT: &str = PROMISES[0];
 const NO_PAUSED_START: &str = PROMISES[1];
@@ -124,22 +125,13 @@ impl Model for Seeking {
     }
 }
 
-/// Checks `model` to the end of its bound (or to its first break), and says how far it
-/// looked.
+/// Checks `model` to the end of `bound` (or to its first break), and says how far it
+/// looked in which bound.
 fn checked<M>(model: M, bound: Bound) -> impl Checker<M>
 where
     M: Model<State = State, Action = Action> + Send + Sync + 'static,
 {
-    let started = Instant::now();
-    let checker = model.checker().spawn_bfs().join();
-    println!(
-        "{bound:?}: {} states ({} unique), depth {}, {:.1} s",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed().as_secs_f64()
-    );
-    checker
+    support::checked(model, &format!("{bound:?}: "))
 }
 
 /// The checker finds `seeking`'s promise broken; the order of steps it found is printed,
@@ -147,32 +139,13 @@ where
 /// to break the promise (a step is refused, or the promise holds at the end).
 fn finds(what: &str, seeking: Seeking) {
     let (fixes, bound, broken) = (seeking.model.fixes, seeking.model.bound, seeking.name);
-    let checker = checked(seeking, bound);
-    let path = checker
-        .discovery(broken)
-        .unwrap_or_else(|| panic!("{what}: the checker found no way to break \"{broken}\""));
-    let actions = path.into_actions();
-    // One print, so that the steps of tests running beside it do not interleave.
-    let steps: String = actions.iter().map(|a| format!("\n  {a:?}")).collect();
-    println!("{what} breaks \"{broken}\":{steps}");
-    if fixes == Fixes::ALL {
-        return;
-    }
-    let fixed = Groups {
-        fixes: Fixes::ALL,
-        bound,
-    };
-    let init = fixed.init_states().remove(0);
-    if let Some(replayed) = Path::from_actions(&fixed, init, &actions) {
-        let promise = fixed
-            .properties()
-            .into_iter()
-            .find(|p| p.name == broken)
-            .expect("a property of the model");
-        assert!(
-            (promise.condition)(&fixed, replayed.last_state()),
-            "{what}: with every fix in, the same steps still break \"{broken}\""
-        );
+    let actions = support::steps_breaking(what, &checked(seeking, bound), broken);
+    if fixes != Fixes::ALL {
+        let fixed = Groups {
+            fixes: Fixes::ALL,
+            bound,
+        };
+        support::replayed_with_every_fix(what, &fixed, &actions, broken);
     }
 }
 

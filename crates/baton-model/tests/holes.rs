@@ -4,54 +4,26 @@
 //! hole replays (docs/failure-handling.md names them).
 
 use baton_model::{Bound, Dispatch, Fixes, HELD, PROMISES, TimeoutVerdict};
-use stateright::{Checker, Model, Path};
-use std::time::Instant;
+use stateright::Checker;
+
+mod support;
 
 /// Checks `model` to the end of its bound, and says how far it looked.
 fn checked(model: Dispatch) -> impl Checker<Dispatch> {
-    let started = Instant::now();
-    let checker = model.checker().spawn_bfs().join();
-    println!(
-        "{} states ({} unique), depth {}, {:.1} s",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed().as_secs_f64()
-    );
-    checker
+    support::checked(model, "")
 }
 
 /// The checker, with a fix taken out (`fixes`), finds `broken` broken; the order of
 /// steps it found is printed, and replayed with every fix in: there it is no longer a
 /// way to break the promise (a step is refused, or the promise holds at the end).
 fn finds(name: &str, fixes: Fixes, bound: Bound, broken: &'static str) {
-    let checker = checked(Dispatch { fixes, bound });
-    let path = checker
-        .discovery(broken)
-        .unwrap_or_else(|| panic!("{name}: the checker found no way to break \"{broken}\""));
-    println!("{name} breaks \"{broken}\":");
-    let actions = path.into_actions();
-    for action in &actions {
-        println!("  {action:?}");
-    }
-    if fixes == Fixes::ALL {
-        return;
-    }
-    let fixed = Dispatch {
-        fixes: Fixes::ALL,
-        bound,
-    };
-    let init = fixed.init_states().remove(0);
-    if let Some(replayed) = Path::from_actions(&fixed, init, &actions) {
-        let promise = fixed
-            .properties()
-            .into_iter()
-            .find(|p| p.name == broken)
-            .expect("a property of the model");
-        assert!(
-            (promise.condition)(&fixed, replayed.last_state()),
-            "{name}: with every fix in, the same steps still break \"{broken}\""
-        );
+    let actions = support::steps_breaking(name, &checked(Dispatch { fixes, bound }), broken);
+    if fixes != Fixes::ALL {
+        let fixed = Dispatch {
+            fixes: Fixes::ALL,
+            bound,
+        };
+        support::replayed_with_every_fix(name, &fixed, &actions, broken);
     }
 }
 
