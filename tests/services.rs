@@ -13,6 +13,7 @@ use baton_server::config::Timings;
 use baton_server::dispatch::finish::ServerFinalizer;
 use baton_server::identity::NodeIdentity;
 use baton_server::services::janitor::{Janitor, JanitorSettings};
+use baton_server::services::orphan_cleaner::OrphanCleaner;
 use baton_server::services::promoter::Promoter;
 use baton_server::services::rebuilder::Rebuilder;
 use baton_server::services::reconciler::{Reconciler, ReconcilerSettings};
@@ -188,6 +189,52 @@ async fn the_reconciler_ends_a_silent_runners_run_only_past_runner_lost_after() 
         error.as_deref().is_some_and(|e| e.contains("lost")),
         "ended as runner lost: {error:?}"
     );
+}
+
+/// A dead node's claims are taken over by one pass of another node's cleaner, once, and
+/// the run under them goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_orphan_cleaner_adopts_a_dead_nodes_claims_once() {
+    let env = TestEnv::new("services-orphans").await;
+    let mut node = env.node().await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let task = submit(&user, SubmitTask::default()).await;
+    let answer = runner
+        .exchange(&exchange_starting(Uuid::now_v7(), 1, 0))
+        .await
+        .unwrap();
+    assert_eq!(answer.tasks.len(), 1, "the runner got its task");
+    let dead = node.node_id.clone();
+    node.kill();
+    let handles = Handles::new(&env, "adopter", Utc::now());
+    // Its liveness key gone at once, as at the end of its TTL.
+    handles.coord.node_leave(&dead).await.unwrap();
+    let cleaner = OrphanCleaner::new(
+        Duration::from_secs(1),
+        handles.identity.clone(),
+        handles.coord.clone(),
+        handles.store.clone(),
+        handles.reconciler(),
+    );
+
+    let report = cleaner.run_once(Utc::now()).await.unwrap();
+    assert_eq!(report.dead_nodes, vec![dead], "{report:?}");
+    assert_eq!(report.adopted, 1, "{report:?}");
+    let claim = handles
+        .coord
+        .claim_get(task)
+        .await
+        .unwrap()
+        .expect("claimed");
+    assert_eq!(claim.node, "adopter");
+    assert_eq!(
+        status(&env, task).await.unwrap().0,
+        "running",
+        "the run goes on"
+    );
+    let again = cleaner.run_once(Utc::now()).await.unwrap();
+    assert_eq!(again.adopted, 0, "adopted once: {again:?}");
 }
 
 /// A task waiting for its `run_at` is promoted by the first pass at or after it, never

@@ -7,9 +7,9 @@
 
 mod flow_repair;
 pub mod janitor;
-mod orphan_cleaner;
+pub mod orphan_cleaner;
 mod outbox;
-mod presence;
+pub mod presence;
 pub mod promoter;
 pub mod rebuilder;
 pub mod reconciler;

@@ -16,14 +16,17 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What a pass took over.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct CleanerReport {
+pub struct CleanerReport {
     /// Dead nodes whose claims this node took over.
     pub dead_nodes: Vec<String>,
+    /// Claims adopted from them.
     pub adopted: usize,
 }
 
-pub(super) struct OrphanCleaner {
+/// Takes over the claims of nodes whose liveness lapsed, and reconciles them at once.
+pub struct OrphanCleaner {
     interval: Duration,
     identity: Arc<NodeIdentity>,
     coord: Coord,
@@ -34,7 +37,8 @@ pub(super) struct OrphanCleaner {
 }
 
 impl OrphanCleaner {
-    pub(super) fn new(
+    /// A cleaner looking every `interval`, as the node `identity`.
+    pub fn new(
         interval: Duration,
         identity: Arc<NodeIdentity>,
         coord: Coord,
@@ -52,7 +56,7 @@ impl OrphanCleaner {
     }
 
     /// Tells the event stream of the nodes it finds lost.
-    pub(super) fn with_events(self, events: EventLog) -> Self {
+    pub(crate) fn with_events(self, events: EventLog) -> Self {
         OrphanCleaner {
             events: Some(events),
             ..self
@@ -71,7 +75,8 @@ impl OrphanCleaner {
         }
     }
 
-    pub(super) async fn run_once(&self, now: DateTime<Utc>) -> Result<CleanerReport, ServiceError> {
+    /// One pass as of `now`: every dead node's claims taken over, then reconciled.
+    pub async fn run_once(&self, now: DateTime<Utc>) -> Result<CleanerReport, ServiceError> {
         let mut report = CleanerReport::default();
         if !self.identity.is_live() {
             return Ok(report);

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
-pub(super) struct PresenceFlusher {
+/// Copies the runners' presence from Redis to Postgres, one node at a time.
+pub struct PresenceFlusher {
     interval: Duration,
     identity: Arc<NodeIdentity>,
     coord: Coord,
@@ -22,7 +23,8 @@ pub(super) struct PresenceFlusher {
 }
 
 impl PresenceFlusher {
-    pub(super) fn new(
+    /// A flusher taking its turn every `interval`, as the node `identity`.
+    pub fn new(
         interval: Duration,
         identity: Arc<NodeIdentity>,
         coord: Coord,
@@ -38,7 +40,7 @@ impl PresenceFlusher {
 
     /// Copies presence to Postgres if no other node is doing it now. Returns how many
     /// runner rows moved.
-    pub(super) async fn run_once(&self) -> Result<u64, ServiceError> {
+    pub async fn run_once(&self) -> Result<u64, ServiceError> {
         let owner = format!("{}:{}", self.identity.id(), Uuid::new_v4());
         let Some(lock) = self
             .coord
