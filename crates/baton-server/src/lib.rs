@@ -29,6 +29,7 @@ mod sealing_gate;
 mod secrets;
 pub mod services;
 pub mod state;
+mod task_reads;
 mod ui;
 mod views;
 mod webhooks;

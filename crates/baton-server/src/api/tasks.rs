@@ -9,23 +9,20 @@ mod tests;
 use super::openapi::Errors;
 use crate::admission::{admitted, new_task, own_group, sealing_now};
 use crate::auth::User;
-use crate::dispatch::lease::as_leased;
 use crate::dispatch::submit;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
-use crate::views::{notify_state, task_summary_view, task_view};
+use crate::views::{task_summary_view, task_view};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use baton_client::ErrorCode;
 use baton_client::{SubmitBatch, SubmitTask, Task, TaskList};
-use baton_coord::Claim;
 use baton_core::TaskStatus;
 use baton_core::validate;
 use baton_store::{StoreError, TaskFilter, TaskRecord};
 use serde::Deserialize;
-use std::collections::HashMap;
 use uuid::Uuid;
 
 /// The trace context kept with the task, so every later span joins its trace: this
@@ -175,37 +172,6 @@ pub(super) async fn visible_task(
     Ok(task)
 }
 
-/// Rows as users see them: a task Postgres calls `queued` whose lease a runner holds (in
-/// Redis only, until its start) is shown `leased` to that runner. Without Redis, as
-/// stored.
-async fn with_leases(state: &AppState, rows: Vec<TaskRecord>) -> Vec<TaskRecord> {
-    let queued: Vec<Uuid> = rows
-        .iter()
-        .filter(|t| t.status == TaskStatus::Queued)
-        .map(|t| t.id)
-        .collect();
-    if queued.is_empty() {
-        return rows;
-    }
-    let claims: HashMap<Uuid, Claim> = match state.coord.claims_get(&queued).await {
-        Ok(claims) => queued
-            .into_iter()
-            .zip(claims)
-            .filter_map(|(id, c)| Some((id, c?)))
-            .collect(),
-        Err(e) => {
-            tracing::debug!(error = %e, "leases not shown: redis unavailable");
-            return rows;
-        }
-    };
-    rows.into_iter()
-        .map(|t| match claims.get(&t.id) {
-            Some(claim) => as_leased(t, claim),
-            None => t,
-        })
-        .collect()
-}
-
 #[utoipa::path(operation_id = "get_task", get, path = "/v1/tasks/{id}", tag = "tasks", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Task id")),
     responses((status = 200, description = "The task", body = Task), Errors)
@@ -216,41 +182,9 @@ pub(crate) async fn get(
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Task>, ApiError> {
     let task = visible_task(&state, &user, id).await?;
-    let task = with_leases(&state, vec![task])
-        .await
-        .pop()
-        .expect("one row");
-    // Which node answers for it while a runner holds it (best effort: without Redis,
-    // not shown).
-    let node_id = if task.status.is_dispatched() {
-        match state.coord.claims_get(&[id]).await {
-            Ok(mut claims) => claims.pop().flatten().map(|c| c.node),
-            Err(_) => None,
-        }
-    } else {
-        None
-    };
-    // Only here, not in lists: one more indexed read, for one task.
-    let webhook = match &task.notify_url {
-        Some(_) if task.status.is_terminal() => state
-            .store
-            .outbox_state_of(task.id, task.status)
-            .await?
-            .map(notify_state),
-        _ => None,
-    };
-    // The same for its re-run: an ended task's only.
-    let retried_by = if task.status.is_terminal() {
-        state.store.task_rerun(&task).await?.map(|r| r.id)
-    } else {
-        None
-    };
-    Ok(Json(Task {
-        notify_state: webhook,
-        retried_by,
-        node_id,
-        ..task_view(task)
-    }))
+    Ok(Json(
+        crate::task_reads::detail(&state.dispatcher, task).await?,
+    ))
 }
 
 /// Cancels a task: at once if it has not started, through its runner if it runs. Redis
@@ -407,7 +341,7 @@ pub(crate) async fn list(
     let next_cursor = (rows.len() as i64 == limit)
         .then(|| rows.last().map(|t| t.id.to_string()))
         .flatten();
-    let rows = with_leases(&state, rows).await;
+    let rows = crate::task_reads::with_leases(&state.coord, rows).await;
     Ok(Json(TaskList {
         tasks: rows.into_iter().map(task_summary_view).collect(),
         next_cursor,
