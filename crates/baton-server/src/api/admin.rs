@@ -76,7 +76,6 @@ pub(super) async fn runners(
     Ok(Json(RunnerList { runners }))
 }
 
-/// Every node forgets the runner's cached token: its next request reads the row again.
 /// Deletes a runner: its next request gets 401 and the agent exits; the reconciler
 /// requeues its unstarted tasks and ends its running ones.
 #[utoipa::path(delete, path = "/v1/runners/{id}", tag = "admin", security(("bearer" = [])),

@@ -150,9 +150,7 @@ pub async fn run<S: Service>(mut service: S, running: Running) {
         };
         match &passed {
             Passed::Done(report) => service.tell(report),
-            Passed::Failed(e) => {
-                tracing::warn!(service = S::NAME, error = %e, "a service pass failed")
-            }
+            Passed::Failed(e) => service.tell_failure(e),
             Passed::Stuck => tracing::warn!(
                 service = S::NAME,
                 limit_s = limit.as_secs(),
