@@ -116,6 +116,20 @@ async fn submit(user: &Client, task: SubmitTask) -> Uuid {
     .id
 }
 
+/// A node, and a task started on it by a runner of capacity 1: the task and its lease.
+async fn a_started_task(env: &TestEnv) -> (NodeProc, Uuid, Uuid) {
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let (_, runner) = register_runner(&node.url, &[], 1).await;
+    let task = submit(&user, SubmitTask::default()).await;
+    let answer = runner
+        .exchange(&exchange_starting(Uuid::now_v7(), 1, 0))
+        .await
+        .unwrap();
+    assert_eq!(answer.tasks.len(), 1, "the runner got its task");
+    (node, task, answer.tasks[0].lease_id)
+}
+
 async fn status(env: &TestEnv, id: Uuid) -> Option<(String, Option<String>)> {
     sqlx::query_as("SELECT status, error FROM tasks WHERE id = $1")
         .bind(id)
@@ -196,15 +210,7 @@ async fn the_reconciler_ends_a_silent_runners_run_only_past_runner_lost_after() 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_orphan_cleaner_adopts_a_dead_nodes_claims_once() {
     let env = TestEnv::new("services-orphans").await;
-    let mut node = env.node().await;
-    let user = user_client(&node.url);
-    let (_, runner) = register_runner(&node.url, &[], 1).await;
-    let task = submit(&user, SubmitTask::default()).await;
-    let answer = runner
-        .exchange(&exchange_starting(Uuid::now_v7(), 1, 0))
-        .await
-        .unwrap();
-    assert_eq!(answer.tasks.len(), 1, "the runner got its task");
+    let (mut node, task, _) = a_started_task(&env).await;
     let dead = node.node_id.clone();
     node.kill();
     let handles = Handles::new(&env, "adopter", Utc::now());
@@ -418,15 +424,7 @@ async fn a_runner_registered_a_moment_ago_is_not_taken_for_lost() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_side_end_without_redis_leaves_the_run_for_the_next_pass() {
     let env = TestEnv::new("services-finalizer").await;
-    let node = env.node().await;
-    let user = user_client(&node.url);
-    let (_, runner) = register_runner(&node.url, &[], 1).await;
-    let task = submit(&user, SubmitTask::default()).await;
-    let leased = runner
-        .exchange(&exchange_starting(Uuid::now_v7(), 1, 0))
-        .await
-        .unwrap()
-        .tasks;
+    let (node, task, lease_id) = a_started_task(&env).await;
     let handles = Handles::new(&env, &node.node_id, Utc::now());
     let nowhere = Coord::new(
         RedisTarget::Url("redis://127.0.0.1:1".into()),
@@ -445,7 +443,7 @@ async fn a_server_side_end_without_redis_leaves_the_run_for_the_next_pass() {
         Duration::from_secs(30),
     );
     let end = baton_store::RunEnd::by_server(TaskStatus::Failed, "runner lost");
-    let ended = finalizer.end(task, leased[0].lease_id, end).await.unwrap();
+    let ended = finalizer.end(task, lease_id, end).await.unwrap();
     assert!(ended.is_none(), "left for the next pass: {ended:?}");
     assert_eq!(status(&env, task).await.unwrap().0, "running");
 }
