@@ -11,6 +11,8 @@
 //!
 //! Run with `cargo bench --bench lease_cost`.
 
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_localcluster::testing as support;
 
 use baton_coord::{Coord, CoordOptions, Enqueue, LeaseAsk, ReplayKey};
@@ -96,12 +98,12 @@ async fn measure(
             key: format!("bench-replay-{}", Uuid::new_v4()),
             ttl_ms: 60_000,
         };
-        let lease_ids = [Uuid::new_v4()];
+        let lease_ids = [LeaseId::random()];
         let started = Instant::now();
         let leased = coord
             .lease(&LeaseAsk {
                 node: "bench-node",
-                runner: Uuid::nil(),
+                runner: RunnerId::default(),
                 boot_id: Uuid::nil(),
                 labels: runner_labels,
                 queues: &[],

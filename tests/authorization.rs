@@ -3,6 +3,7 @@
 //! so a refusal can only come from authorization. The table is read from the document, so
 //! the document cannot drift from the server.
 
+use baton_core::{LeaseId, RunnerId};
 use baton_localcluster::testing as support;
 
 use baton_client::{Client, CreateRegistrationToken, CreateToken, Scope, SubmitTask};
@@ -523,7 +524,7 @@ impl World {
     }
 
     /// A task leased to `holder` (and started, if asked): its id and lease id.
-    async fn leased_to(&self, holder: &Registered, started: bool) -> (Uuid, Uuid) {
+    async fn leased_to(&self, holder: &Registered, started: bool) -> (Uuid, LeaseId) {
         let runner = Client::new(&self.base, Some(holder.token.clone())).unwrap();
         let task = SubmitTask {
             labels: vec![holder.label.clone()],
@@ -548,7 +549,7 @@ impl World {
 }
 
 struct Registered {
-    id: Uuid,
+    id: RunnerId,
     token: String,
     label: String,
 }

@@ -2,6 +2,7 @@
 //! runner is told (at once if parked), kills the process group and reports `cancelled`;
 //! after it ended, a 409 with its status.
 
+use baton_core::LeaseId;
 use baton_localcluster::testing as support;
 
 use baton_client::{CompleteTask, Outcome, SubmitTask};
@@ -203,7 +204,7 @@ struct CancellingRun {
     user: baton_client::Client,
     runner: baton_client::Client,
     task: Uuid,
-    lease: Uuid,
+    lease: LeaseId,
     // Held for the test's length; the node is declared first so that it stops before its
     // environment goes.
     _node: NodeProc,

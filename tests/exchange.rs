@@ -4,6 +4,7 @@
 //! node killed inside a group commit acknowledges nothing it did not commit and loses
 //! nothing it acknowledged, and a Postgres outage answers every item "retry".
 
+use baton_core::LeaseId;
 use baton_localcluster::testing as support;
 
 use baton_client::{
@@ -32,7 +33,7 @@ fn exchange() -> Exchange {
     }
 }
 
-fn start(task_id: Uuid, lease_id: Uuid) -> StartItem {
+fn start(task_id: Uuid, lease_id: LeaseId) -> StartItem {
     StartItem {
         task_id,
         lease_id,
@@ -41,7 +42,7 @@ fn start(task_id: Uuid, lease_id: Uuid) -> StartItem {
 }
 
 /// Leases `n` tasks over the exchange: (task, lease) pairs.
-async fn lease(runner: &Client, n: u32) -> Vec<(Uuid, Uuid)> {
+async fn lease(runner: &Client, n: u32) -> Vec<(Uuid, LeaseId)> {
     let answer = runner
         .exchange(&Exchange {
             max: n,
@@ -93,8 +94,8 @@ async fn a_batch_of_valid_stale_and_unknown_items_answers_each_and_changes_only_
         .exchange(&Exchange {
             starts: vec![
                 start(a.id, lease_a),
-                start(b.id, Uuid::new_v4()),
-                start(Uuid::now_v7(), Uuid::new_v4()),
+                start(b.id, LeaseId::random()),
+                start(Uuid::now_v7(), LeaseId::random()),
                 start(theirs.id, their_lease),
             ],
             ..exchange()
@@ -123,8 +124,8 @@ async fn a_batch_of_valid_stale_and_unknown_items_answers_each_and_changes_only_
             starts: vec![start(b.id, lease_b)],
             completions: vec![
                 CompletionItem::succeeded(a.id, lease_a),
-                CompletionItem::succeeded(b.id, Uuid::new_v4()),
-                CompletionItem::succeeded(Uuid::now_v7(), Uuid::new_v4()),
+                CompletionItem::succeeded(b.id, LeaseId::random()),
+                CompletionItem::succeeded(Uuid::now_v7(), LeaseId::random()),
                 CompletionItem::succeeded(theirs.id, their_lease),
             ],
             ..exchange()
@@ -173,7 +174,7 @@ async fn each_item_is_answered_by_its_own_task_and_lease_in_any_order_and_repeat
     let answer = runner
         .exchange(&Exchange {
             starts: vec![
-                start(b.id, Uuid::new_v4()),
+                start(b.id, LeaseId::random()),
                 start(a.id, lease_a),
                 start(b.id, lease_b),
                 start(a.id, lease_a),
@@ -197,7 +198,7 @@ async fn each_item_is_answered_by_its_own_task_and_lease_in_any_order_and_repeat
         .exchange(&Exchange {
             completions: vec![
                 CompletionItem::succeeded(b.id, lease_b),
-                CompletionItem::succeeded(a.id, Uuid::new_v4()),
+                CompletionItem::succeeded(a.id, LeaseId::random()),
                 CompletionItem::succeeded(a.id, lease_a),
             ],
             ..exchange()
@@ -378,7 +379,7 @@ async fn an_exchange_that_asks_start_leased_gets_its_tasks_running_and_a_resend_
         assert!(task.started, "{} arrived started", task.id);
         assert_eq!(task.attempt, 1);
         assert_eq!(stored(&two.env, task.id).await, ("running".into(), 1));
-        let lease: Option<Uuid> = sqlx::query_scalar("SELECT lease_id FROM tasks WHERE id = $1")
+        let lease: Option<LeaseId> = sqlx::query_scalar("SELECT lease_id FROM tasks WHERE id = $1")
             .bind(task.id)
             .fetch_one(&mut two.env.db().await)
             .await

@@ -2,6 +2,7 @@
 //! Postgres write of a lease, or paused past their TTL. Every accepted task still ends,
 //! exactly once, and a node that lost its claims does not act on them.
 
+use baton_core::LeaseId;
 use baton_localcluster::testing as support;
 
 use baton_client::{Client, CompleteTask, LeasedTask, Outcome, SubmitTask};
@@ -24,7 +25,7 @@ async fn lease(runner: &Client, max: u32) -> Vec<LeasedTask> {
     runner.lease(&lease_now(BOOT, max)).await.unwrap().tasks
 }
 
-fn done(lease_id: Uuid, outcome: Outcome) -> CompleteTask {
+fn done(lease_id: LeaseId, outcome: Outcome) -> CompleteTask {
     CompleteTask {
         outcome,
         ..CompleteTask::succeeded(lease_id)

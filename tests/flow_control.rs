@@ -4,6 +4,7 @@
 //! nothing, and its tasks neither run nor expire until it is resumed; a queue's defaults
 //! fill what its tasks leave out, and nothing a task gives.
 
+use baton_core::LeaseId;
 use baton_localcluster::testing as support;
 
 use baton_client::{Client, CreateToken, QueueDefaults, Scope, SubmitTask, Task};
@@ -531,7 +532,7 @@ struct GroupRun {
     first: (Client, Uuid),
     second: (Client, Uuid),
     a: Task,
-    lease_a: Uuid,
+    lease_a: LeaseId,
     /// The tasks of the group submitted once `a` started, in order.
     behind: Vec<Task>,
 }
@@ -858,7 +859,7 @@ async fn the_reconciler_hands_a_claim_under_another_lease_to_the_run() {
         .unwrap()
         .expect("the run's claim");
     // A lease that popped it again after a failover left its own claim behind.
-    let popped = Uuid::new_v4();
+    let popped = LeaseId::random();
     let mut redis = env.redis().await;
     let _: () = redis::cmd("HSET")
         .arg(coord.keys().running())

@@ -2,6 +2,7 @@
 //! expiry in the queue, the server's own timeout, a deleted runner, lease replay and
 //! retention.
 
+use baton_core::LeaseId;
 use baton_localcluster::testing as support;
 
 use axum::http::HeaderMap;
@@ -23,7 +24,7 @@ async fn lease(runner: &Client, max: u32) -> Vec<LeasedTask> {
     runner.lease(&lease_req(max)).await.unwrap().tasks
 }
 
-fn report(lease_id: Uuid, outcome: Outcome, exit_code: i32) -> CompleteTask {
+fn report(lease_id: LeaseId, outcome: Outcome, exit_code: i32) -> CompleteTask {
     CompleteTask {
         outcome,
         exit_code: Some(exit_code),

@@ -2,6 +2,8 @@
 //! concurrency group parks its tasks without hiding the tasks behind them, a freed slot
 //! lets the oldest waiting task back, in order, and a paused queue is never a candidate.
 
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_localcluster::testing as support;
 
 use baton_coord::{Coord, CoordOptions, Enqueue, LeaseAsk, Popped, ReplayKey, RunEnded};
@@ -33,7 +35,7 @@ fn entry(queue: &str, at_ms: i64, group: Option<(&str, i32)>) -> Enqueue {
 
 /// What a runner of any labels leases with `wanted` leases.
 async fn lease(coord: &Coord, wanted: usize) -> Vec<Popped> {
-    let leases: Vec<Uuid> = (0..wanted).map(|_| Uuid::new_v4()).collect();
+    let leases: Vec<LeaseId> = (0..wanted).map(|_| LeaseId::random()).collect();
     let replay = ReplayKey {
         key: format!("test-replay-{}", Uuid::new_v4()),
         ttl_ms: 60_000,
@@ -41,7 +43,7 @@ async fn lease(coord: &Coord, wanted: usize) -> Vec<Popped> {
     coord
         .lease(&LeaseAsk {
             node: "n1",
-            runner: Uuid::new_v4(),
+            runner: RunnerId::random(),
             boot_id: Uuid::new_v4(),
             labels: &LabelSet::empty(),
             queues: &[],

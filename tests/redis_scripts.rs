@@ -2,6 +2,8 @@
 //! never overwritten, a task id is queued at most once, a failed Postgres write puts the
 //! task back exactly, and claims are only removed by compare-and-delete.
 
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_localcluster::testing as support;
 
 use baton_coord::{
@@ -52,14 +54,14 @@ async fn pop(
     node: &str,
     labels: &LabelSet,
     queues: &[String],
-    lease_ids: &[Uuid],
+    lease_ids: &[LeaseId],
     replay: &ReplayKey,
     now_ms: i64,
 ) -> Result<Vec<Popped>, CoordError> {
     let leased = coord
         .lease(&LeaseAsk {
             node,
-            runner: Uuid::new_v4(),
+            runner: RunnerId::random(),
             boot_id: Uuid::new_v4(),
             labels,
             queues,
@@ -80,7 +82,7 @@ fn task_ids(popped: &[Popped]) -> Vec<Uuid> {
 
 /// What a runner of any labels leases on `node` with `wanted` leases.
 async fn pop_any(coord: &Coord, node: &str, wanted: usize) -> Vec<Popped> {
-    let leases: Vec<Uuid> = (0..wanted).map(|_| Uuid::new_v4()).collect();
+    let leases: Vec<LeaseId> = (0..wanted).map(|_| LeaseId::random()).collect();
     pop(coord, node, &labels(&[]), &[], &leases, &replay(), NOW)
         .await
         .unwrap()
@@ -156,7 +158,7 @@ async fn the_lease_script_matches_labels_and_queues() {
         ])
         .await
         .unwrap();
-    let leases = || (0..3).map(|_| Uuid::new_v4()).collect::<Vec<_>>();
+    let leases = || (0..3).map(|_| LeaseId::random()).collect::<Vec<_>>();
     let cases: [(&[&str], &[&str], Uuid); 3] = [
         (&["linux"], &["builds"], builds),
         (&["linux"], &[], plain),
@@ -200,7 +202,7 @@ async fn a_failed_postgres_write_puts_the_task_back_exactly_and_drops_the_claim(
 
     // Another node cannot undo n1's lease, nor can n1 undo a different lease.
     let mut wrong_lease = popped[0].clone();
-    wrong_lease.lease_id = Uuid::new_v4();
+    wrong_lease.lease_id = LeaseId::random();
     assert!(!coord.claim_requeue("n1", &wrong_lease).await.unwrap());
     assert!(!coord.claim_requeue("n2", &popped[0]).await.unwrap());
     assert!(coord.claim_get(early).await.unwrap().is_some());
@@ -227,7 +229,7 @@ async fn a_claim_is_released_only_under_its_own_lease() {
     let claim = coord.claim_get(id).await.unwrap().unwrap();
     assert_eq!(claim.claimed_at_ms, NOW);
 
-    assert!(!coord.claim_release(id, Uuid::new_v4()).await.unwrap());
+    assert!(!coord.claim_release(id, LeaseId::random()).await.unwrap());
     assert!(coord.claim_get(id).await.unwrap().is_some());
     // Any node may release (the completion can land anywhere); the owner's set follows.
     assert!(coord.claim_release(id, lease).await.unwrap());
@@ -274,7 +276,7 @@ async fn the_generation_marker_is_written_only_while_the_rebuild_still_holds_its
 }
 
 /// A dispatched row of the task of `entry` under `lease_id`, with no runner named.
-fn row_of(entry: &Enqueue, lease_id: Uuid, started: bool) -> DispatchedRow<'_> {
+fn row_of(entry: &Enqueue, lease_id: LeaseId, started: bool) -> DispatchedRow<'_> {
     DispatchedRow {
         entry,
         lease_id,
@@ -294,7 +296,7 @@ async fn the_repair_does_not_claim_a_task_its_queue_holds() {
     let id = Uuid::now_v7();
     let queued = entry(id, "default", &[], 0, NOW);
     coord.enqueue(std::slice::from_ref(&queued)).await.unwrap();
-    let read_lease = Uuid::new_v4();
+    let read_lease = LeaseId::random();
     assert_eq!(
         coord
             .claim_if_absent(&row_of(&queued, read_lease, false), "n1", NOW)
@@ -381,7 +383,7 @@ async fn a_claim_from_the_row_registers_a_group_entry_the_failover_lost() {
     };
     assert_eq!(
         coord
-            .claim_if_absent(&row_of(&run, Uuid::new_v4(), true), "n1", NOW)
+            .claim_if_absent(&row_of(&run, LeaseId::random(), true), "n1", NOW)
             .await
             .unwrap(),
         ClaimedIfAbsent::Claimed
@@ -464,7 +466,7 @@ async fn a_failovers_refusals_are_unavailable_not_internal() {
 #[tokio::test(flavor = "multi_thread")]
 async fn presence_written_late_never_moves_a_runner_back() {
     let (_env, coord) = env_and_coord("redis-presence").await;
-    let (runner, other) = (Uuid::new_v4(), Uuid::new_v4());
+    let (runner, other) = (RunnerId::random(), RunnerId::random());
     let (old_boot, new_boot) = (Uuid::now_v7(), Uuid::now_v7());
     coord
         .presence_write(&[(runner, NOW + 200, new_boot)])
@@ -571,7 +573,7 @@ async fn a_lease_across_many_queues_takes_the_best_tasks_it_may_take() {
     });
     let mut leased = Vec::new();
     while leased.len() < expected.len() {
-        let leases: Vec<Uuid> = (0..7).map(|_| Uuid::new_v4()).collect();
+        let leases: Vec<LeaseId> = (0..7).map(|_| LeaseId::random()).collect();
         let popped = pop(&coord, "n1", &runner_labels, &[], &leases, &replay(), NOW)
             .await
             .unwrap();
@@ -592,7 +594,7 @@ async fn a_lease_across_many_queues_takes_the_best_tasks_it_may_take() {
     // only theirs.
     let windows = labels(&["gpu", "windows"]);
     let named = vec!["q3".to_string(), "q7".to_string()];
-    let leases: Vec<Uuid> = (0..64).map(|_| Uuid::new_v4()).collect();
+    let leases: Vec<LeaseId> = (0..64).map(|_| LeaseId::random()).collect();
     let popped = pop(&coord, "n1", &windows, &named, &leases, &replay(), NOW)
         .await
         .unwrap();
@@ -644,7 +646,7 @@ async fn an_emptied_queue_leaves_the_index_and_so_does_its_label_set() {
         "the removal emptied `one`"
     );
     assert_eq!(count("queues", "HLEN").await, 1);
-    let leases = [Uuid::new_v4()];
+    let leases = [LeaseId::random()];
     let popped = pop(&coord, "n1", &labels(&["x"]), &[], &leases, &replay(), NOW)
         .await
         .unwrap();

@@ -2,6 +2,7 @@
 //! pause and resume, ephemeral runners, registration tokens with expiry and uses, the
 //! agent's own health, and one runner unable to touch another's task.
 
+use baton_core::RunnerId;
 use baton_localcluster::testing as support;
 
 use baton_client::{
@@ -29,7 +30,7 @@ fn lease_req() -> LeaseRequest {
 async fn last_seen_ms(
     redis: &mut redis::aio::MultiplexedConnection,
     env: &TestEnv,
-    runner: Uuid,
+    runner: RunnerId,
 ) -> i64 {
     let value: Option<String> = redis::cmd("HGET")
         .arg(format!("{}presence", env.redis_prefix))
@@ -54,7 +55,7 @@ fn sha256_hex(s: &str) -> String {
 }
 
 /// The runner id an agent registered as, from its state dir.
-async fn agent_id(runner: &RunnerProc) -> Uuid {
+async fn agent_id(runner: &RunnerProc) -> RunnerId {
     wait_for("the agent to register", Duration::from_secs(20), || async {
         let text = std::fs::read_to_string(runner.state_dir.join("runner.json")).ok()?;
         let v: serde_json::Value = serde_json::from_str(&text).ok()?;

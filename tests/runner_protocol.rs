@@ -2,6 +2,7 @@
 //! the lease as a fence (stale reports refused, nothing changed), and what happens to a
 //! claim when Postgres no longer calls the task queued.
 
+use baton_core::LeaseId;
 use baton_localcluster::testing as support;
 
 use baton_client::{
@@ -110,7 +111,7 @@ async fn a_stale_lease_is_refused_and_changes_nothing() {
     let (_, other_runner) = register_runner(&node.url, &[], 1).await;
     let (submitted, _) = user.submit(&task(&[], 0)).await.unwrap();
     let leased = lease(&runner, 1).await.tasks.remove(0);
-    let stale = Uuid::new_v4();
+    let stale = LeaseId::random();
 
     let conflict = |r: Result<_, baton_client::ClientError>| {
         let e = r.expect_err("must be refused");

@@ -4,6 +4,7 @@
 //! instead of waiting. A real node serves the API the set-up goes through; its own
 //! services run on the real clock, where none of these thresholds is near.
 
+use baton_core::LeaseId;
 use baton_localcluster::testing as support;
 
 use baton_client::{Client, SubmitTask};
@@ -117,7 +118,7 @@ async fn submit(user: &Client, task: SubmitTask) -> Uuid {
 }
 
 /// A node, and a task started on it by a runner of capacity 1: the task and its lease.
-async fn a_started_task(env: &TestEnv) -> (NodeProc, Uuid, Uuid) {
+async fn a_started_task(env: &TestEnv) -> (NodeProc, Uuid, LeaseId) {
     let node = env.node().await;
     let user = user_client(&node.url);
     let (_, runner) = register_runner(&node.url, &[], 1).await;

@@ -4,6 +4,8 @@
 //! here, not in production. Together the operations write every edge but the lease,
 //! which lives in Redis only (docs/status-machine.md).
 
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_localcluster::testing as support;
 
 use baton_core::status::can_transition;
@@ -72,7 +74,7 @@ struct World {
     store: Store,
     /// The test's own connections, apart from the store's.
     db: sqlx::PgPool,
-    runner: Uuid,
+    runner: RunnerId,
 }
 
 impl World {
@@ -83,9 +85,9 @@ impl World {
         status: TaskStatus,
         attempts_left: bool,
         now: DateTime<Utc>,
-    ) -> (Uuid, Uuid) {
+    ) -> (Uuid, LeaseId) {
         let (task, _) = self.store.task_insert(&new_task_row(), now).await.unwrap();
-        let lease = Uuid::new_v4();
+        let lease = LeaseId::random();
         sqlx::query(
             "UPDATE tasks SET status = $2, attempt = 1, max_attempts = $3, runner_id = $4,
                               lease_id = $5, run_at = $6, queued_at = $6, started_at = $6,
@@ -115,7 +117,7 @@ impl World {
     }
 
     /// Runs `op` on `task`; a refusal is an answer, any other error fails the test.
-    async fn run(&self, op: Op, task: Uuid, lease: Uuid, now: DateTime<Utc>) {
+    async fn run(&self, op: Op, task: Uuid, lease: LeaseId, now: DateTime<Utc>) {
         let refused = |r: Result<(), StoreError>| match r {
             Ok(()) | Err(StoreError::Conflict { .. } | StoreError::NotFound) => {}
             Err(e) => panic!("{op:?}: {e}"),
@@ -138,7 +140,7 @@ impl World {
         };
         let work = match op {
             Op::StartNewLease => Some(Work {
-                starts: vec![start(Uuid::new_v4())],
+                starts: vec![start(LeaseId::random())],
                 ..Work::default()
             }),
             Op::StartOwnLease => Some(Work {

@@ -2,6 +2,7 @@
 //! acknowledged (so it never resends them), but only the first bytes are kept and the log
 //! is flagged truncated.
 
+use baton_core::LeaseId;
 use baton_localcluster::testing as support;
 
 use baton_store::{NewTask, StartRun, Store, StoreOptions};
@@ -15,7 +16,7 @@ async fn output_past_the_cap_is_acknowledged_but_not_stored() {
     let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
     store.migrate().await.unwrap();
     let id = Uuid::now_v7();
-    let (runner, lease) = (registered_runner(&store).await, Uuid::new_v4());
+    let (runner, lease) = (registered_runner(&store).await, LeaseId::random());
     store
         .task_insert(
             &NewTask {

@@ -4,6 +4,8 @@
 //! is shown to fence each row on its own. A start is fenced too: a lease whose run
 //! already ended never starts the task again.
 
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_localcluster::testing as support;
 
 use baton_core::TaskStatus;
@@ -43,8 +45,8 @@ async fn running_task(
     status: TaskStatus,
     attempt: i32,
     task: NewTask,
-    runner: Uuid,
-    lease: Uuid,
+    runner: RunnerId,
+    lease: LeaseId,
 ) -> Uuid {
     let (task, _) = store.task_insert(&task, Utc::now()).await.unwrap();
     sqlx::query(
@@ -90,7 +92,7 @@ async fn the_batched_run_end_retries_exactly_as_after_run_says() {
     let env = TestEnv::new("store-after-run").await;
     let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
     store.migrate().await.unwrap();
-    let (runner, lease) = (Uuid::new_v4(), Uuid::new_v4());
+    let (runner, lease) = (RunnerId::random(), LeaseId::random());
     let outcomes = [
         TaskStatus::Succeeded,
         TaskStatus::Failed,
@@ -154,7 +156,7 @@ async fn a_retry_policy_in_the_row_retries_exactly_as_after_run_says() {
     let env = TestEnv::new("store-retry-policy").await;
     let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
     store.migrate().await.unwrap();
-    let (runner, lease) = (Uuid::new_v4(), Uuid::new_v4());
+    let (runner, lease) = (RunnerId::random(), LeaseId::random());
     let backoff = RetryPolicy {
         backoff_base_s: Some(1.5),
         backoff_factor: Some(3.0),
@@ -244,7 +246,7 @@ async fn a_batch_fences_each_row_by_its_own_lease_and_runner() {
     let env = TestEnv::new("store-batch-fence").await;
     let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
     store.migrate().await.unwrap();
-    let (runner, lease) = (Uuid::new_v4(), Uuid::new_v4());
+    let (runner, lease) = (RunnerId::random(), LeaseId::random());
     let running = |runner| {
         let (store, env) = (&store, &env);
         async move {
@@ -262,7 +264,7 @@ async fn a_batch_fences_each_row_by_its_own_lease_and_runner() {
     };
     let ok = running(runner).await;
     let stale = running(runner).await;
-    let other = running(Uuid::new_v4()).await;
+    let other = running(RunnerId::random()).await;
     let end = RunEnd::by_server(TaskStatus::Succeeded, "done");
     let finish = |task, lease_id| baton_store::FinishRun {
         task,
@@ -278,7 +280,7 @@ async fn a_batch_fences_each_row_by_its_own_lease_and_runner() {
             &Work {
                 finishes: vec![
                     finish(ok, lease),
-                    finish(stale, Uuid::new_v4()),
+                    finish(stale, LeaseId::random()),
                     finish(other, lease),
                     finish(Uuid::now_v7(), lease),
                     // The same report twice in one batch: the second is a repeat.
@@ -348,7 +350,7 @@ async fn a_lease_whose_run_ended_never_starts_the_task_again() {
         }],
         ..Work::default()
     };
-    let first = Uuid::new_v4();
+    let first = LeaseId::random();
     let started = store
         .write_now(&start(first), &baton_store::Apply::at(Utc::now()))
         .await
@@ -375,7 +377,7 @@ async fn a_lease_whose_run_ended_never_starts_the_task_again() {
     assert_eq!(promoted[0].status, TaskStatus::Queued);
     // Redis handed the retry to a lease that never started, and the requeue voided it:
     // that lease is refused too, and the last run's stays refused.
-    let voided = Uuid::new_v4();
+    let voided = LeaseId::random();
     assert_eq!(
         store
             .tasks_void_leases(&[(task.id, voided)], due)
@@ -403,7 +405,7 @@ async fn a_lease_whose_run_ended_never_starts_the_task_again() {
     assert_eq!((row.status, row.attempt), (TaskStatus::Queued, 1));
 
     let retry = store
-        .write_now(&start(Uuid::new_v4()), &baton_store::Apply::at(due))
+        .write_now(&start(LeaseId::random()), &baton_store::Apply::at(due))
         .await
         .unwrap();
     assert_eq!(retry.starts[0].as_ref().unwrap().attempt, 2);

@@ -1,6 +1,7 @@
 //! Pickup latency: a runner parked on one node, tasks submitted on another.
 
 use super::*;
+use baton_core::LeaseId;
 
 /// The exchange a parked protocol-level runner sends.
 pub(crate) fn poll(boot_id: Uuid, wait_s: u32) -> Exchange {
@@ -68,7 +69,7 @@ pub(crate) async fn pickup(stack: &Stack, scale: &Scale) -> [f64; 3] {
 }
 
 /// Starts and completes a leased task, so nothing comes back after its ack timeout.
-pub(crate) async fn finish(runner: &Client, boot_id: Uuid, task_id: Uuid, lease_id: Uuid) {
+pub(crate) async fn finish(runner: &Client, boot_id: Uuid, task_id: Uuid, lease_id: LeaseId) {
     let started = runner
         .exchange(&Exchange {
             request_id: Uuid::new_v4(),

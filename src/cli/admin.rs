@@ -141,13 +141,13 @@ pub async fn runners(cmd: RunnersCommand) -> anyhow::Result<ExitCode> {
             }
         }
         RunnersCommand::Pause(RunnerIdArgs { id, client }) => {
-            print_json(&client.client()?.runner_pause(id, true).await?)?;
+            print_json(&client.client()?.runner_pause(id.into(), true).await?)?;
         }
         RunnersCommand::Resume(RunnerIdArgs { id, client }) => {
-            print_json(&client.client()?.runner_pause(id, false).await?)?;
+            print_json(&client.client()?.runner_pause(id.into(), false).await?)?;
         }
         RunnersCommand::Delete(RunnerIdArgs { id, client }) => {
-            client.client()?.runner_delete(id).await?;
+            client.client()?.runner_delete(id.into()).await?;
             eprintln!("runner {id} deleted");
         }
     }

@@ -3,6 +3,8 @@
 use crate::bulk::{BulkAnswer, BulkRequest};
 use crate::exchange::{Exchange, ExchangeAnswer};
 use crate::wire::*;
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use bytes::Bytes;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
@@ -207,13 +209,13 @@ impl Client {
 
     /// Deletes a runner: its token is refused from then on, and its unfinished tasks are
     /// ended or retried as a lost runner's.
-    pub async fn runner_delete(&self, id: Uuid) -> Result<(), ClientError> {
+    pub async fn runner_delete(&self, id: RunnerId) -> Result<(), ClientError> {
         Self::send(self.request(Method::DELETE, &format!("/v1/runners/{id}"))).await?;
         Ok(())
     }
 
     /// Pauses (`true`) or resumes a runner: a paused runner leases nothing.
-    pub async fn runner_pause(&self, id: Uuid, pause: bool) -> Result<RunnerView, ClientError> {
+    pub async fn runner_pause(&self, id: RunnerId, pause: bool) -> Result<RunnerView, ClientError> {
         let action = if pause { "pause" } else { "resume" };
         Self::json(self.request(Method::POST, &format!("/v1/runners/{id}/{action}"))).await
     }
@@ -436,7 +438,7 @@ impl Client {
 
     /// A report call: its own client span, which the server's request span continues.
     #[tracing::instrument(name = "runner.start", skip_all, fields(otel.kind = "client", task.id = %task))]
-    pub async fn start(&self, task: Uuid, lease_id: Uuid) -> Result<Started, ClientError> {
+    pub async fn start(&self, task: Uuid, lease_id: LeaseId) -> Result<Started, ClientError> {
         Self::json(
             self.request(Method::POST, &format!("/v1/runner/tasks/{task}/start"))
                 .json(&StartTask { lease_id }),
@@ -449,7 +451,7 @@ impl Client {
     pub async fn log_append(
         &self,
         task: Uuid,
-        lease_id: Uuid,
+        lease_id: LeaseId,
         offset: i64,
         chunk: Bytes,
     ) -> Result<LogAck, ClientError> {

@@ -7,6 +7,7 @@
 
 use crate::wire::{CompleteTask, LeasedTask, Outcome, RunningLease};
 use base64::Engine;
+use baton_core::LeaseId;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -74,7 +75,7 @@ pub struct StartItem {
     pub task_id: Uuid,
     /// The lease it came with: a start under a lease no longer current is answered `stale`,
     /// and the task must not run.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// The W3C trace context of the runner's span for this item: the node's span for it
     /// joins the task's trace there (one request carries many tasks' items).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -90,7 +91,7 @@ pub struct CompletionItem {
     pub task_id: Uuid,
     /// The lease the run was under: a report under a lease no longer current is answered
     /// `stale` and changes nothing.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// How the run ended, as [`crate::CompleteTask::outcome`].
     pub outcome: Outcome,
     /// The process's exit status, as [`crate::CompleteTask::exit_code`].
@@ -118,7 +119,7 @@ pub struct CompletionItem {
 impl CompletionItem {
     /// [`CompleteTask::succeeded`] as an exchange item for `task_id`: with no output there
     /// is no log tail, and a stand-in has no span to carry.
-    pub fn succeeded(task_id: Uuid, lease_id: Uuid) -> CompletionItem {
+    pub fn succeeded(task_id: Uuid, lease_id: LeaseId) -> CompletionItem {
         let report = CompleteTask::succeeded(lease_id);
         CompletionItem {
             task_id,

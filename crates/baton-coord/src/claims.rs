@@ -7,6 +7,8 @@
 
 use crate::queue::parse_uuid;
 use crate::{Coord, CoordError, Enqueue};
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use redis::Script;
 use std::sync::LazyLock;
 use uuid::Uuid;
@@ -28,9 +30,9 @@ pub struct DispatchedRow<'a> {
     /// which the claim registers again when a failover lost it with the claim.
     pub entry: &'a Enqueue,
     /// The lease its row has.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// The runner its row names.
-    pub runner: Option<Uuid>,
+    pub runner: Option<RunnerId>,
     /// The runner's boot its row names.
     pub boot: Option<Uuid>,
     /// Its run has started (`running` or `cancelling`, not only `leased`).
@@ -59,12 +61,12 @@ pub struct Claim {
     /// The node that answers for the task.
     pub node: String,
     /// The lease the task was handed out under: the fencing token of its run.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// When the claim was made, in ms of the cluster's clock.
     pub claimed_at_ms: i64,
     /// The runner the lease was handed to, and its boot (absent in claims written by the
     /// repair pass for rows that had none).
-    pub runner: Option<Uuid>,
+    pub runner: Option<RunnerId>,
     /// The boot of `runner` the lease went to.
     pub boot: Option<Uuid>,
 }
@@ -79,13 +81,12 @@ impl Claim {
             [node, lease, at, runner, boot] => (*node, *lease, *at, *runner, *boot),
             _ => return Err(malformed()),
         };
-        let optional = |s: &str| (!s.is_empty()).then(|| parse_uuid(s)).transpose();
         Ok(Claim {
             node: node.to_string(),
             lease_id: parse_uuid(lease)?,
             claimed_at_ms: at.parse().map_err(|_| malformed())?,
-            runner: optional(runner)?,
-            boot: optional(boot)?,
+            runner: optional_uuid(runner)?,
+            boot: optional_uuid(boot)?,
         })
     }
 }
@@ -97,7 +98,7 @@ pub struct RunEnded {
     /// The task whose run ended.
     pub task: Uuid,
     /// The lease the run held: the claim goes only if it is still under it.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// When its retry is due, in ms, if it retries.
     pub retry_at_ms: Option<i64>,
 }
@@ -108,11 +109,11 @@ pub struct ClaimAdopt {
     /// The task.
     pub task: Uuid,
     /// The lease the claim is under now: it is adopted only if still so.
-    pub from: Uuid,
+    pub from: LeaseId,
     /// The run's lease, as its row has it.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// The run's runner and boot, as its row has them.
-    pub runner: Option<Uuid>,
+    pub runner: Option<RunnerId>,
     /// The boot of `runner`.
     pub boot: Option<Uuid>,
 }
@@ -129,15 +130,14 @@ impl Coord {
         if adoptions.is_empty() {
             return Ok(0);
         }
-        let text = |id: Option<Uuid>| id.map(|id| id.to_string()).unwrap_or_default();
         let mut inv = ADOPT.prepare_invoke();
         inv.key(self.keys.running()).arg(now_ms);
         for a in adoptions {
             inv.arg(a.task.to_string())
                 .arg(a.from.to_string())
                 .arg(a.lease_id.to_string())
-                .arg(text(a.runner))
-                .arg(text(a.boot));
+                .arg(optional_text(a.runner))
+                .arg(optional_text(a.boot));
         }
         let mut conn = self.conn().await?;
         Ok(inv.invoke_async::<usize>(&mut conn).await?)
@@ -188,7 +188,7 @@ impl Coord {
 
     /// Drops the claim on `task` if it is still under `lease_id` (design.md §4.2). Returns
     /// whether a claim was dropped.
-    pub async fn claim_release(&self, task: Uuid, lease_id: Uuid) -> Result<bool, CoordError> {
+    pub async fn claim_release(&self, task: Uuid, lease_id: LeaseId) -> Result<bool, CoordError> {
         let ended = RunEnded {
             task,
             lease_id,
@@ -242,7 +242,6 @@ impl Coord {
         node: &str,
         now_ms: i64,
     ) -> Result<ClaimedIfAbsent, CoordError> {
-        let id = |v: Option<Uuid>| v.map(|u| u.to_string()).unwrap_or_default();
         let queue_key = row.entry.key_rel();
         let mut conn = self.conn().await?;
         let done: i32 = CLAIM_IF_ABSENT
@@ -253,8 +252,8 @@ impl Coord {
             .arg(node)
             .arg(row.lease_id.to_string())
             .arg(now_ms)
-            .arg(id(row.runner))
-            .arg(id(row.boot))
+            .arg(optional_text(row.runner))
+            .arg(optional_text(row.boot))
             .arg(if row.started { "1" } else { "0" })
             .arg(self.keys.prefix())
             .arg(&queue_key)
@@ -334,13 +333,24 @@ impl Coord {
     }
 }
 
+/// An id a claim may lack (the runner, the boot of a claim of the previous format): an
+/// empty field in the claim's text.
+fn optional_text(id: Option<impl std::fmt::Display>) -> String {
+    id.map(|id| id.to_string()).unwrap_or_default()
+}
+
+/// The id of a field written by [`optional_text`].
+fn optional_uuid<Id: From<Uuid>>(field: &str) -> Result<Option<Id>, CoordError> {
+    (!field.is_empty()).then(|| parse_uuid(field)).transpose()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn claims_parse() {
-        let (lease, runner, boot) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let (lease, runner, boot) = (LeaseId::random(), RunnerId::random(), Uuid::new_v4());
         let claim = Claim::parse(&format!("node-a|{lease}|1700|{runner}|{boot}")).unwrap();
         assert_eq!(
             claim,

@@ -2,6 +2,7 @@
 //! TTL; a node whose key expired is dead to the others, whatever it believes itself.
 
 use crate::{Coord, CoordError};
+use baton_core::RunnerId;
 use redis::Script;
 use serde::{Deserialize, Serialize};
 use std::sync::LazyLock;
@@ -74,7 +75,7 @@ impl Coord {
     /// knows (nothing after Redis lost its data).
     pub async fn presence_get(
         &self,
-        runners: &[Uuid],
+        runners: &[RunnerId],
     ) -> Result<Vec<Option<(i64, Uuid)>>, CoordError> {
         if runners.is_empty() {
             return Ok(Vec::new());
@@ -82,7 +83,7 @@ impl Coord {
         let mut conn = self.conn().await?;
         let values: Vec<Option<String>> = redis::cmd("HMGET")
             .arg(self.keys.presence())
-            .arg(runners.iter().map(Uuid::to_string).collect::<Vec<_>>())
+            .arg(runners.iter().map(RunnerId::to_string).collect::<Vec<_>>())
             .query_async(&mut conn)
             .await?;
         Ok(values
@@ -96,7 +97,7 @@ impl Coord {
     }
 
     /// Every runner's presence: (runner, last seen in ms, boot id).
-    pub async fn presence_all(&self) -> Result<Vec<(Uuid, i64, Uuid)>, CoordError> {
+    pub async fn presence_all(&self) -> Result<Vec<(RunnerId, i64, Uuid)>, CoordError> {
         let mut conn = self.conn().await?;
         let all: Vec<(String, String)> = redis::cmd("HGETALL")
             .arg(self.keys.presence())
@@ -107,7 +108,7 @@ impl Coord {
             .filter_map(|(runner, value)| {
                 let (at, boot) = value.split_once('|')?;
                 Some((
-                    Uuid::parse_str(&runner).ok()?,
+                    Uuid::parse_str(&runner).ok()?.into(),
                     at.parse().ok()?,
                     Uuid::parse_str(boot).ok()?,
                 ))
@@ -116,14 +117,14 @@ impl Coord {
     }
 
     /// Forgets the presence of `runners` (deleted ones, for the janitor).
-    pub async fn presence_remove(&self, runners: &[Uuid]) -> Result<(), CoordError> {
+    pub async fn presence_remove(&self, runners: &[RunnerId]) -> Result<(), CoordError> {
         if runners.is_empty() {
             return Ok(());
         }
         let mut conn = self.conn().await?;
         redis::cmd("HDEL")
             .arg(self.keys.presence())
-            .arg(runners.iter().map(Uuid::to_string).collect::<Vec<_>>())
+            .arg(runners.iter().map(RunnerId::to_string).collect::<Vec<_>>())
             .query_async::<()>(&mut conn)
             .await?;
         Ok(())
@@ -133,7 +134,7 @@ impl Coord {
     /// idle runner's polls cost no Postgres write): one script (one read, one write) for
     /// every runner a node heard since its last write, in batches that stay within what a
     /// script may unpack. A stamp older than the one Redis holds is not written.
-    pub async fn presence_write(&self, seen: &[(Uuid, i64, Uuid)]) -> Result<(), CoordError> {
+    pub async fn presence_write(&self, seen: &[(RunnerId, i64, Uuid)]) -> Result<(), CoordError> {
         const BATCH: usize = 1000;
         if seen.is_empty() {
             return Ok(());

@@ -3,6 +3,8 @@
 use crate::replay::ReplayKey;
 use crate::{Claim, Coord, CoordError};
 use baton_core::LabelSet;
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_core::flow::Group;
 use baton_core::queue_order::{
     AGE_EPOCH_MS, FAIR_SPACING_MS, PRIORITY_STEP, parse_queue_key, queue_key, score,
@@ -107,7 +109,7 @@ pub struct Popped {
     /// The claimed task.
     pub task_id: Uuid,
     /// The lease it was claimed under.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// Where it came from and with what score, to put it back exactly if Postgres fails.
     pub queue_key: String,
     /// Its score in that queue.
@@ -116,7 +118,7 @@ pub struct Popped {
 
 impl Popped {
     /// The queue place of a claimed task, rebuilt from its row.
-    pub fn of(entry: &Enqueue, lease_id: Uuid) -> Popped {
+    pub fn of(entry: &Enqueue, lease_id: LeaseId) -> Popped {
         Popped {
             task_id: entry.task_id,
             lease_id,
@@ -132,7 +134,7 @@ pub struct LeaseAsk<'a> {
     /// The node that makes the lease: its claims name it.
     pub node: &'a str,
     /// The runner asking.
-    pub runner: Uuid,
+    pub runner: RunnerId,
     /// The runner's boot, recorded in each claim.
     pub boot_id: Uuid,
     /// The runner's labels: it takes only tasks that need a subset of them.
@@ -140,7 +142,7 @@ pub struct LeaseAsk<'a> {
     /// The queues it serves (empty: every queue).
     pub queues: &'a [String],
     /// One fresh lease id per task wanted; none to lease nothing.
-    pub lease_ids: &'a [Uuid],
+    pub lease_ids: &'a [LeaseId],
     /// Where this request's result is recorded for a resend.
     pub replay: &'a ReplayKey,
     /// Look the request's replay record up first: if an attempt of it leased before (a
@@ -157,7 +159,7 @@ pub struct LeaseAsk<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Leased {
     /// A retry whose first attempt leased these (task, lease) pairs.
-    pub replayed: Option<Vec<(Uuid, Uuid)>>,
+    pub replayed: Option<Vec<(Uuid, LeaseId)>>,
     /// The claim on each task of `claims_of`, in order.
     pub claims: Vec<Option<Claim>>,
     /// The tasks newly claimed, with their queue places.
@@ -434,6 +436,8 @@ impl Coord {
     }
 }
 
-pub(crate) fn parse_uuid(s: &str) -> Result<Uuid, CoordError> {
-    Uuid::parse_str(s).map_err(|_| CoordError::Internal(format!("not a uuid: {s:?}")))
+pub(crate) fn parse_uuid<Id: From<Uuid>>(s: &str) -> Result<Id, CoordError> {
+    Uuid::parse_str(s)
+        .map(Id::from)
+        .map_err(|_| CoordError::Internal(format!("not a uuid: {s:?}")))
 }

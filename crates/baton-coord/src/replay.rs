@@ -11,6 +11,8 @@
 
 use crate::queue::parse_uuid;
 use crate::{Coord, CoordError};
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use uuid::Uuid;
 
 /// Where a lease request's result is recorded for replay, and for how long.
@@ -24,7 +26,7 @@ pub struct ReplayKey {
 
 impl Coord {
     /// The replay record of `runner`'s request `request_id`, kept for `ttl_ms`.
-    pub fn replay_key(&self, runner: Uuid, request_id: Uuid, ttl_ms: u64) -> ReplayKey {
+    pub fn replay_key(&self, runner: RunnerId, request_id: Uuid, ttl_ms: u64) -> ReplayKey {
         ReplayKey {
             key: self
                 .keys
@@ -49,7 +51,7 @@ impl Coord {
 }
 
 /// Parses a replay record: `task:lease,task:lease,...`.
-pub(crate) fn parse_record(record: &str) -> Result<Vec<(Uuid, Uuid)>, CoordError> {
+pub(crate) fn parse_record(record: &str) -> Result<Vec<(Uuid, LeaseId)>, CoordError> {
     record
         .split(',')
         .map(|pair| {
@@ -69,9 +71,9 @@ mod tests {
     fn records_parse() {
         let (a, b, c, d) = (
             Uuid::new_v4(),
+            LeaseId::random(),
             Uuid::new_v4(),
-            Uuid::new_v4(),
-            Uuid::new_v4(),
+            LeaseId::random(),
         );
         assert_eq!(
             parse_record(&format!("{a}:{b},{c}:{d}")).unwrap(),

@@ -5,6 +5,7 @@
 //! on at once: a cancel for a parked runner, a revoked runner token, new log output.
 
 use crate::{Coord, CoordError};
+use baton_core::RunnerId;
 use futures::StreamExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -20,9 +21,9 @@ pub enum Wake {
     Queue(Arc<str>),
     /// Something concerns this runner (a cancel of one of its tasks): its parked lease
     /// should answer now.
-    Runner(Uuid),
+    Runner(RunnerId),
     /// This runner's cached token must be looked up again (deleted, paused, resumed).
-    Revoke(Uuid),
+    Revoke(RunnerId),
     /// New output for this task: log followers read on.
     Log(Uuid),
     /// These tasks' runs ended: their followers read to the end and stop. (Sent as one
@@ -64,10 +65,10 @@ impl Wake {
     fn parse(payload: &str) -> Vec<Wake> {
         let id = |rest: &str| Uuid::parse_str(rest).ok();
         if let Some(w) = payload.strip_prefix("runner:").and_then(id) {
-            return vec![Wake::Runner(w)];
+            return vec![Wake::Runner(w.into())];
         }
         if let Some(w) = payload.strip_prefix("revoke:").and_then(id) {
-            return vec![Wake::Revoke(w)];
+            return vec![Wake::Revoke(w.into())];
         }
         if let Some(ids) = payload.strip_prefix("log:") {
             return ids.split(',').filter_map(id).map(Wake::Log).collect();
@@ -237,8 +238,8 @@ mod tests {
         let id = Uuid::new_v4();
         for wake in [
             Wake::Queue("q:default:-".into()),
-            Wake::Runner(id),
-            Wake::Revoke(id),
+            Wake::Runner(id.into()),
+            Wake::Revoke(id.into()),
             Wake::Log(id),
             Wake::Outbox,
             Wake::All,

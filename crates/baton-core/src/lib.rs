@@ -12,6 +12,7 @@ pub mod cron;
 pub mod fault;
 pub mod flow;
 pub mod idempotency;
+pub mod ids;
 pub mod labels;
 pub mod queue_order;
 pub mod reconcile;
@@ -21,6 +22,7 @@ pub mod status;
 pub mod validate;
 pub mod version;
 
+pub use ids::{LeaseId, RunnerId};
 pub use labels::LabelSet;
 pub use status::{TaskStatus, Transition};
 pub use validate::Invalid;

@@ -183,7 +183,9 @@ fn by_itself(status: &str, error: Option<&str>) -> bool {
 }
 
 /// Runner ids by their drill index, from their registered names (`dev-runner-<n>`).
-async fn runner_indexes(conn: &mut PgConnection) -> anyhow::Result<HashMap<Uuid, usize>> {
+async fn runner_indexes(
+    conn: &mut PgConnection,
+) -> anyhow::Result<HashMap<baton_core::RunnerId, usize>> {
     Ok(audit::runner_names(conn)
         .await?
         .into_iter()

@@ -26,6 +26,7 @@ use baton_client::{
     Client, ClientError, CompletionItem, Exchange, ExchangeAnswer, ItemAnswer, ItemResult,
     LeasedTask, StartItem,
 };
+use baton_core::LeaseId;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
@@ -55,7 +56,7 @@ impl Reports {
     pub(crate) async fn start(
         &self,
         task_id: Uuid,
-        lease_id: Uuid,
+        lease_id: LeaseId,
         traceparent: Option<String>,
     ) -> ItemOutcome {
         let (reply, answer) = oneshot::channel();

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Health {
-    pub runner_id: Option<uuid::Uuid>,
+    pub runner_id: Option<baton_core::RunnerId>,
     /// Tasks running now.
     pub running: usize,
     /// Whether it asks the server for work right now.

@@ -6,6 +6,7 @@
 
 use crate::retry::{CallError, Retrier, classify};
 use baton_client::{Client, ClientError, LogTail, StatusCode};
+use baton_core::LeaseId;
 use baton_core::backoff::Backoff;
 use nix::fcntl::OFlag;
 use std::fs::{File, OpenOptions};
@@ -93,7 +94,7 @@ impl LogSpool {
 pub(crate) struct Shipper {
     client: Client,
     task: Uuid,
-    lease: Uuid,
+    lease: LeaseId,
     /// Offset the server has acknowledged.
     acked: i64,
     chunk: usize,
@@ -102,7 +103,7 @@ pub(crate) struct Shipper {
 }
 
 impl Shipper {
-    pub(crate) fn new(client: Client, task: Uuid, lease: Uuid, chunk: usize) -> Self {
+    pub(crate) fn new(client: Client, task: Uuid, lease: LeaseId, chunk: usize) -> Self {
         Shipper {
             client,
             task,

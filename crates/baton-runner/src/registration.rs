@@ -3,15 +3,15 @@
 //! ([`crate::owner_only`]).
 
 use anyhow::Context;
+use baton_core::RunnerId;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use uuid::Uuid;
 
 /// This runner's identity with its server, kept in the state dir between starts.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Registration {
     /// The id the server gave this runner.
-    pub runner_id: Uuid,
+    pub runner_id: RunnerId,
     /// The secret the runner calls the server with.
     pub token: String,
     /// The server it was registered with; a different server means a new registration.
@@ -63,10 +63,10 @@ mod tests {
 
     #[test]
     fn saves_owner_only_and_loads_back() {
-        let dir = std::env::temp_dir().join(format!("baton-reg-{}", Uuid::new_v4()));
+        let dir = std::env::temp_dir().join(format!("baton-reg-{}", uuid::Uuid::new_v4()));
         assert_eq!(Registration::load(&dir).unwrap(), None);
         let reg = Registration {
-            runner_id: Uuid::new_v4(),
+            runner_id: RunnerId::random(),
             token: "brt_x".into(),
             server: "http://s".into(),
         };

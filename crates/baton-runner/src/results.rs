@@ -6,8 +6,8 @@
 //! is never reported as lost because nobody was there to hear it.
 
 use baton_client::CompletionItem;
+use baton_core::LeaseId;
 use std::path::{Path, PathBuf};
-use uuid::Uuid;
 
 /// Kept this long at most: by then the server has long ended the run another way.
 const KEPT_AT_MOST: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
@@ -27,7 +27,7 @@ impl ResultSpool {
         })
     }
 
-    fn file(&self, lease_id: Uuid) -> PathBuf {
+    fn file(&self, lease_id: LeaseId) -> PathBuf {
         self.dir.join(format!("{lease_id}.json"))
     }
 
@@ -37,7 +37,7 @@ impl ResultSpool {
     }
 
     /// The server has it (or will never take it): forgotten.
-    pub(crate) fn taken(&self, lease_id: Uuid) {
+    pub(crate) fn taken(&self, lease_id: LeaseId) {
         let file = self.file(lease_id);
         if let Err(e) = std::fs::remove_file(&file)
             && e.kind() != std::io::ErrorKind::NotFound
@@ -83,8 +83,9 @@ impl ResultSpool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use uuid::Uuid;
 
-    fn result(lease_id: Uuid) -> CompletionItem {
+    fn result(lease_id: LeaseId) -> CompletionItem {
         CompletionItem::succeeded(Uuid::new_v4(), lease_id)
     }
 
@@ -92,7 +93,7 @@ mod tests {
     fn a_result_is_kept_owner_only_until_taken() {
         let dir = std::env::temp_dir().join(format!("baton-results-{}", Uuid::new_v4()));
         let spool = ResultSpool::open(&dir).unwrap();
-        let (a, b) = (result(Uuid::new_v4()), result(Uuid::new_v4()));
+        let (a, b) = (result(LeaseId::random()), result(LeaseId::random()));
         spool.keep(&a).unwrap();
         spool.keep(&b).unwrap();
         std::fs::write(dir.join("cut-short.json.tmp"), b"{").unwrap();

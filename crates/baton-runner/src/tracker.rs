@@ -6,6 +6,7 @@
 //! of one task at once is what we must never allow.
 
 use baton_client::{HeartbeatResponse, RunningLease};
+use baton_core::LeaseId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,7 +44,7 @@ impl TaskControl {
 /// runs under a new lease while its previous attempt may still be dying, and both must
 /// stay within reach of a fence or a cancel. Each task's runs are in the order they were
 /// leased, the newest last.
-type Runs = HashMap<Uuid, Vec<(Uuid, TaskControl)>>;
+type Runs = HashMap<Uuid, Vec<(LeaseId, TaskControl)>>;
 
 #[derive(Debug)]
 pub(crate) struct Tracker {
@@ -70,7 +71,7 @@ impl Tracker {
         self.runs.lock().expect("tracker lock")
     }
 
-    pub(crate) fn insert(&self, task: Uuid, lease: Uuid) -> TaskControl {
+    pub(crate) fn insert(&self, task: Uuid, lease: LeaseId) -> TaskControl {
         let control = TaskControl::default();
         self.runs()
             .entry(task)
@@ -80,7 +81,7 @@ impl Tracker {
     }
 
     /// Forgets the run of `task` under `lease`; another lease of the same task stays.
-    pub(crate) fn remove(&self, task: Uuid, lease: Uuid) {
+    pub(crate) fn remove(&self, task: Uuid, lease: LeaseId) {
         let mut runs = self.runs();
         if let Some(of_task) = runs.get_mut(&task) {
             of_task.retain(|(l, _)| *l != lease);
@@ -202,8 +203,8 @@ mod tests {
     fn verdicts_reach_their_tasks() {
         let tracker = Tracker::default();
         let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
-        let ca = tracker.insert(a, Uuid::new_v4());
-        let cb = tracker.insert(b, Uuid::new_v4());
+        let ca = tracker.insert(a, LeaseId::random());
+        let cb = tracker.insert(b, LeaseId::random());
         tracker.apply(&HeartbeatResponse {
             cancel: vec![a],
             gone: vec![b, Uuid::new_v4()],
@@ -211,7 +212,7 @@ mod tests {
         assert!(ca.cancel.is_cancelled() && !ca.gone.is_cancelled());
         assert!(cb.gone.is_cancelled() && !cb.cancel.is_cancelled());
         assert_eq!(tracker.leases().len(), 2);
-        tracker.remove(a, Uuid::new_v4());
+        tracker.remove(a, LeaseId::random());
         assert_eq!(
             tracker.leases().len(),
             2,
@@ -234,7 +235,7 @@ mod tests {
     fn a_task_leased_again_keeps_its_dying_attempt_within_reach() {
         let tracker = Tracker::default();
         let task = Uuid::new_v4();
-        let (old, new) = (Uuid::new_v4(), Uuid::new_v4());
+        let (old, new) = (LeaseId::random(), LeaseId::random());
         let dying = tracker.insert(task, old);
         let running = tracker.insert(task, new);
         assert_eq!(tracker.len(), 2, "both processes hold a slot");
@@ -262,7 +263,7 @@ mod tests {
         let tracker = Tracker::default();
         let window = Duration::from_secs(60);
         assert!(!tracker.lists_while_idle(window), "nothing dropped");
-        tracker.insert(Uuid::new_v4(), Uuid::new_v4());
+        tracker.insert(Uuid::new_v4(), LeaseId::random());
         tracker.abandon_all();
         assert!(
             tracker.lists_while_idle(window),
@@ -275,7 +276,7 @@ mod tests {
     #[test]
     fn a_run_whose_end_is_decided_is_listed_as_reporting() {
         let tracker = Tracker::default();
-        let control = tracker.insert(Uuid::new_v4(), Uuid::new_v4());
+        let control = tracker.insert(Uuid::new_v4(), LeaseId::random());
         assert!(!tracker.leases()[0].reporting, "still running");
         control.report_on_its_way();
         assert!(tracker.leases()[0].reporting);

@@ -15,11 +15,11 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use baton_client::Scope;
 use baton_core::LabelSet;
+use baton_core::RunnerId;
 use baton_store::{Store, StoreError};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use uuid::Uuid;
 
 pub(crate) type TokenHash = [u8; 32];
 
@@ -159,7 +159,7 @@ impl User {
 /// A caller of the runner API, as registered.
 #[derive(Debug, Clone)]
 pub(crate) struct Runner {
-    pub id: Uuid,
+    pub id: RunnerId,
     pub labels: LabelSet,
     pub queues: Vec<String>,
     /// A paused runner leases nothing.
@@ -178,7 +178,7 @@ pub(crate) struct TokenCache {
     entries: Mutex<HashMap<TokenHash, Runner>>,
     /// When each runner was last revoked here: a lookup that began before must not put
     /// the runner back (it read the row before the delete committed).
-    revoked_at: Mutex<HashMap<Uuid, std::time::Instant>>,
+    revoked_at: Mutex<HashMap<RunnerId, std::time::Instant>>,
 }
 
 /// How long a revocation is remembered against lookups that raced it: far longer than
@@ -193,7 +193,7 @@ impl TokenCache {
 
     /// Forgets a runner's token, so its next request reads the runner again (deleted,
     /// paused, resumed): every node hears of it through Redis.
-    pub(crate) fn forget_runner(&self, id: Uuid) {
+    pub(crate) fn forget_runner(&self, id: RunnerId) {
         let now = std::time::Instant::now();
         {
             let mut revoked = self.revoked_at.lock().expect("token cache lock");
@@ -224,9 +224,9 @@ impl TokenCache {
         entries.insert(hash, runner);
     }
 
-    fn runner_ids(&self) -> Vec<Uuid> {
+    fn runner_ids(&self) -> Vec<RunnerId> {
         let entries = self.entries.lock().expect("token cache lock");
-        let mut ids: Vec<Uuid> = entries.values().map(|r| r.id).collect();
+        let mut ids: Vec<RunnerId> = entries.values().map(|r| r.id).collect();
         ids.sort();
         ids.dedup();
         ids
@@ -234,7 +234,7 @@ impl TokenCache {
 
     /// Replaces each cached runner with its row as read (`None`: deleted or gone), but
     /// only where it is still cached: one a revocation dropped meanwhile stays dropped.
-    fn refreshed(&self, rows: &HashMap<Uuid, Option<Runner>>) {
+    fn refreshed(&self, rows: &HashMap<RunnerId, Option<Runner>>) {
         let mut entries = self.entries.lock().expect("token cache lock");
         entries.retain(|_, runner| match rows.get(&runner.id) {
             Some(Some(fresh)) => {
@@ -257,7 +257,8 @@ impl TokenCache {
         if ids.is_empty() {
             return Ok(0);
         }
-        let mut rows: HashMap<Uuid, Option<Runner>> = ids.iter().map(|id| (*id, None)).collect();
+        let mut rows: HashMap<RunnerId, Option<Runner>> =
+            ids.iter().map(|id| (*id, None)).collect();
         for record in store.runners_by_ids(&ids).await? {
             if record.deleted_at.is_none()
                 && let Ok(runner) = runner_of(record.clone())
@@ -273,7 +274,7 @@ impl TokenCache {
 /// Deletes a runner, whoever asks (an operator, or an ephemeral runner leaving after its
 /// task): its row, its token on every node, and the news of it. Its next request gets
 /// 401; the reconciler requeues its unstarted tasks and ends its running ones.
-pub(crate) async fn delete_runner(state: &AppState, id: Uuid) -> Result<(), StoreError> {
+pub(crate) async fn delete_runner(state: &AppState, id: RunnerId) -> Result<(), StoreError> {
     state.store.runner_delete(id, state.clock.now()).await?;
     revoke_everywhere(state, id).await;
     state
@@ -288,7 +289,7 @@ pub(crate) async fn delete_runner(state: &AppState, id: Uuid) -> Result<(), Stor
 /// leases of it answer then). When Redis cannot take the announcement now, it is sent
 /// again until it can, for up to a minute: past that, each node's own refresh of its
 /// cached runners catches it.
-pub(crate) async fn revoke_everywhere(state: &AppState, id: Uuid) {
+pub(crate) async fn revoke_everywhere(state: &AppState, id: RunnerId) {
     state.tokens.forget_runner(id);
     if state
         .coord

@@ -4,6 +4,7 @@
 //! from Redis, at most one interval late; the presence flusher copies it on to Postgres.
 
 use baton_coord::Coord;
+use baton_core::RunnerId;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +15,7 @@ use uuid::Uuid;
 /// When each runner was last heard by this node, and under which boot, not yet written.
 #[derive(Debug)]
 pub(crate) struct PresenceBuffer {
-    heard: Mutex<HashMap<Uuid, (i64, Uuid)>>,
+    heard: Mutex<HashMap<RunnerId, (i64, Uuid)>>,
     /// The last write reached Redis: what is heard now will be seen by every node.
     reaching_redis: AtomicBool,
 }
@@ -30,7 +31,7 @@ impl Default for PresenceBuffer {
 
 impl PresenceBuffer {
     /// `runner` (agent process `boot`) was heard at `at_ms`. Presence only moves forward.
-    pub(crate) fn record(&self, runner: Uuid, boot: Uuid, at_ms: i64) {
+    pub(crate) fn record(&self, runner: RunnerId, boot: Uuid, at_ms: i64) {
         let mut heard = self.heard.lock().expect("presence lock");
         let entry = heard.entry(runner).or_insert((at_ms, boot));
         if at_ms >= entry.0 {
@@ -38,7 +39,7 @@ impl PresenceBuffer {
         }
     }
 
-    fn take(&self) -> Vec<(Uuid, i64, Uuid)> {
+    fn take(&self) -> Vec<(RunnerId, i64, Uuid)> {
         let mut heard = self.heard.lock().expect("presence lock");
         heard
             .drain()
@@ -52,7 +53,7 @@ impl PresenceBuffer {
     }
 
     /// Puts back what could not be written, unless newer news came meanwhile.
-    fn restore(&self, seen: Vec<(Uuid, i64, Uuid)>) {
+    fn restore(&self, seen: Vec<(RunnerId, i64, Uuid)>) {
         for (runner, at, boot) in seen {
             self.record(runner, boot, at);
         }
@@ -91,7 +92,7 @@ mod tests {
     #[test]
     fn presence_only_moves_forward() {
         let buffer = PresenceBuffer::default();
-        let (runner, old_boot, new_boot) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let (runner, old_boot, new_boot) = (RunnerId::random(), Uuid::new_v4(), Uuid::new_v4());
         buffer.record(runner, new_boot, 200);
         buffer.record(runner, old_boot, 100);
         assert_eq!(buffer.take(), vec![(runner, 200, new_boot)]);

@@ -8,6 +8,7 @@
 use crate::queueing::queue_entry;
 use crate::services::ServiceError;
 use baton_coord::{ClaimedIfAbsent, Coord, DispatchedRow};
+use baton_core::LeaseId;
 use baton_core::TaskStatus;
 use baton_store::{Store, TaskRecord};
 use chrono::{DateTime, Utc};
@@ -84,7 +85,7 @@ impl Claimer<'_> {
     /// would keep a retry scheduled since from being queued. If the task was queued
     /// again (a retry with a short backoff), the entry the claim took was the new turn's,
     /// and it comes back.
-    async fn undo_if_moved_on(&self, task: Uuid, lease: Uuid) -> Result<(), ServiceError> {
+    async fn undo_if_moved_on(&self, task: Uuid, lease: LeaseId) -> Result<(), ServiceError> {
         let now = self.store.tasks_map(&[task]).await?;
         let still_the_run = now
             .get(&task)

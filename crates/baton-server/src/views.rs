@@ -94,7 +94,7 @@ pub(crate) fn webhook_body(t: &TaskRecord) -> serde_json::Value {
 /// acknowledged, which gets them with its start's answer.
 pub(crate) fn leased_view(
     t: TaskRecord,
-    lease_id: uuid::Uuid,
+    lease_id: baton_core::LeaseId,
     started: bool,
     secret_env: BTreeMap<String, String>,
 ) -> LeasedTask {

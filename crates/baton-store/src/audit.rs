@@ -8,6 +8,7 @@
 //! is the primary now, across failovers.
 
 use crate::StoreError;
+use baton_core::RunnerId;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -124,7 +125,7 @@ pub struct AuditedEnd {
     /// The attempt.
     pub attempt: i32,
     /// The runner the run was on.
-    pub runner_id: Option<Uuid>,
+    pub runner_id: Option<RunnerId>,
     /// The status written (or, for a task's outcome, its status now).
     pub status: String,
     /// The error written with the status.
@@ -196,7 +197,9 @@ pub async fn outcomes(conn: &mut PgConnection, tasks: &[Uuid]) -> Result<Vec<Out
 }
 
 /// Every runner's id and name, deleted ones too.
-pub async fn runner_names(conn: &mut PgConnection) -> Result<Vec<(Uuid, String)>, StoreError> {
+pub async fn runner_names(
+    conn: &mut PgConnection,
+) -> Result<Vec<(baton_core::RunnerId, String)>, StoreError> {
     Ok(sqlx::query_as("SELECT id, name FROM runners")
         .fetch_all(conn)
         .await?)

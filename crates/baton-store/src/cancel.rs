@@ -7,6 +7,8 @@ use crate::Store;
 use crate::error::StoreError;
 use crate::runs::outbox_for_all;
 use crate::tasks::TaskRecord;
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -30,7 +32,7 @@ impl Store {
         &self,
         id: Uuid,
         owner: Option<&str>,
-        lease: Option<(Uuid, Uuid)>,
+        lease: Option<(RunnerId, LeaseId)>,
         now: DateTime<Utc>,
     ) -> Result<Cancelled, StoreError> {
         let mut tx = self.pool.begin().await?;
@@ -51,7 +53,7 @@ pub(crate) async fn cancel_in(
     conn: &mut sqlx::PgConnection,
     id: Uuid,
     owner: Option<&str>,
-    lease: Option<(Uuid, Uuid)>,
+    lease: Option<(RunnerId, LeaseId)>,
     now: DateTime<Utc>,
 ) -> Result<Cancelled, StoreError> {
     let task = sqlx::query_as::<_, TaskRecord>("SELECT * FROM tasks WHERE id = $1 FOR UPDATE")

@@ -8,6 +8,8 @@
 use crate::Store;
 use crate::error::StoreError;
 use crate::transitions::{Apply, LogWrite, Work};
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_core::TaskStatus;
 use uuid::Uuid;
 
@@ -41,8 +43,8 @@ impl Store {
     pub async fn task_log_append(
         &self,
         id: Uuid,
-        runner_id: Uuid,
-        lease_id: Uuid,
+        runner_id: RunnerId,
+        lease_id: LeaseId,
         offset: i64,
         chunk: &[u8],
         cap: i64,

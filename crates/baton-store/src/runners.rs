@@ -4,6 +4,7 @@
 use crate::Store;
 use crate::error::StoreError;
 use crate::statuses::sql_list;
+use baton_core::RunnerId;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -12,7 +13,7 @@ use uuid::Uuid;
 #[derive(Debug, Clone)]
 pub struct NewRunner {
     /// Its id.
-    pub id: Uuid,
+    pub id: RunnerId,
     /// Its name, for operators.
     pub name: String,
     /// The labels it offers.
@@ -31,7 +32,7 @@ pub struct NewRunner {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RunnerRecord {
     /// Its id.
-    pub id: Uuid,
+    pub id: RunnerId,
     /// Its name, for operators.
     pub name: String,
     /// The labels it offers.
@@ -104,12 +105,12 @@ impl Store {
     /// survives Redis losing its data without costing a write per poll.
     pub async fn runners_touch(
         &self,
-        seen: &[(Uuid, DateTime<Utc>, Uuid)],
+        seen: &[(RunnerId, DateTime<Utc>, Uuid)],
     ) -> Result<u64, StoreError> {
         if seen.is_empty() {
             return Ok(0);
         }
-        let ids: Vec<Uuid> = seen.iter().map(|s| s.0).collect();
+        let ids: Vec<RunnerId> = seen.iter().map(|s| s.0).collect();
         let at: Vec<DateTime<Utc>> = seen.iter().map(|s| s.1).collect();
         let boots: Vec<Uuid> = seen.iter().map(|s| s.2).collect();
         let done = sqlx::query(
@@ -126,7 +127,7 @@ impl Store {
     }
 
     /// The rows of `ids` that exist, deleted ones included.
-    pub async fn runners_by_ids(&self, ids: &[Uuid]) -> Result<Vec<RunnerRecord>, StoreError> {
+    pub async fn runners_by_ids(&self, ids: &[RunnerId]) -> Result<Vec<RunnerRecord>, StoreError> {
         Ok(sqlx::query_as::<_, RunnerRecord>(concat!(
             "SELECT ",
             runner_columns!(),
@@ -152,7 +153,7 @@ impl Store {
              GROUP BY runner_id",
             sql_list(TaskStatus::DISPATCHED)
         );
-        let counts: Vec<(Uuid, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let counts: Vec<(RunnerId, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .fetch_all(&self.pool)
             .await?;
         Ok(runners
@@ -166,10 +167,10 @@ impl Store {
 
     /// Marks a runner deleted: its token stops working and the reconciler takes its
     /// tasks back. `NotFound` if it does not exist or is already deleted.
-    pub async fn runner_delete(&self, id: Uuid, now: DateTime<Utc>) -> Result<(), StoreError> {
+    pub async fn runner_delete(&self, id: RunnerId, now: DateTime<Utc>) -> Result<(), StoreError> {
         self.end_once(
             "UPDATE runners SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL",
-            id,
+            id.uuid(),
             now,
         )
         .await
@@ -178,7 +179,7 @@ impl Store {
     /// Pauses or resumes the runner `id`.
     pub async fn runner_set_paused(
         &self,
-        id: Uuid,
+        id: RunnerId,
         paused: bool,
     ) -> Result<RunnerRecord, StoreError> {
         sqlx::query_as::<_, RunnerRecord>(concat!(

@@ -12,6 +12,8 @@ use crate::Store;
 use crate::error::StoreError;
 use crate::tasks::TaskRecord;
 use crate::transitions::{Apply, FinishRun, Work};
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_core::TaskStatus;
 use baton_core::backoff::Backoff;
 use chrono::{DateTime, Utc};
@@ -52,9 +54,9 @@ impl RunEnd {
 #[derive(Debug, Clone, Copy)]
 pub struct Fence {
     /// The lease the run must still hold.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// The reporting runner; `None` for the server's own end.
-    pub runner_id: Option<Uuid>,
+    pub runner_id: Option<RunnerId>,
 }
 
 /// What retries cost: the backoff, and a random draw for its jitter (for a single
@@ -108,7 +110,7 @@ impl Store {
     pub async fn task_requeue(
         &self,
         id: Uuid,
-        lease_id: Uuid,
+        lease_id: LeaseId,
         now: DateTime<Utc>,
     ) -> Result<Option<TaskRecord>, StoreError> {
         Ok(sqlx::query_as::<_, TaskRecord>(
@@ -135,14 +137,14 @@ impl Store {
     /// tasks voided, which are safe to requeue.
     pub async fn tasks_void_leases(
         &self,
-        leases: &[(Uuid, Uuid)],
+        leases: &[(Uuid, LeaseId)],
         now: DateTime<Utc>,
     ) -> Result<Vec<Uuid>, StoreError> {
         let mut leases = leases.to_vec();
         // In id order, like the other multi-row updates; should a plan lock them otherwise
         // and deadlock, the pass fails and the next one voids them.
         leases.sort();
-        let (ids, lease_ids): (Vec<Uuid>, Vec<Uuid>) = leases.into_iter().unzip();
+        let (ids, lease_ids): (Vec<Uuid>, Vec<LeaseId>) = leases.into_iter().unzip();
         Ok(sqlx::query_scalar(
             "UPDATE tasks t SET voided_leases = array_append(t.voided_leases, r.lease),
                                 updated_at = $3

@@ -11,6 +11,8 @@
 use crate::Store;
 use crate::error::StoreError;
 use crate::tasks::{NewTask, TaskRecord};
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::postgres::PgArguments;
@@ -153,7 +155,7 @@ pub struct Fire {
     pub buffered_for: Option<DateTime<Utc>>,
     /// Earlier runs to cancel in the same transaction (overlap `cancel`), each with the
     /// (runner, lease) of a lease held in Redis only, if it has one.
-    pub cancel: Vec<(Uuid, Option<(Uuid, Uuid)>)>,
+    pub cancel: Vec<(Uuid, Option<(RunnerId, LeaseId)>)>,
 }
 
 /// What a fire wrote: the tasks it made, and the earlier runs it cancelled.

@@ -3,6 +3,8 @@
 use crate::Store;
 use crate::error::StoreError;
 use crate::transitions::{Apply, Done, StartRun, Started, Work};
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_core::TaskStatus;
 use baton_core::retry_policy::RetryPolicy;
 use chrono::{DateTime, Utc};
@@ -101,9 +103,9 @@ pub struct TaskRecord {
     /// The attempt running or last run (1-based; 0 before the first start).
     pub attempt: i32,
     /// The runner that holds or last held it.
-    pub runner_id: Option<Uuid>,
+    pub runner_id: Option<RunnerId>,
     /// The lease of its current or last run: the fencing token.
-    pub lease_id: Option<Uuid>,
+    pub lease_id: Option<LeaseId>,
     /// The runner boot its run went to.
     pub boot_id: Option<Uuid>,
     /// Where its completion webhook goes.
@@ -242,7 +244,7 @@ impl Store {
     /// forgotten).
     pub async fn runs_of_boot(
         &self,
-        runner: Uuid,
+        runner: RunnerId,
         boot_id: Uuid,
         before: DateTime<Utc>,
     ) -> Result<Vec<TaskRecord>, StoreError> {

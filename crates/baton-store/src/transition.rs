@@ -3,6 +3,7 @@
 //! not which it was asked to move: a repeated report that changed nothing is no event.
 
 use crate::tasks::TaskRecord;
+use baton_core::RunnerId;
 use baton_core::TaskStatus;
 use uuid::Uuid;
 
@@ -18,7 +19,7 @@ pub struct Transition {
     /// Its attempt.
     pub attempt: i32,
     /// The runner holding it, if any.
-    pub runner_id: Option<Uuid>,
+    pub runner_id: Option<RunnerId>,
     /// The token that submitted it: a `submit`-only subscriber sees its own tasks only.
     pub created_by: String,
     /// The schedule that made it, if any.

@@ -2,6 +2,8 @@
 //! log and completion; and runners as operators see them.
 
 use super::schemas::{LabelName, QueueName};
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -54,7 +56,7 @@ fn default_capacity() -> i32 {
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct RunnerRegistered {
     /// Names the runner in listings, claims and `DELETE /v1/runners/{id}`.
-    pub runner_id: Uuid,
+    pub runner_id: RunnerId,
     /// Shown once; the server keeps only its hash.
     pub token: String,
 }
@@ -67,7 +69,7 @@ pub struct RunningLease {
     pub task_id: Uuid,
     /// The lease it runs the task under: the server tells a current run from a stale one by
     /// it.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// The run is over on the runner (its process exited, or the runner's own timeout or
     /// a cancel is stopping it) and its result is on its way. The server ends a listed run
     /// `timed_out` only while it is not: a result held up on its way is never overwritten.
@@ -146,7 +148,7 @@ pub struct LeasedTask {
     pub id: Uuid,
     /// This hand-out's fencing token: the run's every start, log chunk and report carries
     /// it, and one under a lease no longer current is refused.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// The queue it came from; the agent gives it to the process as `BATON_QUEUE`.
     pub queue: String,
     /// The labels it asked for, all of them among the runner's own.
@@ -192,7 +194,7 @@ pub struct LeasedTask {
 pub struct StartTask {
     /// The lease being acknowledged: a start under a lease no longer current is refused
     /// (409), and the task must not run.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
 }
 
 /// Answer to a start: the run is recorded, and may begin.
@@ -249,7 +251,7 @@ impl Outcome {
 pub struct CompleteTask {
     /// The lease the run was under: a report under a lease no longer current is refused
     /// (409) and changes nothing.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// How the run ended; the task's terminal status follows from it (or a retry, for
     /// `failed`).
     pub outcome: Outcome,
@@ -275,7 +277,7 @@ impl CompleteTask {
     /// A clean run that said nothing: exit 0, no output, no error, no outputs. What a
     /// stand-in for a process reports (tests, benchmarks, a runner driving only the
     /// protocol); a real run's report carries what the run produced.
-    pub fn succeeded(lease_id: Uuid) -> CompleteTask {
+    pub fn succeeded(lease_id: LeaseId) -> CompleteTask {
         CompleteTask {
             lease_id,
             outcome: Outcome::Succeeded,
@@ -296,7 +298,7 @@ pub const RUNNER_VERSION_HEADER: &str = "x-baton-runner-version";
 pub struct RunnerView {
     /// Names it in `DELETE /v1/runners/{id}` and its pause and resume paths, and in each
     /// task it ran.
-    pub id: Uuid,
+    pub id: RunnerId,
     /// As it registered: for operators, not unique.
     pub name: String,
     /// What it offers: it takes a task only when every label of the task is among these.

@@ -1,6 +1,7 @@
 //! Tasks as users submit and read them, and where a task's completion webhook stands.
 
 use super::schemas::{Argv, EnvMap, LabelName};
+use baton_core::RunnerId;
 use baton_core::TaskStatus;
 use baton_core::retry_policy::RetryPolicy;
 use chrono::{DateTime, Utc};
@@ -209,7 +210,7 @@ pub struct Task {
     pub attempt: i32,
     /// The runner that holds or last held it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runner_id: Option<Uuid>,
+    pub runner_id: Option<RunnerId>,
     /// When it was submitted, on the cluster's clock (its id, a UUIDv7, holds about the
     /// same moment, on the submitting node's own clock).
     pub created_at: DateTime<Utc>,

@@ -333,8 +333,8 @@ pub fn new_task_row() -> baton_store::NewTask {
 /// A runner row that may take any task (every queue, no labels needed beyond none), for
 /// store tests that start tasks directly: a start is refused for a runner Postgres does
 /// not know.
-pub async fn registered_runner(store: &baton_store::Store) -> Uuid {
-    let id = Uuid::new_v4();
+pub async fn registered_runner(store: &baton_store::Store) -> baton_core::RunnerId {
+    let id = baton_core::RunnerId::random();
     store
         .runner_insert(
             &baton_store::NewRunner {
@@ -343,7 +343,7 @@ pub async fn registered_runner(store: &baton_store::Store) -> Uuid {
                 labels: Vec::new(),
                 queues: Vec::new(),
                 capacity: 1,
-                token_hash: id.as_bytes().to_vec(),
+                token_hash: id.uuid().as_bytes().to_vec(),
                 version: "test".into(),
             },
             chrono::Utc::now(),

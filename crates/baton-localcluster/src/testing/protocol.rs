@@ -3,6 +3,8 @@
 
 use super::{API_TOKEN, REGISTRATION_TOKEN};
 use baton_client::{Client, Exchange, Heartbeat, LeaseRequest, RegisterRunner, RunningLease};
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use uuid::Uuid;
 
 /// A client with the tests' admin token.
@@ -12,7 +14,7 @@ pub fn user_client(base: &str) -> Client {
 
 /// Registers a runner over HTTP and returns its id and a client holding its token, for
 /// tests that speak the runner protocol themselves.
-pub async fn register_runner(base: &str, labels: &[&str], capacity: i32) -> (Uuid, Client) {
+pub async fn register_runner(base: &str, labels: &[&str], capacity: i32) -> (RunnerId, Client) {
     let (id, token) = register_runner_token(base, labels, capacity).await;
     (id, Client::new(base, Some(token)).unwrap())
 }
@@ -49,7 +51,7 @@ pub fn exchange_starting(boot_id: Uuid, max: u32, wait_s: u32) -> Exchange {
 }
 
 /// A heartbeat of agent `boot_id` listing the one run `task_id` under `lease_id`.
-pub fn heartbeat_of(boot_id: Uuid, task_id: Uuid, lease_id: Uuid) -> Heartbeat {
+pub fn heartbeat_of(boot_id: Uuid, task_id: Uuid, lease_id: LeaseId) -> Heartbeat {
     Heartbeat {
         boot_id,
         running: vec![RunningLease {
@@ -61,7 +63,11 @@ pub fn heartbeat_of(boot_id: Uuid, task_id: Uuid, lease_id: Uuid) -> Heartbeat {
 }
 
 /// Registers a runner and returns its id and token.
-pub async fn register_runner_token(base: &str, labels: &[&str], capacity: i32) -> (Uuid, String) {
+pub async fn register_runner_token(
+    base: &str,
+    labels: &[&str],
+    capacity: i32,
+) -> (RunnerId, String) {
     let anon = Client::new(base, None).unwrap();
     let reg = anon
         .register(&RegisterRunner {

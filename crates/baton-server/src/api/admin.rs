@@ -17,6 +17,7 @@ use baton_client::{
 };
 use baton_coord::Wake;
 use baton_core::LabelSet;
+use baton_core::RunnerId;
 use baton_core::validate::{self, Invalid};
 use baton_store::{
     ApiTokenRecord, NewApiToken, NewRegistrationToken, RegistrationTokenRecord, RunnerRecord,
@@ -66,7 +67,7 @@ pub(super) async fn runners(
 ) -> Result<Json<RunnerList>, ApiError> {
     user.require_read()?;
     let rows = state.store.runners_list().await?;
-    let ids: Vec<Uuid> = rows.iter().map(|(r, _)| r.id).collect();
+    let ids: Vec<RunnerId> = rows.iter().map(|(r, _)| r.id).collect();
     let presence = state.coord.presence_get(&ids).await?;
     let runners = rows
         .into_iter()
@@ -85,7 +86,7 @@ pub(super) async fn runners(
 pub(super) async fn runner_delete(
     State(state): State<AppState>,
     user: User,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<RunnerId>,
 ) -> Result<StatusCode, ApiError> {
     user.require_admin()?;
     crate::auth::delete_runner(&state, id)
@@ -98,7 +99,7 @@ pub(super) async fn runner_delete(
 async fn set_paused(
     state: AppState,
     user: User,
-    id: Uuid,
+    id: RunnerId,
     paused: bool,
 ) -> Result<Json<RunnerView>, ApiError> {
     user.require_admin()?;
@@ -127,7 +128,7 @@ async fn set_paused(
 pub(super) async fn runner_pause(
     State(state): State<AppState>,
     user: User,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<RunnerId>,
 ) -> Result<Json<RunnerView>, ApiError> {
     set_paused(state, user, id, true).await
 }
@@ -139,7 +140,7 @@ pub(super) async fn runner_pause(
 pub(super) async fn runner_resume(
     State(state): State<AppState>,
     user: User,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<RunnerId>,
 ) -> Result<Json<RunnerView>, ApiError> {
     set_paused(state, user, id, false).await
 }

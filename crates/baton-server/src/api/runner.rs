@@ -25,6 +25,8 @@ use baton_client::{
     CompleteTask, Exchange, ExchangeAnswer, Heartbeat, HeartbeatResponse, ItemAnswer, LeaseRequest,
     LeaseResponse, LogAck, RegisterRunner, RunnerRegistered, StartTask, Started, Task,
 };
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_core::validate::{self, Invalid};
 use baton_core::{LabelSet, TaskStatus};
 use baton_store::{LogWrite, NewRunner, Registering, Registration};
@@ -111,7 +113,7 @@ pub(super) async fn register(
         .store
         .runner_insert(
             &NewRunner {
-                id: Uuid::now_v7(),
+                id: RunnerId::from(Uuid::now_v7()),
                 name: req.name,
                 labels: labels.into(),
                 queues: req.queues,
@@ -405,7 +407,7 @@ pub(super) async fn start(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub(super) struct LogChunkQuery {
-    lease_id: Uuid,
+    lease_id: LeaseId,
     /// Where in the output this chunk starts.
     #[param(minimum = 0)]
     offset: i64,

@@ -8,6 +8,8 @@ use super::DispatchError;
 use super::Dispatcher;
 use crate::queueing::queue_entry;
 use baton_coord::Wake;
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_core::TaskStatus;
 use baton_store::Cancelled;
 use uuid::Uuid;
@@ -29,7 +31,10 @@ pub(crate) async fn cancel(
 
 /// The (runner, lease) of a lease of `id` not started yet, which is in its claim only
 /// (best effort: without Redis, the runner's start is refused all the same, by the row).
-pub(crate) async fn lease_in_redis(dispatcher: &Dispatcher, id: Uuid) -> Option<(Uuid, Uuid)> {
+pub(crate) async fn lease_in_redis(
+    dispatcher: &Dispatcher,
+    id: Uuid,
+) -> Option<(RunnerId, LeaseId)> {
     match dispatcher.coord.claim_get(id).await {
         Ok(claim) => claim.and_then(|c| Some((c.runner?, c.lease_id))),
         Err(_) => None,
@@ -42,7 +47,7 @@ pub(crate) async fn lease_in_redis(dispatcher: &Dispatcher, id: Uuid) -> Option<
 pub(crate) async fn follow_up(
     dispatcher: &Dispatcher,
     cancelled: &Cancelled,
-    lease: Option<(Uuid, Uuid)>,
+    lease: Option<(RunnerId, LeaseId)>,
 ) {
     let task = &cancelled.task;
     let id = task.id;

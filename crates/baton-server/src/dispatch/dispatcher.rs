@@ -14,11 +14,11 @@ use crate::presence::PresenceBuffer;
 use crate::quota::Quota;
 use crate::secrets::SecretsKeyring;
 use baton_coord::{ClusterClock, Coord, WakeBus};
+use baton_core::RunnerId;
 use baton_store::{GroupCommit, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 #[derive(Clone)]
 pub(crate) struct Dispatcher {
@@ -46,7 +46,7 @@ pub(crate) struct Dispatcher {
     /// The event history: what status changes are appended to.
     pub events: EventLog,
     /// Lease requests parked on this node, per runner.
-    pub parks: Arc<Quota<Uuid>>,
+    pub parks: Arc<Quota<RunnerId>>,
     /// Cancelled when the node begins to drain: parked leases return empty, new ones
     /// are turned away.
     pub draining: CancellationToken,

@@ -29,6 +29,7 @@ use super::verdicts::{self, Verdicts};
 use crate::auth::Runner;
 use baton_client::{LeasedTask, RunningLease};
 use baton_coord::ReplayKey;
+use baton_core::LeaseId;
 use baton_store::{LogAppend, LogWrite, RunEnd, TaskRecord};
 use chrono::{DateTime, Utc};
 use pass::pass;
@@ -41,7 +42,7 @@ use uuid::Uuid;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct ItemKey {
     pub task: Uuid,
-    pub lease: Uuid,
+    pub lease: LeaseId,
 }
 
 /// A log chunk's key: its run's, and where the chunk starts in the run's output.
@@ -62,7 +63,7 @@ pub(crate) fn chunk_key(chunk: &LogWrite) -> ChunkKey {
 #[derive(Debug, Clone)]
 pub(crate) struct Start {
     pub task: Uuid,
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// The runner's span for it, which the node's `task.start` span continues.
     pub traceparent: Option<String>,
 }
@@ -71,7 +72,7 @@ pub(crate) struct Start {
 #[derive(Debug, Clone)]
 pub(crate) struct Completion {
     pub task: Uuid,
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     pub end: RunEnd,
     /// The runner's span for it, which the node's `task.complete` span continues.
     pub traceparent: Option<String>,

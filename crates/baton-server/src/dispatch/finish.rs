@@ -13,6 +13,7 @@
 
 use crate::identity::NodeIdentity;
 use baton_coord::{Coord, RunEnded, Wake};
+use baton_core::LeaseId;
 use baton_core::TaskStatus;
 use baton_store::{Fence, FinishRun, GroupCommit, RunEnd, StoreError, TaskRecord, Work};
 use std::sync::Arc;
@@ -42,7 +43,7 @@ pub(crate) struct AfterCommit {
 }
 
 impl AfterCommit {
-    pub(crate) fn of(ended: &[(&TaskRecord, Uuid)], logs: &[Uuid]) -> AfterCommit {
+    pub(crate) fn of(ended: &[(&TaskRecord, LeaseId)], logs: &[Uuid]) -> AfterCommit {
         AfterCommit {
             runs: ended
                 .iter()
@@ -113,7 +114,7 @@ impl ServerFinalizer {
     pub async fn end(
         &self,
         task: Uuid,
-        lease_id: Uuid,
+        lease_id: LeaseId,
         end: RunEnd,
     ) -> Result<Option<TaskRecord>, StoreError> {
         let Some(lock) = self.lock(task).await else {

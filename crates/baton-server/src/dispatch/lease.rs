@@ -21,6 +21,7 @@ use crate::secrets::OpenError;
 use crate::views::leased_view;
 use baton_client::{LeasedTask, trace_context};
 use baton_coord::{Claim, ClaimAdopt, CoordError, LeaseAsk, Popped, ReplayKey, Wake};
+use baton_core::LeaseId;
 use baton_core::TaskStatus;
 use baton_core::fault::Fault;
 use baton_core::labels::runner_can_take;
@@ -50,7 +51,7 @@ pub(crate) struct Popping {
     pub claims: HashMap<Uuid, Claim>,
     pub popped: Vec<Popped>,
     /// For a resend: what its first attempt leased, each still under its claim.
-    pub replayed: Vec<(Uuid, Uuid)>,
+    pub replayed: Vec<(Uuid, LeaseId)>,
 }
 
 /// Runs the lease script, when there is anything to ask it.
@@ -85,7 +86,7 @@ pub(crate) async fn pop(
         });
     }
     let node = dispatcher.node_id();
-    let lease_ids: Vec<Uuid> = (0..ask.max).map(|_| Uuid::new_v4()).collect();
+    let lease_ids: Vec<LeaseId> = (0..ask.max).map(|_| LeaseId::random()).collect();
     let leased = dispatcher
         .coord
         .lease(&LeaseAsk {
@@ -150,7 +151,7 @@ pub(crate) fn starts_of(
     runner: &Runner,
     boot_id: Option<Uuid>,
     popped: &[Popped],
-    replayed: &[(Uuid, Uuid)],
+    replayed: &[(Uuid, LeaseId)],
     now: DateTime<Utc>,
 ) -> Vec<StartRun> {
     popped
@@ -175,7 +176,7 @@ pub(crate) struct Views {
     pub tasks: Vec<LeasedTask>,
     /// Popped tasks whose rows moved on meanwhile (cancelled, expired): their claims
     /// must go, under the popped lease.
-    pub moved_on: Vec<(TaskRecord, Uuid)>,
+    pub moved_on: Vec<(TaskRecord, LeaseId)>,
     /// With `started`: popped tasks whose start Postgres refused while they stay
     /// `queued` — this runner may not take them (deleted, paused, a paused queue, or a
     /// queue entry it should never have been offered): back to their queue.
@@ -193,12 +194,12 @@ pub(crate) struct Views {
 pub(crate) async fn views(
     dispatcher: &Dispatcher,
     runner: &Runner,
-    (popped, replayed): (&[Popped], &[(Uuid, Uuid)]),
+    (popped, replayed): (&[Popped], &[(Uuid, LeaseId)]),
     rows: &HashMap<Uuid, TaskRecord>,
     handing: Handing,
 ) -> Views {
     let started = handing.started;
-    let ours = |row: &TaskRecord, lease: Uuid| {
+    let ours = |row: &TaskRecord, lease: LeaseId| {
         if started {
             // A replayed start may have been cancelled since: the runner still gets it,
             // and its cancel with it.

@@ -17,6 +17,7 @@ mod tail;
 pub(crate) use tail::{Batch, Tail};
 
 use baton_coord::{ClusterClock, Coord, EntryId};
+use baton_core::RunnerId;
 use baton_core::TaskStatus;
 use baton_store::{TaskRecord, Transition};
 use chrono::{DateTime, Utc};
@@ -41,7 +42,7 @@ pub(crate) enum Event {
         /// except when two nodes change one task at the same moment (a cancel racing its
         /// runner's report): a client keeps the event with the largest step.
         step: i64,
-        runner_id: Option<Uuid>,
+        runner_id: Option<RunnerId>,
         /// The node that made the change.
         node_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -51,7 +52,7 @@ pub(crate) enum Event {
     /// A runner joined, was lost, paused, resumed or deleted.
     Runner {
         event: RunnerChange,
-        runner_id: Uuid,
+        runner_id: RunnerId,
         node_id: String,
         at: DateTime<Utc>,
     },
@@ -264,7 +265,7 @@ impl EventLog {
         self.append(self.of_transitions(&transitions)).await;
     }
 
-    pub(crate) async fn runner(&self, change: RunnerChange, runner_id: Uuid) {
+    pub(crate) async fn runner(&self, change: RunnerChange, runner_id: RunnerId) {
         let event = Event::Runner {
             event: change,
             runner_id,

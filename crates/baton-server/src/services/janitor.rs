@@ -8,11 +8,11 @@ use super::ServiceError;
 use super::service::Service;
 use crate::config::Timings;
 use baton_coord::Coord;
+use baton_core::RunnerId;
 use baton_store::Store;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::time::Duration;
-use uuid::Uuid;
 
 const BATCH: i64 = 1000;
 
@@ -94,15 +94,15 @@ impl Janitor {
         let lost_after = self.settings.runner_lost_after;
         let mut pruned = 0;
         for page in self.coord.presence_all().await?.chunks(BATCH as usize) {
-            let ids: Vec<Uuid> = page.iter().map(|(runner, _, _)| *runner).collect();
-            let rows: HashMap<Uuid, Option<DateTime<Utc>>> = self
+            let ids: Vec<RunnerId> = page.iter().map(|(runner, _, _)| *runner).collect();
+            let rows: HashMap<RunnerId, Option<DateTime<Utc>>> = self
                 .store
                 .runners_by_ids(&ids)
                 .await?
                 .into_iter()
                 .map(|r| (r.id, r.deleted_at))
                 .collect();
-            let gone: Vec<Uuid> = ids
+            let gone: Vec<RunnerId> = ids
                 .into_iter()
                 .filter(|id| match rows.get(id) {
                     None => true,

@@ -22,6 +22,7 @@ use crate::queueing::queue_entry;
 use crate::state::StalenessClocks;
 use baton_client::trace_context;
 use baton_coord::{Claim, Coord, Popped};
+use baton_core::RunnerId;
 use baton_core::TaskStatus;
 use baton_core::reconcile::{Decision, Inputs, Reason, RunnerFacts, TaskFacts, Thresholds, decide};
 use baton_store::{RunEnd, RunnerRecord, Store, TaskRecord};
@@ -30,7 +31,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
-use uuid::Uuid;
 
 /// The reconciler's settings, from the node's [`Timings`].
 #[derive(Debug, Clone)]
@@ -250,16 +250,16 @@ impl Reconciler {
     /// (deleted runners, last-seen flushed there, and when it registered).
     async fn runners_of(
         &self,
-        holders: impl Iterator<Item = Uuid>,
-    ) -> Result<HashMap<Uuid, RunnerFacts>, ServiceError> {
-        let mut ids: Vec<Uuid> = holders.collect();
+        holders: impl Iterator<Item = RunnerId>,
+    ) -> Result<HashMap<RunnerId, RunnerFacts>, ServiceError> {
+        let mut ids: Vec<RunnerId> = holders.collect();
         ids.sort();
         ids.dedup();
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
         let presence = self.coord.presence_get(&ids).await?;
-        let rows: HashMap<Uuid, RunnerRecord> = self
+        let rows: HashMap<RunnerId, RunnerRecord> = self
             .store
             .runners_by_ids(&ids)
             .await?
@@ -388,7 +388,7 @@ impl Reconciler {
 
 /// The runner holding a claimed task: the row's, or — for a lease not yet started, which
 /// lives in its claim only — the claim's.
-fn holder(task: &TaskRecord, claim: &Claim) -> Option<Uuid> {
+fn holder(task: &TaskRecord, claim: &Claim) -> Option<RunnerId> {
     match task.status {
         TaskStatus::Queued => claim.runner,
         _ => task.runner_id,

@@ -25,6 +25,8 @@ use crate::metered::MeteredPool;
 use crate::runs::{Fence, FinishPolicy, RunEnd};
 use crate::tasks::{NewTask, TaskRecord};
 use crate::transition::Transition;
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -38,9 +40,9 @@ pub struct StartRun {
     /// The task to start.
     pub task: Uuid,
     /// The lease it was handed out under.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// The runner starting it.
-    pub runner_id: Uuid,
+    pub runner_id: RunnerId,
     /// The agent process the lease went to (unknown for a claim of the previous format).
     pub boot_id: Option<Uuid>,
     /// When the lease was made (the claim's time).
@@ -62,9 +64,9 @@ pub struct LogWrite {
     /// The task.
     pub task: Uuid,
     /// The runner sending it.
-    pub runner_id: Uuid,
+    pub runner_id: RunnerId,
     /// The lease it runs under.
-    pub lease_id: Uuid,
+    pub lease_id: LeaseId,
     /// Where the chunk starts in the attempt's output.
     pub offset: i64,
     /// The bytes.
@@ -327,8 +329,8 @@ pub(crate) struct Holder {
     id: Uuid,
     #[sqlx(try_from = "String")]
     status: TaskStatus,
-    runner_id: Option<Uuid>,
-    lease_id: Option<Uuid>,
+    runner_id: Option<RunnerId>,
+    lease_id: Option<LeaseId>,
     attempt: i32,
     log_size: i64,
 }
@@ -352,8 +354,8 @@ impl Holder {
 /// effect, which is answered with the task as it stands.
 fn refusal(
     holder: Option<&Holder>,
-    runner_id: Uuid,
-    lease_id: Uuid,
+    runner_id: RunnerId,
+    lease_id: LeaseId,
     already_done: impl Fn(&Holder) -> bool,
 ) -> Result<&Holder, StoreError> {
     let holder = holder

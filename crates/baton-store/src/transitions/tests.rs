@@ -1,6 +1,7 @@
 //! The log-chunk and batching rules of the hot path's writes, without a database.
 
 use super::*;
+use baton_core::{LeaseId, RunnerId};
 
 #[test]
 fn rounds_hold_each_task_once() {
@@ -20,8 +21,8 @@ fn holder(status: TaskStatus, size: i64) -> Holder {
     Holder {
         id: Uuid::nil(),
         status,
-        runner_id: Some(Uuid::from_u128(1)),
-        lease_id: Some(Uuid::from_u128(2)),
+        runner_id: Some(RunnerId::from(Uuid::from_u128(1))),
+        lease_id: Some(LeaseId::from(Uuid::from_u128(2))),
         attempt: 1,
         log_size: size,
     }
@@ -30,8 +31,8 @@ fn holder(status: TaskStatus, size: i64) -> Holder {
 fn chunk(offset: i64, data: &[u8]) -> LogWrite {
     LogWrite {
         task: Uuid::nil(),
-        runner_id: Uuid::from_u128(1),
-        lease_id: Uuid::from_u128(2),
+        runner_id: RunnerId::from(Uuid::from_u128(1)),
+        lease_id: LeaseId::from(Uuid::from_u128(2)),
         offset,
         data: data.to_vec(),
     }
@@ -68,13 +69,13 @@ fn chunks_are_taken_once_and_in_order() {
 fn chunks_of_a_stale_lease_or_another_runner_are_refused() {
     let mut h = holder(TaskStatus::Running, 0);
     let mut stale = chunk(0, b"x");
-    stale.lease_id = Uuid::from_u128(9);
+    stale.lease_id = LeaseId::from(Uuid::from_u128(9));
     assert!(matches!(
         accept_chunk(Some(&mut h), &stale, 100),
         Err(StoreError::Conflict { .. })
     ));
     let mut other = chunk(0, b"x");
-    other.runner_id = Uuid::from_u128(9);
+    other.runner_id = RunnerId::from(Uuid::from_u128(9));
     assert!(matches!(
         accept_chunk(Some(&mut h), &other, 100),
         Err(StoreError::NotFound)

@@ -12,6 +12,7 @@ use crate::auth::Runner;
 use crate::queueing::queue_entry;
 use baton_client::RunningLease;
 use baton_coord::{Popped, ReplayKey};
+use baton_core::LeaseId;
 use baton_core::TaskStatus;
 use baton_store::{Done, Fence, LogAppend, Started, StoreError, TaskRecord, Work};
 use std::collections::hash_map::Entry;
@@ -149,7 +150,7 @@ pub(super) async fn pass(
     let rows: HashMap<Uuid, TaskRecord> = reads.into_iter().map(|t| (t.id, t)).collect();
 
     // Claims the commit showed to be stale, and runs that ended: one Redis script.
-    let mut dropped: Vec<(TaskRecord, Uuid)> = Vec::new();
+    let mut dropped: Vec<(TaskRecord, LeaseId)> = Vec::new();
     // Starts Postgres refused while the task stays queued: this runner may not take it.
     let mut refused: Vec<Popped> = Vec::new();
     let start_answers: HashMap<ItemKey, Result<StartAnswer, DispatchError>> = checks
@@ -196,7 +197,7 @@ pub(super) async fn pass(
         },
     )
     .await;
-    let mut ended: Vec<(&TaskRecord, Uuid)> = finishes
+    let mut ended: Vec<(&TaskRecord, LeaseId)> = finishes
         .iter()
         .filter_map(|(key, r)| Some((r.as_ref().ok()?, key.lease)))
         .collect();
@@ -442,7 +443,7 @@ async fn requeue(dispatcher: &Dispatcher, popped: &[Popped]) {
     if popped.is_empty() {
         return;
     }
-    let leases: Vec<(Uuid, Uuid)> = popped.iter().map(|p| (p.task_id, p.lease_id)).collect();
+    let leases: Vec<(Uuid, LeaseId)> = popped.iter().map(|p| (p.task_id, p.lease_id)).collect();
     let unstarted = match dispatcher
         .store
         .tasks_void_leases(&leases, dispatcher.clock.now())

@@ -6,6 +6,8 @@ use super::super::Dispatcher;
 use super::super::lease;
 use crate::auth::Runner;
 use baton_coord::Claim;
+use baton_core::LeaseId;
+use baton_core::RunnerId;
 use baton_store::{StartRun, Started, TaskRecord};
 use chrono::{DateTime, TimeZone, Utc};
 use std::collections::BTreeMap;
@@ -42,7 +44,7 @@ pub(super) fn check_start(
     runner: &Runner,
     boot_id: Option<Uuid>,
     task: Uuid,
-    lease_id: Uuid,
+    lease_id: LeaseId,
     claim: Option<&Claim>,
 ) -> StartCheck {
     let Some(claim) = claim else {
@@ -81,8 +83,8 @@ fn at_ms(ms: i64) -> DateTime<Utc> {
 /// lease (Redis lost the claim) took effect; anything else is not the runner's to run.
 pub(super) fn start_from_row(
     row: Option<&TaskRecord>,
-    runner: Uuid,
-    lease_id: Uuid,
+    runner: RunnerId,
+    lease_id: LeaseId,
 ) -> Result<Started, DispatchError> {
     let row = row
         .filter(|t| t.runner_id == Some(runner))
