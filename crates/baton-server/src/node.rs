@@ -67,9 +67,17 @@ pub struct RunningNode {
     draining: CancellationToken,
     drain_grace: Duration,
     drain_notice: Duration,
+    /// What its services are built from, for [`RunningNode::services`].
+    state: AppState,
 }
 
 impl RunningNode {
+    /// Its background services, built again from its state, beside the ones it runs: a
+    /// test drives a pass of any of them, as this node, at the time it chooses.
+    pub fn services(&self) -> crate::services::NodeServices {
+        crate::services::NodeServices::of(&self.state)
+    }
+
     /// The SIGTERM path. First the notice: readiness fails, parked leases are answered
     /// with no work and new ones turned away (runners ask another node), and every answer
     /// closes its connection, so load balancers stop sending here. Then the listener
@@ -431,5 +439,6 @@ async fn serve(
         draining,
         drain_grace,
         drain_notice,
+        state,
     })
 }

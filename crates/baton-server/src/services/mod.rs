@@ -1,21 +1,23 @@
 //! The node's background services. Each is a [`Service`]: its own settings, the few
 //! handles it uses, a pass as of a time it is given that returns what it did (tests call
 //! it directly, with the time they choose), and the pauses and wake-ups that call for the
-//! next; one loop ([`run`]) runs them all, the stuck-pass guard with it. [`spawn_all`]
-//! wires them to a node, beside the presence writer, which keeps a loop of its own: it
-//! writes once more as the node stops.
+//! next; one loop ([`run`]) runs them all, the stuck-pass guard with it. [`NodeServices`]
+//! are a node's services built from its state: [`spawn_all`] runs them, beside the
+//! presence writer, which keeps a loop of its own (it writes once more as the node stops),
+//! and a test holding a node in its process drives them a pass at a time
+//! (`RunningNode::services`).
 
 mod flow_repair;
 pub mod janitor;
 pub mod orphan_cleaner;
-mod outbox;
+pub mod outbox;
 pub mod presence;
 pub mod promoter;
 pub mod rebuilder;
 pub mod reconciler;
 pub mod repairer;
-mod revocations;
-mod scheduler;
+pub mod revocations;
+pub mod scheduler;
 mod service;
 
 pub use service::{Passed, Running, Service, run};
@@ -69,30 +71,46 @@ fn repairer(state: &AppState) -> Repairer {
     .with_events(state.events.clone())
 }
 
-/// Starts every background service of a node (the liveness heartbeat aside: the node
-/// beats once before it serves), each with the handles it uses, until `state.shutdown`.
-pub(crate) fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
-    let timings = &state.config.timings;
-    let ms = Duration::from_millis;
-    let (store, coord, identity) = (&state.store, &state.coord, &state.identity);
-    let running = |woken: bool| Running {
-        shutdown: state.shutdown.clone(),
-        clock: state.clock.clone(),
-        wake: woken.then(|| state.wake.clone()),
-    };
-    vec![
-        tokio::spawn(run(
-            Rebuilder::new(
+/// A node's background services, each built from the node's state with the handles it
+/// uses: what [`spawn_all`] runs, and what a test drives one pass at a time.
+pub struct NodeServices {
+    /// Rebuilds Redis's queues and claims from Postgres after a data loss.
+    pub rebuilder: Rebuilder,
+    /// Ends the runs whose runners are gone, and expired leases.
+    pub reconciler: Reconciler,
+    /// Adopts a dead node's claims.
+    pub orphan_cleaner: OrphanCleaner,
+    /// Moves delayed tasks into their queues when they come due.
+    pub promoter: Promoter,
+    /// Puts back what Redis lost of a task Postgres still has waiting.
+    pub repairer: Repairer,
+    /// Fires due schedules.
+    pub scheduler: Scheduler,
+    /// Deletes what is past its retention.
+    pub janitor: Janitor,
+    /// Delivers webhooks.
+    pub outbox: OutboxDeliverer,
+    /// Writes the runners' presence, heard in Redis, to Postgres.
+    pub presence_flusher: PresenceFlusher,
+    /// Keeps the node's cache of runner tokens true.
+    pub revocations: RevocationListener,
+}
+
+impl NodeServices {
+    /// The services of the node whose state this is.
+    pub(crate) fn of(state: &AppState) -> NodeServices {
+        let timings = &state.config.timings;
+        let ms = Duration::from_millis;
+        let (store, coord, identity) = (&state.store, &state.coord, &state.identity);
+        NodeServices {
+            rebuilder: Rebuilder::new(
                 state.config.node_ttl() / 3,
                 identity.clone(),
                 coord.clone(),
                 repairer(state),
             ),
-            running(false),
-        )),
-        tokio::spawn(run(reconciler(state), running(false))),
-        tokio::spawn(run(
-            OrphanCleaner::new(
+            reconciler: reconciler(state),
+            orphan_cleaner: OrphanCleaner::new(
                 ms(timings.cleaner_interval_ms),
                 identity.clone(),
                 coord.clone(),
@@ -100,60 +118,65 @@ pub(crate) fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
                 reconciler(state),
             )
             .with_events(state.events.clone()),
-            running(false),
-        )),
-        tokio::spawn(run(
-            Promoter::new(
+            promoter: Promoter::new(
                 ms(timings.promote_interval_ms),
                 store.clone(),
                 coord.clone(),
             )
             .with_events(state.events.clone()),
-            running(false),
-        )),
-        tokio::spawn(run(repairer(state), running(false))),
-        tokio::spawn(run(
-            Scheduler::new(
+            repairer: repairer(state),
+            scheduler: Scheduler::new(
                 SchedulerSettings::of(&state.config),
                 state.dispatcher.clone(),
                 state.queue_defaults.clone(),
                 state.webhooks.clone(),
             ),
-            running(true),
-        )),
-        tokio::spawn(run(
-            Janitor::new(JanitorSettings::of(timings), store.clone(), coord.clone()),
-            running(false),
-        )),
-        tokio::spawn(run(
-            OutboxDeliverer::new(
+            janitor: Janitor::new(JanitorSettings::of(timings), store.clone(), coord.clone()),
+            outbox: OutboxDeliverer::new(
                 OutboxSettings::of(&state.config),
                 store.clone(),
                 state.webhooks.clone(),
                 state.clock.clone(),
             ),
-            running(true),
-        )),
-        tokio::spawn(run(
-            PresenceFlusher::new(
+            presence_flusher: PresenceFlusher::new(
                 ms(timings.presence_flush_ms),
                 identity.clone(),
                 coord.clone(),
                 store.clone(),
             ),
-            running(false),
-        )),
-        tokio::spawn(run(
-            RevocationListener::new(
+            revocations: RevocationListener::new(
                 ms(state.config.token_cache_ttl_ms.max(1000)),
                 state.tokens.clone(),
                 store.clone(),
             ),
-            running(true),
-        )),
+        }
+    }
+}
+
+/// Starts every background service of a node (the liveness heartbeat aside: the node
+/// beats once before it serves), each with the handles it uses, until `state.shutdown`;
+/// the ones that act on news from Redis hear the node's wake-ups.
+pub(crate) fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
+    let running = |woken: bool| Running {
+        shutdown: state.shutdown.clone(),
+        clock: state.clock.clone(),
+        wake: woken.then(|| state.wake.clone()),
+    };
+    let services = NodeServices::of(state);
+    vec![
+        tokio::spawn(run(services.rebuilder, running(false))),
+        tokio::spawn(run(services.reconciler, running(false))),
+        tokio::spawn(run(services.orphan_cleaner, running(false))),
+        tokio::spawn(run(services.promoter, running(false))),
+        tokio::spawn(run(services.repairer, running(false))),
+        tokio::spawn(run(services.scheduler, running(true))),
+        tokio::spawn(run(services.janitor, running(false))),
+        tokio::spawn(run(services.outbox, running(true))),
+        tokio::spawn(run(services.presence_flusher, running(false))),
+        tokio::spawn(run(services.revocations, running(true))),
         {
-            let (presence, coord) = (state.dispatcher.presence.clone(), coord.clone());
-            let interval = ms(timings.presence_write_ms);
+            let (presence, coord) = (state.dispatcher.presence.clone(), state.coord.clone());
+            let interval = Duration::from_millis(state.config.timings.presence_write_ms);
             let stop = state.shutdown.clone();
             tokio::spawn(async move { presence.run(coord, interval, stop).await })
         },

@@ -47,15 +47,19 @@ const DELIVERY_RETRY: Backoff = Backoff {
 /// What a pass did: deliveries started (their outcomes are recorded as they end), rows
 /// given up without an attempt (too old), and whether every slot was busy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct DeliveryReport {
+pub struct DeliveryReport {
+    /// Deliveries started.
     pub started: usize,
+    /// Rows given up without an attempt.
     pub given_up: usize,
+    /// Every delivery slot was busy: the next pass comes at once.
     pub saturated: bool,
 }
 
 /// When a delivery stops being tried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct GiveUp {
+pub struct GiveUp {
+    /// Attempts at most.
     pub max_attempts: i32,
     /// Counted from the task's end (the row's creation).
     pub max_age: chrono::Duration,
@@ -104,14 +108,16 @@ pub(super) fn spent(
     }
 }
 
+/// How the outbox paces its passes and its deliveries.
 #[derive(Debug, Clone)]
-pub(super) struct OutboxSettings {
+pub struct OutboxSettings {
     /// How often it looks while rows are due or failing.
     pub busy: Duration,
     /// With no news of new webhooks, how often it looks anyway.
     pub idle: Duration,
     /// One delivery's request.
     pub timeout: Duration,
+    /// When a delivery stops being tried.
     pub give_up: GiveUp,
 }
 
@@ -133,7 +139,9 @@ impl OutboxSettings {
     }
 }
 
-pub(super) struct OutboxDeliverer {
+/// Delivers the webhooks of ended tasks from the outbox table, retrying failed ones with
+/// backoff until they succeed or are given up.
+pub struct OutboxDeliverer {
     settings: OutboxSettings,
     courier: Courier,
     /// Free delivery slots.
@@ -208,10 +216,7 @@ impl OutboxDeliverer {
 
     /// Takes the due rows there are free slots for and starts their deliveries; returns
     /// without waiting for them.
-    pub(super) async fn run_once(
-        &self,
-        now: DateTime<Utc>,
-    ) -> Result<DeliveryReport, ServiceError> {
+    pub async fn run_once(&self, now: DateTime<Utc>) -> Result<DeliveryReport, ServiceError> {
         let free = self.slots.available_permits().min(BATCH as usize);
         if free == 0 {
             return Ok(DeliveryReport {

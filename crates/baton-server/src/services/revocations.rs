@@ -17,7 +17,9 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(super) struct RevocationListener {
+/// Drops revoked runners' tokens from this node's cache, and reads every cached runner
+/// again after a gap in the news and every interval.
+pub struct RevocationListener {
     /// How often every cached runner is read again.
     interval: Duration,
     tokens: Arc<TokenCache>,
@@ -34,7 +36,7 @@ impl RevocationListener {
     }
 
     /// Reads every cached runner again; returns how many.
-    pub(super) async fn run_once(&self) -> Result<usize, ServiceError> {
+    pub async fn run_once(&self) -> Result<usize, ServiceError> {
         Ok(self.tokens.refresh(&self.store).await?)
     }
 }

@@ -33,9 +33,12 @@ const BATCH: i64 = 100;
 /// The shortest sleep between passes, so a clock read a hair early does not spin.
 const MIN_SLEEP: std::time::Duration = std::time::Duration::from_millis(5);
 
+/// How the scheduler paces its passes and how late a tick may still fire.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct SchedulerSettings {
+pub struct SchedulerSettings {
+    /// A tick later than this is recorded as skipped, not fired.
     pub misfire_grace: Duration,
+    /// With no news of a changed schedule, how often it looks anyway.
     pub poll: std::time::Duration,
     /// The sleep after a failed pass.
     pub retry: std::time::Duration,
@@ -60,8 +63,9 @@ impl SchedulerSettings {
     }
 }
 
+/// What a pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct SchedulerReport {
+pub struct SchedulerReport {
     /// Ticks that made a task on this node.
     pub fired: usize,
     /// Ticks recorded as skipped by this node.
@@ -70,7 +74,9 @@ pub(super) struct SchedulerReport {
     pub lost: usize,
 }
 
-pub(super) struct Scheduler {
+/// Fires due schedules: each tick makes its task once, as its overlap policy says,
+/// whichever node gets to it first.
+pub struct Scheduler {
     settings: SchedulerSettings,
     dispatcher: Dispatcher,
     queue_defaults: Arc<QueueDefaultsCache>,
@@ -130,7 +136,7 @@ impl Scheduler {
     }
 
     /// One pass: every due schedule, fired or found fired by another node.
-    pub(super) async fn run_once(&self) -> Result<SchedulerReport, ServiceError> {
+    pub async fn run_once(&self) -> Result<SchedulerReport, ServiceError> {
         let (now, due) = self
             .bounded(self.dispatcher.store.schedules_due(BATCH))
             .await?;
