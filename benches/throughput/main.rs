@@ -22,12 +22,16 @@
 //!   process (`/proc`);
 //! - **idle**: 1,000 parked runners for 60 s: Postgres statements per second in all,
 //!   Redis commands per poll, each node's resident memory;
-//! - the drain again with 1,000,000 finished tasks in the table.
+//! - the drain again with 1,000,000 finished tasks in the table;
+//! - **BullMQ**, the baseline (`benches/bullmq`, needs Node): the same drain (2 worker
+//!   processes x 16, no-op) and pickup run by BullMQ on a private Redis of the same build,
+//!   before the cluster starts, and Baton's figures beside it.
 //!
 //! Run with `cargo bench --bench throughput` (`-- --quick`: one round, smaller counts).
 
 use baton_localcluster::testing as support;
 
+mod bullmq;
 mod counters;
 mod drains;
 mod idle;
@@ -117,7 +121,8 @@ fn median_figure(mut rounds: Vec<Figure>) -> Figure {
     rounds.swap_remove(rounds.len() / 2)
 }
 
-/// `--only PHASE` (drain, events, agent, pickup, idle, full): one phase, for profiling.
+/// `--only PHASE` (bullmq, drain, events, agent, pickup, idle, full): one phase, for
+/// profiling.
 fn only() -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     let i = args.iter().position(|a| a == "--only")?;
@@ -132,6 +137,16 @@ async fn bench() {
     // The cluster logs as production does.
     support::procs::log_as("info");
     let scale = scale();
+    // The baseline first, on a Redis of its own, with nothing of Baton's running yet.
+    let baseline = if runs("bullmq") {
+        let figures = bullmq::on_private_redis(scale.drain, scale.pickups).await;
+        if let Some(f) = &figures {
+            println!("{}", f.summary());
+        }
+        figures
+    } else {
+        None
+    };
     let stack = Stack::start().await;
     let mut processes: Vec<(String, Vec<u32>)> = vec![
         (
@@ -256,4 +271,18 @@ async fn bench() {
          max {max:.2} ms   [target p99 <= 3]"
     );
     println!("{idle}");
+    match &baseline {
+        Some(bull) => {
+            println!("{}", bull.summary());
+            println!(
+                "beside BullMQ, this run: drain {:.2}x; pickup p50 {:.2}x, p99 {:.2}x its \
+                 (< 1: Baton's quicker); bulk submit {:.2}x its bulk add",
+                drain.rate / bull.drain_per_s,
+                p50 / bull.pickup_p50_ms,
+                p99 / bull.pickup_p99_ms,
+                submit.rate / bull.bulk_add_per_s,
+            );
+        }
+        None => println!("BullMQ baseline: not measured (the reason is above)"),
+    }
 }
