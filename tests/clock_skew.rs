@@ -111,13 +111,13 @@ async fn a_runner_restarted_on_a_clock_stepped_back_is_seen_restarted() {
     .await;
 
     runner.kill();
-    let _again = RunnerProc::start_in_with_env(
+    let _again = RunnerProc::start(
         &env,
         &node.url,
         &["a"],
         1,
         &fast,
-        &runner.state_dir,
+        Some(&runner.state_dir),
         &skewed(-3600),
     )
     .await;

@@ -157,7 +157,7 @@ async fn a_runner_told_to_talk_to_another_server_than_it_registered_with_refuses
     let node = env.node().await;
     let elsewhere = env.node().await;
     let state_dir = env.dir.join("moved-runner");
-    let mut first = RunnerProc::start_in(&env, &node.url, &[], 1, &[], &state_dir).await;
+    let mut first = RunnerProc::start(&env, &node.url, &[], 1, &[], Some(&state_dir), &[]).await;
     wait_for(
         "the runner to register",
         Duration::from_secs(30),

@@ -78,8 +78,16 @@ async fn a_killed_runner_restarts_clean_and_a_vanished_one_is_declared_lost() {
     }
 
     // Same state dir, new process: a new boot id.
-    let _again =
-        RunnerProc::start_in(&env, &node.url, &["a"], 2, &fast, &restarted.state_dir).await;
+    let _again = RunnerProc::start(
+        &env,
+        &node.url,
+        &["a"],
+        2,
+        &fast,
+        Some(&restarted.state_dir),
+        &[],
+    )
+    .await;
     let failed_done = env.wait_terminal(&user, failed.id).await;
     assert_eq!(failed_done.status, TaskStatus::Failed);
     assert_eq!(failed_done.error.as_deref(), Some("runner restarted"));
@@ -403,13 +411,14 @@ async fn a_result_no_node_heard_is_delivered_by_the_agents_next_start() {
     );
 
     let second_node = env.node().await;
-    let _agent = RunnerProc::start_in(
+    let _agent = RunnerProc::start(
         &env,
         &second_node.url,
         &["kept"],
         1,
         &["--allow-server-change"],
-        &agent.state_dir,
+        Some(&agent.state_dir),
+        &[],
     )
     .await;
     let user = user_client(&second_node.url);

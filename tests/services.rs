@@ -4,7 +4,7 @@
 //! instead of waiting. A real node serves the API the set-up goes through; its own
 //! services run on the real clock, where none of these thresholds is near.
 
-use baton_core::LeaseId;
+use baton_core::{LeaseId, RunnerId};
 use baton_localcluster::testing as support;
 
 use baton_client::{Client, SubmitTask};
@@ -120,15 +120,21 @@ async fn submit(user: &Client, task: SubmitTask) -> Uuid {
 /// A node, and a task started on it by a runner of capacity 1: the task and its lease.
 async fn a_started_task(env: &TestEnv) -> (NodeProc, Uuid, LeaseId) {
     let node = env.node().await;
-    let user = user_client(&node.url);
-    let (_, runner) = register_runner(&node.url, &[], 1).await;
-    let task = submit(&user, SubmitTask::default()).await;
+    let (_, task, lease_id) = a_task_started_on(&node.url).await;
+    (node, task, lease_id)
+}
+
+/// A runner of capacity 1 registered with the node at `url`, and a task it started there:
+/// the runner, the task and its lease.
+async fn a_task_started_on(url: &str) -> (RunnerId, Uuid, LeaseId) {
+    let (runner_id, runner) = register_runner(url, &[], 1).await;
+    let task = submit(&user_client(url), SubmitTask::default()).await;
     let answer = runner
         .exchange(&exchange_starting(Uuid::now_v7(), 1, 0))
         .await
         .unwrap();
     assert_eq!(answer.tasks.len(), 1, "the runner got its task");
-    (node, task, answer.tasks[0].lease_id)
+    (runner_id, task, answer.tasks[0].lease_id)
 }
 
 async fn status(env: &TestEnv, id: Uuid) -> Option<(String, Option<String>)> {
@@ -146,15 +152,8 @@ async fn status(env: &TestEnv, id: Uuid) -> Option<(String, Option<String>)> {
 async fn the_reconciler_ends_a_silent_runners_run_only_past_runner_lost_after() {
     let env = TestEnv::new("services-reconciler").await;
     let node = env.node().await;
-    let user = user_client(&node.url);
-    let (runner_id, runner) = register_runner(&node.url, &[], 1).await;
-    let task = submit(&user, SubmitTask::default()).await;
     let started = Utc::now();
-    let answer = runner
-        .exchange(&exchange_starting(Uuid::now_v7(), 1, 0))
-        .await
-        .unwrap();
-    assert_eq!(answer.tasks.len(), 1, "the runner got its task");
+    let (runner_id, task, _) = a_task_started_on(&node.url).await;
     let handles = Handles::new(&env, &node.node_id, started);
     let heard = wait_for(
         "the runner's presence in redis",
@@ -371,7 +370,6 @@ async fn a_runner_registered_a_moment_ago_is_not_taken_for_lost() {
     let env = TestEnv::new("services-new-runner").await;
     // Presence stays in the node: nothing of this runner's reaches Redis or Postgres.
     let node = env.node_with(&["--presence-write-ms", "3600000"]).await;
-    let user = user_client(&node.url);
     let long_ago = Utc::now() - secs(3600);
     let handles = Handles::new(&env, &node.node_id, long_ago);
     // The cluster has been up (and Redis whole) for an hour: the marker the node's first
@@ -400,13 +398,7 @@ async fn a_runner_registered_a_moment_ago_is_not_taken_for_lost() {
             .unwrap()
     );
     let registered = Utc::now();
-    let (_, runner) = register_runner(&node.url, &[], 1).await;
-    let task = submit(&user, SubmitTask::default()).await;
-    let answer = runner
-        .exchange(&exchange_starting(Uuid::now_v7(), 1, 0))
-        .await
-        .unwrap();
-    assert_eq!(answer.tasks.len(), 1);
+    let (_, task, _) = a_task_started_on(&node.url).await;
     let reconciler = handles.reconciler();
     let report = reconciler.run_once(Utc::now()).await.unwrap();
     assert_eq!((report.examined, report.ended), (1, 0), "{report:?}");

@@ -295,7 +295,7 @@ async fn a_root_runner_under_a_private_folder_runs_its_tasks() {
     let mut runners = Vec::new();
     for (label, parent) in [("in-home", &home), ("in-tmp", &mktemp)] {
         let state = parent.join("checkout/.runner");
-        runners.push(RunnerProc::start_in(&env, &node.url, &[label], 1, &[], &state).await);
+        runners.push(RunnerProc::start(&env, &node.url, &[label], 1, &[], Some(&state), &[]).await);
     }
     for label in ["in-home", "in-tmp"] {
         let output = run_script(

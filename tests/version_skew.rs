@@ -69,13 +69,14 @@ async fn the_oldest_supported_agent_works_and_a_too_old_one_exits_with_the_reaso
 
     // The same runner (same identity) downgraded past what the server supports: its first
     // lease is refused and it stops, saying why.
-    let mut downgraded = RunnerProc::start_in(
+    let mut downgraded = RunnerProc::start(
         &env,
         &node.url,
         &["skew"],
         1,
         &["--reported-version", "0.0.9"],
-        &runner.state_dir,
+        Some(&runner.state_dir),
+        &[],
     )
     .await;
     assert_eq!(downgraded.wait_exit(Duration::from_secs(30)).await, Some(4));

@@ -131,6 +131,15 @@ pub struct FaultLog {
     pub errors: Vec<String>,
 }
 
+impl FaultLog {
+    /// A fault of links: counted once, however many links it touched, with its window
+    /// from now until what it touched stops feeling it (`felt_for`).
+    fn link_fault(&mut self, cause: Cause, felt_for: Duration) {
+        self.link_faults += 1;
+        self.windows.push(FaultWindow::from_now(cause, felt_for));
+    }
+}
+
 /// The promise (design.md invariant 5): a dead node's claims are taken over within
 /// `node_ttl + cleaner_interval`, plus a second for the watcher's own look and the
 /// take-over script's round trips.
@@ -415,9 +424,7 @@ async fn apply(
             let (lasting, band) = cut_lasting(cuts, rng);
             for_a_while(&cluster.runners[index].link, Link::Cut, lasting);
             log.runner_cuts += 1;
-            log.link_faults += 1;
-            log.windows
-                .push(FaultWindow::from_now(Cause::RunnerLink(index), lasting));
+            log.link_fault(Cause::RunnerLink(index), lasting);
             format!(
                 "cut runner {} from every node for {:.1} s, {band} (its tasks run on)",
                 index + 1,
@@ -434,9 +441,7 @@ async fn apply(
             };
             let lasting = secs(rng, 2.0, 9.0);
             all_for_a_while(&links, Link::Cut, lasting);
-            log.link_faults += 1;
-            log.windows
-                .push(FaultWindow::from_now(Cause::Node(index), lasting));
+            log.link_fault(Cause::Node(index), lasting);
             format!(
                 "cut node {} from {store} only for {:.1} s",
                 index + 1,
@@ -452,8 +457,7 @@ async fn apply(
             };
             let lasting = secs(rng, 2.0, 9.0);
             all_for_a_while(&links, Link::OnlyTo(way), lasting);
-            log.link_faults += 1;
-            log.windows.push(FaultWindow::from_now(cause, lasting));
+            log.link_fault(cause, lasting);
             format!(
                 "{name} one way only ({said}) for {:.1} s",
                 lasting.as_secs_f64()
@@ -471,10 +475,8 @@ async fn apply(
             let jitter = Duration::from_millis(rng.random_range(0..500));
             let lasting = secs(rng, 3.0, 9.0);
             all_for_a_while(&links, Link::Slow { delay, jitter }, lasting);
-            log.link_faults += 1;
             // What was sent at its end still arrives `delay` later.
-            log.windows
-                .push(FaultWindow::from_now(cause, lasting + delay + jitter));
+            log.link_fault(cause, lasting + delay + jitter);
             format!(
                 "{name} slowed by {} ms ± {} ms for {:.1} s",
                 delay.as_millis(),
@@ -488,9 +490,7 @@ async fn apply(
             for slot in &cluster.nodes {
                 all_for_a_while(&slot.postgres_links, Link::Cut, lasting);
             }
-            log.link_faults += 1;
-            log.windows
-                .push(FaultWindow::from_now(Cause::Stores, lasting));
+            log.link_fault(Cause::Stores, lasting);
             format!(
                 "cut every node from Postgres for {:.0} s (longer than runner_lost_after)",
                 lasting.as_secs_f64()

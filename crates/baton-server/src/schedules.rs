@@ -15,6 +15,7 @@ use baton_core::schedule::{CatchUp, Overlap};
 use baton_core::validate::{self, Invalid};
 use baton_store::{NewTask, ScheduleRecord, ScheduleSettings};
 use chrono::{DateTime, Duration, Utc};
+use sqlx::types::Json;
 use uuid::Uuid;
 
 pub(crate) const DEFAULT_TIMEZONE: &str = "UTC";
@@ -37,7 +38,7 @@ pub(crate) fn tick_key(schedule: Uuid, tick: DateTime<Utc>) -> String {
 
 /// The clock of a schedule's expression and zone.
 pub(crate) fn clock_of(record: &ScheduleRecord) -> Result<CronClock, Invalid> {
-    CronClock::new(&record.cron, &record.timezone)
+    CronClock::new(&record.settings.cron, &record.settings.timezone)
 }
 
 /// The first tick at or after `start_at` (if later than `now`), after `now`, and not
@@ -91,7 +92,7 @@ pub(crate) fn settings_of(
         name: req.name,
         cron: req.cron,
         timezone,
-        template: serde_json::to_value(&req.task).expect("a task serialises"),
+        template: Json(serde_json::to_value(&req.task).expect("a task serialises")),
         overlap: overlap.unwrap_or(DEFAULT_OVERLAP).as_str().to_string(),
         catch_up: catch_up.unwrap_or(DEFAULT_CATCH_UP).as_str().to_string(),
         catch_up_window_s: i32::try_from(window).expect("bounded above"),
@@ -108,39 +109,41 @@ pub(crate) fn changed(
     record: &ScheduleRecord,
     change: UpdateSchedule,
 ) -> Result<CreateSchedule, ApiError> {
+    let was = &record.settings;
     Ok(CreateSchedule {
-        name: change.name.unwrap_or_else(|| record.name.clone()),
-        cron: change.cron.unwrap_or_else(|| record.cron.clone()),
-        timezone: Some(change.timezone.unwrap_or_else(|| record.timezone.clone())),
+        name: change.name.unwrap_or_else(|| was.name.clone()),
+        cron: change.cron.unwrap_or_else(|| was.cron.clone()),
+        timezone: Some(change.timezone.unwrap_or_else(|| was.timezone.clone())),
         task: match change.task {
             Some(task) => task,
             None => template_of(record)?,
         },
-        overlap: Some(change.overlap.unwrap_or_else(|| record.overlap.clone())),
-        catch_up: Some(change.catch_up.unwrap_or_else(|| record.catch_up.clone())),
+        overlap: Some(change.overlap.unwrap_or_else(|| was.overlap.clone())),
+        catch_up: Some(change.catch_up.unwrap_or_else(|| was.catch_up.clone())),
         catch_up_window_s: Some(
             change
                 .catch_up_window_s
-                .unwrap_or(record.catch_up_window_s.into()),
+                .unwrap_or(was.catch_up_window_s.into()),
         ),
-        paused: record.paused,
-        start_at: change.start_at.or(record.start_at),
-        end_at: change.end_at.or(record.end_at),
-        jitter_s: Some(change.jitter_s.unwrap_or(record.jitter_s.into())),
+        paused: was.paused,
+        start_at: change.start_at.or(was.start_at),
+        end_at: change.end_at.or(was.end_at),
+        jitter_s: Some(change.jitter_s.unwrap_or(was.jitter_s.into())),
     })
 }
 
 /// Whether a change moves when the schedule fires (then it fires from the next tick
 /// after now, not from the tick it was waiting for).
 pub(crate) fn moves_ticks(record: &ScheduleRecord, after: &CreateSchedule) -> bool {
-    record.cron != after.cron
-        || Some(&record.timezone) != after.timezone.as_ref()
-        || record.start_at != after.start_at
+    let was = &record.settings;
+    was.cron != after.cron
+        || Some(&was.timezone) != after.timezone.as_ref()
+        || was.start_at != after.start_at
 }
 
 /// The stored template, as the request it came from.
 fn template_of(record: &ScheduleRecord) -> Result<SubmitTask, ApiError> {
-    serde_json::from_value(record.template.0.clone()).map_err(|e| {
+    serde_json::from_value(record.settings.template.0.clone()).map_err(|e| {
         ApiError::from(baton_store::StoreError::Internal(format!(
             "schedule {} has an unreadable template: {e}",
             record.id
@@ -238,7 +241,7 @@ pub(crate) fn tick_task(
     key: String,
 ) -> Result<NewTask, ApiError> {
     let mut task = tick_task_of(rules, queues, template_of(record)?, &record.created_by)?;
-    let jitter = u32::try_from(record.jitter_s).unwrap_or(0);
+    let jitter = u32::try_from(record.settings.jitter_s).unwrap_or(0);
     if jitter > 0 {
         task.run_at =
             Some(tick + baton_core::schedule::jitter_of(record.id.as_u128(), tick, jitter));
@@ -255,27 +258,28 @@ pub(crate) fn schedule_view(
     next_fires: Vec<DateTime<Utc>>,
     last_runs: Vec<ScheduleRun>,
 ) -> Schedule {
-    let mut task: SubmitTask = serde_json::from_value(record.template.0).unwrap_or_default();
+    let settings = record.settings;
+    let mut task: SubmitTask = serde_json::from_value(settings.template.0).unwrap_or_default();
     // The template's webhook address is shown as a task's is.
     task.notify_url = task
         .notify_url
         .map(|url| crate::webhooks::redacted(&url).into_owned());
     Schedule {
         id: record.id,
-        name: record.name,
-        cron: record.cron,
-        timezone: record.timezone,
+        name: settings.name,
+        cron: settings.cron,
+        timezone: settings.timezone,
         task,
-        overlap: record.overlap,
-        catch_up: record.catch_up,
-        catch_up_window_s: record.catch_up_window_s.into(),
-        jitter_s: record.jitter_s.into(),
-        paused: record.paused,
-        start_at: record.start_at,
-        end_at: record.end_at,
+        overlap: settings.overlap,
+        catch_up: settings.catch_up,
+        catch_up_window_s: settings.catch_up_window_s.into(),
+        jitter_s: settings.jitter_s.into(),
+        paused: settings.paused,
+        start_at: settings.start_at,
+        end_at: settings.end_at,
         created_at: record.created_at,
         updated_at: record.updated_at,
-        next_fire_at: record.next_fire_at.filter(|_| !record.paused),
+        next_fire_at: settings.next_fire_at.filter(|_| !settings.paused),
         buffered_for: record.buffered_for,
         fired_count: record.fired_count,
         skipped_count: record.skipped_count,

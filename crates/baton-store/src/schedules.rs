@@ -32,7 +32,7 @@ fn with_settings<'q>(
         .bind(&s.name)
         .bind(&s.cron)
         .bind(&s.timezone)
-        .bind(Json(&s.template))
+        .bind(&s.template)
         .bind(&s.overlap)
         .bind(&s.catch_up)
         .bind(s.catch_up_window_s)
@@ -43,8 +43,9 @@ fn with_settings<'q>(
         .bind(s.next_fire_at)
 }
 
-/// A schedule's settings, as created or as a change leaves them.
-#[derive(Debug, Clone)]
+/// A schedule's settings, as created or as a change leaves them: what a write of it
+/// sets, and what a read of it finds beside what firing keeps ([`ScheduleRecord`]).
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ScheduleSettings {
     /// Its name, unique per owner.
     pub name: String,
@@ -53,7 +54,7 @@ pub struct ScheduleSettings {
     /// The IANA time zone the expression is read in.
     pub timezone: String,
     /// The task template, as `POST /v1/tasks` takes it.
-    pub template: Value,
+    pub template: Json<Value>,
     /// What a tick does while the last tick's task still runs: a `schedule::Overlap` name.
     pub overlap: String,
     /// What happens to ticks missed while no node fired them: a `schedule::CatchUp` name.
@@ -68,45 +69,24 @@ pub struct ScheduleSettings {
     pub start_at: Option<DateTime<Utc>>,
     /// No tick fires after this.
     pub end_at: Option<DateTime<Utc>>,
-    /// The first tick under these settings (`None`: none left).
+    /// Its next tick under these settings (`None`: none left); each fire moves it on.
     pub next_fire_at: Option<DateTime<Utc>>,
 }
 
-/// A schedule as stored.
+/// A schedule as stored: its settings, and what its creation and its fires keep.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ScheduleRecord {
     /// Its id.
     pub id: Uuid,
-    /// Its name, unique per owner.
-    pub name: String,
-    /// Its cron expression (five fields).
-    pub cron: String,
-    /// The IANA time zone the expression is read in.
-    pub timezone: String,
-    /// The task template, as `POST /v1/tasks` takes it.
-    pub template: Json<Value>,
-    /// What a tick does while the last tick's task still runs.
-    pub overlap: String,
-    /// What happens to missed ticks.
-    pub catch_up: String,
-    /// How old a missed tick may be and still fire, in seconds.
-    pub catch_up_window_s: i32,
-    /// The most each tick's task is delayed at random, in seconds.
-    pub jitter_s: i32,
-    /// Whether it is paused.
-    pub paused: bool,
-    /// No tick fires before this.
-    pub start_at: Option<DateTime<Utc>>,
-    /// No tick fires after this.
-    pub end_at: Option<DateTime<Utc>>,
+    /// Its settings, as last written (`next_fire_at` as last fired).
+    #[sqlx(flatten)]
+    pub settings: ScheduleSettings,
     /// The token that created it.
     pub created_by: String,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When its settings last changed.
     pub updated_at: DateTime<Utc>,
-    /// Its next tick (`None`: none left).
-    pub next_fire_at: Option<DateTime<Utc>>,
     /// A tick held back until the last tick's task ends (overlap `queue`).
     pub buffered_for: Option<DateTime<Utc>>,
     /// How many ticks made a task.

@@ -127,7 +127,7 @@ impl TestEnv {
 
     /// A `baton runner` agent process talking to `server`.
     pub async fn runner(&self, server: &str, labels: &[&str], capacity: u32) -> RunnerProc {
-        RunnerProc::start(self, server, labels, capacity, &[]).await
+        RunnerProc::start(self, server, labels, capacity, &[], None, &[]).await
     }
 
     /// A runner agent with more `baton runner` flags.
@@ -138,7 +138,7 @@ impl TestEnv {
         capacity: u32,
         extra_args: &[&str],
     ) -> RunnerProc {
-        RunnerProc::start(self, server, labels, capacity, extra_args).await
+        RunnerProc::start(self, server, labels, capacity, extra_args, None, &[]).await
     }
 
     /// A connection to the test's database, to look at rows directly.

@@ -265,51 +265,23 @@ pub struct RunnerProc {
 }
 
 impl RunnerProc {
-    /// Starts `baton runner` against `server` with a state folder of its own, without
-    /// waiting for it to register.
+    /// Starts `baton runner` against `server`, without waiting for it to register. Its
+    /// state folder is `state_dir` (an earlier runner's, to restart it), or with `None` a
+    /// new one of its own; `vars` are environment variables of its own (a skewed clock).
     pub async fn start(
         env: &TestEnv,
         server: &str,
         labels: &[&str],
         capacity: u32,
         extra_args: &[&str],
-    ) -> RunnerProc {
-        let name = format!("runner-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
-        Self::start_in(
-            env,
-            server,
-            labels,
-            capacity,
-            extra_args,
-            &env.dir.join(&name),
-        )
-        .await
-    }
-
-    /// A runner agent with a given state directory (a restart of an earlier one).
-    pub async fn start_in(
-        env: &TestEnv,
-        server: &str,
-        labels: &[&str],
-        capacity: u32,
-        extra_args: &[&str],
-        state_dir: &std::path::Path,
-    ) -> RunnerProc {
-        Self::start_in_with_env(env, server, labels, capacity, extra_args, state_dir, &[]).await
-    }
-
-    /// [`RunnerProc::start_in`] with environment variables of its own (a skewed clock).
-    pub async fn start_in_with_env(
-        env: &TestEnv,
-        server: &str,
-        labels: &[&str],
-        capacity: u32,
-        extra_args: &[&str],
-        state_dir: &std::path::Path,
+        state_dir: Option<&std::path::Path>,
         vars: &[(String, String)],
     ) -> RunnerProc {
         let name = format!("runner-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
-        let state_dir = state_dir.to_path_buf();
+        let state_dir = match state_dir {
+            Some(dir) => dir.to_path_buf(),
+            None => env.dir.join(&name),
+        };
         let mut command = Command::new(baton_binary());
         command
             .args(["runner", "--server", server, "--name", &name])

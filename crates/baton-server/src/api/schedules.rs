@@ -43,7 +43,7 @@ pub(super) async fn create(
         .store
         .schedule_insert(Uuid::now_v7(), &settings, &user.token_id, state.clock.now())
         .await?;
-    tracing::info!(schedule.id = %record.id, schedule.cron = %record.cron, "schedule created");
+    tracing::info!(schedule.id = %record.id, schedule.cron = %record.settings.cron, "schedule created");
     schedules_changed(&state).await;
     Ok((
         StatusCode::CREATED,
@@ -92,11 +92,12 @@ pub(super) async fn list(
 
 /// Its next `n` ticks (none while paused, none past its end).
 fn next_fires(record: &ScheduleRecord, n: usize) -> Vec<DateTime<Utc>> {
-    match (record.next_fire_at, clock_of(record)) {
-        (Some(next), Ok(clock)) if !record.paused => {
+    let settings = &record.settings;
+    match (settings.next_fire_at, clock_of(record)) {
+        (Some(next), Ok(clock)) if !settings.paused => {
             let mut ticks = vec![next];
             ticks.extend(clock.upcoming(next, n - 1));
-            ticks.retain(|t| record.end_at.is_none_or(|end| *t <= end));
+            ticks.retain(|t| settings.end_at.is_none_or(|end| *t <= end));
             ticks
         }
         _ => Vec::new(),
@@ -160,7 +161,7 @@ pub(super) async fn update(
 ) -> Result<Json<Schedule>, ApiError> {
     let record = changeable(&state, &user, id).await?;
     let after = changed(&record, change)?;
-    let keep = (!moves_ticks(&record, &after)).then_some(record.next_fire_at);
+    let keep = (!moves_ticks(&record, &after)).then_some(record.settings.next_fire_at);
     let settings = settings_of(&state, &user, after, state.clock.now(), keep)?;
     let record = state
         .store
@@ -218,13 +219,14 @@ async fn set_paused(
     paused: bool,
 ) -> Result<Json<Schedule>, ApiError> {
     let record = changeable(state, user, id).await?;
-    if record.paused == paused {
+    let was = &record.settings;
+    if was.paused == paused {
         return Ok(Json(schedule_view(record, Vec::new(), Vec::new())));
     }
     let now = state.clock.now();
     let next = match paused {
-        true => record.next_fire_at,
-        false => first_tick(&clock_of(&record)?, now, record.start_at, record.end_at),
+        true => was.next_fire_at,
+        false => first_tick(&clock_of(&record)?, now, was.start_at, was.end_at),
     };
     let mut req = changed(&record, UpdateSchedule::default())?;
     req.paused = paused;

@@ -158,18 +158,18 @@ impl Scheduler {
             return Ok(());
         };
         let rule = CatchUpRule {
-            policy: CatchUp::parse(&record.catch_up).unwrap_or(CatchUp::Skip),
-            window: Duration::seconds(record.catch_up_window_s.into()),
+            policy: CatchUp::parse(&record.settings.catch_up).unwrap_or(CatchUp::Skip),
+            window: Duration::seconds(record.settings.catch_up_window_s.into()),
             grace: self.settings.misfire_grace,
         };
-        let due = match record.next_fire_at {
-            Some(next) if next <= now => due_ticks(&clock, next, now, record.end_at, rule),
+        let due = match record.settings.next_fire_at {
+            Some(next) if next <= now => due_ticks(&clock, next, now, record.settings.end_at, rule),
             next => DueTicks {
                 next,
                 ..DueTicks::default()
             },
         };
-        let overlap = Overlap::parse(&record.overlap).unwrap_or(Overlap::Skip);
+        let overlap = Overlap::parse(&record.settings.overlap).unwrap_or(Overlap::Skip);
         let unfinished = if overlap != Overlap::Allow || record.buffered_for.is_some() {
             self.bounded(self.dispatcher.store.schedule_unfinished_runs(record.id))
                 .await?
@@ -186,7 +186,7 @@ impl Scheduler {
             && plan.skipped.is_empty()
             && due.skipped.is_none()
             && plan.buffered == record.buffered_for
-            && due.next == record.next_fire_at
+            && due.next == record.settings.next_fire_at
         {
             return Ok(()); // a held tick still waiting: nothing to write
         }
@@ -235,7 +235,7 @@ impl Scheduler {
             }
         }
         let fire = Fire {
-            read_next: record.next_fire_at,
+            read_next: record.settings.next_fire_at,
             read_buffered: record.buffered_for,
             tasks,
             skips,
