@@ -313,6 +313,19 @@ async fn serve(
             ..StoreOptions::default()
         },
     )?;
+    // Both pools' first connections are opened now, beside the start, not by the first
+    // requests (a parked runner's first wake-up among them); a Postgres away now only
+    // leaves them to be opened later, as before.
+    for (pool, connections) in [
+        (committing.clone(), config.group_commit_writers.max(1)),
+        (store.clone(), 2),
+    ] {
+        tokio::spawn(async move {
+            if let Err(e) = pool.warm(connections).await {
+                tracing::debug!(error = %e, "postgres connections not opened ahead of use");
+            }
+        });
+    }
     let events = crate::events::EventLog::new(
         coord.clone(),
         clock.clone(),

@@ -242,10 +242,8 @@ pub(super) async fn read(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(
-        sqlx::query_as::<_, TaskRecord>("SELECT * FROM tasks WHERE id = ANY($1)")
-            .bind(ids)
-            .fetch_all(&mut *conn)
-            .await?,
-    )
+    Ok(sqlx::query_as::<_, TaskRecord>(super::READ_ROWS)
+        .bind(ids)
+        .fetch_all(&mut *conn)
+        .await?)
 }

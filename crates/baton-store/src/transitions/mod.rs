@@ -19,6 +19,9 @@ mod by_kind;
 mod one_statement;
 mod sql;
 
+/// The rows of the tasks given as one array: the reads after a batch's writes.
+pub(crate) const READ_ROWS: &str = "SELECT * FROM tasks WHERE id = ANY($1)";
+
 use crate::error::StoreError;
 use crate::logs::LogAppend;
 use crate::metered::MeteredPool;
