@@ -5,8 +5,8 @@
 //   node baseline.mjs --redis redis://127.0.0.1:6379 --drain 20000 --workers 2 \
 //        --concurrency 16 --pickups 200          (--quick: 5,000 jobs and 50 pickups)
 //
-// - drain: N jobs bulk-added (Queue.addBulk, in batches of 1,000, four at once, as
-//   Baton's bulk submit does), then drained by `--workers` forked processes (worker.mjs)
+// - drain: N jobs bulk-added (Queue.addBulk, in batches of 1,000, one after another
+//   from one client, as Baton's bulk submit does), then drained by `--workers` forked processes (worker.mjs)
 //   × `--concurrency`, with a no-op processor. The rate is Baton's definition
 //   (benches/throughput/drains.rs, `drained`): N over first lease to last finish, read
 //   from the queue's own timestamps (the jobs' processedOn and finishedOn). Beside it,
@@ -36,7 +36,7 @@ import { parseArgs } from 'node:util';
 import { now } from './clock.mjs';
 
 const BULK_BATCH = 1000;
-const BULK_IN_FLIGHT = 4;
+const BULK_IN_FLIGHT = 1;
 const PICKUP_GAP_MS = 20;
 const DRAIN_DEADLINE_MS = 600_000;
 const PICKUP_DEADLINE_MS = 10_000;

@@ -31,7 +31,7 @@ pub struct BullmqFigures {
     pub redis_cpu_ms_per_job: f64,
     /// Of the Redis commands, the scripts called (EVALSHA): a client's round trips.
     pub redis_scripts_per_job: f64,
-    /// `Queue.addBulk`, batches of 1,000, four at once (as Baton's bulk submit).
+    /// `Queue.addBulk`, batches of 1,000, one after another (as Baton's bulk submit).
     pub bulk_add_per_s: f64,
     pub bulk_add_redis_cmds_per_job: f64,
     /// The same pickup to the drain's worker processes, idle.
@@ -45,7 +45,7 @@ impl BullmqFigures {
         format!(
             "BullMQ {} baseline (Node {}, same Redis build): drain ({} workers x {}, no-op): {:.0} jobs/s\n  \
              per job: {:.2} Redis commands ({:.2} scripts); CPU: workers {:.3} ms, redis-server {:.3} ms\n\
-             BullMQ bulk add (addBulk, batches of 1000, 4 at once): {:.0} jobs/s, {:.2} Redis commands per job\n\
+             BullMQ bulk add (addBulk, batches of 1000, one client, one at a time): {:.0} jobs/s, {:.2} Redis commands per job\n\
              BullMQ pickup, idle worker in the producer's process: p50 {:.2} ms, p99 {:.2} ms \
              (to the idle worker processes: p50 {:.2} ms, p99 {:.2} ms); {} jobs drained",
             self.bullmq_version,
