@@ -291,7 +291,8 @@ async fn bench() {
         lease_at(2)
     );
     println!(
-        "first pickup after the start: single lease {first_lease:.2} ms, exchange \
+        "first pickup after the start: single lease (node 0 through nginx, node 1's first \
+         submit) {first_lease:.2} ms; exchange (node 2 straight, node 1's second submit) \
          {first_exchange:.2} ms   [target <= 10]"
     );
     println!("{idle}");

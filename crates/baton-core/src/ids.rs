@@ -1,8 +1,8 @@
 //! The ids that travel beside a task's id — one lease of a task, a runner — each a type of
 //! its own. They are UUIDs on the wire, in the tables and in Redis, as a task's id is; as
 //! types, a lease id cannot be passed where a task's or a runner's is asked for, and a
-//! `(task, lease)` or `(runner, lease)` pair cannot be read back to front. (A task's id
-//! stays a plain `Uuid`: with these two typed, no two ids of one pair share a type.)
+//! `(task, lease)` or `(runner, lease)` pair cannot be passed back to front. (A task's id
+//! stays a plain `Uuid`, as do a boot's and a request's.)
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 /// One id type over a UUID: the same traits for each, so they cannot drift apart.
 macro_rules! uuid_id {
-    ($(#[$doc:meta])* $name:ident) => {
+    ($(#[$doc:meta])* $name:ident, $described:literal) => {
         $(#[$doc])*
         #[derive(
             Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
@@ -21,7 +21,7 @@ macro_rules! uuid_id {
         pub struct $name(Uuid);
 
         impl $name {
-            /// A new id, random: leases and runners are numbered by nobody.
+            /// A new random id: a lease's (the server draws them), or one for a test.
             pub fn random() -> Self {
                 Self(Uuid::new_v4())
             }
@@ -58,8 +58,8 @@ macro_rules! uuid_id {
             }
         }
 
-        // Described as the UUID string it is on the wire, under the type's own name, so a
-        // generated client names the id too.
+        // Described as the UUID string it is on the wire, under the type's own name (a
+        // component of the document), so a generated client names the id too.
         #[cfg(feature = "openapi")]
         impl utoipa::PartialSchema for $name {
             fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
@@ -67,6 +67,7 @@ macro_rules! uuid_id {
                 ObjectBuilder::new()
                     .schema_type(Type::String)
                     .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)))
+                    .description(Some($described))
                     .into()
             }
         }
@@ -79,12 +80,12 @@ macro_rules! uuid_id {
 uuid_id! {
     /// One lease of a task: a runner's hold on one attempt. A start, log chunk or result
     /// under a lease that is no longer the task's current one is refused as stale.
-    LeaseId
+    LeaseId, "One lease of a task: a runner's hold on one attempt."
 }
 
 uuid_id! {
     /// A registered runner's id.
-    RunnerId
+    RunnerId, "A registered runner's id."
 }
 
 #[cfg(test)]

@@ -72,8 +72,10 @@ pub struct RunningNode {
 }
 
 impl RunningNode {
-    /// Its background services, built again from its state, beside the ones it runs: a
-    /// test drives a pass of any of them, as this node, at the time it chooses.
+    /// Its background services, built again from its state: a second set beside the one
+    /// it runs, for a test to drive a pass of any of them, as this node, at the time it
+    /// chooses. Each holds what the running one holds but its own pacing (the outbox its
+    /// own delivery slots); deliveries a pass starts stop when the node does.
     pub fn services(&self) -> crate::services::NodeServices {
         crate::services::NodeServices::of(&self.state)
     }
@@ -315,7 +317,8 @@ async fn serve(
     )?;
     // Both pools' first connections are opened now, beside the start, not by the first
     // requests (a parked runner's first wake-up among them); a Postgres away now only
-    // leaves them to be opened later, as before.
+    // leaves them to be opened later, as before. The main pool's two: what a submit and
+    // a lease's reads use at once; its others open as requests need them.
     for (pool, connections) in [
         (committing.clone(), config.group_commit_writers.max(1)),
         (store.clone(), 2),

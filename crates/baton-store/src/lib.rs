@@ -226,10 +226,15 @@ impl Store {
     /// machine: paid here, at the node's start, they are not paid by its first submit or
     /// by the first wake-up of a runner parked on it. Connections an idle pool closes
     /// later are opened again by a request, as before.
-    pub async fn warm(&self, connections: usize) -> Result<(), StoreError> {
+    ///
+    /// At most the pool's size, and its failure is no outage: a Postgres that is away is
+    /// found by the node's own checks, not counted here.
+    pub async fn warm(&self, connections: usize) -> Result<(), sqlx::Error> {
+        let pool = self.pool.inner();
+        let connections = connections.min(pool.options().get_max_connections() as usize);
         let mut held = Vec::with_capacity(connections);
         for _ in 0..connections {
-            held.push(self.pool.inner().acquire().await?);
+            held.push(pool.acquire().await?);
         }
         for conn in &mut held {
             sqlx::query(transitions::READ_ROWS)

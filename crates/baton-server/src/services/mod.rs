@@ -137,6 +137,7 @@ impl NodeServices {
                 store.clone(),
                 state.webhooks.clone(),
                 state.clock.clone(),
+                state.shutdown.child_token(),
             ),
             presence_flusher: PresenceFlusher::new(
                 ms(timings.presence_flush_ms),

@@ -146,8 +146,9 @@ pub struct OutboxDeliverer {
     courier: Courier,
     /// Free delivery slots.
     slots: Arc<Semaphore>,
-    /// Cancelled when the service stops: deliveries in flight stop with it, as at a
-    /// crash (their rows come due again).
+    /// Cancelled when the node stops: deliveries in flight stop with it, as at a crash
+    /// (their rows come due again). The node's, not the value's: a deliverer a test
+    /// built and dropped leaves the deliveries it started to end on their own.
     stop: CancellationToken,
     /// The pause now running is the idle backstop, not the wait for a row known to come
     /// due: when it ends with no news, one cheap look says whether a pass is worth it.
@@ -160,6 +161,7 @@ impl OutboxDeliverer {
         store: Store,
         webhooks: Arc<Webhooks>,
         clock: Arc<ClusterClock>,
+        stop: CancellationToken,
     ) -> Self {
         OutboxDeliverer {
             courier: Courier {
@@ -170,7 +172,7 @@ impl OutboxDeliverer {
             },
             settings,
             slots: Arc::new(Semaphore::new(IN_FLIGHT)),
-            stop: CancellationToken::new(),
+            stop,
             backstop: false,
         }
     }
@@ -322,12 +324,6 @@ fn paced(wait: Option<Duration>, busy: Duration, idle: Duration) -> (Duration, b
     match wait {
         Some(wait) if wait < idle => (wait.max(busy), false),
         _ => (idle, true),
-    }
-}
-
-impl Drop for OutboxDeliverer {
-    fn drop(&mut self) {
-        self.stop.cancel();
     }
 }
 
