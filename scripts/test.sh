@@ -76,6 +76,14 @@ if [ ! -d tests/ui/node_modules/playwright-core ] \
     (cd tests/ui && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# The OpenAPI document's TypeScript test (tests/openapi_typescript.rs): redocly and the
+# two client generators, at the versions tests/openapi_ts/package-lock.json pins.
+if [ ! -d tests/openapi_ts/node_modules/typescript ] \
+    || [ tests/openapi_ts/package-lock.json -nt tests/openapi_ts/node_modules/.package-lock.json ]; then
+    echo "test.sh: installing the TypeScript client tools"
+    (cd tests/openapi_ts && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 if ! redis-cli -u "$BATON_TEST_REDIS_URL" ping >/dev/null 2>&1; then
     port=56379
     echo "test.sh: no Redis at $BATON_TEST_REDIS_URL; starting one on $port"

@@ -14,7 +14,7 @@ from uuid import uuid4
 
 import httpx
 from baton_api import AuthenticatedClient
-from baton_api.api.tasks import cancel, get_task, list_tasks, submit, task_logs
+from baton_api.api.tasks import cancel_task, get_task, get_task_logs, list_tasks, submit_task
 from baton_api.models import ErrorBody, SubmitTask, Task, TaskList, TaskStatus
 
 ENDED = {
@@ -55,7 +55,7 @@ def wait_ended(client, task_id):
 def main():
     client = client_with(os.environ["BATON_TOKEN"])
 
-    made = submit.sync_detailed(
+    made = submit_task.sync_detailed(
         client=client,
         body=SubmitTask(command=["sh", "-c", "echo hello from python; sleep 1; echo bye"]),
     )
@@ -69,16 +69,16 @@ def main():
     check(any(t.id == task.id for t in listed.tasks), "the task is listed")
 
     # Following the log holds the answer open until the task ends.
-    followed = task_logs.sync_detailed(client=client, id=task.id, follow=True)
+    followed = get_task_logs.sync_detailed(client=client, id=task.id, follow=True)
     check(followed.status_code == HTTPStatus.OK, f"logs answer 200: {followed.status_code}")
     check(b"hello from python" in followed.content, f"the log: {followed.content!r}")
     check(b"bye" in followed.content, f"the followed log runs to the end: {followed.content!r}")
     done = wait_ended(client, task.id)
     check(done.status == TaskStatus.SUCCEEDED, f"it succeeded: {done.status}")
 
-    long = submit.sync(client=client, body=SubmitTask(command=["sleep", "60"]))
+    long = submit_task.sync(client=client, body=SubmitTask(command=["sleep", "60"]))
     check(isinstance(long, Task), f"submit gives a Task: {long!r}")
-    cancelled = cancel.sync_detailed(client=client, id=long.id)
+    cancelled = cancel_task.sync_detailed(client=client, id=long.id)
     check(cancelled.status_code == HTTPStatus.OK, f"cancel answers 200: {cancelled.status_code}")
     check(isinstance(cancelled.parsed, Task), f"cancel gives a Task: {cancelled.parsed!r}")
     check(
@@ -92,7 +92,7 @@ def main():
     check(isinstance(missing.parsed, ErrorBody), f"a 404 is an ErrorBody: {missing.parsed!r}")
     check(missing.parsed.error.code == "not_found", missing.parsed.error.code)
 
-    invalid = submit.sync_detailed(client=client, body=SubmitTask(command=[]))
+    invalid = submit_task.sync_detailed(client=client, body=SubmitTask(command=[]))
     check(invalid.status_code == HTTPStatus.UNPROCESSABLE_ENTITY, f"{invalid.status_code}")
     check(isinstance(invalid.parsed, ErrorBody), f"a 422 is an ErrorBody: {invalid.parsed!r}")
     check("command" in invalid.parsed.error.message, invalid.parsed.error.message)

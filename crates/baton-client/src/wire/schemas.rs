@@ -11,22 +11,41 @@ fn pattern_schema(pattern: &str) -> utoipa::openapi::RefOr<utoipa::openapi::sche
         .into()
 }
 
-/// A task's argv: at least one element, the first naming a program.
+/// A task's argv: at least one element, the first naming a program (the server refuses
+/// an empty one with a 422). Said as a plain array of strings: the first element's rule
+/// as `prefixItems` made both well-known TypeScript generators type the field as a
+/// one-element tuple, which refused any real command.
 pub struct Argv;
 
 impl utoipa::PartialSchema for Argv {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
-        let string = || ObjectBuilder::new().schema_type(Type::String);
         ArrayBuilder::new()
-            .items(string())
-            .prefix_items([string().min_length(Some(1))])
+            .items(ObjectBuilder::new().schema_type(Type::String))
             .min_items(Some(1))
+            .description(Some(
+                "The program (a non-empty first element) and its arguments.",
+            ))
             .into()
     }
 }
 
 impl utoipa::ToSchema for Argv {}
+
+/// Raw bytes, as a body of `application/octet-stream`: a task's output.
+pub struct RawBytes;
+
+impl utoipa::PartialSchema for RawBytes {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary)))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for RawBytes {}
 
 /// Environment variables: POSIX-portable names, string values.
 pub struct EnvMap;

@@ -58,7 +58,8 @@ fn runner_view(
     }
 }
 
-#[utoipa::path(get, path = "/v1/runners", tag = "admin", security(("bearer" = [])),
+/// Lists the registered runners, online or not.
+#[utoipa::path(operation_id = "list_runners", get, path = "/v1/runners", tag = "admin", security(("bearer" = [])),
     responses((status = 200, description = "Registered runners", body = RunnerList), Errors)
 )]
 pub(super) async fn runners(
@@ -79,8 +80,8 @@ pub(super) async fn runners(
 
 /// Deletes a runner: its next request gets 401 and the agent exits; the reconciler
 /// requeues its unstarted tasks and ends its running ones.
-#[utoipa::path(delete, path = "/v1/runners/{id}", tag = "admin", security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "Runner id")),
+#[utoipa::path(operation_id = "delete_runner", delete, path = "/v1/runners/{id}", tag = "admin", security(("bearer" = [])),
+    params(("id" = RunnerId, Path, description = "Runner id")),
     responses((status = 204, description = "Deleted: its next request gets 401"), Errors)
 )]
 pub(super) async fn runner_delete(
@@ -121,8 +122,9 @@ async fn set_paused(
     Ok(Json(runner_view(&state, runner, 0, None)))
 }
 
-#[utoipa::path(post, path = "/v1/runners/{id}/pause", tag = "admin", security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "Runner id")),
+/// Pauses a runner: it leases nothing until it is resumed.
+#[utoipa::path(operation_id = "pause_runner", post, path = "/v1/runners/{id}/pause", tag = "admin", security(("bearer" = [])),
+    params(("id" = RunnerId, Path, description = "Runner id")),
     responses((status = 200, description = "Paused: it leases nothing", body = RunnerView), Errors)
 )]
 pub(super) async fn runner_pause(
@@ -133,8 +135,9 @@ pub(super) async fn runner_pause(
     set_paused(state, user, id, true).await
 }
 
-#[utoipa::path(post, path = "/v1/runners/{id}/resume", tag = "admin", security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "Runner id")),
+/// Resumes a paused runner.
+#[utoipa::path(operation_id = "resume_runner", post, path = "/v1/runners/{id}/resume", tag = "admin", security(("bearer" = [])),
+    params(("id" = RunnerId, Path, description = "Runner id")),
     responses((status = 200, description = "Resumed", body = RunnerView), Errors)
 )]
 pub(super) async fn runner_resume(
@@ -200,7 +203,8 @@ fn token_limits(queues: Limit, labels: Limit) -> Result<(Limit, Limit), Invalid>
     Ok((queues, labels))
 }
 
-#[utoipa::path(post, path = "/v1/tokens", tag = "admin", security(("bearer" = [])),
+/// Creates an API token, shown once, with the scopes given.
+#[utoipa::path(operation_id = "create_token", post, path = "/v1/tokens", tag = "admin", security(("bearer" = [])),
     request_body = CreateToken,
     responses((status = 201, description = "The token, shown this once", body = TokenCreated), Errors)
 )]
@@ -267,7 +271,7 @@ pub(super) async fn token_create(
 }
 
 /// The calling token: any API token may ask.
-#[utoipa::path(get, path = "/v1/me", tag = "admin", security(("bearer" = [])),
+#[utoipa::path(operation_id = "get_me", get, path = "/v1/me", tag = "admin", security(("bearer" = [])),
     responses((status = 200, description = "The calling token and what it may do", body = Caller), Errors)
 )]
 pub(super) async fn me(user: User) -> Json<Caller> {
@@ -280,7 +284,8 @@ pub(super) async fn me(user: User) -> Json<Caller> {
     })
 }
 
-#[utoipa::path(get, path = "/v1/tokens", tag = "admin", security(("bearer" = [])),
+/// Lists the API tokens (never their secrets).
+#[utoipa::path(operation_id = "list_tokens", get, path = "/v1/tokens", tag = "admin", security(("bearer" = [])),
     responses((status = 200, description = "API tokens, never their secrets", body = TokenList), Errors)
 )]
 pub(super) async fn tokens(
@@ -299,7 +304,7 @@ pub(super) async fn tokens(
 }
 
 /// Revokes an API token at once: API tokens are not cached, so its next use is refused.
-#[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "admin", security(("bearer" = [])),
+#[utoipa::path(operation_id = "revoke_token", delete, path = "/v1/tokens/{id}", tag = "admin", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Token id")),
     responses((status = 204, description = "Revoked"), Errors)
 )]
@@ -353,7 +358,8 @@ fn registration_limits(
     })
 }
 
-#[utoipa::path(post, path = "/v1/registration-tokens", tag = "admin", security(("bearer" = [])),
+/// Creates a registration token, shown once, for runners to register with.
+#[utoipa::path(operation_id = "create_registration_token", post, path = "/v1/registration-tokens", tag = "admin", security(("bearer" = [])),
     request_body = CreateRegistrationToken,
     responses((status = 201, description = "The token, shown this once", body = RegistrationTokenCreated), Errors)
 )]
@@ -379,7 +385,8 @@ pub(super) async fn registration_token_create(
     ))
 }
 
-#[utoipa::path(get, path = "/v1/registration-tokens", tag = "admin", security(("bearer" = [])),
+/// Lists the registration tokens (never their secrets).
+#[utoipa::path(operation_id = "list_registration_tokens", get, path = "/v1/registration-tokens", tag = "admin", security(("bearer" = [])),
     responses((status = 200, description = "Registration tokens, never their secrets", body = RegistrationTokenList), Errors)
 )]
 pub(super) async fn registration_tokens(
@@ -401,7 +408,7 @@ pub(super) async fn registration_tokens(
 
 /// Revokes a registration token: no runner registers with it any more. Runners that
 /// already did keep their own tokens (delete them to stop them).
-#[utoipa::path(delete, path = "/v1/registration-tokens/{id}", tag = "admin", security(("bearer" = [])),
+#[utoipa::path(operation_id = "revoke_registration_token", delete, path = "/v1/registration-tokens/{id}", tag = "admin", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Registration token id")),
     responses((status = 204, description = "Revoked"), Errors)
 )]

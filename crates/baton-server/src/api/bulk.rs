@@ -30,7 +30,8 @@ const BULK_DEFAULT: i64 = 100;
 /// Most tasks one bulk call acts on.
 pub(crate) const BULK_MAX: i64 = 1000;
 
-#[utoipa::path(post, path = "/v1/tasks/cancel", tag = "tasks", security(("bearer" = [])),
+/// Cancels the tasks a filter selects (with `dry_run`, says which, changing nothing).
+#[utoipa::path(operation_id = "cancel_tasks", post, path = "/v1/tasks/cancel", tag = "tasks", security(("bearer" = [])),
     request_body = BulkRequest,
     responses((status = 200, description = "What was cancelled (or, in a dry run, would be)", body = BulkAnswer), Errors)
 )]
@@ -42,7 +43,8 @@ pub(super) async fn cancel_many(
     bulk(&state, &user, req, BulkAction::Cancel, None).await
 }
 
-#[utoipa::path(post, path = "/v1/tasks/retry", tag = "tasks", security(("bearer" = [])),
+/// Re-runs the ended tasks a filter selects, each as a new task (with `dry_run`, says which).
+#[utoipa::path(operation_id = "retry_tasks", post, path = "/v1/tasks/retry", tag = "tasks", security(("bearer" = [])),
     request_body = BulkRequest,
     responses((status = 200, description = "What was re-run (or, in a dry run, would be)", body = BulkAnswer), Errors)
 )]

@@ -37,7 +37,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Events waiting to be written to one slow client before its subscription waits.
 const OUTBOX: usize = 256;
 
-#[utoipa::path(get, path = "/v1/events", tag = "events", security(("bearer" = [])),
+/// Follows the cluster's events as Server-Sent Events, resumable on any node.
+#[utoipa::path(operation_id = "stream_events", get, path = "/v1/events", tag = "events", security(("bearer" = [])),
     params(
         EventsQuery,
         ("Last-Event-ID" = Option<String>, Header, description = "Resume after this place (the last `id` received): every event since is sent first, or a `resync` event when the history no longer holds them. The stream's first frame is an `id` alone: the place it starts from"),

@@ -56,10 +56,11 @@ fn octet_stream(mut resp: Response, status: &'static str, attempt: i32) -> Respo
     resp
 }
 
-#[utoipa::path(operation_id = "task_logs", get, path = "/v1/tasks/{id}/logs", tag = "tasks", security(("bearer" = [])),
+/// Reads a task's output, from an offset, or follows it as it is written.
+#[utoipa::path(operation_id = "get_task_logs", get, path = "/v1/tasks/{id}/logs", tag = "tasks", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Task id"), LogQuery),
     responses(
-        (status = 200, description = "Raw output bytes (streamed with `follow`)", content_type = "application/octet-stream", body = Vec<u8>,
+        (status = 200, description = "Raw output bytes (streamed with `follow`)", content_type = "application/octet-stream", body = baton_client::wire::RawBytes,
          headers(
             ("x-baton-next-offset" = i64, description = "The offset to read from next (absent when following)"),
             ("x-baton-task-status" = String, description = "The task's status when read"),

@@ -13,7 +13,7 @@ const CONTENT: &str = "text/plain; version=0.0.4";
 /// This node's metrics (docs/metrics.md). Cluster-wide gauges (queue depths, tasks by
 /// status, live nodes) are read from Redis and Postgres at scrape time, within a bound;
 /// if they cannot be read the scrape still answers, with their last values.
-#[utoipa::path(get, path = "/metrics", tag = "operations",
+#[utoipa::path(operation_id = "get_metrics", get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text exposition format 0.0.4", content_type = "text/plain; version=0.0.4", body = String))
 )]
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {

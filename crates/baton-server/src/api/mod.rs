@@ -134,6 +134,7 @@ fn routes(limits: &Limits) -> (Router<AppState>, serde_json::Value) {
         .split_for_parts();
     let mut document = document;
     utoipa::Modify::modify(&openapi::CommandOrScript, &mut document);
+    utoipa::Modify::modify(&openapi::OpenOperationsAndServer, &mut document);
     let document = serde_json::to_value(&document).expect("the OpenAPI document serialises");
     (router, document)
 }

@@ -63,6 +63,32 @@ impl Modify for BearerAuth {
     }
 }
 
+/// The operations anyone may call (health, readiness, metrics, this document, a runner's
+/// registration, which carries its own token in the body) say so with an empty
+/// `security`; the rest name the bearer token already. And the document says where the
+/// API is: on the server that serves it.
+pub(super) struct OpenOperationsAndServer;
+
+impl Modify for OpenOperationsAndServer {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            for operation in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                operation.security.get_or_insert_with(Vec::new);
+            }
+        }
+        openapi.servers = Some(vec![utoipa::openapi::Server::new("/")]);
+    }
+}
+
 /// A task runs a `command` or a `script`: exactly one. The derived schema lists both as
 /// optional; this adds the rule, so generated clients and fuzzers know it. Applied once
 /// the routes have added their schemas.
@@ -120,7 +146,9 @@ impl Modify for CommandOrScript {
 )]
 pub(super) struct ApiDoc;
 
+/// This API document, as this node serves it.
 #[utoipa::path(
+    operation_id = "get_openapi_document",
     get,
     path = "/openapi.json",
     tag = "operations",

@@ -13,7 +13,7 @@ use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 
 /// The process is up and serving HTTP.
-#[utoipa::path(get, path = "/healthz", tag = "operations",
+#[utoipa::path(operation_id = "get_health", get, path = "/healthz", tag = "operations",
     responses((status = 200, description = "The process is up", body = Object))
 )]
 pub(super) async fn healthz() -> Json<Value> {
@@ -22,7 +22,7 @@ pub(super) async fn healthz() -> Json<Value> {
 
 /// Redis and Postgres answer and this node's liveness key is current; 503 with the
 /// reason otherwise, so a load balancer sends traffic elsewhere.
-#[utoipa::path(get, path = "/readyz", tag = "operations",
+#[utoipa::path(operation_id = "get_readiness", get, path = "/readyz", tag = "operations",
     responses((status = 200, description = "Ready to serve", body = Object), Errors)
 )]
 pub(super) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
@@ -44,7 +44,7 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>,
 }
 
 /// Live nodes and how many dispatched tasks each owns.
-#[utoipa::path(get, path = "/v1/nodes", tag = "operations", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_nodes", get, path = "/v1/nodes", tag = "operations", security(("bearer" = [])),
     responses((status = 200, description = "Live nodes and their claims", body = NodeList), Errors)
 )]
 pub(super) async fn nodes(

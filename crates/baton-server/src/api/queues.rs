@@ -29,7 +29,8 @@ fn queue_view(q: QueueRecord) -> QueueView {
     }
 }
 
-#[utoipa::path(get, path = "/v1/queues", tag = "admin", security(("bearer" = [])),
+/// Lists the queues: waiting and running counts, pause state and defaults.
+#[utoipa::path(operation_id = "list_queues", get, path = "/v1/queues", tag = "admin", security(("bearer" = [])),
     responses((status = 200, description = "Every queue with settings or unfinished tasks", body = QueueList), Errors)
 )]
 pub(super) async fn queues(
@@ -70,7 +71,8 @@ async fn queue_now(state: &AppState, name: &str) -> Result<Json<QueueView>, ApiE
     })?))
 }
 
-#[utoipa::path(put, path = "/v1/queues/{name}/defaults", tag = "admin", security(("bearer" = [])),
+/// Sets a queue's defaults, which tasks submitted to it without their own take.
+#[utoipa::path(operation_id = "set_queue_defaults", put, path = "/v1/queues/{name}/defaults", tag = "admin", security(("bearer" = [])),
     params(("name" = String, Path, description = "Queue name", pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")),
     request_body = QueueDefaults,
     responses((status = 200, description = "Set: tasks submitted to the queue from now on take them (on every node within a second); `{}` clears them", body = QueueView), Errors)
@@ -100,6 +102,7 @@ pub(super) async fn set_defaults(
     queue_now(&state, &name).await
 }
 
+/// Pauses a queue: its tasks stay queued and none is leased until it is resumed.
 #[utoipa::path(operation_id = "pause_queue", post, path = "/v1/queues/{name}/pause", tag = "admin", security(("bearer" = [])),
     params(("name" = String, Path, description = "Queue name", pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")),
     responses((status = 200, description = "Paused: it hands out nothing, takes submits, and its tasks do not expire", body = QueueView), Errors)
@@ -112,6 +115,7 @@ pub(super) async fn pause(
     set_paused(state, user, name, true).await
 }
 
+/// Resumes a paused queue: its waiting tasks are leased again.
 #[utoipa::path(operation_id = "resume_queue", post, path = "/v1/queues/{name}/resume", tag = "admin", security(("bearer" = [])),
     params(("name" = String, Path, description = "Queue name", pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")),
     responses((status = 200, description = "Resumed: its tasks go out at once; their queue timeout counts again from now", body = QueueView), Errors)

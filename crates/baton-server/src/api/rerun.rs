@@ -31,7 +31,8 @@ use baton_client::{SubmitTask, Task};
 use baton_store::{StoreError, TaskRecord, rerun_key};
 use uuid::Uuid;
 
-#[utoipa::path(post, path = "/v1/tasks/{id}/retry", tag = "tasks", security(("bearer" = [])),
+/// Re-runs an ended task as a new task.
+#[utoipa::path(operation_id = "retry_task", post, path = "/v1/tasks/{id}/retry", tag = "tasks", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "An ended task's id")),
     responses(
         (status = 201, description = "Re-run as a new task, linked by `retry_of`", body = Task),

@@ -66,7 +66,7 @@ fn validate_registration(req: &RegisterRunner) -> Result<LabelSet, ApiError> {
 /// Registers a runner with the bootstrap registration token or one created through the
 /// API (unrevoked, unexpired, with uses left — one is used up here — and allowing the
 /// labels and queues the runner claims).
-#[utoipa::path(post, path = "/v1/runner/register", tag = "runner",
+#[utoipa::path(operation_id = "register_runner", post, path = "/v1/runner/register", tag = "runner",
     request_body = RegisterRunner,
     responses((status = 201, description = "Registered; the token is shown this once", body = RunnerRegistered), Errors)
 )]
@@ -135,7 +135,8 @@ pub(super) async fn register(
     ))
 }
 
-#[utoipa::path(post, path = "/v1/runner/lease", tag = "runner", security(("bearer" = [])),
+/// Leases up to `max` tasks to the calling runner, parking until work comes.
+#[utoipa::path(operation_id = "lease_tasks", post, path = "/v1/runner/lease", tag = "runner", security(("bearer" = [])),
     request_body = LeaseRequest,
     responses((status = 200, description = "Tasks leased (none after `wait_s`), and verdicts on the runner's running leases", body = LeaseResponse), Errors)
 )]
@@ -210,7 +211,7 @@ fn takes_secrets_at_start(state: &AppState, asked: bool) -> bool {
 
 /// A runner's proof of life while it runs tasks, and its way to learn which of them to
 /// stop: those being cancelled, and those whose lease is no longer its own.
-#[utoipa::path(post, path = "/v1/runner/heartbeat", tag = "runner", security(("bearer" = [])),
+#[utoipa::path(operation_id = "send_runner_heartbeat", post, path = "/v1/runner/heartbeat", tag = "runner", security(("bearer" = [])),
     request_body = Heartbeat,
     responses((status = 200, description = "Tasks to cancel and leases that are gone", body = HeartbeatResponse), Errors)
 )]
@@ -248,7 +249,7 @@ pub(super) async fn heartbeat(
 
 /// Everything a runner has to say and its request for more work, in one round trip:
 /// each item answered on its own, the whole replayable by its request id.
-#[utoipa::path(post, path = "/v1/runner/exchange", tag = "runner", security(("bearer" = [])),
+#[utoipa::path(operation_id = "exchange_runner_items", post, path = "/v1/runner/exchange", tag = "runner", security(("bearer" = [])),
     request_body = Exchange,
     responses((status = 200, description = "Each item's answer, the new tasks, and the heartbeat's verdicts", body = ExchangeAnswer), Errors)
 )]
@@ -363,7 +364,7 @@ pub(super) async fn exchange(
 }
 
 /// An ephemeral runner leaving after its one task: the same as an operator deleting it.
-#[utoipa::path(post, path = "/v1/runner/unregister", tag = "runner", security(("bearer" = [])),
+#[utoipa::path(operation_id = "unregister_runner", post, path = "/v1/runner/unregister", tag = "runner", security(("bearer" = [])),
     responses((status = 204, description = "The runner is deleted"), Errors)
 )]
 pub(super) async fn unregister(
@@ -375,7 +376,8 @@ pub(super) async fn unregister(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(post, path = "/v1/runner/tasks/{id}/start", tag = "runner", security(("bearer" = [])),
+/// Acknowledges a lease: the task is recorded as running under it.
+#[utoipa::path(operation_id = "start_task", post, path = "/v1/runner/tasks/{id}/start", tag = "runner", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Task id")),
     request_body = StartTask,
     responses((status = 200, description = "Started: the runner may run it now", body = Started), Errors)
@@ -413,6 +415,7 @@ pub(super) struct LogChunkQuery {
     offset: i64,
 }
 
+/// Appends a chunk of a run's output at its offset.
 #[utoipa::path(operation_id = "append_task_logs", post, path = "/v1/runner/tasks/{id}/logs", tag = "runner", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Task id"), LogChunkQuery),
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "Raw output bytes starting at `offset`"),
@@ -446,7 +449,8 @@ pub(super) async fn logs(
     }))
 }
 
-#[utoipa::path(post, path = "/v1/runner/tasks/{id}/complete", tag = "runner", security(("bearer" = [])),
+/// Reports the end of a run under its lease.
+#[utoipa::path(operation_id = "complete_task", post, path = "/v1/runner/tasks/{id}/complete", tag = "runner", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Task id")),
     request_body = CompleteTask,
     responses((status = 200, description = "The task after the report", body = Task), Errors)

@@ -28,7 +28,8 @@ const SHOWN: usize = 10;
 /// the list alone (not each schedule's details).
 const LISTED: usize = 3;
 
-#[utoipa::path(post, path = "/v1/schedules", tag = "schedules", security(("bearer" = [])),
+/// Creates a cron schedule that submits a task at each tick.
+#[utoipa::path(operation_id = "create_schedule", post, path = "/v1/schedules", tag = "schedules", security(("bearer" = [])),
     request_body = CreateSchedule,
     responses((status = 201, description = "Created; `next_fire_at` is its first tick", body = Schedule), Errors)
 )]
@@ -51,6 +52,7 @@ pub(super) async fn create(
     ))
 }
 
+/// Lists the schedules the token may see.
 #[utoipa::path(operation_id = "list_schedules", get, path = "/v1/schedules", tag = "schedules", security(("bearer" = [])),
     responses((status = 200, description = "The schedules this token may see, by name", body = ScheduleList), Errors)
 )]
@@ -104,6 +106,7 @@ fn next_fires(record: &ScheduleRecord, n: usize) -> Vec<DateTime<Utc>> {
     }
 }
 
+/// Reads a schedule: its settings, next tick and counts.
 #[utoipa::path(operation_id = "get_schedule", get, path = "/v1/schedules/{id}", tag = "schedules", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 200, description = "The schedule, its next ticks and its latest runs", body = Schedule), Errors)
@@ -148,7 +151,8 @@ fn merged_runs(tasks: Vec<TaskRecord>, skips: Vec<ScheduleSkip>, n: usize) -> Ve
     runs
 }
 
-#[utoipa::path(patch, path = "/v1/schedules/{id}", tag = "schedules", security(("bearer" = [])),
+/// Changes a schedule's settings; its next tick follows them.
+#[utoipa::path(operation_id = "update_schedule", patch, path = "/v1/schedules/{id}", tag = "schedules", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Schedule id")),
     request_body = UpdateSchedule,
     responses((status = 200, description = "Changed", body = Schedule), Errors)
@@ -172,7 +176,8 @@ pub(super) async fn update(
     Ok(Json(schedule_view(record, Vec::new(), Vec::new())))
 }
 
-#[utoipa::path(delete, path = "/v1/schedules/{id}", tag = "schedules", security(("bearer" = [])),
+/// Deletes a schedule: no tick of it fires again.
+#[utoipa::path(operation_id = "delete_schedule", delete, path = "/v1/schedules/{id}", tag = "schedules", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 204, description = "Deleted; the tasks it made stay"), Errors)
 )]
@@ -186,6 +191,7 @@ pub(super) async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Pauses a schedule: no tick fires until it is resumed.
 #[utoipa::path(operation_id = "pause_schedule", post, path = "/v1/schedules/{id}/pause", tag = "schedules", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 200, description = "Paused: no tick fires until resumed", body = Schedule), Errors)
@@ -198,6 +204,7 @@ pub(super) async fn pause(
     set_paused(&state, &user, id, true).await
 }
 
+/// Resumes a schedule from its next tick.
 #[utoipa::path(operation_id = "resume_schedule", post, path = "/v1/schedules/{id}/resume", tag = "schedules", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 200, description = "Resumed: fires from the next tick after now; ticks while paused do not fire", body = Schedule), Errors)
@@ -241,7 +248,8 @@ async fn set_paused(
     Ok(Json(schedule_view(record, Vec::new(), Vec::new())))
 }
 
-#[utoipa::path(post, path = "/v1/schedules/{id}/trigger", tag = "schedules", security(("bearer" = [])),
+/// Fires a schedule now, once, as a tick would.
+#[utoipa::path(operation_id = "trigger_schedule", post, path = "/v1/schedules/{id}/trigger", tag = "schedules", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 200, description = "A task was made from the template now, outside the ticks (overlap not applied); the schedule's latest runs show it", body = Schedule), Errors)
 )]

@@ -45,7 +45,8 @@ fn caller_traceparent(headers: &HeaderMap) -> Option<String> {
     well_formed.then(|| value.to_ascii_lowercase())
 }
 
-#[utoipa::path(post, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
+/// Submits a task; answered once it is durably accepted.
+#[utoipa::path(operation_id = "submit_task", post, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
     request_body = SubmitTask,
     responses(
         (status = 201, description = "Accepted: committed, and queued (or scheduled)", body = Task),
@@ -88,7 +89,8 @@ pub(crate) async fn submit(
     Ok((status, Json(task_view(record))))
 }
 
-#[utoipa::path(post, path = "/v1/tasks/batch", tag = "tasks", security(("bearer" = [])),
+/// Submits a batch of tasks, all or none.
+#[utoipa::path(operation_id = "submit_tasks", post, path = "/v1/tasks/batch", tag = "tasks", security(("bearer" = [])),
     request_body = SubmitBatch,
     responses(
         (status = 201, description = "All accepted (existing idempotency keys give their tasks)", body = TaskList),
@@ -172,6 +174,7 @@ pub(super) async fn visible_task(
     Ok(task)
 }
 
+/// Reads a task: its status, attempts, timings and result.
 #[utoipa::path(operation_id = "get_task", get, path = "/v1/tasks/{id}", tag = "tasks", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Task id")),
     responses((status = 200, description = "The task", body = Task), Errors)
@@ -190,7 +193,7 @@ pub(crate) async fn get(
 /// Cancels a task: at once if it has not started, through its runner if it runs. Redis
 /// follows Postgres: the queue or delayed entry goes, a lease's claim goes (its runner's
 /// `start` is refused), and a running task's runner is woken if it is parked.
-#[utoipa::path(post, path = "/v1/tasks/{id}/cancel", tag = "tasks", security(("bearer" = [])),
+#[utoipa::path(operation_id = "cancel_task", post, path = "/v1/tasks/{id}/cancel", tag = "tasks", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Task id")),
     responses((status = 200, description = "Cancelled, or cancelling while its runner stops it", body = Task), Errors)
 )]
@@ -268,6 +271,7 @@ pub(crate) const TEXT_MAX_CHARS: usize = 200;
 /// How long a list may read Postgres (a text search walks the table); past it, 422.
 const LIST_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Lists tasks, newest first, filtered and paged by cursor.
 #[utoipa::path(operation_id = "list_tasks", get, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
     params(ListQuery),
     responses((status = 200, description = "Newest first; pass `next_cursor` as `cursor` for the next page", body = TaskList), Errors)

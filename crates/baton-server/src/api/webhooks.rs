@@ -11,7 +11,8 @@ use axum::http::{HeaderValue, header};
 use axum::response::IntoResponse;
 use baton_client::WebhookSecret;
 
-#[utoipa::path(get, path = "/v1/webhooks/secret", tag = "admin", security(("bearer" = [])),
+/// Reads the secret that signs this cluster's webhook deliveries.
+#[utoipa::path(operation_id = "get_webhook_secret", get, path = "/v1/webhooks/secret", tag = "admin", security(("bearer" = [])),
     responses((status = 200, description = "The key webhooks are signed with (`whsec_` + base64)", body = WebhookSecret), Errors)
 )]
 pub(super) async fn secret(
