@@ -103,6 +103,32 @@ fn completion_scripts_for_each_shell() {
     );
 }
 
+/// A reader that stops early (`baton completions zsh | head -1`) is no failure: the
+/// command ends quietly, with no panic.
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    let mut child = Command::new(baton_binary())
+        .args(["completions", "zsh"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before anything is read, as `head -1` does after its line.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "exit {:?}, stderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn help_matches_its_snapshots() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli_help");

@@ -4,6 +4,7 @@
 use super::Cli;
 use clap::CommandFactory;
 use clap_complete::Shell;
+use std::io::Write;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -13,8 +14,13 @@ pub struct CompletionsArgs {
     shell: Shell,
 }
 
+/// Writes the script to stdout. Generated into memory first: clap_complete panics on a
+/// failed write, and a reader that closes the pipe early (`| head -1`) is no failure —
+/// `main` ends quietly on the broken pipe this returns.
 pub fn print(args: CompletionsArgs) -> anyhow::Result<ExitCode> {
     let mut cmd = Cli::command();
-    clap_complete::generate(args.shell, &mut cmd, "baton", &mut std::io::stdout());
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut cmd, "baton", &mut script);
+    std::io::stdout().write_all(&script)?;
     Ok(ExitCode::SUCCESS)
 }
