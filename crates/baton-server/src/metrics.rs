@@ -38,6 +38,7 @@ pub(crate) const HTTP_REQUESTS: &str = "baton_http_requests_total";
 pub(crate) const HTTP_DURATION: &str = "baton_http_request_duration_seconds";
 pub(crate) const SCHEDULE_FIRE_LAG: &str = "baton_schedule_fire_lag_seconds";
 pub(crate) const SCHEDULE_TICKS_SKIPPED: &str = "baton_schedule_ticks_skipped_total";
+pub(crate) const BUILD_INFO: &str = "baton_build_info";
 
 /// What the reconciler's actions are counted as: one per outcome of `act`.
 pub(crate) const RECONCILER_ACTION_KINDS: [&str; 6] = [
@@ -53,6 +54,10 @@ pub(crate) const RECONCILER_ACTION_KINDS: [&str; 6] = [
 const PICKUP_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
     120.0, 300.0, 600.0,
+];
+/// A task's run: a no-op's milliseconds up to a long build's hours.
+const RUN_BUCKETS: &[f64] = &[
+    0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0,
 ];
 /// A lease request answers at once with work, or parks up to its `wait_s` (at most 50 s).
 const LEASE_WAIT_BUCKETS: &[f64] = &[
@@ -87,6 +92,7 @@ pub(crate) fn install() -> &'static PrometheusHandle {
             (LEASE_WAIT, LEASE_WAIT_BUCKETS),
             (HTTP_DURATION, HTTP_BUCKETS),
             (SCHEDULE_FIRE_LAG, PICKUP_BUCKETS),
+            (baton_store::TASK_RUN_SECONDS, RUN_BUCKETS),
             (baton_coord::REDIS_COMMAND_DURATION, REDIS_BUCKETS),
             (baton_store::POSTGRES_QUERY_DURATION, POSTGRES_BUCKETS),
             (baton_store::GROUP_COMMIT_ITEMS, GROUP_COMMIT_BUCKETS),
@@ -105,9 +111,17 @@ pub(crate) fn install() -> &'static PrometheusHandle {
             tracing::warn!("a metrics recorder was already installed: /metrics will be empty");
         }
         describe();
+        process_collector().describe();
         upkeep(handle.clone());
         handle
     })
+}
+
+/// The standard `process_*` series of this process (CPU seconds, resident memory, open
+/// and most file descriptors, threads), read from `/proc` at each scrape.
+fn process_collector() -> &'static metrics_process::Collector {
+    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
 }
 
 /// Histogram samples wait in the recorder until a scrape or an upkeep folds them into
@@ -147,7 +161,11 @@ fn describe() {
     describe_counter!(TASKS_LEASED, "Tasks this node handed to a runner");
     describe_counter!(
         baton_store::TASKS_COMPLETED,
-        "Tasks this node moved to a terminal status, by outcome"
+        "Tasks this node moved to a terminal status, by outcome and queue"
+    );
+    describe_histogram!(
+        baton_store::TASK_RUN_SECONDS,
+        "How long the runs that ended tasks took, start to end, by outcome and queue"
     );
     describe_histogram!(PICKUP_LATENCY, "From queued to leased, recorded at lease");
     describe_histogram!(
@@ -221,6 +239,11 @@ fn describe() {
     for result in ["tasks", "empty", "error"] {
         let _ = histogram!(LEASE_WAIT, "result" => result);
     }
+    describe_gauge!(
+        BUILD_INFO,
+        "Always 1: the release this node runs, in its `version` label"
+    );
+    gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     gauge!(PARKED_LEASES).set(0.0);
     gauge!(EVENT_CATCH_UPS).set(0.0);
     gauge!(HTTP_OPEN_CONNECTIONS).set(0.0);
@@ -356,6 +379,7 @@ pub(crate) fn render_queue_depths() -> String {
 /// scrape (the error counters tell).
 pub(crate) async fn refresh(state: &AppState) {
     gauge!(PARKED_LEASES).set(state.wake.parked() as f64);
+    process_collector().collect();
     {
         let mut refreshed = REFRESHED.lock().expect("metrics refresh lock");
         if refreshed.at.is_some_and(|at| at.elapsed() < REFRESH_EVERY) {
@@ -388,8 +412,30 @@ async fn refresh_redis(state: &AppState) -> Result<(), ServiceError> {
     {
         depths.push((baton_core::validate::DEFAULT_QUEUE.to_string(), 0));
     }
-    REFRESHED.lock().expect("metrics refresh lock").queues = depths.into_iter().collect();
+    let mut refreshed = REFRESHED.lock().expect("metrics refresh lock");
+    refreshed.queues =
+        with_drained_at_zero(&refreshed.queues, depths, state.config.limits.max_queues);
     Ok(())
+}
+
+/// The depths as read, and each queue reported before that has drained, at 0: a queue
+/// that emptied reads 0, not "no data" (a graph falls to the floor, an alert on it
+/// resolves). At most `most` queues are kept (the node's `max_queues`), those with work
+/// first: queue names are the submitters' to choose, and past the cap a drained queue is
+/// no longer listed.
+fn with_drained_at_zero(
+    before: &BTreeMap<String, u64>,
+    read: Vec<(String, u64)>,
+    most: usize,
+) -> BTreeMap<String, u64> {
+    let mut depths: BTreeMap<String, u64> = read.into_iter().collect();
+    for queue in before.keys() {
+        if depths.len() >= most.max(1) {
+            break;
+        }
+        depths.entry(queue.clone()).or_insert(0);
+    }
+    depths
 }
 
 async fn refresh_postgres(state: &AppState) -> Result<(), ServiceError> {
@@ -407,6 +453,29 @@ async fn refresh_postgres(state: &AppState) -> Result<(), ServiceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_drained_queue_reads_zero_and_the_list_stays_bounded() {
+        let before: BTreeMap<String, u64> =
+            [("builds".to_string(), 4), ("default".to_string(), 0)].into();
+        let now = with_drained_at_zero(&before, vec![("deploys".into(), 2)], 10);
+        assert_eq!(
+            now,
+            [
+                ("builds".to_string(), 0),
+                ("default".to_string(), 0),
+                ("deploys".to_string(), 2)
+            ]
+            .into()
+        );
+        let capped = with_drained_at_zero(&now, vec![("new".into(), 1)], 2);
+        assert_eq!(capped.len(), 2, "{capped:?}");
+        assert_eq!(
+            capped.get("new"),
+            Some(&1),
+            "a queue with work is always listed"
+        );
+    }
 
     #[test]
     fn installing_twice_keeps_one_recorder_with_every_fixed_series() {

@@ -38,8 +38,10 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         let cancelled = cancel_in(&mut tx, id, owner, lease, now).await?;
         tx.commit().await?;
-        if cancelled.task.status != cancelled.was {
-            crate::runs::count_ended(cancelled.task.status);
+        if cancelled.task.status != cancelled.was
+            && let Some(run) = crate::runs::EndedRun::of(&cancelled.task)
+        {
+            crate::runs::count_ended(&run);
         }
         Ok(cancelled)
     }

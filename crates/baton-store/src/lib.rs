@@ -43,7 +43,7 @@ pub use outbox::{OutboxRecord, OutboxState};
 pub use queues::QueueRecord;
 pub use rerun::{BulkAction, rerun_key};
 pub use runners::{NewRunner, RunnerRecord};
-pub use runs::{Fence, FinishPolicy, RunEnd, TASKS_COMPLETED};
+pub use runs::{Fence, FinishPolicy, RunEnd, TASK_RUN_SECONDS, TASKS_COMPLETED};
 pub use schedules::{Fire, Fired, ScheduleRecord, ScheduleSettings, ScheduleSkip};
 pub use tasks::{NewTask, TaskFilter, TaskRecord};
 pub use tokens::{

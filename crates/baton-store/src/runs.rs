@@ -234,22 +234,60 @@ impl Store {
         .await?;
         outbox_for_all(&mut tx, &expired.iter().collect::<Vec<_>>(), now).await?;
         tx.commit().await?;
-        expired.iter().for_each(|t| count_ended(t.status));
+        expired
+            .iter()
+            .filter_map(EndedRun::of)
+            .for_each(|run| count_ended(&run));
         Ok(expired)
     }
 }
 
-/// Counts a committed terminal transition (`baton_tasks_completed_total{outcome}`). The
-/// store is the one place that knows a terminal write happened, and happened once: a
-/// repeated report, answered with the task as it stands, writes nothing and counts nothing.
-pub(crate) fn count_ended(status: TaskStatus) {
-    if status.is_terminal() {
-        metrics::counter!(TASKS_COMPLETED, "outcome" => status.as_str()).increment(1);
+/// What a committed terminal write counts: its outcome, its queue, and how long the run it
+/// ended took (none for a task that never started).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct EndedRun {
+    status: TaskStatus,
+    queue: String,
+    ran_for: Option<f64>,
+}
+
+impl EndedRun {
+    /// The count of `task` as written, if the write ended it.
+    pub(crate) fn of(task: &TaskRecord) -> Option<EndedRun> {
+        let ran_for = match (task.started_at, task.finished_at) {
+            (Some(started), Some(finished)) => {
+                Some((finished - started).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6)
+            }
+            _ => None,
+        };
+        task.status.is_terminal().then(|| EndedRun {
+            status: task.status,
+            queue: task.queue.clone(),
+            ran_for,
+        })
     }
 }
 
-/// Counter of tasks that reached a terminal status, by `outcome` (the status).
+/// Counts a committed terminal transition (`baton_tasks_completed_total{outcome,queue}`)
+/// and the time its run took (`baton_task_run_seconds{outcome,queue}`). The store is the
+/// one place that knows a terminal write happened, and happened once: a repeated report,
+/// answered with the task as it stands, writes nothing and counts nothing.
+pub(crate) fn count_ended(run: &EndedRun) {
+    let outcome = run.status.as_str();
+    metrics::counter!(TASKS_COMPLETED, "outcome" => outcome, "queue" => run.queue.clone())
+        .increment(1);
+    if let Some(seconds) = run.ran_for {
+        metrics::histogram!(TASK_RUN_SECONDS, "outcome" => outcome, "queue" => run.queue.clone())
+            .record(seconds);
+    }
+}
+
+/// Counter of tasks that reached a terminal status, by `outcome` (the status) and `queue`.
 pub const TASKS_COMPLETED: &str = "baton_tasks_completed_total";
+
+/// Histogram of how long the runs that ended a task took, start to end, by `outcome` and
+/// `queue`.
+pub const TASK_RUN_SECONDS: &str = "baton_task_run_seconds";
 
 /// The side effects of terminal transitions, in their transaction: one statement for the
 /// rows of those that notify a webhook. The idempotency key (task and final status) is

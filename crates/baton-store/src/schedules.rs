@@ -426,8 +426,10 @@ impl Store {
         }
         tx.commit().await?;
         for done in &cancelled {
-            if done.task.status != done.was {
-                crate::runs::count_ended(done.task.status);
+            if done.task.status != done.was
+                && let Some(run) = crate::runs::EndedRun::of(&done.task)
+            {
+                crate::runs::count_ended(&run);
             }
         }
         Ok(Some(Fired { made, cancelled }))

@@ -174,10 +174,10 @@ pub(super) async fn log_append(
     Ok(answers)
 }
 
-/// The answers to run ends, and the terminal statuses written (to count once committed).
+/// The answers to run ends, and the runs they ended (to count once committed).
 pub(super) struct Finished {
     pub(super) answers: Vec<Result<TaskRecord, StoreError>>,
-    pub(super) ended: Vec<TaskStatus>,
+    pub(super) ended: Vec<crate::runs::EndedRun>,
     pub(super) transitions: Vec<Transition>,
 }
 
@@ -212,7 +212,7 @@ pub(super) async fn finish(
             .fetch_all(&mut *conn)
             .await?,
         );
-        written.extend(ended.values().map(|t| t.status).filter(|s| s.is_terminal()));
+        written.extend(ended.values().filter_map(crate::runs::EndedRun::of));
         transitions.extend(Transition::all(ended.values()));
         let refused: Vec<Uuid> = batch
             .iter()

@@ -137,9 +137,9 @@ pub struct Done {
     /// The status changes this work wrote, for the event stream: inserts, starts and
     /// run ends that took effect (a repeated report is no change).
     pub transitions: Vec<Transition>,
-    /// The terminal statuses this work wrote (not those a repeated report found), to
-    /// count once committed.
-    pub(crate) ended: Vec<TaskStatus>,
+    /// The runs this work ended (not those a repeated report found), to count once
+    /// committed.
+    pub(crate) ended: Vec<crate::runs::EndedRun>,
 }
 
 /// What the writes need besides the items: one clock for the batch, the log cap and the
@@ -186,7 +186,7 @@ pub(crate) async fn write(
         tx.commit().await?;
         done
     };
-    done.ended.iter().for_each(|s| crate::runs::count_ended(*s));
+    done.ended.iter().for_each(crate::runs::count_ended);
     Ok(done)
 }
 

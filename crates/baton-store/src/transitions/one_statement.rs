@@ -157,10 +157,9 @@ pub(crate) async fn write(
             .or_else(|| as_they_stand.get(id))
             .cloned()
     }));
-    let written: Vec<TaskStatus> = ended
+    let written: Vec<crate::runs::EndedRun> = ended
         .values()
-        .map(|t| t.status)
-        .filter(|s| s.is_terminal())
+        .filter_map(crate::runs::EndedRun::of)
         .collect();
     Ok(Done {
         inserts,
