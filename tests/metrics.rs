@@ -1,7 +1,8 @@
 //! `/metrics` of a node and of a runner agent, read by Prometheus's own text parser
 //! (PyPI `prometheus-client`, through tests/metrics/parse.py): every family of
 //! docs/metrics.md is there with its type, and the counters and histograms move with
-//! the work — a few tasks through a real node and a real runner process.
+//! the work — a few tasks through a real node and a real runner process — and every
+//! metric the Grafana dashboard reads is one of theirs.
 
 use baton_localcluster::testing as support;
 
@@ -191,6 +192,26 @@ async fn node_and_runner_metrics_parse_and_move_with_the_work() {
     assert_eq!(runner_after.value("baton_runner_slots_total", &[]), 2.0);
     let leases = |s: &Scrape| s.value("baton_runner_lease_requests_total", &[("result", "tasks")]);
     assert!(leases(&runner_after) - leases(&runner_before) >= 1.0);
+
+    // Every metric the Grafana dashboard reads (its panels and its variables) is one this
+    // node or this runner exposes: a renamed or dropped metric leaves no panel empty.
+    let dashboard = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/grafana/baton-dashboard.json"
+    ))
+    .unwrap();
+    let names = regex::Regex::new(r"\b(?:baton|process)_[a-z0-9_]+").unwrap();
+    let series = regex::Regex::new(r"_(?:bucket|sum|count)$").unwrap();
+    let read: std::collections::BTreeSet<&str> =
+        names.find_iter(&dashboard).map(|m| m.as_str()).collect();
+    assert!(read.len() >= 20, "the dashboard reads {read:?}");
+    for name in read {
+        let family = series.replace(name, "");
+        assert!(
+            after.kind(&family).is_some() || runner_after.kind(&family).is_some(),
+            "the dashboard reads {name}, which neither the node nor the runner exposes"
+        );
+    }
 }
 
 #[derive(Debug, Deserialize)]

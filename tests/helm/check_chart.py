@@ -64,6 +64,8 @@ METRICS = {
     "baton_runner_lease_requests_total",
     "baton_runner_backoffs_total",
     "baton_runner_report_errors_total",
+    "baton_task_run_seconds",
+    "baton_build_info",
 }
 HISTOGRAMS = {m for m in METRICS if m.endswith("_seconds")}
 
