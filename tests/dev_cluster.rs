@@ -133,6 +133,47 @@ fn status(dir: &Path) -> Vec<(String, i32, String)> {
         .collect()
 }
 
+/// Where the cluster's node events stand now: a stream's first frame is its place.
+async fn node_news_place(client: &Client) -> String {
+    use futures::StreamExt;
+    let news = client.events(&node_events(), None).await.unwrap();
+    let mut news = std::pin::pin!(news);
+    let first = news.next().await.expect("a first frame").unwrap();
+    first.id.expect("the first frame is a place")
+}
+
+fn node_events() -> baton_client::EventFilter {
+    baton_client::EventFilter {
+        kind: Some("node".into()),
+        ..Default::default()
+    }
+}
+
+/// The `lost` event of `node`, read from `from` on: the stream goes through the load
+/// balancer, and a stream served by the node that was killed is resumed on another.
+async fn node_lost(client: &Client, from: &str, node: &str) -> serde_json::Value {
+    use futures::StreamExt;
+    let mut place = from.to_string();
+    loop {
+        let Ok(news) = client.events(&node_events(), Some(&place)).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let mut news = std::pin::pin!(news);
+        while let Some(Ok(frame)) = news.next().await {
+            if let Some(id) = &frame.id {
+                place = id.clone();
+            }
+            let Ok(data) = frame.json() else {
+                continue;
+            };
+            if data["event"] == "lost" && data["node_id"] == node {
+                return data;
+            }
+        }
+    }
+}
+
 fn pid_of(dir: &Path, name: &str) -> i32 {
     status(dir)
         .into_iter()
@@ -193,7 +234,8 @@ async fn a_node_killed_by_hand_is_started_again_and_its_running_task_succeeds() 
     assert!(console.text().await.unwrap().contains("<title>"));
     let client = Client::new(&lb, Some("dev-admin-token".into())).unwrap();
     let task = SubmitTask {
-        script: Some("sleep 4; echo survived".into()),
+        // Longer than the killed node's liveness lasts and its claims take to be adopted.
+        script: Some("sleep 20; echo survived".into()),
         ..Default::default()
     };
     let (task, _) = client.submit(&task).await.unwrap();
@@ -213,8 +255,25 @@ async fn a_node_killed_by_hand_is_started_again_and_its_running_task_succeeds() 
         .expect("a node owns the running task")
         .id;
     let before = pid_of(&dir, &owner);
+    // The cluster's news of its nodes, from before the kill: the adoption must be told.
+    let from = node_news_place(&client).await;
     let killed = dev_cmd(&dir, &["kill", &owner]);
     assert!(killed.status.success(), "{killed:?}");
+    // Its claims are adopted by the other node while it is down: it is started again only
+    // after (started again at once, under its own id, it took them back unseen).
+    let lost = tokio::time::timeout(Duration::from_secs(60), node_lost(&client, &from, &owner))
+        .await
+        .expect("the killed node's loss and adoption told within 60 s");
+    assert_ne!(lost["adopted_by"], owner.as_str(), "{lost}");
+    assert_eq!(
+        lost["claims"], 1,
+        "the running task's claim adopted: {lost}"
+    );
+    assert_eq!(
+        pid_of(&dir, &owner),
+        before,
+        "not started again before its claims were adopted"
+    );
 
     let after = wait_for(
         "the killed node to run again",

@@ -58,7 +58,8 @@ pub struct DevArgs {
     /// Bring everything up, check the demo task, tear down: exit 0 only if all of it worked.
     #[arg(long)]
     smoke: bool,
-    /// Seconds before a node, runner, nginx or Redis that died is started again.
+    /// Seconds before a node, runner, nginx or Redis that died is started again (a node
+    /// first waits for the cluster to adopt its claims).
     #[arg(long, default_value_t = 2.0, value_parser = parse_delay)]
     restart_after_s: f64,
     /// Leave a member that died down (`baton dev restart NAME` starts it again).
@@ -124,7 +125,7 @@ async fn up_and_running(
     }
     print_next_steps(&lb_url, &args.api_token, work);
     let restart_after = (!args.no_restart).then(|| Duration::from_secs_f64(args.restart_after_s));
-    supervise::keep_up(cluster, work.root(), &lb_url, restart_after).await
+    supervise::keep_up(cluster, work.root(), &lb_url, &client, restart_after).await
 }
 
 /// Starts every member, each once the ones it needs are ready. Returns the cluster's URL.

@@ -113,6 +113,11 @@ impl Cluster {
         &mut self.members[member.0].process
     }
 
+    /// What the member is to the cluster.
+    pub fn role(&self, member: Member) -> Role {
+        self.members[member.0].role
+    }
+
     /// The member of that supervised name, as `baton dev restart` names it.
     pub fn by_name(&self, name: &str) -> Option<Member> {
         self.members
