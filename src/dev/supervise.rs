@@ -20,6 +20,9 @@ use std::time::Duration;
 /// started again all the same (a cluster that cannot adopt is not made worse by a wait).
 const ADOPTION_PATIENCE: Duration = Duration::from_secs(60);
 
+/// The longest the event stream or the node list may take to answer the supervisor.
+const OPEN_PATIENCE: Duration = Duration::from_secs(5);
+
 /// How often restart requests are looked for.
 const CONTROL_EVERY: Duration = Duration::from_millis(250);
 
@@ -42,8 +45,12 @@ pub async fn keep_up(
                 let name = process.name().to_string();
                 println!("\nbaton dev: {name} died ({how}); its log: {}", process.log().display());
                 // Listening from now: the adoption is told a node TTL or so later.
-                let losses = if role == Role::Node {
-                    client.events(&EventFilter { kind: Some("node".into()), ..EventFilter::default() }, None).await.ok()
+                let losses = if role == Role::Node && restart_after.is_some() {
+                    let filter = EventFilter { kind: Some("node".into()), ..EventFilter::default() };
+                    tokio::time::timeout(OPEN_PATIENCE, client.events(&filter, None))
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
                 } else {
                     None
                 };
@@ -88,6 +95,12 @@ async fn adopted(
     >,
     name: &str,
 ) {
+    // No other node is up to adopt anything (`--nodes 1`, or all down): no wait.
+    let others = tokio::time::timeout(OPEN_PATIENCE, client.nodes()).await;
+    if !matches!(&others, Ok(Ok(live)) if live.nodes.iter().any(|n| n.id != name)) {
+        println!("baton dev: no other node is up to adopt {name}'s claims");
+        return;
+    }
     let lost = async {
         let Some(losses) = losses else {
             return std::future::pending().await;

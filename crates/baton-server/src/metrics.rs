@@ -220,8 +220,11 @@ fn describe() {
     ] {
         counter!(name).increment(0);
     }
+    // Under the default queue, as every completion carries a queue: a series with no
+    // queue beside them would read as a queue named "" on a dashboard.
     for status in TaskStatus::TERMINAL {
-        counter!(baton_store::TASKS_COMPLETED, "outcome" => status.as_str()).increment(0);
+        counter!(baton_store::TASKS_COMPLETED, "outcome" => status.as_str(), "queue" => "default")
+            .increment(0);
     }
     for action in RECONCILER_ACTION_KINDS {
         counter!(RECONCILER_ACTIONS, "action" => action).increment(0);
@@ -488,7 +491,7 @@ mod tests {
             "baton_tasks_submitted_total 2",
             "baton_tasks_leased_total 0",
             "baton_reconciler_actions_total{action=\"retry\"} 1",
-            "baton_tasks_completed_total{outcome=\"expired\"} 0",
+            "baton_tasks_completed_total{outcome=\"expired\",queue=\"default\"} 0",
             "baton_redis_errors_total{kind=\"unavailable\"} 0",
             "baton_pickup_latency_seconds_bucket{le=\"0.001\"} 0",
             "# TYPE baton_lease_wait_seconds histogram",

@@ -252,19 +252,46 @@ pub(crate) struct EndedRun {
 }
 
 impl EndedRun {
-    /// The count of `task` as written, if the write ended it.
+    /// The count of `task` as written, if the write ended it without ending a run (a
+    /// cancel or an expiry of a task that waited: its `started_at` is an earlier
+    /// attempt's, if any, and says nothing of this end).
     pub(crate) fn of(task: &TaskRecord) -> Option<EndedRun> {
+        task.status.is_terminal().then(|| EndedRun {
+            status: task.status,
+            queue: task.queue.clone(),
+            ran_for: None,
+        })
+    }
+
+    /// The count of `task` as a run's end wrote it: the run took from its start (this
+    /// attempt's, written by its start) to its end.
+    pub(crate) fn of_run(task: &TaskRecord) -> Option<EndedRun> {
         let ran_for = match (task.started_at, task.finished_at) {
             (Some(started), Some(finished)) => {
                 Some((finished - started).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6)
             }
             _ => None,
         };
-        task.status.is_terminal().then(|| EndedRun {
-            status: task.status,
-            queue: task.queue.clone(),
-            ran_for,
-        })
+        Self::of(task).map(|ended| EndedRun { ran_for, ..ended })
+    }
+}
+
+/// The most queue names the completion series carry as their `queue` label, per
+/// process; the rest count under `other`. Queue names are the submitters' to choose, and
+/// the recorder keeps a series for every label value it ever saw: without a bound, one
+/// submitter using ever new names would grow `/metrics` and the node's memory without end.
+pub(crate) const QUEUE_LABELS_MAX: usize = 100;
+
+/// The `queue` label of `queue`: itself while fewer than [`QUEUE_LABELS_MAX`] names were
+/// seen (or it was one of them), else `other`.
+fn queue_label(queue: &str) -> String {
+    static SEEN: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut seen = SEEN.lock().expect("queue labels lock");
+    if seen.contains(queue) || (seen.len() < QUEUE_LABELS_MAX && seen.insert(queue.to_string())) {
+        queue.to_string()
+    } else {
+        "other".to_string()
     }
 }
 
@@ -273,11 +300,10 @@ impl EndedRun {
 /// one place that knows a terminal write happened, and happened once: a repeated report,
 /// answered with the task as it stands, writes nothing and counts nothing.
 pub(crate) fn count_ended(run: &EndedRun) {
-    let outcome = run.status.as_str();
-    metrics::counter!(TASKS_COMPLETED, "outcome" => outcome, "queue" => run.queue.clone())
-        .increment(1);
+    let (outcome, queue) = (run.status.as_str(), queue_label(&run.queue));
+    metrics::counter!(TASKS_COMPLETED, "outcome" => outcome, "queue" => queue.clone()).increment(1);
     if let Some(seconds) = run.ran_for {
-        metrics::histogram!(TASK_RUN_SECONDS, "outcome" => outcome, "queue" => run.queue.clone())
+        metrics::histogram!(TASK_RUN_SECONDS, "outcome" => outcome, "queue" => queue)
             .record(seconds);
     }
 }
@@ -324,4 +350,27 @@ pub(crate) async fn outbox_for_all(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod queue_label_tests {
+    use super::{QUEUE_LABELS_MAX, queue_label};
+
+    #[test]
+    fn queue_labels_are_bounded_and_a_name_keeps_its_own() {
+        let first = "labels-test-first";
+        assert_eq!(queue_label(first), first);
+        let overflowed = (0..=QUEUE_LABELS_MAX)
+            .map(|i| format!("labels-test-{i}"))
+            .find(|name| queue_label(name) == "other");
+        assert!(
+            overflowed.is_some(),
+            "past {QUEUE_LABELS_MAX} names, `other`"
+        );
+        assert_eq!(
+            queue_label(first),
+            first,
+            "a name seen before keeps its label"
+        );
+    }
 }

@@ -135,7 +135,7 @@ pub(super) async fn register(
     ))
 }
 
-/// Leases up to `max` tasks to the calling runner, parking until work comes.
+/// Leases up to `max` tasks to the calling runner, parking up to `wait_s` for work.
 #[utoipa::path(operation_id = "lease_tasks", post, path = "/v1/runner/lease", tag = "runner", security(("bearer" = [])),
     request_body = LeaseRequest,
     responses((status = 200, description = "Tasks leased (none after `wait_s`), and verdicts on the runner's running leases", body = LeaseResponse), Errors)
@@ -418,7 +418,7 @@ pub(super) struct LogChunkQuery {
 /// Appends a chunk of a run's output at its offset.
 #[utoipa::path(operation_id = "append_task_logs", post, path = "/v1/runner/tasks/{id}/logs", tag = "runner", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Task id"), LogChunkQuery),
-    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "Raw output bytes starting at `offset`"),
+    request_body(content = baton_client::wire::RawBytes, content_type = "application/octet-stream", description = "Raw output bytes starting at `offset`"),
     responses(
         (status = 200, description = "Stored (or already held)", body = LogAck),
         (status = 416, description = "The chunk starts past the end; `error.offset` is where to resume", body = ErrorBody),

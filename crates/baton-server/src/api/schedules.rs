@@ -248,7 +248,8 @@ async fn set_paused(
     Ok(Json(schedule_view(record, Vec::new(), Vec::new())))
 }
 
-/// Fires a schedule now, once, as a tick would.
+/// Makes a task from the schedule's template now, outside its ticks (overlap not
+/// applied; a paused schedule too).
 #[utoipa::path(operation_id = "trigger_schedule", post, path = "/v1/schedules/{id}/trigger", tag = "schedules", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Schedule id")),
     responses((status = 200, description = "A task was made from the template now, outside the ticks (overlap not applied); the schedule's latest runs show it", body = Schedule), Errors)

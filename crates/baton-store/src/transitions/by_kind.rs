@@ -212,7 +212,7 @@ pub(super) async fn finish(
             .fetch_all(&mut *conn)
             .await?,
         );
-        written.extend(ended.values().filter_map(crate::runs::EndedRun::of));
+        written.extend(ended.values().filter_map(crate::runs::EndedRun::of_run));
         transitions.extend(Transition::all(ended.values()));
         let refused: Vec<Uuid> = batch
             .iter()

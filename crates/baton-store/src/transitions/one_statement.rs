@@ -159,7 +159,7 @@ pub(crate) async fn write(
     }));
     let written: Vec<crate::runs::EndedRun> = ended
         .values()
-        .filter_map(crate::runs::EndedRun::of)
+        .filter_map(crate::runs::EndedRun::of_run)
         .collect();
     Ok(Done {
         inserts,
