@@ -29,9 +29,8 @@ fn main() -> ExitCode {
         // `baton task list | head`: the reader has what it wanted.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("baton: {e:#}");
-            if let Some(hint) = cli::hint(&e) {
-                eprintln!("baton: {hint}");
+            for line in cli::report(&e) {
+                eprintln!("baton: {line}");
             }
             ExitCode::FAILURE
         }

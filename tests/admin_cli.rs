@@ -24,7 +24,9 @@ async fn api_tokens_are_created_used_listed_and_revoked() {
         &baton_cli(
             &node.url,
             API_TOKEN,
-            &["token", "create", "--name", "ci", "--scope", "submit"],
+            &[
+                "token", "create", "--name", "ci", "--scope", "submit", "--output", "json",
+            ],
         )
         .await,
     );
@@ -36,7 +38,7 @@ async fn api_tokens_are_created_used_listed_and_revoked() {
 
     let submitted = baton_cli(&node.url, secret, &["task", "submit", "--", "true"]).await;
     assert!(submitted.status.success(), "the new token submits");
-    let listed = json_of(&baton_cli(&node.url, API_TOKEN, &["token", "list"]).await);
+    let listed = json_of(&baton_cli(&node.url, API_TOKEN, &["token", "list", "-o", "json"]).await);
     let ours = listed["tokens"]
         .as_array()
         .unwrap()
@@ -96,13 +98,20 @@ async fn runners_register_with_a_made_token_and_are_paused_resumed_and_deleted()
         &baton_cli(
             &node.url,
             API_TOKEN,
-            &["registration-token", "create", "--uses", "1"],
+            &["registration-token", "create", "--uses", "1", "-o", "json"],
         )
         .await,
     );
     assert_eq!(made["uses_left"], 1);
     let registration = made["token"].as_str().unwrap();
-    let listed = json_of(&baton_cli(&node.url, API_TOKEN, &["registration-token", "list"]).await);
+    let listed = json_of(
+        &baton_cli(
+            &node.url,
+            API_TOKEN,
+            &["registration-token", "list", "-o", "json"],
+        )
+        .await,
+    );
     assert!(
         !listed.to_string().contains(registration),
         "a listing shows no secret"
@@ -145,7 +154,14 @@ async fn runners_register_with_a_made_token_and_are_paused_resumed_and_deleted()
     )
     .await;
     assert!(revoked.status.success(), "{revoked:?}");
-    let listed = json_of(&baton_cli(&node.url, API_TOKEN, &["registration-token", "list"]).await);
+    let listed = json_of(
+        &baton_cli(
+            &node.url,
+            API_TOKEN,
+            &["registration-token", "list", "-o", "json"],
+        )
+        .await,
+    );
     let row = listed["registration_tokens"]
         .as_array()
         .unwrap()
@@ -183,6 +199,8 @@ async fn an_api_token_stops_working_when_it_expires() {
                 "read",
                 "--expires-in-s",
                 "3",
+                "--output",
+                "json",
             ],
         )
         .await,

@@ -210,6 +210,16 @@ impl World {
                         _ => Ok(()),
                     };
                 }
+                if operation == "GET /v1/tasks/count" {
+                    // Allowed, but it counts only the caller's: what its listing lists.
+                    expect(status.is_success(), "allowed", status)?;
+                    let (_, listed) = self.attempt("GET /v1/tasks", column, Whose::Callers).await;
+                    let own = listed["tasks"].as_array().map_or(0, Vec::len);
+                    return match body["count"].as_u64() {
+                        Some(n) if n as usize == own && own > 0 => Ok(()),
+                        _ => Err(format!("counts other than its own {own}: {body}")),
+                    };
+                }
                 if let Some(field) = LISTS
                     .iter()
                     .find(|(op, _)| *op == operation)
@@ -378,8 +388,10 @@ impl World {
             | "/metrics"
             | "/openapi.json"
             | "/v1/tasks"
+            | "/v1/tasks/count"
             | "/v1/runners"
             | "/v1/queues"
+            | "/v1/queues/trends"
             | "/v1/tokens"
             | "/v1/nodes"
             | "/v1/webhooks/secret"
@@ -394,7 +406,11 @@ impl World {
                 template.into(),
                 Body::Json(json!({ "tasks": [parked_task(), parked_task()] })),
             ),
-            "/v1/tasks/{id}" | "/v1/tasks/{id}/logs" | "/v1/tasks/{id}/cancel" => {
+            "/v1/tasks/{id}"
+            | "/v1/tasks/{id}/logs"
+            | "/v1/tasks/{id}/logs/marks"
+            | "/v1/tasks/{id}/attempts"
+            | "/v1/tasks/{id}/cancel" => {
                 let id = task_of().await;
                 call(template.replace("{id}", &id.to_string()), Body::None)
             }

@@ -58,9 +58,26 @@ async fn errors_name_the_fix() {
     assert!(!out.status.success());
     let said = stderr_of(&out);
     assert!(
-        said.contains(&format!("no server at {nowhere}"))
+        said.contains(&format!("no server at {nowhere}: connection refused"))
             && said.contains("baton dev")
             && said.contains("BATON_SERVER"),
+        "{said}"
+    );
+    // Once: not again by each layer of the HTTP client.
+    assert_eq!(said.matches(&nowhere).count(), 1, "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+
+    // A time that is not RFC 3339 is refused with an example, before any request.
+    let out = baton_cli(
+        &nowhere,
+        API_TOKEN,
+        &["task", "submit", "--run-at", "tomorrow 8am", "--", "true"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    let said = stderr_of(&out);
+    assert!(
+        said.contains("RFC 3339") && said.contains("2026-12-01T08:00:00Z"),
         "{said}"
     );
 
@@ -138,7 +155,11 @@ fn help_matches_its_snapshots() {
         &["task", "--help"],
         &["task", "submit", "--help"],
         &["task", "list", "--help"],
+        &["task", "logs", "--help"],
+        &["queue", "list", "--help"],
         &["queue", "defaults", "--help"],
+        &["runners", "list", "--help"],
+        &["token", "create", "--help"],
         &["completions", "--help"],
     ] {
         if command == ["--help"] && !cfg!(feature = "drill") {

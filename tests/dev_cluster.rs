@@ -174,6 +174,22 @@ async fn node_lost(client: &Client, from: &str, node: &str) -> serde_json::Value
     }
 }
 
+/// Where `baton dev status` says a member serves its Prometheus metrics.
+fn metrics_of(dir: &Path, name: &str) -> String {
+    let out = dev_cmd(dir, &["status"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let header: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+    let column = header
+        .iter()
+        .position(|c| *c == "METRICS")
+        .expect("a METRICS column");
+    let row = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no {name} in {text}"));
+    row.split_whitespace().nth(column).unwrap().to_string()
+}
+
 fn pid_of(dir: &Path, name: &str) -> i32 {
     status(dir)
         .into_iter()
@@ -225,10 +241,38 @@ async fn a_node_killed_by_hand_is_started_again_and_its_running_task_succeeds() 
         );
     }
 
+    baton_client::install_tls_provider();
+    // Every runner and node serves its metrics where status says, for a scraper to find.
+    let runner_metrics = metrics_of(&dir, "runner-1");
+    assert!(
+        runner_metrics.starts_with("http://127.0.0.1:") && runner_metrics.ends_with("/metrics"),
+        "{runner_metrics}"
+    );
+    assert!(
+        dev.said().contains(&runner_metrics),
+        "said at start: {}",
+        dev.said()
+    );
+    let scraped = reqwest::get(&runner_metrics).await.unwrap();
+    assert_eq!(scraped.status(), 200);
+    let scraped = scraped.text().await.unwrap();
+    assert!(
+        scraped.contains("baton_runner_slots_total 2"),
+        "the runner's own metrics, its two slots:\n{scraped}"
+    );
+    let node_metrics = reqwest::get(metrics_of(&dir, "node-1")).await.unwrap();
+    assert!(
+        node_metrics
+            .text()
+            .await
+            .unwrap()
+            .contains("baton_build_info")
+    );
+    assert_eq!(metrics_of(&dir, "redis"), "-");
+
     let lb = format!("http://127.0.0.1:{port}");
     // The console, through the load balancer, at the address it printed.
     assert!(dev.said().contains(&format!("{lb}/ui/")), "{}", dev.said());
-    baton_client::install_tls_provider();
     let console = reqwest::get(format!("{lb}/ui/")).await.unwrap();
     assert_eq!(console.status(), 200);
     assert!(console.text().await.unwrap().contains("<title>"));

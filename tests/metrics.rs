@@ -131,6 +131,27 @@ async fn node_and_runner_metrics_parse_and_move_with_the_work() {
         1.0
     );
     assert!(after.value("process_open_fds", &[]) > 0.0);
+    // CPU time to the kernel's tick, as /proc says it, not cut to whole seconds (which
+    // reads up to a second short, and 0 for a node's first second of work).
+    let scraped = Scrape::of(&node_metrics)
+        .await
+        .value("process_cpu_seconds_total", &[]);
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", node.pid())).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    let from_proc = ticks
+        / nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .unwrap()
+            .unwrap() as f64;
+    assert!(
+        scraped > 0.0 && (from_proc - scraped).abs() < 0.3,
+        "the node's CPU seconds as /proc has them ({from_proc}): {scraped}"
+    );
     assert!(after.value("process_resident_memory_bytes", &[]) > 0.0);
     assert_eq!(moved("baton_tasks_leased_total", &[]), TASKS);
     assert_eq!(moved("baton_pickup_latency_seconds_count", &[]), TASKS);

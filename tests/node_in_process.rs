@@ -91,6 +91,7 @@ async fn a_node_runs_in_the_tests_process_on_a_listener_it_is_given_and_stops_on
     passes(services.repairer, now).await;
     passes(services.janitor, now).await;
     passes(services.presence_flusher, now).await;
+    passes(services.trends, now).await;
 
     stop.send(()).unwrap();
     let drained = tokio::time::timeout(Duration::from_secs(30), serving)

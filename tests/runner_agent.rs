@@ -249,7 +249,12 @@ async fn the_cli_waits_streams_the_output_and_exits_with_the_task_code() {
     let lines: Vec<&str> = listing.lines().collect();
     assert_eq!(lines.len(), 2, "{listing}");
     let header: Vec<&str> = lines[0].split_whitespace().collect();
-    assert_eq!(header, ["ID", "STATUS", "QUEUE", "EXIT", "CREATED"]);
+    assert_eq!(
+        header,
+        [
+            "ID", "STATUS", "QUEUE", "EXIT", "CREATED", "DURATION", "COMMAND"
+        ]
+    );
     let row: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!((row[1], row[3]), ("failed", "7"), "{listing}");
     assert!(!listing.contains('\u{1b}'), "{listing:?}");

@@ -1,8 +1,12 @@
 //! The web console (`/ui`) in a real browser: `tests/ui/console.mjs` drives the system's
 //! Chromium with playwright-core against a two-node cluster with a runner, as an
 //! operator would — signs in, watches tasks change without a reload, follows a log,
-//! cancels, and watches a killed node's claims move to the other node. Screenshots of
-//! every page go to `target/ui-screenshots/`.
+//! cancels, and watches a killed node's claims move to the other node; then finds tasks
+//! by id (short ids too) and by a bad one, sorts, counts and filters the list by date,
+//! searches a log, links to a line and downloads it, reads each line's time and stream,
+//! reads a task's attempts, submits a task and makes, changes and deletes a schedule
+//! from the console, reads the queues' last hour, and checks every page at 390 px wide
+//! and in the dark. Screenshots of every page go to `target/ui-screenshots/`.
 //!
 //! The script and this test talk over its stdin and stdout: it prints `kill <node id>`
 //! when the page is ready to watch a node die, we kill that node (SIGKILL, as a crash)

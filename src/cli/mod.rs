@@ -1,22 +1,30 @@
 //! The command line.
 
-mod admin;
 mod completions;
 mod connect;
+mod exit;
+mod log_lines;
 mod queue;
+mod resolve;
 mod runner;
+mod runners;
 mod schedule;
 mod serve;
+mod table;
 mod task;
 mod task_actions;
+mod task_list;
+mod task_logs;
 mod task_table;
 mod task_watch;
+mod tokens;
+mod when;
 
 use crate::telemetry::LogFormat;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-pub use connect::hint;
+pub use exit::report;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,16 +53,16 @@ pub enum Command {
     Schedule(schedule::ScheduleCommand),
     /// List, pause, resume and delete runners.
     #[command(subcommand)]
-    Runners(admin::RunnersCommand),
+    Runners(runners::RunnersCommand),
     /// List queues, pause and resume them, set the defaults their tasks take.
     #[command(subcommand)]
     Queue(queue::QueueCommand),
     /// Create, list and revoke API tokens.
     #[command(subcommand)]
-    Token(admin::TokenCommand),
+    Token(tokens::TokenCommand),
     /// Create tokens runners register with.
     #[command(subcommand)]
-    RegistrationToken(admin::RegistrationTokenCommand),
+    RegistrationToken(tokens::RegistrationTokenCommand),
     /// Start a local cluster: Redis, Postgres, three nodes behind nginx, two runners.
     Dev(crate::dev::DevArgs),
     /// The failover drill: a cluster under load, nodes, runners and Redis killed at
@@ -86,10 +94,10 @@ async fn run_other(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Task(cmd) => task::run(cmd).await,
         Command::Schedule(cmd) => schedule::run(cmd).await,
-        Command::Runners(cmd) => admin::runners(cmd).await,
+        Command::Runners(cmd) => runners::run(cmd).await,
         Command::Queue(cmd) => queue::run(cmd).await,
-        Command::Token(cmd) => admin::tokens(cmd).await,
-        Command::RegistrationToken(cmd) => admin::registration_tokens(cmd).await,
+        Command::Token(cmd) => tokens::tokens(cmd).await,
+        Command::RegistrationToken(cmd) => tokens::registration_tokens(cmd).await,
         Command::Dev(args) => crate::dev::run(args).await,
         #[cfg(feature = "drill")]
         Command::Chaos(args) => baton_drill::run(args).await,
@@ -109,8 +117,9 @@ pub async fn shutdown_signal() {
 
 #[cfg(test)]
 mod tests {
-    use super::Cli;
+    use super::{Cli, Command};
     use clap::CommandFactory;
+    use clap::Parser;
 
     #[test]
     fn the_command_line_is_well_formed() {
@@ -137,5 +146,41 @@ mod tests {
         let mut missing = Vec::new();
         walk(&Cli::command(), "baton", &mut missing);
         assert!(missing.is_empty(), "no help: {missing:#?}");
+    }
+
+    /// A flag that may be given several times takes `--x a --x b` and `--x a,b` alike,
+    /// in every command. Variables (`K=V`) are the exception: a value may hold a comma.
+    #[test]
+    fn every_repeatable_flag_also_takes_commas() {
+        const KEY_VALUES: [&str; 2] = ["env", "secret_env"];
+        fn walk(cmd: &clap::Command, path: &str, one_way: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let (Some(long), id) = (arg.get_long(), arg.get_id().as_str()) else {
+                    continue;
+                };
+                let repeats = matches!(arg.get_action(), clap::ArgAction::Append);
+                let commas = arg.get_value_delimiter() == Some(',');
+                if (repeats || commas) && !(repeats && commas) && !KEY_VALUES.contains(&id) {
+                    one_way.push(format!("{path} --{long}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), one_way);
+            }
+        }
+        let mut one_way = Vec::new();
+        walk(&Cli::command(), "baton", &mut one_way);
+        assert!(one_way.is_empty(), "one way only: {one_way:#?}");
+        let cli = Cli::try_parse_from([
+            "baton", "task", "submit", "--label", "a,b", "--label", "c", "--", "true",
+        ])
+        .unwrap();
+        let Command::Task(super::task::TaskCommand::Submit(args)) = cli.command else {
+            panic!("a submit");
+        };
+        assert!(
+            format!("{args:?}").contains(r#"labels: ["a", "b", "c"]"#),
+            "{args:?}"
+        );
     }
 }

@@ -1,19 +1,24 @@
 //! `baton queue list|pause|resume|defaults`: the operator's view of queues, their pause
 //! switch and the defaults their tasks take (docs/flow-control.md).
 
-use super::connect::{ClientArgs, print_json};
+use super::connect::{ClientArgs, Output, print_json};
+use super::table::{Table, colour_wanted};
 use super::task::parse_retry;
+use super::when;
 use anyhow::bail;
 use baton_client::QueueDefaults;
 use clap::Subcommand;
-use std::io::Write;
 use std::process::ExitCode;
 
 #[derive(Debug, Subcommand)]
 pub enum QueueCommand {
-    /// List queues with settings or unfinished tasks: depth, running, paused, oldest
-    /// waiting.
+    /// List queues with settings or unfinished tasks: active or paused, depth, running,
+    /// oldest waiting, defaults.
     List {
+        /// text: a table under a header, times in local time; json: the API's answer as
+        /// it is (RFC 3339 times).
+        #[arg(long, short, value_enum, default_value_t)]
+        output: Output,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -59,29 +64,36 @@ pub enum QueueCommand {
 
 pub async fn run(cmd: QueueCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        QueueCommand::List { client } => {
+        QueueCommand::List { output, client } => {
             let list = client.client()?.queues().await?;
-            let mut out = std::io::stdout().lock();
-            for q in &list.queues {
-                let oldest = q
-                    .oldest_waiting
-                    .map(|at| at.to_rfc3339())
-                    .unwrap_or_else(|| "-".into());
-                let defaults = match &q.defaults {
-                    Some(d) => format!("  defaults={}", serde_json::to_string(d)?),
-                    None => String::new(),
-                };
-                writeln!(
-                    out,
-                    "{:<24}  {:<7}  depth={}  running={}  oldest_waiting={}{}",
-                    q.name,
-                    if q.paused { "paused" } else { "running" },
-                    q.depth,
-                    q.running,
-                    oldest,
-                    defaults
-                )?;
+            if output == Output::Json {
+                print_json(&list)?;
+                return Ok(ExitCode::SUCCESS);
             }
+            let mut table = Table::new(&[
+                "NAME",
+                "STATE",
+                "DEPTH",
+                "RUNNING",
+                "OLDEST WAITING",
+                "DEFAULTS",
+            ]);
+            for q in &list.queues {
+                let defaults = match &q.defaults {
+                    Some(d) => serde_json::to_string(d)?,
+                    None => "-".to_string(),
+                };
+                table.push(vec![
+                    q.name.clone(),
+                    // The console's words: a queue handing out work is active.
+                    if q.paused { "paused" } else { "active" }.to_string(),
+                    q.depth.to_string(),
+                    q.running.to_string(),
+                    when::local_or_dash(q.oldest_waiting),
+                    defaults,
+                ]);
+            }
+            table.write(&mut std::io::stdout().lock(), colour_wanted())?;
         }
         QueueCommand::Pause { name, client } => {
             print_json(&client.client()?.queue_pause(&name, true).await?)?;

@@ -1,12 +1,14 @@
 //! `baton schedule create | list | get | pause | resume | trigger | delete`.
 
-use super::connect::{ClientArgs, print_json};
+use super::connect::{ClientArgs, ListOutput, Output, print_json};
+use super::resolve;
+use super::table::Table;
 use super::task::TaskArgs;
-use baton_client::CreateSchedule;
+use super::when::{self, parse_time};
+use baton_client::{CreateSchedule, ScheduleList};
 use clap::{Args, Subcommand};
 use std::io::Write;
 use std::process::ExitCode;
-use uuid::Uuid;
 
 // Parsed once per process and matched at once, as `TaskCommand`.
 #[allow(clippy::large_enum_variant)]
@@ -14,8 +16,10 @@ use uuid::Uuid;
 pub enum ScheduleCommand {
     /// Create a schedule: `baton schedule create --name N --cron '*/5 * * * *' [task options] -- CMD ARGS...`
     Create(CreateArgs),
-    /// List schedules by name, with their next tick.
+    /// List schedules by name: active or paused, expression, zone, next tick.
     List {
+        #[command(flatten)]
+        output: ListOutput,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -35,8 +39,8 @@ pub enum ScheduleCommand {
 // in each. (No doc comment: it would stand for the commands' own in their help.)
 #[derive(Debug, Args)]
 pub struct ScheduleIdArgs {
-    /// The schedule's id.
-    id: Uuid,
+    /// The schedule's id, short id (the last 12 characters the list shows) or name.
+    schedule: String,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -66,14 +70,17 @@ pub struct CreateArgs {
     #[arg(long)]
     jitter_s: Option<i64>,
     /// No tick before this time (RFC 3339).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_time, value_name = "TIME")]
     start_at: Option<chrono::DateTime<chrono::Utc>>,
     /// No tick after this time (RFC 3339).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_time, value_name = "TIME")]
     end_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Create it paused.
     #[arg(long)]
     paused: bool,
+    /// text: the schedule's id; json: the whole schedule.
+    #[arg(long, short, value_enum, default_value_t)]
+    output: Output,
     #[command(flatten)]
     task: TaskArgs,
     #[command(flatten)]
@@ -96,38 +103,63 @@ pub async fn run(cmd: ScheduleCommand) -> anyhow::Result<ExitCode> {
                 end_at: args.end_at,
                 jitter_s: args.jitter_s,
             };
-            print_json(&args.client.client()?.schedule_create(&request).await?)?;
-        }
-        ScheduleCommand::List { client } => {
-            let list = client.client()?.schedules().await?;
-            let mut out = std::io::stdout().lock();
-            for s in &list.schedules {
-                let next = match (s.paused, s.next_fire_at) {
-                    (true, _) => "paused".to_string(),
-                    (false, Some(t)) => t.format("%Y-%m-%d %H:%M:%S").to_string(),
-                    (false, None) => "ended".to_string(),
-                };
-                writeln!(
-                    out,
-                    "{}  {:<24}  {:<16}  {:<14}  next={}",
-                    s.id, s.name, s.cron, s.timezone, next
-                )?;
+            let made = args.client.client()?.schedule_create(&request).await?;
+            match args.output {
+                Output::Text => {
+                    writeln!(std::io::stdout(), "{}", made.id)?;
+                    eprintln!(
+                        "schedule {:?} created; next tick {}",
+                        made.name,
+                        when::local_or_dash(made.next_fire_at)
+                    );
+                }
+                Output::Json => print_json(&made)?,
             }
         }
-        ScheduleCommand::Get(ScheduleIdArgs { id, client }) => {
-            print_json(&client.client()?.schedule_get(id).await?)?;
+        ScheduleCommand::List { output, client } => {
+            let list = client.client()?.schedules().await?;
+            output.print(&list, table)?;
+        }
+        ScheduleCommand::Get(ScheduleIdArgs { schedule, client }) => {
+            let client = client.client()?;
+            let id = resolve::schedule(&client, &schedule).await?;
+            print_json(&client.schedule_get(id).await?)?;
         }
         ScheduleCommand::Pause(schedule) => action(schedule, "pause").await?,
         ScheduleCommand::Resume(schedule) => action(schedule, "resume").await?,
         ScheduleCommand::Trigger(schedule) => action(schedule, "trigger").await?,
-        ScheduleCommand::Delete(ScheduleIdArgs { id, client }) => {
-            client.client()?.schedule_delete(id).await?;
+        ScheduleCommand::Delete(ScheduleIdArgs { schedule, client }) => {
+            let client = client.client()?;
+            let id = resolve::schedule(&client, &schedule).await?;
+            client.schedule_delete(id).await?;
             writeln!(std::io::stdout(), "schedule {id} deleted")?;
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-async fn action(ScheduleIdArgs { id, client }: ScheduleIdArgs, what: &str) -> anyhow::Result<()> {
-    print_json(&client.client()?.schedule_action(id, what).await?)
+fn table(list: &ScheduleList, output: &ListOutput) -> Table {
+    let mut table = Table::new(&["ID", "NAME", "STATE", "CRON", "ZONE", "NEXT TICK"]);
+    for s in &list.schedules {
+        table.push(vec![
+            output.id(s.id),
+            s.name.clone(),
+            // The console's words: a schedule that fires is active.
+            if s.paused { "paused" } else { "active" }.to_string(),
+            s.cron.clone(),
+            s.timezone.clone(),
+            // None left: past its end.
+            when::local_or_dash(s.next_fire_at),
+        ]);
+    }
+    table
+}
+
+async fn action(
+    ScheduleIdArgs { schedule, client }: ScheduleIdArgs,
+    what: &str,
+) -> anyhow::Result<()> {
+    let client = client.client()?;
+    let id = resolve::schedule(&client, &schedule).await?;
+    print_json(&client.schedule_action(id, what).await?)
 }

@@ -2,18 +2,15 @@
 
 use super::connect::{ClientArgs, Output, print_json};
 use super::task_actions::{self, Action, BulkArgs};
-use super::task_table;
 use super::task_watch;
+use super::when::parse_time;
+use super::{exit, task_list, task_logs};
 use anyhow::Context;
-use baton_client::{Client, RetryPolicy, SubmitTask, Task, TaskQuery};
-use baton_core::TaskStatus;
+use baton_client::{RetryPolicy, SubmitTask, Task, TaskRef};
 use clap::{Args, Subcommand};
-use futures::StreamExt;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
-use uuid::Uuid;
 
 // Parsed once per process and matched at once: the size of the biggest variant costs
 // nothing worth a Box.
@@ -24,40 +21,19 @@ pub enum TaskCommand {
     Submit(SubmitArgs),
     /// Show one task as JSON.
     Get {
-        /// The task's id.
-        id: Uuid,
+        /// The task's id, or its short id (the last 12 characters tables show).
+        id: TaskRef,
         #[command(flatten)]
         client: ClientArgs,
     },
     /// List tasks, newest first, as summaries (long commands and scripts cut, no env,
     /// payload or outputs): `baton task get` shows one whole.
-    List {
-        /// Only tasks in this status (queued, running, succeeded, failed, ...).
-        #[arg(long)]
-        status: Option<String>,
-        /// Only tasks of this queue.
-        #[arg(long)]
-        queue: Option<String>,
-        /// Only the tasks this schedule made.
-        #[arg(long)]
-        schedule: Option<Uuid>,
-        /// How many tasks to show, at most.
-        #[arg(long, default_value_t = 50)]
-        limit: u32,
-        /// Continue after this task id (from a previous page).
-        #[arg(long)]
-        cursor: Option<String>,
-        /// text: aligned columns; json: the page as the API gives it.
-        #[arg(long, short, value_enum, default_value_t)]
-        output: Output,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    List(task_list::ListArgs),
     /// Cancel a task: at once if it has not started, through its runner if it runs. Or
     /// the tasks a filter selects: `baton task cancel --queue Q --status queued --dry-run`.
     Cancel {
-        /// The task's id; none with a filter.
-        id: Option<Uuid>,
+        /// The task's id or short id; none with a filter.
+        id: Option<TaskRef>,
         #[command(flatten)]
         filter: BulkArgs,
         #[command(flatten)]
@@ -66,8 +42,8 @@ pub enum TaskCommand {
     /// Re-run an ended task as a new one, linked to it (`retry_of`). Or the ended tasks a
     /// filter selects: `baton task retry --queue Q --status failed --dry-run`.
     Retry {
-        /// The ended task's id; none with a filter.
-        id: Option<Uuid>,
+        /// The ended task's id or short id; none with a filter.
+        id: Option<TaskRef>,
         #[command(flatten)]
         filter: BulkArgs,
         #[command(flatten)]
@@ -79,44 +55,38 @@ pub enum TaskCommand {
         /// Only the events of this queue's tasks.
         #[arg(long, short)]
         queue: Option<String>,
-        /// Only the events of this task.
+        /// Only the events of this task (its id or short id).
         #[arg(long)]
-        task: Option<Uuid>,
-        /// Only these kinds, comma-separated: task, runner, node, schedule.
-        #[arg(long)]
-        kind: Option<String>,
+        task: Option<TaskRef>,
+        /// Only these kinds: task, runner, node, schedule (repeatable, or comma-separated).
+        #[arg(long, value_delimiter = ',', action = clap::ArgAction::Append)]
+        kind: Vec<String>,
         /// text: one line per event; json: each event's JSON on a line.
         #[arg(long, short, value_enum, default_value_t)]
         output: Output,
         #[command(flatten)]
         client: ClientArgs,
     },
-    /// Print a task's output.
-    Logs {
-        /// The task's id.
-        id: Uuid,
-        /// Keep printing new output until the task finishes.
-        #[arg(long, short)]
-        follow: bool,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    /// Print a task's output: an attempt's, its last lines, each line with its time.
+    Logs(task_logs::LogsArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
     #[command(flatten)]
     task: TaskArgs,
-    /// A secret variable, K=V (repeatable): set in the task's process, never shown.
+    /// A secret variable, K=V (repeatable; not comma-separated, as a value may hold
+    /// commas): set in the task's process, never shown.
     #[arg(long = "secret-env", value_parser = parse_env)]
     secret_env: Vec<(String, String)>,
     /// Submitting twice with the same key gives one task.
     #[arg(long)]
     idempotency_key: Option<String>,
     /// Start no earlier than this time (RFC 3339, e.g. 2026-12-01T08:00:00Z).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_time, value_name = "TIME")]
     run_at: Option<chrono::DateTime<chrono::Utc>>,
-    /// Follow the output and exit with the task's exit code.
+    /// Follow the output and exit with the task's exit code: 124 if it timed out, 1 if
+    /// it ended unsuccessfully with no code of its own (cancelled, expired, lost).
     #[arg(long, short)]
     wait: bool,
     /// text: the task's id; json: the whole task.
@@ -132,10 +102,11 @@ pub struct TaskArgs {
     /// The queue it waits in [default: default].
     #[arg(long, short)]
     queue: Option<String>,
-    /// A label the runner must have (repeatable).
-    #[arg(long = "label", short)]
+    /// A label the runner must have (repeatable, or comma-separated).
+    #[arg(long = "label", short, value_name = "LABEL", value_delimiter = ',', action = clap::ArgAction::Append)]
     labels: Vec<String>,
-    /// An environment variable for the task, K=V (repeatable).
+    /// An environment variable for the task, K=V (repeatable; not comma-separated, as a
+    /// value may hold commas).
     #[arg(long = "env", short, value_parser = parse_env)]
     env: Vec<(String, String)>,
     /// Seconds the task may run.
@@ -211,36 +182,7 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
             print_json(&client.client()?.task_get(id).await?)?;
             Ok(ExitCode::SUCCESS)
         }
-        TaskCommand::List {
-            status,
-            queue,
-            schedule,
-            limit,
-            cursor,
-            output,
-            client,
-        } => {
-            let page = client
-                .client()?
-                .task_list(&TaskQuery {
-                    status,
-                    queue,
-                    limit: Some(limit),
-                    cursor,
-                    schedule_id: schedule,
-                })
-                .await?;
-            if output == Output::Json {
-                print_json(&page)?;
-                return Ok(ExitCode::SUCCESS);
-            }
-            let colour = task_table::colour_wanted();
-            task_table::write(&mut std::io::stdout().lock(), &page.tasks, colour)?;
-            if let Some(next) = page.next_cursor {
-                eprintln!("more: --cursor {next}");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        TaskCommand::List(args) => task_list::run(args).await,
         TaskCommand::Watch {
             queue,
             task,
@@ -248,27 +190,19 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
             output,
             client,
         } => {
-            let filter = baton_client::EventFilter { queue, task, kind };
-            task_watch::watch(&client.client()?, filter, output == Output::Json).await?;
-            Ok(ExitCode::SUCCESS)
-        }
-        TaskCommand::Logs { id, follow, client } => {
             let client = client.client()?;
-            if follow {
-                follow_logs(&client, id).await?;
-            } else {
-                let mut offset = 0;
-                loop {
-                    let slice = client.task_logs(id, offset).await?;
-                    std::io::stdout().write_all(&slice.bytes)?;
-                    if slice.bytes.is_empty() {
-                        break;
-                    }
-                    offset = slice.next_offset;
-                }
-            }
+            // The stream filters by whole id: a short one is looked up once.
+            let task = match task {
+                Some(TaskRef::Id(id)) => Some(id),
+                Some(short) => Some(client.task_get(short).await?.id),
+                None => None,
+            };
+            let kind = (!kind.is_empty()).then(|| kind.join(","));
+            let filter = baton_client::EventFilter { queue, task, kind };
+            task_watch::watch(&client, filter, output == Output::Json).await?;
             Ok(ExitCode::SUCCESS)
         }
+        TaskCommand::Logs(args) => task_logs::run(args).await,
     }
 }
 
@@ -294,75 +228,9 @@ async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         task.id,
         task.queue
     );
-    let done = follow_logs(&client, task.id).await?;
+    let done = task_logs::follow(&client, task.id, task_logs::FollowFrom::Start).await?;
     eprintln!("task {} {}", done.id, describe(&done));
-    Ok(exit_code_of(&done))
-}
-
-/// Prints output as it arrives until the task is terminal, then returns the final task.
-/// The server streams it (following the output on any node); each attempt has its own
-/// log, and a retry's output follows a marker line on stderr. Which attempt is the last
-/// and when the task has ended, the event stream tells (`task_watch`); a log stream
-/// cut short (its node went away) is picked up again from where it stopped.
-/// With no output and no news for this long, the task itself is read: a change the event
-/// stream could not tell (a node killed between a commit and its event) is not waited
-/// for for ever.
-const QUIET_CHECK: Duration = Duration::from_secs(30);
-
-async fn follow_logs(client: &Client, id: Uuid) -> anyhow::Result<Task> {
-    let (mut news, watcher) = task_watch::watch_task(client, id).await?;
-    let mut offset = 0;
-    let mut attempt = None;
-    let mut quiet_since = Instant::now();
-    loop {
-        let mut received = false;
-        match client.task_logs_follow(id, attempt, offset).await {
-            Ok((followed, stream)) => {
-                attempt = Some(followed);
-                let mut stream = std::pin::pin!(stream);
-                while let Some(Ok(bytes)) = stream.next().await {
-                    let mut out = std::io::stdout().lock();
-                    out.write_all(&bytes)?;
-                    out.flush()?;
-                    offset += bytes.len() as i64;
-                    received = true;
-                }
-            }
-            Err(e) if e.status().is_some() => return Err(e.into()),
-            // No node answered: a moment before asking again.
-            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-        }
-        let mut now = *news.borrow();
-        if news.has_changed().is_err() || quiet_since.elapsed() >= QUIET_CHECK {
-            // The watcher has given up, or nothing was heard for long: ask the task.
-            let task = client.task_get(id).await.context("reading the task")?;
-            (now.status, now.attempt) = (task.status, task.attempt);
-            quiet_since = Instant::now();
-        }
-        match attempt {
-            Some(followed) if now.attempt > followed => {
-                if followed > 0 {
-                    eprintln!("--- attempt {} ---", now.attempt);
-                }
-                attempt = Some(now.attempt);
-                offset = 0;
-                continue;
-            }
-            _ if now.status.is_terminal() => break,
-            _ => {}
-        }
-        if received {
-            quiet_since = Instant::now();
-        } else if let Ok(Ok(())) =
-            tokio::time::timeout(Duration::from_secs(1), news.changed()).await
-        {
-            // Nothing came: news was waited for rather than asking again at once (a
-            // stream cut by its node is taken up again within the second).
-            quiet_since = Instant::now();
-        }
-    }
-    watcher.abort();
-    client.task_get(id).await.context("reading the task")
+    Ok(exit::of_task(&done))
 }
 
 fn describe(task: &Task) -> String {
@@ -370,14 +238,5 @@ fn describe(task: &Task) -> String {
         (status, Some(code), _) => format!("{status} (exit code {code})"),
         (status, None, Some(error)) => format!("{status}: {error}"),
         (status, None, None) => status.to_string(),
-    }
-}
-
-/// The task's own exit code when it has one; 1 for any other unsuccessful end.
-fn exit_code_of(task: &Task) -> ExitCode {
-    match (task.status, task.exit_code) {
-        (TaskStatus::Succeeded, _) => ExitCode::SUCCESS,
-        (_, Some(code)) => ExitCode::from(u8::try_from(code).unwrap_or(1).max(1)),
-        _ => ExitCode::FAILURE,
     }
 }

@@ -3,12 +3,13 @@
 //! per call, with `--dry-run` to see what would be taken first.
 
 use super::connect::{ClientArgs, print_json};
+use super::resolve;
+use super::when::parse_time;
 use anyhow::bail;
-use baton_client::{BulkAnswer, BulkRequest};
+use baton_client::{BulkAnswer, BulkRequest, Client, TaskRef};
 use clap::Args;
 use std::io::Write;
 use std::process::ExitCode;
-use uuid::Uuid;
 
 /// Which tasks, when no id is given.
 #[derive(Debug, Args)]
@@ -19,14 +20,14 @@ pub struct BulkArgs {
     /// Only tasks in this status.
     #[arg(long)]
     status: Option<String>,
-    /// Only tasks this schedule made.
+    /// Only tasks this schedule made: its id, short id or name.
     #[arg(long)]
-    schedule: Option<uuid::Uuid>,
+    schedule: Option<String>,
     /// Only tasks created at or after this time (RFC 3339).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_time, value_name = "TIME")]
     created_after: Option<chrono::DateTime<chrono::Utc>>,
     /// Only tasks created before this time (RFC 3339).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_time, value_name = "TIME")]
     created_before: Option<chrono::DateTime<chrono::Utc>>,
     /// At most this many tasks per call (the server's default: 100).
     #[arg(long)]
@@ -37,17 +38,24 @@ pub struct BulkArgs {
 }
 
 impl BulkArgs {
-    fn request(&self) -> Option<BulkRequest> {
-        let any = self.queue.is_some()
+    fn any(&self) -> bool {
+        self.queue.is_some()
             || self.status.is_some()
             || self.schedule.is_some()
             || self.created_after.is_some()
-            || self.created_before.is_some();
-        any.then(|| BulkRequest {
+            || self.created_before.is_some()
+    }
+
+    async fn request(&self, client: &Client) -> anyhow::Result<BulkRequest> {
+        let schedule_id = match &self.schedule {
+            Some(given) => Some(resolve::schedule(client, given).await?),
+            None => None,
+        };
+        Ok(BulkRequest {
             queue: self.queue.clone(),
             status: self.status.clone(),
             created_after: self.created_after,
-            schedule_id: self.schedule,
+            schedule_id,
             created_before: self.created_before,
             limit: self.limit,
             dry_run: self.dry_run,
@@ -65,29 +73,28 @@ pub enum Action {
 /// One task by id, or the filter's; exactly one of the two.
 pub async fn run(
     action: Action,
-    id: Option<Uuid>,
+    id: Option<TaskRef>,
     filter: BulkArgs,
     client: ClientArgs,
 ) -> anyhow::Result<ExitCode> {
     let client = client.client()?;
-    let mut out = std::io::stdout().lock();
-    match (id, filter.request()) {
-        (Some(_), Some(_)) => {
+    match (id, filter.any()) {
+        (Some(_), true) => {
             bail!("give a task id or a filter (--queue, --status, ...), not both")
         }
-        (None, None) => bail!(
-            "give a task id, or a filter: --queue, --status, --created-after or --created-before"
+        (None, false) => bail!(
+            "give a task id, or a filter: --queue, --status, --schedule, --created-after or --created-before"
         ),
-        (Some(id), None) if filter.dry_run || filter.limit.is_some() => {
+        (Some(id), false) if filter.dry_run || filter.limit.is_some() => {
             bail!("--dry-run and --limit go with a filter, not with task {id}")
         }
-        (Some(id), None) => match action {
+        (Some(id), false) => match action {
             Action::Cancel => {
                 let task = client.task_cancel(id).await?;
-                writeln!(out, "task {} {}", task.id, task.status)?;
+                writeln!(std::io::stdout(), "task {} {}", task.id, task.status)?;
             }
             Action::Retry => {
-                let (task, created) = client.task_retry(id).await?;
+                let (task, created) = client.task_retry(id.clone()).await?;
                 let verb = if created {
                     "re-run as"
                 } else {
@@ -97,7 +104,8 @@ pub async fn run(
                 print_json(&task)?;
             }
         },
-        (None, Some(request)) => {
+        (None, true) => {
+            let request = filter.request(&client).await?;
             let answer = match action {
                 Action::Cancel => client.tasks_cancel(&request).await?,
                 Action::Retry => client.tasks_retry(&request).await?,

@@ -1,12 +1,21 @@
-//! `baton task list` for people: one aligned row per task under a header, the status
-//! coloured when the output is a terminal (and `NO_COLOR` is not set), plain when piped.
+//! `baton task list` for people: one row per task, its status coloured on a terminal,
+//! its id short (the console's 12 characters, which every command takes back), its run
+//! time to now while it runs.
 
+use super::table::Table;
+use super::when;
 use anstyle::{AnsiColor, Style};
 use baton_client::Task;
 use baton_core::TaskStatus;
-use std::io::{IsTerminal, Write};
+use chrono::{DateTime, Utc};
+use std::io::Write;
 
-const HEADER: [&str; 5] = ["ID", "STATUS", "QUEUE", "EXIT", "CREATED"];
+pub const HEADER: [&str; 7] = [
+    "ID", "STATUS", "QUEUE", "EXIT", "CREATED", "DURATION", "COMMAND",
+];
+
+/// The most of a command a row shows; `baton task get` shows it whole.
+const COMMAND_CHARS: usize = 48;
 
 fn colour_of(status: TaskStatus) -> Style {
     let colour = match status {
@@ -19,128 +28,133 @@ fn colour_of(status: TaskStatus) -> Style {
     Style::new().fg_color(Some(colour.into()))
 }
 
-/// Whether stdout is a terminal that wants colour.
-pub fn colour_wanted() -> bool {
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+/// How long its last run took, or has taken so far at `now`; `-` before it started.
+pub fn duration(task: &Task, now: DateTime<Utc>) -> String {
+    match (task.started_at, task.finished_at) {
+        (Some(start), Some(end)) => when::span(end - start),
+        (Some(start), None) if !task.status.is_terminal() => when::span(now - start),
+        _ => "-".to_string(),
+    }
 }
 
-pub fn write(out: &mut impl Write, tasks: &[Task], colour: bool) -> std::io::Result<()> {
-    let rows: Vec<(TaskStatus, [String; 5])> = tasks
-        .iter()
-        .map(|t| {
-            let exit = t
-                .exit_code
-                .map_or_else(|| "-".to_string(), |c| c.to_string());
-            let created = t.created_at.format("%Y-%m-%d %H:%M:%S").to_string();
-            let cells = [
-                t.id.to_string(),
-                t.status.to_string(),
-                t.queue.clone(),
-                exit,
-                created,
-            ];
-            (t.status, cells)
-        })
-        .collect();
-    let mut widths = HEADER.map(str::len);
-    for (_, cells) in &rows {
-        for (width, cell) in widths.iter_mut().zip(cells) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let line = |out: &mut dyn Write, cells: [&str; 5], style: Option<Style>| {
-        let mut text = String::new();
-        for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
-            let last = i + 1 == cells.len();
-            let padded = if last {
-                cell.to_string()
-            } else {
-                format!("{cell:<width$}  ")
-            };
-            match style {
-                // Only the status is coloured; the padding stays outside the colour.
-                Some(style) if i == 1 => {
-                    let pad = padded.len() - cell.len();
-                    text.push_str(&format!(
-                        "{}{cell}{}{}",
-                        style.render(),
-                        style.render_reset(),
-                        " ".repeat(pad)
-                    ));
-                }
-                _ => text.push_str(&padded),
-            }
-        }
-        writeln!(out, "{}", text.trim_end())
+fn command_of(task: &Task) -> String {
+    let whole = match (&task.command, &task.script) {
+        (Some(argv), _) => argv.join(" "),
+        (None, Some(script)) => script.clone(),
+        (None, None) => String::new(),
     };
-    line(out, HEADER, None)?;
-    for (status, cells) in &rows {
-        let cells = [&*cells[0], &*cells[1], &*cells[2], &*cells[3], &*cells[4]];
-        line(out, cells, colour.then(|| colour_of(*status)))?;
+    match whole.char_indices().nth(COMMAND_CHARS) {
+        Some((cut, _)) => format!("{}…", &whole[..cut]),
+        None => whole,
     }
-    Ok(())
+}
+
+pub fn table(tasks: &[Task], full_ids: bool, now: DateTime<Utc>) -> Table {
+    let mut table = Table::new(&HEADER);
+    for t in tasks {
+        let id = match full_ids {
+            true => t.id.to_string(),
+            false => baton_client::short_id(t.id),
+        };
+        let cells = vec![
+            id,
+            t.status.to_string(),
+            t.queue.clone(),
+            t.exit_code
+                .map_or_else(|| "-".to_string(), |c| c.to_string()),
+            when::local(t.created_at),
+            duration(t, now),
+            command_of(t),
+        ];
+        table.push_styled(cells, Some((1, colour_of(t.status))));
+    }
+    table
+}
+
+pub fn write(
+    out: &mut impl Write,
+    tasks: &[Task],
+    full_ids: bool,
+    colour: bool,
+) -> std::io::Result<()> {
+    table(tasks, full_ids, Utc::now()).write(out, colour)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn task(status: TaskStatus, queue: &str, exit: Option<i32>) -> Task {
+    fn task(
+        status: TaskStatus,
+        exit: Option<i32>,
+        started: Option<&str>,
+        ended: Option<&str>,
+    ) -> Task {
         serde_json::from_value(serde_json::json!({
-            "id": uuid::Uuid::nil(), "queue": queue, "labels": [], "env": {},
+            "id": uuid::Uuid::now_v7(), "queue": "default", "labels": [], "env": {},
+            "command": ["sh", "-c", "echo hello; sleep 1000 # a long command that goes on"],
             "priority": 0, "timeout_s": 60, "queue_timeout_s": 60, "max_attempts": 1,
             "status": status, "attempt": 1, "created_at": "2026-12-04T10:00:00Z",
             "updated_at": "2026-12-04T10:00:00Z", "exit_code": exit,
+            "started_at": started, "finished_at": ended,
             "log_size": 0, "log_truncated": false, "log_incomplete": false
         }))
         .unwrap()
     }
 
-    #[test]
-    fn columns_line_up_and_piped_output_is_plain() {
-        let tasks = [
-            task(TaskStatus::Succeeded, "default", Some(0)),
-            task(TaskStatus::Running, "a-much-longer-queue", None),
-        ];
+    fn lines(table: &Table) -> Vec<String> {
         let mut out = Vec::new();
-        write(&mut out, &tasks, false).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 3);
-        let column = |needle: &str, line: &str| line.find(needle).unwrap();
-        assert_eq!(column("QUEUE", lines[0]), column("default", lines[1]));
-        // The exit code sits between two column gaps (the nil id is all zeros).
-        assert_eq!(column("EXIT", lines[0]), column("  0  ", lines[1]) + 2);
-        assert_eq!(column("CREATED", lines[0]), column("2026-12-04", lines[2]));
-        assert!(
-            !text.contains('\u{1b}'),
-            "no escape codes when not asked: {text:?}"
-        );
+        table.write(&mut out, false).unwrap();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 
     #[test]
-    fn on_a_terminal_only_the_status_is_coloured() {
-        let mut out = Vec::new();
-        write(&mut out, &[task(TaskStatus::Failed, "q", Some(3))], true).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        let row = text.lines().nth(1).unwrap();
-        assert!(
-            row.contains(&format!(
-                "{}failed{}",
-                colour_of(TaskStatus::Failed).render(),
-                colour_of(TaskStatus::Failed).render_reset()
-            )),
-            "{row:?}"
+    fn a_row_shows_the_short_id_the_run_time_and_the_command_cut() {
+        let now: DateTime<Utc> = "2026-12-04T10:05:00Z".parse().unwrap();
+        let done = task(
+            TaskStatus::Failed,
+            Some(3),
+            Some("2026-12-04T10:00:01Z"),
+            Some("2026-12-04T10:00:13.500Z"),
         );
-        assert_eq!(text.lines().next().unwrap().find("QUEUE"), {
-            // The escape codes take no room on the screen: columns still line up.
-            let plain = row
-                .replace(&colour_of(TaskStatus::Failed).render().to_string(), "")
-                .replace(
-                    &colour_of(TaskStatus::Failed).render_reset().to_string(),
-                    "",
-                );
-            plain.find("q ")
-        });
+        let running = task(
+            TaskStatus::Running,
+            None,
+            Some("2026-12-04T10:01:00Z"),
+            None,
+        );
+        let waiting = task(TaskStatus::Queued, None, None, None);
+        let tasks = [done.clone(), running, waiting];
+        let shown = lines(&table(&tasks, false, now));
+        assert_eq!(
+            shown[0].split_whitespace().collect::<Vec<_>>(),
+            HEADER.to_vec()
+        );
+        let short = baton_client::short_id(done.id);
+        assert!(
+            shown[1].starts_with(&format!("{short}  failed")),
+            "{shown:?}"
+        );
+        assert!(!shown[1].contains(&done.id.to_string()), "{shown:?}");
+        assert!(shown[1].contains("  12.5s  "), "{shown:?}");
+        assert!(
+            shown[2].contains("  4m 00s  "),
+            "to now while it runs: {shown:?}"
+        );
+        assert!(shown[3].contains("  -  "), "{shown:?}");
+        assert!(
+            shown[1].ends_with("sleep 1000 # a long command th…"),
+            "{shown:?}"
+        );
+        let column = |needle: &str, line: &str| line.find(needle).unwrap();
+        let created = when::local(done.created_at);
+        assert_eq!(column("CREATED", &shown[0]), column(&created, &shown[1]));
+
+        let whole = lines(&table(&tasks, true, now));
+        assert!(whole[1].starts_with(&done.id.to_string()), "{whole:?}");
     }
 }

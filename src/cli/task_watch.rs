@@ -19,7 +19,7 @@ const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
 /// Whether a refusal is for good: a 4xx other than 429 (a bad filter, a token that may
 /// not). Anything else — no answer, 429, 5xx — may pass, on this node or another.
-fn for_good(e: &ClientError) -> bool {
+pub fn for_good(e: &ClientError) -> bool {
     e.status()
         .is_some_and(|s| s.is_client_error() && s != StatusCode::TOO_MANY_REQUESTS)
 }
@@ -92,7 +92,11 @@ fn blind_resync() -> EventFrame {
 pub fn describe(frame: &EventFrame) -> anyhow::Result<String> {
     let v = frame.json()?;
     let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("-").to_string();
-    let at = s("at");
+    // Local time with its zone, as in every table; as sent if it is not a time.
+    let at = match s("at").parse::<chrono::DateTime<chrono::Utc>>() {
+        Ok(at) => super::when::local(at),
+        Err(_) => s("at"),
+    };
     Ok(match frame.event.as_str() {
         "task" => format!(
             "{at}  task      {}  {:<10} queue={} attempt={} runner={} node={}",
@@ -251,5 +255,15 @@ mod tests {
             line.contains("running") && line.contains("attempt=2"),
             "{line}"
         );
+        let at = "2026-12-07T04:40:21.5Z";
+        let timed = EventFrame {
+            data: frame
+                .data
+                .replace(r#""at":"now""#, &format!(r#""at":"{at}""#)),
+            ..frame
+        };
+        let line = describe(&timed).unwrap();
+        let local = super::super::when::local(at.parse().unwrap());
+        assert!(line.starts_with(&format!("{local}  task")), "{line}");
     }
 }

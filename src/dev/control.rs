@@ -9,7 +9,7 @@
 //!   member left down by `--no-restart`.
 
 use anyhow::Context;
-use baton_localcluster::cluster::{Cluster, MemberState};
+use baton_localcluster::cluster::{Cluster, MemberState, Role};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use std::io::Write;
@@ -23,7 +23,8 @@ const RESTART_PREFIX: &str = "restart-";
 
 #[derive(Debug, clap::Subcommand)]
 pub enum DevAction {
-    /// List what the running `baton dev` supervises: name, pid, state, address, log.
+    /// List what the running `baton dev` supervises: name, pid, state, address, where
+    /// its Prometheus metrics are, log.
     Status {
         /// The folder `baton dev` runs in.
         #[arg(long, default_value = ".baton-dev")]
@@ -117,6 +118,15 @@ pub fn take_restart_requests(root: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Where a member serves Prometheus metrics: a node beside its API, a runner beside its
+/// health (`--healthz-listen`, the address `baton dev` gives it).
+fn metrics_of(member: &MemberState) -> Option<String> {
+    match member.role {
+        Role::Node | Role::Runner => Some(format!("{}/metrics", member.address.as_deref()?)),
+        Role::LoadBalancer | Role::Postgres | Role::Redis => None,
+    }
+}
+
 pub async fn run(action: DevAction) -> anyhow::Result<ExitCode> {
     match action {
         DevAction::Status { dir } => {
@@ -125,19 +135,20 @@ pub async fn run(action: DevAction) -> anyhow::Result<ExitCode> {
             writeln!(out, "load balancer  {}", state.load_balancer)?;
             writeln!(
                 out,
-                "{:<10}  {:<13}  {:<7}  {:<5}  {:<22}  LOG",
-                "NAME", "ROLE", "PID", "STATE", "ADDRESS"
+                "{:<10}  {:<13}  {:<7}  {:<5}  {:<22}  {:<30}  LOG",
+                "NAME", "ROLE", "PID", "STATE", "ADDRESS", "METRICS"
             )?;
             for m in &state.members {
                 let up = m.up && alive(m.pid);
                 writeln!(
                     out,
-                    "{:<10}  {:<13}  {:<7}  {:<5}  {:<22}  {}",
+                    "{:<10}  {:<13}  {:<7}  {:<5}  {:<22}  {:<30}  {}",
                     m.name,
                     m.role.as_str(),
                     m.pid,
                     if up { "up" } else { "down" },
                     m.address.as_deref().unwrap_or("-"),
+                    metrics_of(m).as_deref().unwrap_or("-"),
                     m.log.display()
                 )?;
             }

@@ -16,12 +16,17 @@ use baton_localcluster::runners::RunnerSpec;
 use baton_localcluster::workdir::WorkDir;
 use baton_localcluster::{nginx, nodes, redis, runners};
 
-/// The demo runners: two slots each, labelled like a typical Linux build host.
-fn runner_spec() -> RunnerSpec {
+/// The demo runners: two slots each, labelled like a typical Linux build host, each
+/// serving its health and Prometheus metrics on a port of its own (`baton dev status`
+/// lists where), as a scraper would find it on a real host.
+fn runner_spec(health_port: u16) -> RunnerSpec {
     RunnerSpec {
         labels: "linux,dev".into(),
         capacity: 2,
-        extra_args: Vec::new(),
+        extra_args: vec![
+            "--healthz-listen".into(),
+            format!("127.0.0.1:{health_port}"),
+        ],
         extra_env: Vec::new(),
     }
 }
@@ -94,7 +99,9 @@ pub async fn run(mut args: DevArgs) -> anyhow::Result<ExitCode> {
         },
     };
     if let Err(e) = &outcome {
-        eprintln!("baton dev: {e:#}");
+        for line in crate::cli::report(e) {
+            eprintln!("baton dev: {line}");
+        }
     }
     println!("\nstopping the cluster");
     cluster.stop().await;
@@ -224,19 +231,22 @@ async fn bring_up(
     nginx::wait_ready(cluster.get(lb), &lb_url).await?;
     println!("  nginx     {lb_url}");
 
-    let spec = runner_spec();
     for index in 1..=usize::from(args.runners) {
-        let (exe, again, spec, url) = (exe.clone(), work.clone(), spec.clone(), lb_url.clone());
+        // Kept across restarts, as a node's port is: the address status shows holds.
+        let health_port = ports.pick()?;
+        let spec = runner_spec(health_port);
+        let labels = spec.labels.clone();
+        let (exe, again, url) = (exe.clone(), work.clone(), lb_url.clone());
         let token = args.registration_token.clone();
+        let address = format!("http://127.0.0.1:{health_port}");
         let runner = cluster.add_restartable(
             Role::Runner,
-            None,
+            Some(address.clone()),
             Box::new(move || runners::spawn(&exe, &again, index, &url, &token, &spec)),
         )?;
         println!(
-            "  {:<9} labels {}",
+            "  {:<9} labels {labels}, metrics {address}/metrics",
             cluster.get(runner).name(),
-            runner_spec().labels
         );
     }
     Ok(lb_url)
@@ -256,7 +266,7 @@ fn print_next_steps(lb_url: &str, api_token: &str, work: &WorkDir) {
          \n  {baton} task list\
          \n  {baton} task watch         # every status change, as it happens\
          \n\nBreak it and watch it mend (a member that dies is started again):\
-         \n  {baton} dev status          # what runs, with pids and addresses\
+         \n  {baton} dev status          # what runs: pids, addresses, metrics\
          \n  {baton} dev kill node-2     # SIGKILL, as a crash; its tasks are adopted\
          \n  {baton} dev restart node-2\
          \n\nCtrl-C stops everything.",

@@ -2,6 +2,7 @@
 
 use crate::bulk::{BulkAnswer, BulkRequest};
 use crate::exchange::{Exchange, ExchangeAnswer};
+use crate::task_ref::TaskRef;
 use crate::wire::*;
 use baton_core::LeaseId;
 use baton_core::RunnerId;
@@ -63,6 +64,8 @@ pub struct Client {
     /// Sent as `traceparent` when the caller has no trace context of its own (a runner
     /// that exports no traces still ties its task's reports to the task's trace).
     trace_fallback: Option<String>,
+    /// Whether a completion's log tail may carry its marks now (`tail_marks.rs`).
+    tail_marks: std::sync::Arc<crate::tail_marks::TailMarks>,
 }
 
 /// Makes ring the process's TLS provider unless one is set. reqwest is built without a
@@ -86,6 +89,7 @@ impl Client {
             token,
             agent_version: None,
             trace_fallback: None,
+            tail_marks: Default::default(),
         })
     }
 
@@ -180,13 +184,15 @@ impl Client {
     }
 
     /// Cancels a task: at once if it has not started, through its runner if it runs.
-    pub async fn task_cancel(&self, id: Uuid) -> Result<Task, ClientError> {
+    pub async fn task_cancel(&self, id: impl Into<TaskRef>) -> Result<Task, ClientError> {
+        let id = id.into();
         Self::json(self.request(Method::POST, &format!("/v1/tasks/{id}/cancel"))).await
     }
 
     /// Re-runs an ended task as a new one linked to it; `created` is false when the task
     /// already had its re-run (which is returned).
-    pub async fn task_retry(&self, id: Uuid) -> Result<(Task, bool), ClientError> {
+    pub async fn task_retry(&self, id: impl Into<TaskRef>) -> Result<(Task, bool), ClientError> {
+        let id = id.into();
         let resp = Self::send(self.request(Method::POST, &format!("/v1/tasks/{id}/retry"))).await?;
         let created = resp.status() == StatusCode::CREATED;
         Ok((resp.json().await?, created))
@@ -290,7 +296,8 @@ impl Client {
 
     /// One task, with what only a single read shows (its webhook's state, its re-run, the
     /// node holding its claim).
-    pub async fn task_get(&self, id: Uuid) -> Result<Task, ClientError> {
+    pub async fn task_get(&self, id: impl Into<TaskRef>) -> Result<Task, ClientError> {
+        let id = id.into();
         Self::json(self.request(Method::GET, &format!("/v1/tasks/{id}"))).await
     }
 
@@ -301,17 +308,22 @@ impl Client {
 
     /// Log bytes of the latest attempt from `offset`, the offset to ask for next, and the
     /// task's status at the time of reading.
-    pub async fn task_logs(&self, id: Uuid, offset: i64) -> Result<LogSlice, ClientError> {
+    pub async fn task_logs(
+        &self,
+        id: impl Into<TaskRef>,
+        offset: i64,
+    ) -> Result<LogSlice, ClientError> {
         self.task_logs_of(id, None, offset).await
     }
 
     /// Log bytes of one attempt (the latest when `None`).
     pub async fn task_logs_of(
         &self,
-        id: Uuid,
+        id: impl Into<TaskRef>,
         attempt: Option<i32>,
         offset: i64,
     ) -> Result<LogSlice, ClientError> {
+        let id = id.into();
         let mut req = self
             .request(Method::GET, &format!("/v1/tasks/{id}/logs"))
             .query(&[("offset", offset)]);
@@ -348,7 +360,7 @@ impl Client {
     /// has started. Returns the attempt followed and the byte stream.
     pub async fn task_logs_follow(
         &self,
-        id: Uuid,
+        id: impl Into<TaskRef>,
         attempt: Option<i32>,
         offset: i64,
     ) -> Result<
@@ -358,6 +370,7 @@ impl Client {
         ),
         ClientError,
     > {
+        let id = id.into();
         let mut req = self
             .request(Method::GET, &format!("/v1/tasks/{id}/logs"))
             .query(&[
@@ -408,12 +421,19 @@ impl Client {
         ex: &Exchange,
         answer_within: Duration,
     ) -> Result<ExchangeAnswer, ClientError> {
-        Self::json(
-            self.request(Method::POST, "/v1/runner/exchange")
-                .timeout(answer_within + Duration::from_secs(ex.wait_s.into()))
-                .json(ex),
-        )
-        .await
+        let send = |ex: &Exchange| {
+            Self::json(
+                self.request(Method::POST, "/v1/runner/exchange")
+                    .timeout(answer_within + Duration::from_secs(ex.wait_s.into()))
+                    .json(ex),
+            )
+        };
+        let ex = self.tail_marks.offered(ex);
+        let answer = send(&ex).await;
+        match self.tail_marks.resend_after(&ex, &answer) {
+            Some(unmarked) => send(&unmarked).await,
+            None => answer,
+        }
     }
 
     /// Says which leases the runner holds; the answer says which runs to stop.
@@ -447,7 +467,6 @@ impl Client {
     }
 
     /// A report call: its own client span, which the server's request span continues.
-    #[tracing::instrument(name = "runner.logs", skip_all, fields(otel.kind = "client", task.id = %task))]
     pub async fn log_append(
         &self,
         task: Uuid,
@@ -455,16 +474,35 @@ impl Client {
         offset: i64,
         chunk: Bytes,
     ) -> Result<LogAck, ClientError> {
-        Self::json(
-            self.request(Method::POST, &format!("/v1/runner/tasks/{task}/logs"))
-                .query(&[
-                    ("lease_id", lease_id.to_string()),
-                    ("offset", offset.to_string()),
-                ])
-                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-                .body(chunk),
-        )
-        .await
+        self.log_append_marked(task, lease_id, offset, chunk, &[])
+            .await
+    }
+
+    /// [`Client::log_append`], with when the chunk's bytes came and on which stream
+    /// (`baton_core::log_marks`; at most `MAX_PER_CHUNK`, each within the chunk).
+    #[tracing::instrument(name = "runner.logs", skip_all, fields(otel.kind = "client", task.id = %task))]
+    pub async fn log_append_marked(
+        &self,
+        task: Uuid,
+        lease_id: LeaseId,
+        offset: i64,
+        chunk: Bytes,
+        marks: &[baton_core::log_marks::Mark],
+    ) -> Result<LogAck, ClientError> {
+        let mut request = self
+            .request(Method::POST, &format!("/v1/runner/tasks/{task}/logs"))
+            .query(&[
+                ("lease_id", lease_id.to_string()),
+                ("offset", offset.to_string()),
+            ])
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream");
+        if !marks.is_empty() {
+            request = request.header(
+                baton_core::log_marks::HEADER,
+                baton_core::log_marks::encode(marks),
+            );
+        }
+        Self::json(request.body(chunk)).await
     }
 
     /// A report call: its own client span, which the server's request span continues.
@@ -496,6 +534,31 @@ pub struct TaskQuery {
     /// Only the tasks this schedule made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_id: Option<uuid::Uuid>,
+    /// Only the tasks carrying this label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Only the tasks whose command or script contains this text, ignoring case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Only the tasks created at or after this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_after: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only the tasks created before this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_before: Option<chrono::DateTime<chrono::Utc>>,
+    /// `newest` first (the server's default) or `oldest` first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<TaskOrder>,
+}
+
+/// Which end of the time line a task listing starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskOrder {
+    /// The newest first: what is happening now.
+    Newest,
+    /// The oldest first: what has waited longest.
+    Oldest,
 }
 
 /// What one read of a task's log gave.

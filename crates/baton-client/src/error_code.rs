@@ -66,6 +66,9 @@ error_codes! {
     Conflict => "conflict",
     /// The name is taken (a schedule's, among its creator's).
     Duplicate => "duplicate",
+    /// A short task id (the last 12 characters of its id) that more than one task's id
+    /// ends with: the message lists them; use the whole id.
+    AmbiguousId => "ambiguous_id",
     /// A re-run of a task whose `secret_env` values were erased when it ended: submit it
     /// again with its secrets.
     SecretsErased => "secrets_erased",

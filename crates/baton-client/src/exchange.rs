@@ -145,6 +145,10 @@ pub struct LogTail {
     pub offset: i64,
     /// Standard base64, with padding.
     pub data: String,
+    /// When its bytes came and on which stream, as a log chunk's `x-baton-log-marks`
+    /// header spells them (`offset@milliseconds:o|e`, space-separated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<String>,
 }
 
 impl LogTail {
@@ -153,6 +157,7 @@ impl LogTail {
         LogTail {
             offset,
             data: base64::engine::general_purpose::STANDARD.encode(bytes),
+            marks: None,
         }
     }
 

@@ -3,20 +3,24 @@
 pub use baton_core::retry_policy::RetryPolicy;
 
 mod errors;
+mod history;
 mod nodes;
 mod queues;
 mod runners;
 mod schemas;
 mod tasks;
 mod tokens;
+mod trends;
 
 pub use errors::*;
+pub use history::*;
 pub use nodes::*;
 pub use queues::*;
 pub use runners::*;
 pub use schemas::*;
 pub use tasks::*;
 pub use tokens::*;
+pub use trends::*;
 
 /// Headers on `GET /v1/tasks/{id}/logs` answers.
 pub mod log_headers {

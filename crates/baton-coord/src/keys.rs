@@ -117,4 +117,10 @@ impl Keys {
     pub fn lease_request(&self, runner: &str, request_id: &str) -> String {
         format!("{}req:{runner}:{request_id}", self.prefix)
     }
+
+    /// Field -> count: what the cluster saw of each queue in the minute starting at
+    /// `minute` (minutes since the Unix epoch), for the console's charts (`trends.rs`).
+    pub fn trend(&self, minute: i64) -> String {
+        format!("{}trend:{minute}", self.prefix)
+    }
 }

@@ -20,6 +20,7 @@ mod liveness;
 mod locks;
 mod queue;
 mod replay;
+mod trends;
 mod wake;
 
 pub use access::RedisAccess;
@@ -35,6 +36,7 @@ pub use liveness::NodeInfo;
 pub use locks::Lock;
 pub use queue::{Enqueue, LeaseAsk, Leased, Popped, QueueRoom};
 pub use replay::ReplayKey;
+pub use trends::{QueueMinute, TREND_KEEP_S};
 pub use wake::{Parked, Wake, WakeBus};
 
 use connection::{Conn, Endpoint, Pool, PoolSettings};

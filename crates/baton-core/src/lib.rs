@@ -14,11 +14,13 @@ pub mod flow;
 pub mod idempotency;
 pub mod ids;
 pub mod labels;
+pub mod log_marks;
 pub mod queue_order;
 pub mod reconcile;
 pub mod retry_policy;
 pub mod schedule;
 pub mod status;
+pub mod trend_tally;
 pub mod validate;
 pub mod version;
 

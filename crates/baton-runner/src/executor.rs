@@ -20,6 +20,7 @@ use crate::tracker::TaskControl;
 use baton_client::trace_context;
 use baton_client::{Client, LeasedTask};
 use baton_core::backoff::Backoff;
+use baton_core::log_marks::LogStream;
 use nix::sys::signal::Signal;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -348,7 +349,7 @@ impl Executor {
                     _ => "sh",
                 };
                 let msg = format!("cannot start the command {program}: {e}");
-                let _ = spool.append(format!("baton: {msg}\n").as_bytes());
+                let _ = spool.append(format!("baton: {msg}\n").as_bytes(), LogStream::Stderr);
                 self.isolation.give_back(user).await;
                 isolation::remove_task_dirs(&dir, &tmp);
                 // As a shell answers: 126 found but not executable, 127 anything else.
@@ -367,11 +368,11 @@ impl Executor {
             child
                 .stdout
                 .take()
-                .map(|o| spawn_reader(o, spool.clone(), secrets())),
+                .map(|o| spawn_reader(o, LogStream::Stdout, spool.clone(), secrets())),
             child
                 .stderr
                 .take()
-                .map(|e| spawn_reader(e, spool.clone(), secrets())),
+                .map(|e| spawn_reader(e, LogStream::Stderr, spool.clone(), secrets())),
         ];
         let timeout = tokio::time::sleep_until(deadline);
         tokio::pin!(timeout);
@@ -474,6 +475,7 @@ fn at_deadline(child: &mut Child) -> Ending {
 /// Copies one output pipe into the spool, its secrets masked, until it closes.
 fn spawn_reader<R>(
     mut pipe: R,
+    stream: LogStream,
     spool: Arc<LogSpool>,
     mut masker: Masker,
 ) -> tokio::task::JoinHandle<()>
@@ -488,7 +490,7 @@ where
                 Ok(n) => (masker.push(&buf[..n]), false),
             };
             if !masked.is_empty()
-                && let Err(e) = spool.append(&masked)
+                && let Err(e) = spool.append(&masked, stream)
             {
                 tracing::warn!(error = %e, "cannot spool task output");
                 return;

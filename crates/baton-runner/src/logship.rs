@@ -8,6 +8,7 @@ use crate::retry::{CallError, Retrier, classify};
 use baton_client::{Client, ClientError, LogTail, StatusCode};
 use baton_core::LeaseId;
 use baton_core::backoff::Backoff;
+use baton_core::log_marks::{self, LogStream, Mark};
 use nix::fcntl::OFlag;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -18,12 +19,14 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-/// A task's output on disk, appended by the readers and read by the shipper.
+/// A task's output on disk, appended by the readers and read by the shipper, with the
+/// marks of when each part came and on which stream (`baton_core::log_marks`).
 #[derive(Debug)]
 pub(crate) struct LogSpool {
     file: File,
-    /// Appends one at a time (stdout's and stderr's readers both write).
-    appending: Mutex<()>,
+    /// The marks so far, by offset; its lock also makes appends one at a time
+    /// (stdout's and stderr's readers both write).
+    marks: Mutex<Vec<Mark>>,
     written: AtomicI64,
 }
 
@@ -54,17 +57,62 @@ impl LogSpool {
         };
         Ok(LogSpool {
             file,
-            appending: Mutex::new(()),
+            marks: Mutex::new(Vec::new()),
             written: AtomicI64::new(0),
         })
     }
 
-    pub(crate) fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
-        let _one_at_a_time = self.appending.lock().expect("log spool lock");
+    /// Appends `bytes` the task wrote to `stream`, marking them when they are the first,
+    /// come on the other stream than the last, or come [`log_marks::mark_every_ms`] after
+    /// the last mark.
+    pub(crate) fn append(&self, bytes: &[u8], stream: LogStream) -> std::io::Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let mut marks = self.marks.lock().expect("log spool lock");
+        let offset = self.written.load(Ordering::Acquire);
+        let at_ms = chrono::Utc::now().timestamp_millis();
+        let every = log_marks::mark_every_ms(marks.len());
+        let marked = marks
+            .last()
+            .is_some_and(|last: &Mark| last.stream == stream && at_ms - last.at_ms < every);
+        if !marked && marks.len() < log_marks::MAX_PER_ATTEMPT {
+            marks.push(Mark {
+                offset,
+                at_ms,
+                stream,
+            });
+        }
         (&self.file).write_all(bytes)?;
         self.written
             .fetch_add(bytes.len() as i64, Ordering::Release);
         Ok(())
+    }
+
+    /// Up to `max` bytes from `offset` with their marks, cut short where a chunk would
+    /// carry more than [`log_marks::MAX_PER_CHUNK`] marks.
+    fn shipment(&self, offset: i64, max: usize) -> std::io::Result<(Vec<u8>, Vec<Mark>)> {
+        // The marks and the end of what is written, read together: bytes appended after
+        // are left for the next chunk with their marks, never sent without them.
+        let (mut marks, written): (Vec<Mark>, i64) = {
+            let all = self.marks.lock().expect("log spool lock");
+            let from = all.partition_point(|m| m.offset < offset);
+            let marks = all[from..]
+                .iter()
+                .take(log_marks::MAX_PER_CHUNK + 1)
+                .copied()
+                .collect();
+            (marks, self.written())
+        };
+        let mut max = max.min(usize::try_from(written - offset).unwrap_or(0));
+        if marks.len() > log_marks::MAX_PER_CHUNK {
+            let cut = marks.pop().expect("more than the cap");
+            max = max.min(usize::try_from(cut.offset - offset).unwrap_or(max));
+        }
+        let bytes = self.read_at(offset, max)?;
+        let end = offset + bytes.len() as i64;
+        marks.retain(|m| m.offset < end);
+        Ok((bytes, marks))
     }
 
     /// Bytes produced so far: the size `complete` reports.
@@ -118,15 +166,15 @@ impl Shipper {
     /// stay on disk for the next round.
     pub(crate) async fn ship(&mut self, spool: &LogSpool) -> Result<(), CallError> {
         while self.acked < spool.written() {
-            let chunk = spool
-                .read_at(self.acked, self.chunk)
+            let (chunk, marks) = spool
+                .shipment(self.acked, self.chunk)
                 .map_err(|e| CallError::Local(format!("cannot read the log spool: {e}")))?;
             if chunk.is_empty() {
                 break;
             }
             match self
                 .client
-                .log_append(self.task, self.lease, self.acked, chunk.into())
+                .log_append_marked(self.task, self.lease, self.acked, chunk.into(), &marks)
                 .await
             {
                 Ok(ack) => {
@@ -159,8 +207,14 @@ impl Shipper {
         if left == 0 {
             return None;
         }
-        let bytes = spool.read_at(self.acked, left).ok()?;
-        Some(LogTail::new(self.acked, &bytes))
+        let (bytes, marks) = spool.shipment(self.acked, left).ok()?;
+        if bytes.len() < left {
+            // More marks than one tail carries: ship it as chunks first.
+            return None;
+        }
+        let mut tail = LogTail::new(self.acked, &bytes);
+        tail.marks = (!marks.is_empty()).then(|| log_marks::encode(&marks));
+        Some(tail)
     }
 
     /// Whether written output is not yet acknowledged.
@@ -182,5 +236,62 @@ impl Shipper {
                 Err(e) => retrier.pause(e).await?,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_marked_when_its_stream_changes_and_a_chunk_carries_its_marks_only() {
+        // An unnamed file: nothing is left in the folder.
+        let spool = LogSpool::create(&std::env::temp_dir()).unwrap();
+        spool.append(b"out\n", LogStream::Stdout).unwrap();
+        spool.append(b"more\n", LogStream::Stdout).unwrap();
+        spool.append(b"err\n", LogStream::Stderr).unwrap();
+        let (bytes, marks) = spool.shipment(0, 1 << 20).unwrap();
+        assert_eq!(bytes, b"out\nmore\nerr\n");
+        let streams: Vec<(i64, LogStream)> = marks.iter().map(|m| (m.offset, m.stream)).collect();
+        assert!(
+            streams == [(0, LogStream::Stdout), (9, LogStream::Stderr)]
+                || streams
+                    == [
+                        (0, LogStream::Stdout),
+                        (4, LogStream::Stdout),
+                        (9, LogStream::Stderr)
+                    ],
+            "a mark where output starts and where the stream changes: {streams:?}"
+        );
+        let (from_five, marks) = spool.shipment(5, 1 << 20).unwrap();
+        assert_eq!(from_five, b"ore\nerr\n");
+        assert_eq!(
+            marks.iter().map(|m| m.offset).collect::<Vec<_>>(),
+            vec![9],
+            "a mark before the chunk is the chunk before's"
+        );
+    }
+
+    #[test]
+    fn a_chunk_with_more_marks_than_a_header_takes_is_cut_short() {
+        // An unnamed file: nothing is left in the folder.
+        let spool = LogSpool::create(&std::env::temp_dir()).unwrap();
+        for i in 0..400 {
+            let stream = if i % 2 == 0 {
+                LogStream::Stdout
+            } else {
+                LogStream::Stderr
+            };
+            spool.append(b"x\n", stream).unwrap();
+        }
+        let (bytes, marks) = spool.shipment(0, 1 << 20).unwrap();
+        assert_eq!(marks.len(), log_marks::MAX_PER_CHUNK);
+        assert_eq!(
+            bytes.len(),
+            2 * log_marks::MAX_PER_CHUNK,
+            "cut at the next mark"
+        );
+        let text = log_marks::encode(&marks);
+        assert_eq!(log_marks::decode(&text, 0, bytes.len()), Ok(marks));
     }
 }

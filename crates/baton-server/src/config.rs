@@ -183,8 +183,9 @@ pub struct Limits {
     pub max_catch_ups: usize,
     /// Most of those one API token may have reading at once.
     pub max_catch_ups_per_token: usize,
-    /// Most task lists searching text (`GET /v1/tasks?text=`) at once on one node, each
-    /// holding a Postgres connection; past it, 429. The pool's other connections stay
+    /// Most task lists searching text (`GET /v1/tasks?text=`) and task counts (`GET
+    /// /v1/tasks/count`) at once on one node, each holding a Postgres connection; past it,
+    /// 429. The pool's other connections stay
     /// free for everything else, token checks included.
     pub max_text_searches: usize,
     /// Most starts and completions in one runner exchange (and most running leases in

@@ -124,6 +124,18 @@ fn process_collector() -> &'static metrics_process::Collector {
     COLLECTOR.get_or_init(metrics_process::Collector::default)
 }
 
+/// The exposition with `process_cpu_seconds_total` typed a counter, as every Prometheus
+/// client exports it. The collector records it as a gauge, the one kind of series the
+/// `metrics` crate keeps as a float (its counters hold whole numbers); CPU time only
+/// grows, so the series is a counter whatever the recorder calls it.
+pub(crate) fn cpu_seconds_as_a_counter(text: String) -> String {
+    text.replacen(
+        "# TYPE process_cpu_seconds_total gauge",
+        "# TYPE process_cpu_seconds_total counter",
+        1,
+    )
+}
+
 /// Histogram samples wait in the recorder until a scrape or an upkeep folds them into
 /// buckets; without a scraper they would pile up.
 fn upkeep(handle: PrometheusHandle) {

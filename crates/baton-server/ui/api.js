@@ -51,6 +51,7 @@ export async function call(method, path, { body, query, signal, bearer } = {}) {
 
 export const get = (path, options) => call('GET', path, options);
 export const post = (path, body, options = {}) => call('POST', path, { ...options, body });
+export const patch = (path, body, options = {}) => call('PATCH', path, { ...options, body });
 export const del = (path, options) => call('DELETE', path, options);
 
 /// The ApiError of a failed answer. `signedIn`: a 401 means the session's token stopped

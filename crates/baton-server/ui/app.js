@@ -1,7 +1,10 @@
 // The console's shell: sign-in, the header, and hash routes to one page at a time.
 //
-//   #/tasks?status=&queue=&label=&schedule=&text=   the task list, filtered
-//   #/tasks/<id>                                     one task and its log
+//   #/tasks?status=&queue=&label=&schedule=&text=&created_after=&created_before=&order=
+//                                                    the task list, filtered
+//   #/tasks/<id>?attempt=&line=                      one task (whole or short id), its log
+//   #/tasks/new                                      submit a task
+//   #/schedules/new  #/schedules/<id>                make a schedule, change or delete one
 //   #/runners  #/nodes  #/queues  #/schedules
 //
 // Each page module exports `mount(main, context, route)` and returns a function that
@@ -11,10 +14,13 @@ import { whenRefused } from './api.js';
 import { describe, probe } from './access.js';
 import { fill, h } from './dom.js';
 import { onStateChange } from './events.js';
+import { findTask } from './find_task.js';
 import { forget, remember, token } from './session.js';
 import * as signIn from './pages/sign_in.js';
 import * as tasks from './pages/tasks.js';
 import * as task from './pages/task.js';
+import * as newTask from './pages/new_task.js';
+import * as scheduleForm from './pages/schedule_form.js';
 import * as runners from './pages/runners.js';
 import * as nodes from './pages/nodes.js';
 import * as queues from './pages/queues.js';
@@ -43,7 +49,9 @@ function show() {
   const route = currentRoute();
   let page = PAGES[route.page] ? route.page : 'tasks';
   if (NEEDS_READ.has(page) && !context.access.read) page = 'tasks';
-  const module = page === 'tasks' && route.id ? task : PAGES[page];
+  let module = PAGES[page];
+  if (page === 'tasks' && route.id) module = route.id !== 'new' ? task : context.access.changeTasks ? newTask : tasks;
+  if (page === 'schedules' && route.id) module = scheduleForm;
   for (const link of document.querySelectorAll('#nav a')) {
     link.classList.toggle('current', link.dataset.page === page);
   }
@@ -78,6 +86,7 @@ function signedOut(message) {
   context = null;
   forget();
   document.getElementById('nav').hidden = true;
+  document.getElementById('find-task').hidden = true;
   document.getElementById('sign-out').hidden = true;
   document.getElementById('live').hidden = true;
   fill(document.getElementById('scopes'));
@@ -95,6 +104,7 @@ async function signedIn(bearer) {
     link.hidden = link.dataset.needs === 'read' && !access.read;
   }
   document.getElementById('nav').hidden = false;
+  document.getElementById('find-task').hidden = false;
   document.getElementById('sign-out').hidden = false;
   document.getElementById('live').hidden = false;
   fill(document.getElementById('scopes'), h('span', { title: 'What this token may do' }, describe(access)));
@@ -121,6 +131,7 @@ function start() {
     fill(live, LIVE_TEXT[state] || state);
   });
   document.getElementById('sign-out').addEventListener('click', () => signedOut(null));
+  findTask(document.getElementById('find-task'));
   window.addEventListener('hashchange', show);
   const saved = token();
   if (saved) {

@@ -2,6 +2,8 @@
 // nothing from the API is ever parsed as HTML (the one exception, a log's colours, goes
 // through ansi.js, which escapes every character it copies).
 
+import { shortOf } from './task_ref.js';
+
 /// An element: `h('td', { class: 'id', title: id }, 'text', child)`. Attributes named
 /// `on...` take listeners; `data-*` set the dataset; `hidden`/`disabled`/`checked` take
 /// booleans; null and undefined are left out. Children may be nodes, strings, numbers,
@@ -45,7 +47,7 @@ export function statusBadge(status) {
 
 /// A short form of a uuid for tables; the whole one in its tooltip.
 export function shortId(id) {
-  return h('span', { class: 'id', title: id }, id ? id.slice(-12) : '—');
+  return h('span', { class: 'id', title: id }, id ? shortOf(id) : '—');
 }
 
 /// A button that runs `action`, disabled while it runs.
@@ -60,4 +62,15 @@ export function actionButton(label, action, attrs = {}) {
     }
   });
   return button;
+}
+
+/// Offers `blob` to the user as a file named `name` (the browser's download).
+export function saveFile(blob, name) {
+  const url = URL.createObjectURL(blob);
+  const link = h('a', { href: url, download: name, hidden: true });
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+  // The download has its own copy once started; a minute is ample for that.
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
 }

@@ -78,6 +78,12 @@ export function follow(filter, { onEvent, onResync }) {
       } catch (e) {
         if (stopped.signal.aborted) return;
         if (e.status === 401) return;
+        // A filter the server refuses (a malformed id, a kind this token may not see)
+        // is refused again on every try: stop, rather than reconnect for ever.
+        if (e.status === 400 || e.status === 403 || e.status === 422) {
+          announce('off');
+          return;
+        }
         if (e.status === 404) wait = RETRY_ABSENT_MS;
         else delay = Math.min(delay * 2, RETRY_MAX_MS);
       }

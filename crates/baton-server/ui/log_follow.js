@@ -7,27 +7,40 @@ import { authorized, errorOf, get, withQuery } from './api.js';
 /// Whether a task in this status will write no more output.
 export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'timed_out', 'expired']);
 
-/// Reads attempt `attempt` of task `id` from the start, giving its text to `onText` as
-/// it comes (split anywhere, a character never cut in two). Follows it while the task
-/// runs it, and returns once it is over: `{ status, attempt }` of the task then, where a
-/// higher `attempt` means a retry began. Stops early, quietly, when `signal` aborts.
-export async function readLog(id, attempt, { onText, signal }) {
-  const decoder = new TextDecoder('utf-8');
-  const path = `/v1/tasks/${encodeURIComponent(id)}/logs`;
-  let offset = 0;
+const logPath = (id) => `/v1/tasks/${encodeURIComponent(id)}/logs`;
 
-  // The stored bytes from `offset`, one slice (up to 1 MiB) after another.
-  async function readStored() {
-    for (;;) {
-      const response = await fetch(withQuery(path, { attempt, offset }), authorized({ signal }));
-      if (!response.ok) throw await errorOf(response);
-      const bytes = new Uint8Array(await response.arrayBuffer());
-      if (bytes.length > 0) onText(decoder.decode(bytes, { stream: true }));
-      const next = Number(response.headers.get('x-baton-next-offset'));
-      if (bytes.length === 0 || !(next > offset)) return;
-      offset = next;
-    }
+/// The stored bytes of attempt `attempt` from `offset`, one slice (up to 1 MiB) after
+/// another, each given to `onBytes`; returns the offset after the last.
+async function readStored(id, attempt, offset, { onBytes, signal }) {
+  for (;;) {
+    const response = await fetch(withQuery(logPath(id), { attempt, offset }), authorized({ signal }));
+    if (!response.ok) throw await errorOf(response);
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    if (bytes.length > 0) onBytes(bytes);
+    const next = Number(response.headers.get('x-baton-next-offset'));
+    if (bytes.length === 0 || !(next > offset)) return offset + bytes.length;
+    offset = next;
   }
+}
+
+/// Everything attempt `attempt` of task `id` wrote so far, as slices of bytes: what a
+/// download saves (the raw bytes, colours and all).
+export async function readWholeLog(id, attempt, { signal } = {}) {
+  const slices = [];
+  await readStored(id, attempt, 0, { onBytes: (bytes) => slices.push(bytes), signal });
+  return slices;
+}
+
+/// Reads attempt `attempt` of task `id` from the start, giving its bytes to `onBytes` as
+/// they come (cut anywhere). Follows it while the task runs it, and returns once it is
+/// over: `{ status, attempt }` of the task then, where a higher `attempt` means a retry
+/// began. Stops early, quietly, when `signal` aborts.
+export async function readLog(id, attempt, { onBytes, signal }) {
+  const path = logPath(id);
+  let offset = 0;
+  const readRest = async () => {
+    offset = await readStored(id, attempt, offset, { onBytes, signal });
+  };
 
   // New bytes as they arrive, until the server ends the stream.
   async function followStream() {
@@ -41,17 +54,16 @@ export async function readLog(id, attempt, { onText, signal }) {
       const { value, done } = await reader.read();
       if (done) return;
       offset += value.length;
-      onText(decoder.decode(value, { stream: true }));
+      onBytes(value);
     }
   }
 
-  await readStored();
+  await readRest();
   for (;;) {
     const task = await get(`/v1/tasks/${encodeURIComponent(id)}`, { signal });
     if (TERMINAL.has(task.status) || task.attempt > attempt) {
       // What arrived between the last read and the end.
-      await readStored();
-      onText(decoder.decode());
+      await readRest();
       return { status: task.status, attempt: task.attempt };
     }
     const started = Date.now();

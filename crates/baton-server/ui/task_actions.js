@@ -45,13 +45,15 @@ export function summary(action, { done, refused }) {
 
 /// The bulk endpoint's body for a list filter, or null when the list's filter has a
 /// part the bulk endpoints cannot take (label, text): acting on "all matching" would
-/// then take more tasks than the list shows.
+/// then take more tasks than the list shows. (`order` changes no task the filter takes.)
 export function bulkFilter(filter) {
   if (filter.label || filter.text) return null;
   const body = {};
   if (filter.queue) body.queue = filter.queue;
   if (filter.status) body.status = filter.status;
   if (filter.schedule) body.schedule_id = filter.schedule;
+  if (filter.created_after) body.created_after = filter.created_after;
+  if (filter.created_before) body.created_before = filter.created_before;
   return Object.keys(body).length ? body : null;
 }
 

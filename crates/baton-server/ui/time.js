@@ -30,3 +30,20 @@ export function when(iso) {
   if (!iso) return '—';
   return new Date(iso).toLocaleString(undefined, { hour12: false });
 }
+
+/// The value of a `datetime-local` field for an instant: the browser's local time, to
+/// the minute ('' for none).
+export function localInputOf(iso) {
+  if (!iso || Number.isNaN(Date.parse(iso))) return '';
+  const at = new Date(iso);
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T${pad(at.getHours())}:${pad(at.getMinutes())}`;
+}
+
+/// The instant a `datetime-local` field's value names, in RFC 3339 (UTC), or '' for an
+/// empty or unreadable value.
+export function instantOfLocalInput(value) {
+  if (!value) return '';
+  const at = new Date(value);
+  return Number.isNaN(at.getTime()) ? '' : at.toISOString();
+}

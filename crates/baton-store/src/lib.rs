@@ -6,6 +6,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+mod attempts;
 #[cfg(feature = "audit")]
 pub mod audit;
 mod cancel;
@@ -31,6 +32,7 @@ mod transition;
 mod transitions;
 mod webhook_secret;
 
+pub use attempts::{AttemptRecord, SHORT_ID_MATCHES};
 pub use cancel::Cancelled;
 pub use error::{StoreError, unavailable_seen};
 pub use group_commit::{
@@ -45,7 +47,7 @@ pub use rerun::{BulkAction, rerun_key};
 pub use runners::{NewRunner, RunnerRecord};
 pub use runs::{Fence, FinishPolicy, RunEnd, TASK_RUN_SECONDS, TASKS_COMPLETED};
 pub use schedules::{Fire, Fired, ScheduleRecord, ScheduleSettings, ScheduleSkip};
-pub use tasks::{NewTask, TaskFilter, TaskRecord};
+pub use tasks::{ListOrder, NewTask, TaskFilter, TaskRecord};
 pub use tokens::{
     ApiTokenRecord, NewApiToken, NewRegistrationToken, Registering, Registration,
     RegistrationTokenRecord,

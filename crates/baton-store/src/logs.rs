@@ -11,6 +11,7 @@ use crate::transitions::{Apply, LogWrite, Work};
 use baton_core::LeaseId;
 use baton_core::RunnerId;
 use baton_core::TaskStatus;
+use baton_core::log_marks::{self, Mark};
 use uuid::Uuid;
 
 /// What an append did.
@@ -56,6 +57,7 @@ impl Store {
                 lease_id,
                 offset,
                 data: chunk.to_vec(),
+                marks: Vec::new(),
             }],
             ..Work::default()
         };
@@ -110,5 +112,41 @@ impl Store {
             status: task.status,
             attempt,
         })
+    }
+
+    /// The marks of an attempt's log (the latest attempt when `attempt` is `None`), in
+    /// order of offset, at most [`log_marks::MAX_PER_ATTEMPT`]; with the attempt they are
+    /// of.
+    pub async fn task_log_marks(
+        &self,
+        id: Uuid,
+        attempt: Option<i32>,
+    ) -> Result<(i32, Vec<Mark>), StoreError> {
+        let task = self.task_get(id).await?;
+        let attempt = attempt.unwrap_or(task.attempt);
+        let rows: Vec<(i64, i32, String)> = sqlx::query_as(
+            r#"SELECT "offset", length(data), marks FROM task_logs
+               WHERE task_id = $1 AND attempt = $2 AND marks IS NOT NULL
+               ORDER BY "offset""#,
+        )
+        .bind(id)
+        .bind(attempt)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut marks = Vec::new();
+        for (offset, len, text) in rows {
+            // Stored only after the node read them as valid: one that no longer reads
+            // (hand-edited) is skipped rather than failing the whole log's marks.
+            let Ok(chunk) = log_marks::decode(&text, offset, usize::try_from(len).unwrap_or(0))
+            else {
+                continue;
+            };
+            marks.extend(chunk);
+            if marks.len() >= log_marks::MAX_PER_ATTEMPT {
+                marks.truncate(log_marks::MAX_PER_ATTEMPT);
+                break;
+            }
+        }
+        Ok((attempt, marks))
     }
 }

@@ -298,8 +298,10 @@ fn queue_label(queue: &str) -> String {
 /// Counts a committed terminal transition (`baton_tasks_completed_total{outcome,queue}`)
 /// and the time its run took (`baton_task_run_seconds{outcome,queue}`). The store is the
 /// one place that knows a terminal write happened, and happened once: a repeated report,
-/// answered with the task as it stands, writes nothing and counts nothing.
+/// answered with the task as it stands, writes nothing and counts nothing. The console's
+/// trends count it too (`baton_core::trend_tally`).
 pub(crate) fn count_ended(run: &EndedRun) {
+    baton_core::trend_tally::ended(&run.queue, run.status);
     let (outcome, queue) = (run.status.as_str(), queue_label(&run.queue));
     metrics::counter!(TASKS_COMPLETED, "outcome" => outcome, "queue" => queue.clone()).increment(1);
     if let Some(seconds) = run.ran_for {

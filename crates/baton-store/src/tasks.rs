@@ -14,6 +14,71 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use uuid::Uuid;
 
+/// How far a task's id (a UUIDv7, its time the node's clock as it admitted the task) may
+/// lie from its `created_at` (the same node's clock a moment later, as the cluster keeps
+/// it): a date filter reads ids within this of its dates, through the primary key, and
+/// keeps those created within them exactly.
+const CREATED_ID_SLACK: chrono::TimeDelta = chrono::TimeDelta::hours(1);
+
+/// The least UUIDv7 of the millisecond `t`: every id made at or after it is at least this.
+fn id_bound(t: DateTime<Utc>) -> Uuid {
+    let ms = u128::try_from(t.timestamp_millis()).unwrap_or(0);
+    Uuid::from_u128(ms << 80)
+}
+
+/// The conditions of a listing, over `$1`..`$13` as [`bind_filter`] binds them; `$3`
+/// (the cursor) is compared by `$cursor_cmp`: below it newest first, above it oldest
+/// first.
+macro_rules! filter_conditions {
+    ($cursor_cmp:literal) => {
+        concat!(
+            r"($1::text IS NULL OR status = $1)
+               AND ($2::text IS NULL OR queue = $2)
+               AND ($3::uuid IS NULL OR id ",
+            $cursor_cmp,
+            r" $3)
+               AND ($5::text IS NULL OR created_by = $5)
+               AND ($6::uuid IS NULL OR schedule_id = $6)
+               AND ($7::timestamptz IS NULL OR created_at >= $7)
+               AND ($8::timestamptz IS NULL OR created_at < $8)
+               AND ($12::uuid IS NULL OR id >= $12)
+               AND ($13::uuid IS NULL OR id < $13)
+               AND ($9::text IS NULL OR $9 = ANY(labels))
+               AND ($10::text IS NULL
+                    OR left(array_to_string(command, ' '), $11) ILIKE $10 ESCAPE '\'
+                    OR left(script, $11) ILIKE $10 ESCAPE '\')"
+        )
+    };
+}
+
+/// Binds `$1`..`$13` of [`filter_conditions`].
+macro_rules! bind_filter {
+    ($query:expr, $filter:expr, $label:expr, $text:expr) => {
+        $query
+            .bind($filter.status.map(TaskStatus::as_str))
+            .bind($filter.queue.as_deref())
+            .bind($filter.before)
+            .bind($filter.limit)
+            .bind($filter.created_by.as_deref())
+            .bind($filter.schedule_id)
+            .bind($filter.created_after)
+            .bind($filter.created_before)
+            .bind($label)
+            .bind($text.map(contains_pattern))
+            .bind(SEARCH_PREFIX_CHARS)
+            .bind(
+                $filter
+                    .created_after
+                    .map(|t| id_bound(t - CREATED_ID_SLACK)),
+            )
+            .bind(
+                $filter
+                    .created_before
+                    .map(|t| id_bound(t + CREATED_ID_SLACK)),
+            )
+    };
+}
+
 /// A validated task about to be inserted.
 #[derive(Debug, Clone)]
 pub struct NewTask {
@@ -300,7 +365,9 @@ impl Store {
 
     /// Newest first, keyset-paginated on the id.
     pub async fn task_list(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>, StoreError> {
-        Ok(matching(filter, None, None).fetch_all(&self.pool).await?)
+        Ok(matching(filter, None, None, ListOrder::NewestFirst)
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     /// [`Store::task_list`], narrowed further to the tasks carrying `label` and those
@@ -319,24 +386,60 @@ impl Store {
         filter: &TaskFilter,
         label: Option<&str>,
         text: Option<&str>,
+        order: ListOrder,
         bound: Duration,
     ) -> Result<Vec<TaskRecord>, StoreError> {
+        let mut tx = self.bounded(bound).await?;
+        let rows = matching(filter, label, text, order)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| over_bound(e, bound))?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    /// How many tasks [`Store::task_list_matching`] would list with no limit, counting
+    /// at most `cap`: `(count, true)` when there are `cap` or more. A count reads every
+    /// matching row, so it stops at `cap` and is bounded as a text search is.
+    pub async fn task_count_matching(
+        &self,
+        filter: &TaskFilter,
+        label: Option<&str>,
+        text: Option<&str>,
+        cap: i64,
+        bound: Duration,
+    ) -> Result<(i64, bool), StoreError> {
+        let mut tx = self.bounded(bound).await?;
+        let counted = TaskFilter {
+            before: None,
+            limit: cap,
+            ..filter.clone()
+        };
+        let count: i64 = bind_filter!(
+            sqlx::query_scalar(concat!(
+                "SELECT count(*) FROM (SELECT 1 FROM tasks WHERE ",
+                filter_conditions!("<"),
+                " LIMIT $4) AS matched"
+            )),
+            counted,
+            label,
+            text
+        )
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| over_bound(e, bound))?;
+        tx.commit().await?;
+        Ok((count, count >= cap))
+    }
+
+    /// A transaction whose statements Postgres cancels past `bound`.
+    async fn bounded(&self, bound: Duration) -> Result<crate::metered::MeteredTx, StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("SELECT set_config('statement_timeout', $1, true)")
             .bind(format!("{}ms", bound.as_millis().max(1)))
             .execute(&mut *tx)
             .await?;
-        let rows = matching(filter, label, text)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(|e| match &e {
-                sqlx::Error::Database(db) if db.code().as_deref() == Some("57014") => {
-                    StoreError::OverBound(bound)
-                }
-                _ => e.into(),
-            })?;
-        tx.commit().await?;
-        Ok(rows)
+        Ok(tx)
     }
 
     /// `queued -> running` under a lease checked against its claim (or `leased ->
@@ -397,40 +500,49 @@ pub(crate) use summary_columns;
 
 /// The tasks `filter`, `label` and `text` select, newest first, as summaries
 /// ([`summary_columns`]; see [`Store::task_list_matching`]).
+/// Which end of the id order a listing starts from (ids are UUIDv7: creation order).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ListOrder {
+    /// The newest first; a cursor pages to older tasks.
+    #[default]
+    NewestFirst,
+    /// The oldest first; a cursor pages to newer tasks.
+    OldestFirst,
+}
+
 fn matching<'q>(
     filter: &'q TaskFilter,
     label: Option<&'q str>,
     text: Option<&str>,
+    order: ListOrder,
 ) -> sqlx::query::QueryAs<'q, sqlx::Postgres, TaskRecord, sqlx::postgres::PgArguments> {
-    sqlx::query_as::<_, TaskRecord>(concat!(
-        "SELECT ",
-        summary_columns!(),
-        r" FROM tasks
-             WHERE ($1::text IS NULL OR status = $1)
-               AND ($2::text IS NULL OR queue = $2)
-               AND ($3::uuid IS NULL OR id < $3)
-               AND ($5::text IS NULL OR created_by = $5)
-               AND ($6::uuid IS NULL OR schedule_id = $6)
-               AND ($7::timestamptz IS NULL OR created_at >= $7)
-               AND ($8::timestamptz IS NULL OR created_at < $8)
-               AND ($9::text IS NULL OR $9 = ANY(labels))
-               AND ($10::text IS NULL
-                    OR left(array_to_string(command, ' '), $11) ILIKE $10 ESCAPE '\'
-                    OR left(script, $11) ILIKE $10 ESCAPE '\')
-             ORDER BY id DESC
-             LIMIT $4",
-    ))
-    .bind(filter.status.map(TaskStatus::as_str))
-    .bind(filter.queue.as_deref())
-    .bind(filter.before)
-    .bind(filter.limit)
-    .bind(filter.created_by.as_deref())
-    .bind(filter.schedule_id)
-    .bind(filter.created_after)
-    .bind(filter.created_before)
-    .bind(label)
-    .bind(text.map(contains_pattern))
-    .bind(SEARCH_PREFIX_CHARS)
+    let sql = match order {
+        ListOrder::NewestFirst => concat!(
+            "SELECT ",
+            summary_columns!(),
+            " FROM tasks WHERE ",
+            filter_conditions!("<"),
+            " ORDER BY id DESC LIMIT $4"
+        ),
+        ListOrder::OldestFirst => concat!(
+            "SELECT ",
+            summary_columns!(),
+            " FROM tasks WHERE ",
+            filter_conditions!(">"),
+            " ORDER BY id ASC LIMIT $4"
+        ),
+    };
+    bind_filter!(sqlx::query_as::<_, TaskRecord>(sql), filter, label, text)
+}
+
+/// A statement Postgres cancelled at its bound (`57014`) is [`StoreError::OverBound`].
+fn over_bound(e: sqlx::Error, bound: Duration) -> StoreError {
+    match &e {
+        sqlx::Error::Database(db) if db.code().as_deref() == Some("57014") => {
+            StoreError::OverBound(bound)
+        }
+        _ => e.into(),
+    }
 }
 
 /// How much of each command and script a text search reads.
@@ -460,5 +572,20 @@ mod contains_pattern_tests {
         assert_eq!(contains_pattern("make"), "%make%");
         assert_eq!(contains_pattern("100%_done"), r"%100\%\_done%");
         assert_eq!(contains_pattern(r"C:\tmp"), r"%C:\\tmp%");
+    }
+}
+
+#[cfg(test)]
+mod id_bound_tests {
+    use super::id_bound;
+    use uuid::{NoContext, Timestamp, Uuid};
+
+    #[test]
+    fn a_uuidv7_lies_between_the_bounds_of_its_millisecond() {
+        let at = chrono::DateTime::from_timestamp_millis(1_765_000_000_123).unwrap();
+        let id = Uuid::new_v7(Timestamp::from_unix(NoContext, 1_765_000_000, 123_000_000));
+        assert!(id_bound(at) <= id);
+        assert!(id < id_bound(at + chrono::TimeDelta::milliseconds(1)));
+        assert!(id_bound(at - chrono::TimeDelta::milliseconds(1)) < id);
     }
 }

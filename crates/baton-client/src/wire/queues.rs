@@ -74,7 +74,7 @@ pub struct QueueView {
 /// `GET /v1/queues`.
 #[derive(utoipa::ToSchema, Debug, Clone, Serialize, Deserialize)]
 pub struct QueueList {
-    /// Every queue with settings or tasks queued, leased or running, by name; a queue
-    /// nobody configured and with none of those is not listed.
+    /// Every queue with settings, tasks queued, leased or running, or tasks submitted or
+    /// ended in the last hour, by name; a queue with none of those is not listed.
     pub queues: Vec<QueueView>,
 }

@@ -3,16 +3,20 @@
 //! Redis, so a follower on node A hears of output shipped to node B at once).
 
 use super::openapi::Errors;
+use super::task_ref;
 use super::tasks::visible_task;
 use crate::auth::User;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
+use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
+use baton_client::TaskRef;
 use baton_client::log_headers;
+use baton_client::{LogMark, LogMarks};
 use baton_coord::Wake;
 use baton_core::validate::check_not_negative;
 use futures::StreamExt;
@@ -56,9 +60,45 @@ fn octet_stream(mut resp: Response, status: &'static str, attempt: i32) -> Respo
     resp
 }
 
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(super) struct MarksQuery {
+    /// Which attempt's output (default: the latest).
+    attempt: Option<i32>,
+}
+
+/// Reads when each part of a task's output came and on which stream: a line's time and
+/// stream are those of the last mark at or before its first byte.
+#[utoipa::path(operation_id = "get_task_log_marks", get, path = "/v1/tasks/{id}/logs/marks", tag = "tasks", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Task id, or its short id: the last 12 hex digits of the id"), MarksQuery),
+    responses((status = 200, description = "The attempt's marks, by offset (none from a runner of an earlier release)", body = LogMarks), Errors)
+)]
+pub(super) async fn marks(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<TaskRef>,
+    ApiQuery(q): ApiQuery<MarksQuery>,
+) -> Result<Json<LogMarks>, ApiError> {
+    let id = task_ref::resolve(id, &state, &user).await?;
+    visible_task(&state, &user, id).await?;
+    let (attempt, marks) = state.store.task_log_marks(id, q.attempt).await?;
+    Ok(Json(LogMarks {
+        attempt,
+        marks: marks
+            .into_iter()
+            .map(|m| LogMark {
+                offset: m.offset,
+                at: chrono::DateTime::from_timestamp_millis(m.at_ms).unwrap_or_default(),
+                stream: m.stream,
+            })
+            .collect(),
+    }))
+}
+
 /// Reads a task's output, from an offset, or follows it as it is written.
 #[utoipa::path(operation_id = "get_task_logs", get, path = "/v1/tasks/{id}/logs", tag = "tasks", security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "Task id"), LogQuery),
+    params(("id" = String, Path, description = "Task id, or its short id: the last 12 hex digits of the id"), LogQuery),
     responses(
         (status = 200, description = "Raw output bytes (streamed with `follow`)", content_type = "application/octet-stream", body = baton_client::wire::RawBytes,
          headers(
@@ -72,9 +112,10 @@ fn octet_stream(mut resp: Response, status: &'static str, attempt: i32) -> Respo
 pub(super) async fn logs(
     State(state): State<AppState>,
     user: User,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<TaskRef>,
     ApiQuery(q): ApiQuery<LogQuery>,
 ) -> Result<Response, ApiError> {
+    let id = task_ref::resolve(id, &state, &user).await?;
     let offset = check_not_negative("offset", q.offset.unwrap_or(0))?;
     let task = visible_task(&state, &user, id).await?;
     if q.follow {

@@ -18,7 +18,8 @@ const CONTENT: &str = "text/plain; version=0.0.4";
 )]
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     crate::metrics::refresh(&state).await;
-    let mut text = crate::metrics::install().render();
+    let text = crate::metrics::install().render();
+    let mut text = crate::metrics::cpu_seconds_as_a_counter(text);
     text.push_str(&crate::metrics::render_queue_depths());
     ([(CONTENT_TYPE, CONTENT)], text)
 }

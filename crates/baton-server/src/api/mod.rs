@@ -1,6 +1,7 @@
 //! The HTTP surface (design.md §6).
 
 mod admin;
+mod attempts;
 mod body_deadline;
 mod bulk;
 mod draining;
@@ -15,7 +16,10 @@ mod rerun;
 mod runner;
 mod runner_version;
 mod schedules;
+mod task_list;
+mod task_ref;
 pub(crate) mod tasks;
+mod trends;
 mod unread_body;
 mod webhooks;
 
@@ -87,10 +91,13 @@ fn routes(limits: &Limits) -> (Router<AppState>, serde_json::Value) {
         .routes(routes!(ops::readyz))
         .routes(routes!(metrics::metrics))
         .routes(routes!(openapi::openapi_json))
-        .routes(routes!(tasks::submit, tasks::list))
+        .routes(routes!(tasks::submit, task_list::list))
+        .routes(routes!(task_list::count))
         .routes(routes!(tasks::submit_batch))
         .routes(routes!(tasks::get))
         .routes(routes!(logs::logs))
+        .routes(routes!(logs::marks))
+        .routes(routes!(attempts::attempts))
         .routes(routes!(tasks::cancel))
         .routes(routes!(schedules::create, schedules::list))
         .routes(routes!(
@@ -109,6 +116,7 @@ fn routes(limits: &Limits) -> (Router<AppState>, serde_json::Value) {
         .routes(routes!(admin::runner_pause))
         .routes(routes!(admin::runner_resume))
         .routes(routes!(queues::queues))
+        .routes(routes!(trends::trends))
         .routes(routes!(queues::pause))
         .routes(routes!(queues::resume))
         .routes(routes!(queues::set_defaults))

@@ -31,17 +31,38 @@ fn queue_view(q: QueueRecord) -> QueueView {
 
 /// Lists the queues: waiting and running counts, pause state and defaults.
 #[utoipa::path(operation_id = "list_queues", get, path = "/v1/queues", tag = "admin", security(("bearer" = [])),
-    responses((status = 200, description = "Every queue with settings or unfinished tasks", body = QueueList), Errors)
+    responses((status = 200, description = "Every queue with settings, unfinished tasks or tasks in the last hour", body = QueueList), Errors)
 )]
 pub(super) async fn queues(
     State(state): State<AppState>,
     user: User,
 ) -> Result<Json<QueueList>, ApiError> {
     user.require_read()?;
-    let queues = state.store.queues_list(None).await?;
-    Ok(Json(QueueList {
-        queues: queues.into_iter().map(queue_view).collect(),
-    }))
+    let mut queues: Vec<QueueView> = state
+        .store
+        .queues_list(None)
+        .await?
+        .into_iter()
+        .map(queue_view)
+        .collect();
+    // A queue whose backlog drained stays listed while it has history: an operator
+    // looking for the queue that just finished its work finds it, at zero.
+    for name in super::trends::recently_busy(&state).await {
+        if !queues.iter().any(|q| q.name == name) {
+            queues.push(QueueView {
+                name,
+                paused: false,
+                depth: 0,
+                running: 0,
+                oldest_waiting: None,
+                paused_at: None,
+                resumed_at: None,
+                defaults: None,
+            });
+        }
+    }
+    queues.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(Json(QueueList { queues }))
 }
 
 /// Postgres first (the truth), then Redis: a node killed in between leaves a flag the

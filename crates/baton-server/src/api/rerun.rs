@@ -15,6 +15,7 @@
 //! them would be another task under the same name.
 
 use super::openapi::Errors;
+use super::task_ref;
 use super::tasks::traceparent;
 use crate::admission::{admitted, new_task};
 use crate::auth::User;
@@ -27,13 +28,14 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use baton_client::ErrorCode;
+use baton_client::TaskRef;
 use baton_client::{SubmitTask, Task};
 use baton_store::{StoreError, TaskRecord, rerun_key};
 use uuid::Uuid;
 
 /// Re-runs an ended task as a new task.
 #[utoipa::path(operation_id = "retry_task", post, path = "/v1/tasks/{id}/retry", tag = "tasks", security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "An ended task's id")),
+    params(("id" = String, Path, description = "Task id, or its short id: the last 12 hex digits of the id")),
     responses(
         (status = 201, description = "Re-run as a new task, linked by `retry_of`", body = Task),
         (status = 200, description = "The task already had its re-run: that task", body = Task),
@@ -44,8 +46,9 @@ pub(super) async fn retry(
     State(state): State<AppState>,
     user: User,
     headers: HeaderMap,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<TaskRef>,
 ) -> Result<(StatusCode, Json<Task>), ApiError> {
+    let id = task_ref::resolve_to_change(id, &state, &user).await?;
     let old = changeable(&state, &user, id).await?;
     let (rerun, created) = rerun_one(&state, &user, old, traceparent(&headers)).await?;
     let status = if created {

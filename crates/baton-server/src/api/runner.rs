@@ -417,7 +417,8 @@ pub(super) struct LogChunkQuery {
 
 /// Appends a chunk of a run's output at its offset.
 #[utoipa::path(operation_id = "append_task_logs", post, path = "/v1/runner/tasks/{id}/logs", tag = "runner", security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "Task id"), LogChunkQuery),
+    params(("id" = Uuid, Path, description = "Task id"), LogChunkQuery,
+        ("x-baton-log-marks" = Option<String>, Header, description = "When the chunk's bytes came and on which stream: `offset@milliseconds:o|e`, space-separated, in order of offset, each within the chunk, at most 150")),
     request_body(content = baton_client::wire::RawBytes, content_type = "application/octet-stream", description = "Raw output bytes starting at `offset`"),
     responses(
         (status = 200, description = "Stored (or already held)", body = LogAck),
@@ -430,15 +431,25 @@ pub(super) async fn logs(
     runner: Runner,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(q): ApiQuery<LogChunkQuery>,
+    headers: axum::http::HeaderMap,
     RawBody(chunk): RawBody,
 ) -> Result<Json<LogAck>, ApiError> {
     validate::check_not_negative("offset", q.offset)?;
+    let marks_text = match headers.get(baton_core::log_marks::HEADER) {
+        None => None,
+        Some(value) => Some(value.to_str().map_err(|_| {
+            validate::Invalid::new(baton_core::log_marks::HEADER, "must be ASCII".to_string())
+        })?),
+    };
+    let marks = reports::chunk_marks(marks_text, q.offset, chunk.len())
+        .map_err(|e| validate::Invalid::new(baton_core::log_marks::HEADER, e))?;
     let chunk = LogWrite {
         task: id,
         runner_id: runner.id,
         lease_id: q.lease_id,
         offset: q.offset,
         data: chunk.to_vec(),
+        marks,
     };
     let key = chunk_key(&chunk);
     let answer = exchange::handle(&state.dispatcher, &runner, RunnerCall::one(chunk)).await?;

@@ -7,22 +7,22 @@
 mod tests;
 
 use super::openapi::Errors;
+use super::task_ref;
 use crate::admission::{admitted, new_task, own_group, sealing_now};
 use crate::auth::User;
 use crate::dispatch::submit;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
-use crate::views::{task_summary_view, task_view};
+use crate::views::task_view;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use baton_client::ErrorCode;
+use baton_client::TaskRef;
 use baton_client::{SubmitBatch, SubmitTask, Task, TaskList};
-use baton_core::TaskStatus;
 use baton_core::validate;
-use baton_store::{StoreError, TaskFilter, TaskRecord};
-use serde::Deserialize;
+use baton_store::{StoreError, TaskRecord};
 use uuid::Uuid;
 
 /// The trace context kept with the task, so every later span joins its trace: this
@@ -176,14 +176,15 @@ pub(super) async fn visible_task(
 
 /// Reads a task: its status, attempts, timings and result.
 #[utoipa::path(operation_id = "get_task", get, path = "/v1/tasks/{id}", tag = "tasks", security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "Task id")),
+    params(("id" = String, Path, description = "Task id, or its short id: the last 12 hex digits of the id")),
     responses((status = 200, description = "The task", body = Task), Errors)
 )]
 pub(crate) async fn get(
     State(state): State<AppState>,
     user: User,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<TaskRef>,
 ) -> Result<Json<Task>, ApiError> {
+    let id = task_ref::resolve(id, &state, &user).await?;
     let task = visible_task(&state, &user, id).await?;
     Ok(Json(
         crate::task_reads::detail(&state.dispatcher, task).await?,
@@ -194,14 +195,15 @@ pub(crate) async fn get(
 /// follows Postgres: the queue or delayed entry goes, a lease's claim goes (its runner's
 /// `start` is refused), and a running task's runner is woken if it is parked.
 #[utoipa::path(operation_id = "cancel_task", post, path = "/v1/tasks/{id}/cancel", tag = "tasks", security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "Task id")),
+    params(("id" = String, Path, description = "Task id, or its short id: the last 12 hex digits of the id")),
     responses((status = 200, description = "Cancelled, or cancelling while its runner stops it", body = Task), Errors)
 )]
 pub(crate) async fn cancel(
     State(state): State<AppState>,
     user: User,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<TaskRef>,
 ) -> Result<Json<Task>, ApiError> {
+    let id = task_ref::resolve_to_change(id, &state, &user).await?;
     cancel_one(&state, &user, id)
         .await
         .map(|t| Json(task_view(t)))
@@ -231,123 +233,4 @@ pub(super) async fn cancel_one(
     let task = &cancelled.task;
     tracing::info!(task.id = %id, from = %cancelled.was, to = %task.status, "task cancel");
     Ok(cancelled.task)
-}
-
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct ListQuery {
-    #[param(value_type = Option<baton_core::TaskStatus>)]
-    status: Option<String>,
-    #[param(pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")]
-    queue: Option<String>,
-    #[param(minimum = 1, maximum = 1000)]
-    limit: Option<i64>,
-    /// `next_cursor` of the previous page.
-    cursor: Option<Uuid>,
-    /// Only the tasks this schedule made.
-    schedule_id: Option<Uuid>,
-    /// Only the tasks carrying this label.
-    #[param(pattern = r"^[a-zA-Z0-9][a-zA-Z0-9._:=/-]{0,63}$")]
-    label: Option<String>,
-    /// Only the tasks whose command (its words joined by spaces) or script contains this
-    /// text in its first 4,096 characters, ignoring case; `%` and `_` are plain
-    /// characters. A few such searches run at once on a node (429 past them), each for
-    /// at most 5 s (422 past it: narrow the filter).
-    #[param(
-        min_length = 1,
-        max_length = 200,
-        pattern = r"^[^\x00-\x1f\x7f-\x9f]*$"
-    )]
-    text: Option<String>,
-}
-
-const LIST_DEFAULT: i64 = 100;
-/// Most tasks one page lists.
-pub(crate) const LIST_MAX: i64 = 1000;
-/// The longest text searched for: no index serves the search, and a short text is
-/// what a person types.
-pub(crate) const TEXT_MAX_CHARS: usize = 200;
-/// How long a list may read Postgres (a text search walks the table); past it, 422.
-const LIST_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Lists tasks, newest first, filtered and paged by cursor.
-#[utoipa::path(operation_id = "list_tasks", get, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
-    params(ListQuery),
-    responses((status = 200, description = "Newest first; pass `next_cursor` as `cursor` for the next page", body = TaskList), Errors)
-)]
-pub(crate) async fn list(
-    State(state): State<AppState>,
-    user: User,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<TaskList>, ApiError> {
-    let owner = user.task_scope()?.map(str::to_string);
-    let status = q
-        .status
-        .map(|s| s.parse::<TaskStatus>())
-        .transpose()
-        .map_err(|e| validate::Invalid::new("status", e.to_string()))?;
-    if let Some(queue) = &q.queue {
-        validate::check_queue(queue)?;
-    }
-    let limit = q.limit.unwrap_or(LIST_DEFAULT);
-    validate::check_range("limit", limit, 1, LIST_MAX)?;
-    if let Some(label) = &q.label {
-        baton_core::labels::check_label(label)
-            .map_err(|e| validate::Invalid::new("label", e.message))?;
-    }
-    if let Some(text) = &q.text
-        && (text.is_empty()
-            || text.chars().count() > TEXT_MAX_CHARS
-            || text.chars().any(char::is_control))
-    {
-        return Err(validate::Invalid::new(
-            "text",
-            format!("must be 1-{TEXT_MAX_CHARS} characters, none of them control characters"),
-        )
-        .into());
-    }
-    // A text search holds its connection longest: only a few at once, so the pool always
-    // has connections for everything else.
-    let _searching = match &q.text {
-        Some(_) => Some(
-            state
-                .text_searches
-                .clone()
-                .try_acquire_owned()
-                .map_err(|_| {
-                    ApiError::too_many(format!(
-                        "{} text searches already run on this node (max_text_searches): try again \
-                 in a moment",
-                        state.config.limits.max_text_searches
-                    ))
-                })?,
-        ),
-        None => None,
-    };
-    let rows = state
-        .store
-        .task_list_matching(
-            &TaskFilter {
-                status,
-                queue: q.queue,
-                created_by: owner,
-                before: q.cursor,
-                schedule_id: q.schedule_id,
-                limit,
-                ..TaskFilter::default()
-            },
-            q.label.as_deref(),
-            q.text.as_deref(),
-            LIST_BOUND,
-        )
-        .await?;
-    let next_cursor = (rows.len() as i64 == limit)
-        .then(|| rows.last().map(|t| t.id.to_string()))
-        .flatten();
-    let rows = crate::task_reads::with_leases(&state.coord, rows).await;
-    Ok(Json(TaskList {
-        tasks: rows.into_iter().map(task_summary_view).collect(),
-        next_cursor,
-    }))
 }

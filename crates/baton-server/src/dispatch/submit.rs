@@ -40,6 +40,9 @@ pub(crate) async fn enqueue_created(dispatcher: &Dispatcher, created: &[&TaskRec
         return;
     }
     crate::metrics::tasks_submitted(created.len());
+    for task in created {
+        baton_core::trend_tally::submitted(&task.queue, 1);
+    }
     let (queued, scheduled): (Vec<&TaskRecord>, Vec<&TaskRecord>) =
         created.iter().partition(|t| t.status == TaskStatus::Queued);
     let entries: Vec<Enqueue> = queued.iter().map(|t| queue_entry(t)).collect();

@@ -19,6 +19,7 @@ pub mod repairer;
 pub mod revocations;
 pub mod scheduler;
 mod service;
+pub mod trends;
 
 pub use service::{Passed, Running, Service, run};
 
@@ -37,6 +38,7 @@ use revocations::RevocationListener;
 use scheduler::{Scheduler, SchedulerSettings};
 use std::time::Duration;
 use tokio::task::JoinHandle;
+use trends::TrendRecorder;
 
 /// Why a pass stopped early: Redis or Postgres failed. The next pass tries again.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +73,10 @@ fn repairer(state: &AppState) -> Repairer {
     .with_events(state.events.clone())
 }
 
+/// How often a node adds its counts to the cluster's trends: a chart of minutes needs no
+/// more, and the last few seconds of a stopping node's counts are all it can lose.
+const TREND_INTERVAL: Duration = Duration::from_secs(5);
+
 /// A node's background services, each built from the node's state with the handles it
 /// uses: what [`spawn_all`] runs, and what a test drives one pass at a time.
 pub struct NodeServices {
@@ -94,6 +100,8 @@ pub struct NodeServices {
     pub presence_flusher: PresenceFlusher,
     /// Keeps the node's cache of runner tokens true.
     pub revocations: RevocationListener,
+    /// Adds this node's counts to the cluster's per-minute trends.
+    pub trends: TrendRecorder,
 }
 
 impl NodeServices {
@@ -150,6 +158,7 @@ impl NodeServices {
                 state.tokens.clone(),
                 store.clone(),
             ),
+            trends: TrendRecorder::new(TREND_INTERVAL, coord.clone()),
         }
     }
 }
@@ -175,6 +184,7 @@ pub(crate) fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
         tokio::spawn(run(services.outbox, running(true))),
         tokio::spawn(run(services.presence_flusher, running(false))),
         tokio::spawn(run(services.revocations, running(true))),
+        tokio::spawn(run(services.trends, running(false))),
         {
             let (presence, coord) = (state.dispatcher.presence.clone(), state.coord.clone());
             let interval = Duration::from_millis(state.config.timings.presence_write_ms);

@@ -80,7 +80,7 @@ export function mount(main) {
   main.append(
     h('div', { class: 'page-head' }, h('h1', {}, 'Nodes')),
     error,
-    h('table', { class: 'list', id: 'nodes' }, h('thead', {}, h('tr', {}, ['Node', 'Liveness', 'Address', 'Claims held', 'Started'].map((t) => h('th', {}, t)))), body),
+    h('div', { class: 'table-wrap' }, h('table', { class: 'list', id: 'nodes' }, h('thead', {}, h('tr', {}, ['Node', 'Liveness', 'Address', 'Claims held', 'Started'].map((t) => h('th', {}, t)))), body)),
   );
   load().catch(() => {});
   // Claims move without an event of their own: look every two seconds too.

@@ -74,7 +74,7 @@ export function mount(main, { access, toast }) {
   main.append(
     h('div', { class: 'page-head' }, h('h1', {}, 'Runners')),
     error,
-    h('table', { class: 'list', id: 'runners' }, h('thead', {}, h('tr', {}, headings.map((t) => h('th', {}, t)))), body),
+    h('div', { class: 'table-wrap' }, h('table', { class: 'list', id: 'runners' }, h('thead', {}, h('tr', {}, headings.map((t) => h('th', {}, t)))), body)),
   );
   load().catch(() => {});
   // Joins, losses and changes come as events; how busy each is and when it was last

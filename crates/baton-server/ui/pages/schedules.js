@@ -1,7 +1,9 @@
-// Schedules: when each fires next, how its last runs went; pause, resume and trigger
-// for tokens that may change it (a `submit` token: the schedules it created).
+// Schedules: when each fires next, how its last runs went, its expression in words;
+// pause, resume, trigger, change (schedule_form.js) and delete for tokens that may
+// change it (a `submit` token: the schedules it created).
 
-import { get, post } from '../api.js';
+import { del, get, post } from '../api.js';
+import { describeCron } from '../cron_words.js';
 import { actionButton, fill, h, shortId, statusBadge } from '../dom.js';
 import { ago, when } from '../time.js';
 import { watch } from '../watch.js';
@@ -18,6 +20,13 @@ export function mount(main, { access, toast }) {
 
   async function act(schedule, action) {
     try {
+      if (action === 'delete') {
+        if (!window.confirm(`Delete schedule ${schedule.name}? No tick of it fires again; the tasks it made stay.`)) return;
+        await del(`/v1/schedules/${encodeURIComponent(schedule.id)}`);
+        toast(`Deleted schedule ${schedule.name}.`);
+        await load();
+        return;
+      }
       await post(`/v1/schedules/${encodeURIComponent(schedule.id)}/${action}`);
       const done = { pause: 'Paused', resume: 'Resumed', trigger: 'Triggered' }[action];
       toast(`${done} schedule ${schedule.name}.`);
@@ -42,7 +51,7 @@ export function mount(main, { access, toast }) {
       'tr',
       { 'data-schedule-id': s.id },
       h('td', {}, h('a', { href: `#/tasks?schedule=${s.id}` }, h('strong', {}, s.name)), ' ', shortId(s.id)),
-      h('td', {}, h('code', {}, s.cron), ` ${s.timezone}`),
+      h('td', {}, h('code', {}, s.cron), ` ${s.timezone}`, h('div', { class: 'hint cron-said' }, describeCron(s.cron).text || '')),
       h('td', {}, h('span', { class: `state state-${s.paused ? 'paused' : 'online'}` }, s.paused ? 'paused' : 'active')),
       h('td', {}, nextFires(s).length ? h('ul', { class: 'times' }, nextFires(s).slice(0, 3).map((t) => h('li', { title: t }, when(t)))) : '—'),
       h('td', {}, s.last_runs?.length ? h('ul', { class: 'times' }, s.last_runs.slice(0, 3).map(lastRun)) : '—'),
@@ -58,6 +67,8 @@ export function mount(main, { access, toast }) {
                 ? actionButton('Resume', () => act(s, 'resume'), { 'data-action': 'resume' })
                 : actionButton('Pause', () => act(s, 'pause'), { 'data-action': 'pause', class: 'secondary' }),
               actionButton('Trigger now', () => act(s, 'trigger'), { 'data-action': 'trigger', class: 'secondary' }),
+              h('a', { href: `#/schedules/${s.id}`, class: 'button secondary', 'data-action': 'edit' }, 'Edit'),
+              actionButton('Delete', () => act(s, 'delete'), { 'data-action': 'delete', class: 'danger' }),
             ),
           )
         : null,
@@ -82,9 +93,9 @@ export function mount(main, { access, toast }) {
   const headings = ['Schedule', 'Cron', 'State', 'Next fires', 'Last runs', 'Counts'];
   if (access.changeTasks) headings.push('');
   main.append(
-    h('div', { class: 'page-head' }, h('h1', {}, 'Schedules')),
+    h('div', { class: 'page-head' }, h('h1', {}, 'Schedules'), access.changeTasks ? h('a', { href: '#/schedules/new', class: 'button', id: 'new-schedule' }, 'New schedule') : null),
     error,
-    h('table', { class: 'list', id: 'schedules' }, h('thead', {}, h('tr', {}, headings.map((t) => h('th', {}, t)))), body),
+    h('div', { class: 'table-wrap' }, h('table', { class: 'list', id: 'schedules' }, h('thead', {}, h('tr', {}, headings.map((t) => h('th', {}, t)))), body)),
   );
   load().catch(() => {});
   // A fire is an event; the runs' statuses change with their tasks: look every 10 s.

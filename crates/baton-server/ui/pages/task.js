@@ -1,34 +1,72 @@
-// One task: what it runs, where and when, its attempts and outputs, its log following
-// live with its colours, cancel and re-run, and a link to its trace.
+// One task: what it runs, where and when, each attempt's history, its outputs, its log
+// (attempts.js, log_panel.js), cancel and re-run, and a link to its trace. The address
+// may name it by its short id: the page then shows the whole one.
 
-import { get } from '../api.js';
-import { AnsiRenderer } from '../ansi.js';
+import { ApiError, get } from '../api.js';
+import { AttemptHistory } from '../attempts.js';
 import { actionButton, fill, h, shortId, statusBadge } from '../dom.js';
-import { TERMINAL, readLog } from '../log_follow.js';
+import { tickElapsed } from '../elapsed.js';
+import { TERMINAL } from '../log_follow.js';
+import { LogPanel } from '../log_panel.js';
 import { between, when } from '../time.js';
 import { watch } from '../watch.js';
 import { cancelTask, retryTask } from '../task_actions.js';
+import { taskRef } from '../task_ref.js';
 import { commandLine } from './tasks.js';
 import { traceLink } from '../trace.js';
 
+const WHOLE_ID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
+
+/// Why the task the address names cannot be shown, in words (not the server's).
+function missing(asked, error) {
+  const named = h('code', {}, asked);
+  if (!error) {
+    return [
+      h('p', {}, named, ' is not a task id.'),
+      h('p', { class: 'hint' }, 'A task id is a UUID, such as 0192f6e4-7c1a-7d3e-9b2f-5a6c8d0e1f23, or its last 12 characters (5a6c8d0e1f23), as the tables show it.'),
+    ];
+  }
+  if (error.status === 404) return [h('p', {}, 'No task has the id ', named, ', or this token may not see it.')];
+  if (error.status === 409) {
+    // The server names the tasks the short id matches: offer each.
+    const ids = [...new Set(error.message.match(WHOLE_ID) || [])];
+    return [
+      h('p', {}, 'The short id ', named, ' matches more than one task: open one by its whole id.'),
+      ids.length ? h('ul', { class: 'matches' }, ids.map((id) => h('li', {}, h('a', { href: `#/tasks/${id}` }, id)))) : null,
+    ];
+  }
+  if (error.status === 400 || error.status === 422) {
+    return [h('p', {}, 'This node does not take ', named, ' as a task id: open the task by its whole id.')];
+  }
+  return null;
+}
+
 export function mount(main, { access, config, toast }, route) {
-  const id = route.id;
+  const ref = taskRef(route.id);
+  const crumbs = h('p', { class: 'crumbs' }, h('a', { href: '#/tasks' }, '← Tasks'));
+  const notice = (...body) => main.append(crumbs, h('div', { class: 'notice', id: 'task-missing', role: 'alert' }, h('h1', {}, 'No such task'), ...body));
+  if (!ref) {
+    // Nothing to ask the server: the address is wrong, not the network.
+    notice(missing(route.id, null));
+    return () => {};
+  }
+  /// The whole id, once known (the address may give the short one).
+  let id = ref.id || null;
   const stopped = new AbortController();
   let task = null;
   /// The node that made the task's latest change, as its event said: the REST view of a
   /// task does not say which node holds it.
   let node = null;
   let lastStep = null;
-  let shownAttempt = null;
-  let logRun = null;
+  let logs = null;
+  let attempts = null;
+  let stopWatching = () => {};
 
   const head = h('div', { class: 'page-head' });
   const buttons = h('div', { class: 'actions' });
   const details = h('dl', { class: 'details', id: 'task-details' });
   const outputs = h('div', { class: 'outputs' });
-  const attempts = h('div', { class: 'attempts', id: 'attempts' });
-  const log = h('pre', { class: 'log', id: 'log', tabindex: 0 });
-  const logState = h('span', { class: 'log-state', id: 'log-state' });
+  const later = h('div');
   const error = h('p', { class: 'error', hidden: true });
 
   function field(name, ...value) {
@@ -71,8 +109,10 @@ export function mount(main, { access, config, toast }, route) {
 
   function renderDetails() {
     const t = task;
+    const running = t.started_at && !t.finished_at && !TERMINAL.has(t.status);
     fill(
       details,
+      field('Id', h('code', { class: 'whole-id' }, t.id)),
       field('Queue', h('a', { href: `#/tasks?queue=${encodeURIComponent(t.queue)}` }, t.queue)),
       field('Labels', t.labels?.length ? t.labels.map((l) => h('span', { class: 'label' }, l)) : '—'),
       field(t.command ? 'Command' : 'Script', h('code', { class: 'command' }, t.command ? commandLine(t) : t.script)),
@@ -87,7 +127,9 @@ export function mount(main, { access, config, toast }, route) {
       field('Queued', when(t.queued_at)),
       field('Leased', when(t.leased_at)),
       field('Started', when(t.started_at), t.started_at ? ` (waited ${between(t.created_at, t.started_at)})` : ''),
-      field('Finished', when(t.finished_at), t.finished_at ? ` (ran ${between(t.started_at, t.finished_at)})` : ''),
+      running
+        ? field('Running for', h('span', { 'data-running-since': t.started_at, id: 'running-for' }, between(t.started_at, new Date().toISOString())))
+        : field('Finished', when(t.finished_at), t.finished_at ? ` (ran ${between(t.started_at, t.finished_at)})` : ''),
       field('Timeout', `${t.timeout_s}s`),
       field('Priority', t.priority),
       t.schedule_id ? field('Schedule', link(`#/tasks?schedule=${t.schedule_id}`, shortId(t.schedule_id))) : null,
@@ -104,48 +146,49 @@ export function mount(main, { access, config, toast }, route) {
     );
   }
 
-  /// The attempts to choose from; the log shows one at a time (the latest by default).
-  function renderAttempts() {
-    const latest = Math.max(task.attempt, 1);
-    fill(
-      attempts,
-      'Attempt ',
-      Array.from({ length: latest }, (_, i) => i + 1).map((n) =>
-        h('button', { type: 'button', class: n === shownAttempt ? 'current' : 'secondary', onclick: () => showLog(n) }, String(n)),
-      ),
-    );
+  /// The first read, which finds the task (the address may name it by its short id): a
+  /// task that is not there gets a message, and nothing is followed.
+  async function open() {
+    try {
+      task = await get(`/v1/tasks/${encodeURIComponent(id || ref.short)}`, { signal: stopped.signal });
+    } catch (e) {
+      if (stopped.signal.aborted) return;
+      const why = e instanceof ApiError ? missing(route.id, e) : null;
+      if (why) {
+        main.replaceChildren();
+        notice(why);
+        return;
+      }
+      error.replaceChildren(`Could not read the task: ${e.message} `, actionButton('Try again', open, { class: 'secondary' }));
+      error.hidden = false;
+      return;
+    }
+    error.hidden = true;
+    if (id !== task.id) {
+      // A short id in the address: the whole one replaces it, so the address names this
+      // task for good (a later task could share the short id).
+      id = task.id;
+      const query = route.query.toString();
+      history.replaceState(null, '', `#/tasks/${id}${query ? `?${query}` : ''}`);
+    }
+    attempts = new AttemptHistory({ id, showLog: (n) => logs.show(n) });
+    logs = new LogPanel({
+      id,
+      attempt: route.query.get('attempt'),
+      line: Number(route.query.get('line')) || null,
+      signal: stopped.signal,
+      onShow: (n) => attempts.setShown(n),
+    });
+    later.append(attempts.element, outputs, logs.element);
+    render();
+    attempts.load(stopped.signal).catch(() => {});
+    stopWatching = watch({ kind: 'task', task: id }, { reload: load, onEvent, debounceMs: 250 });
   }
 
-  /// Shows attempt `n`'s log from its start, following it while it runs.
-  function showLog(n) {
-    if (logRun) logRun.abort();
-    logRun = new AbortController();
-    const run = logRun;
-    shownAttempt = n;
-    renderAttempts();
-    log.replaceChildren();
-    const ansi = new AnsiRenderer();
-    fill(logState, 'reading…');
-    const signal = AbortSignal.any([stopped.signal, run.signal]);
-    readLog(id, n, {
-      signal,
-      onText: (text) => {
-        // Keep the view at the end while the user has not scrolled up.
-        const atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
-        log.insertAdjacentHTML('beforeend', ansi.push(text));
-        if (atEnd) log.scrollTop = log.scrollHeight;
-        fill(logState, TERMINAL.has(task?.status) ? '' : 'following…');
-      },
-    })
-      .then(({ attempt }) => {
-        if (run.signal.aborted) return;
-        fill(logState, attempt > n ? `attempt ${n} ended` : 'end of log');
-        // A retry began while we followed this attempt: follow the new one.
-        if (attempt > n && shownAttempt === n) showLog(attempt);
-      })
-      .catch((e) => {
-        if (!signal.aborted) fill(logState, `log: ${e.message}`);
-      });
+  function render() {
+    renderHead();
+    renderDetails();
+    logs.setTask(task);
   }
 
   async function load() {
@@ -154,14 +197,12 @@ export function mount(main, { access, config, toast }, route) {
       error.hidden = true;
     } catch (e) {
       if (stopped.signal.aborted) return;
-      error.textContent = e.message;
+      error.textContent = `Could not read the task again: ${e.message}`;
       error.hidden = false;
       throw e;
     }
-    renderHead();
-    renderDetails();
-    if (shownAttempt === null) showLog(Math.max(task.attempt, 1));
-    else renderAttempts();
+    render();
+    await attempts.load(stopped.signal);
   }
 
   function onEvent(event) {
@@ -179,20 +220,13 @@ export function mount(main, { access, config, toast }, route) {
     return false;
   }
 
-  main.append(
-    h('p', { class: 'crumbs' }, h('a', { href: '#/tasks' }, '← Tasks')),
-    head,
-    buttons,
-    error,
-    details,
-    outputs,
-    h('div', { class: 'log-head' }, h('h2', {}, 'Log'), attempts, logState),
-    log,
-  );
-  load().catch(() => {});
-  const stopWatching = watch({ kind: 'task', task: id }, { reload: load, onEvent, debounceMs: 250 });
+  main.append(crumbs, head, buttons, error, details, later);
+  open();
+  const stopTicking = tickElapsed(main);
   return () => {
     stopped.abort();
     stopWatching();
+    stopTicking();
+    logs?.stop();
   };
 }

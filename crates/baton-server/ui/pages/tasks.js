@@ -1,15 +1,46 @@
-// The task list: filtered by status, queue, label, schedule and text in the command;
-// statuses change in place as events arrive; tasks can be selected and cancelled or
-// re-run, or every task the filter takes, through the bulk endpoints.
+// The task list: filtered by status, queue, label, schedule, text in the command and
+// when it was created, newest or oldest first, with how many tasks match in all;
+// statuses change in place as events arrive; a click on a heading sorts the rows shown;
+// tasks can be selected and cancelled or re-run, or every task the filter takes,
+// through the bulk endpoints.
 
 import { get } from '../api.js';
 import { actionButton, fill, h, shortId, statusBadge } from '../dom.js';
-import { ago, between } from '../time.js';
+import { ago, between, instantOfLocalInput, localInputOf } from '../time.js';
 import { watch } from '../watch.js';
 import { ENDED, actOnEach, bulk, bulkFilter, summary } from '../task_actions.js';
+import { parseSort, sortRows, sortText } from '../table_sort.js';
+import { shortOf } from '../task_ref.js';
 
+/// How often a list kept live by events counts its tasks again, at most.
+const COUNT_EVERY_MS = 10_000;
 const STATUSES = ['scheduled', 'queued', 'leased', 'running', 'cancelling', 'succeeded', 'failed', 'cancelled', 'timed_out', 'expired'];
-const FILTERS = ['status', 'queue', 'label', 'schedule', 'text'];
+const FILTERS = ['status', 'queue', 'label', 'schedule', 'text', 'created_after', 'created_before', 'order'];
+
+/// The columns a click sorts by: what each sorts on (statuses in their lifecycle's order).
+const SORTS = {
+  task: (t) => shortOf(t.id),
+  status: (t) => STATUSES.indexOf(t.status),
+  queue: (t) => t.queue,
+  labels: (t) => (t.labels || []).join(' ') || null,
+  command: (t) => commandLine(t),
+  attempt: (t) => t.attempt,
+  created: (t) => Date.parse(t.created_at),
+  ran: (t) => (t.started_at && t.finished_at ? Date.parse(t.finished_at) - Date.parse(t.started_at) : null),
+};
+const COLUMNS = [
+  ['task', 'Task'],
+  ['status', 'Status'],
+  ['queue', 'Queue'],
+  ['labels', 'Labels'],
+  ['command', 'Command'],
+  ['attempt', 'Attempt'],
+  ['created', 'Created'],
+  ['ran', 'Ran for'],
+];
+
+/// "1,234" in the reader's way of writing numbers.
+const number = (n) => n.toLocaleString();
 const PAGE = 50;
 const MAX_SHOWN = 1000;
 
@@ -24,10 +55,14 @@ export function mount(main, { access, toast }, route) {
   const filter = Object.fromEntries(FILTERS.map((name) => [name, route.query.get(name) || '']));
   let rows = [];
   let cursor = null;
+  /// How many tasks match in all (`GET /v1/tasks/count`), when the node says.
+  let total = null;
+  let sort = parseSort(route.query.get('sort'));
+  if (sort && !SORTS[sort.column]) sort = null;
   const selected = new Set();
 
   const body = h('tbody');
-  const count = h('span', { class: 'count' });
+  const count = h('span', { class: 'count', id: 'task-count' });
   const more = actionButton('Load more', () => load(rows.length + PAGE, true), { hidden: true, id: 'load-more' });
   const error = h('p', { class: 'error', hidden: true });
 
@@ -41,6 +76,13 @@ export function mount(main, { access, toast }, route) {
     label: h('input', { name: 'label', value: filter.label, placeholder: 'os=linux' }),
     text: h('input', { name: 'text', type: 'search', value: filter.text, placeholder: 'text in the command', maxlength: 200 }),
   };
+  // When: the address keeps instants (RFC 3339); the fields show them in local time.
+  const dates = {
+    created_after: h('input', { name: 'created_after', type: 'datetime-local', value: localInputOf(filter.created_after) }),
+    created_before: h('input', { name: 'created_before', type: 'datetime-local', value: localInputOf(filter.created_before) }),
+  };
+  const order = h('select', { name: 'order' }, h('option', { value: '' }, 'newest first'), h('option', { value: 'oldest' }, 'oldest first'));
+  order.value = filter.order === 'oldest' ? 'oldest' : '';
   const form = h(
     'form',
     { class: 'filters', id: 'task-filters' },
@@ -49,14 +91,24 @@ export function mount(main, { access, toast }, route) {
     field('Label', inputs.label),
     field('Schedule', schedule),
     field('Command', inputs.text),
+    field('Created after', dates.created_after),
+    field('Created before', dates.created_before),
+    field('Order', order),
     h('button', { type: 'submit' }, 'Filter'),
     h('a', { href: '#/tasks', class: 'clear' }, 'Clear'),
   );
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     const params = new URLSearchParams();
-    const values = { status: status.value, schedule: schedule.value, ...Object.fromEntries(Object.entries(inputs).map(([k, v]) => [k, v.value.trim()])) };
+    const values = {
+      status: status.value,
+      schedule: schedule.value,
+      order: order.value,
+      ...Object.fromEntries(Object.entries(inputs).map(([k, v]) => [k, v.value.trim()])),
+      ...Object.fromEntries(Object.entries(dates).map(([k, v]) => [k, instantOfLocalInput(v.value)])),
+    };
     for (const name of FILTERS) if (values[name]) params.set(name, values[name]);
+    if (sort) params.set('sort', sortText(sort));
     location.hash = `#/tasks${params.toString() ? `?${params}` : ''}`;
   });
   get('/v1/schedules')
@@ -144,14 +196,22 @@ export function mount(main, { access, toast }, route) {
       h('td', {}, (task.labels || []).map((l) => h('span', { class: 'label' }, l))),
       h('td', { class: 'command', title: commandLine(task) }, commandLine(task)),
       h('td', { class: 'attempt' }, `${task.attempt}/${task.max_attempts}`),
-      h('td', { title: task.created_at }, ago(task.created_at)),
+      h('td', { title: task.created_at, 'data-created': task.created_at }, ago(task.created_at)),
       h('td', {}, between(task.started_at, task.finished_at)),
     );
   }
 
   function render() {
-    fill(body, rows.length ? rows.map(row) : h('tr', {}, h('td', { colspan: 9, class: 'empty' }, 'No task matches.')));
-    fill(count, `${rows.length}${cursor ? '+' : ''} task${rows.length === 1 ? '' : 's'}`);
+    const shown = sort ? sortRows(rows, SORTS[sort.column], sort.descending) : rows;
+    fill(body, shown.length ? shown.map(row) : h('tr', {}, h('td', { colspan: 9, class: 'empty' }, 'No task matches.')));
+    renderHeadings();
+    if (total && (total.count > rows.length || total.capped)) {
+      fill(count, `${number(rows.length)} shown of ${number(total.count)}${total.capped ? '+' : ''} task${total.count === 1 ? '' : 's'}`);
+    } else if (total) {
+      fill(count, `${number(rows.length)} task${rows.length === 1 ? '' : 's'}`);
+    } else {
+      fill(count, `${rows.length}${cursor ? '+' : ''} task${rows.length === 1 ? '' : 's'}`);
+    }
     more.hidden = !cursor || rows.length >= MAX_SHOWN;
     all.checked = rows.length > 0 && rows.every((t) => selected.has(t.id));
     selectionChanged();
@@ -163,14 +223,32 @@ export function mount(main, { access, toast }, route) {
     label: filter.label,
     schedule_id: filter.schedule,
     text: filter.text,
+    created_after: filter.created_after,
+    created_before: filter.created_before,
   });
 
-  /// The newest `limit` tasks the filter takes: what is shown, read again.
+  let countedAt = 0;
+
+  /// How many tasks the filter takes in all; a node without the count (or too busy to
+  /// count) leaves it unsaid. Counted again at most every COUNT_EVERY_MS while events
+  /// reload the list: a count reads every matching row, the list only a page.
+  async function countAll() {
+    countedAt = Date.now();
+    try {
+      total = await get('/v1/tasks/count', { query: query() });
+    } catch {
+      total = null;
+    }
+  }
+
+  /// The first `limit` tasks the filter takes: what is shown, read again.
   async function load(limit = PAGE, appending = false) {
     try {
+      const counted = appending || Date.now() - countedAt < COUNT_EVERY_MS ? null : countAll();
       const list = appending && cursor
-        ? await get('/v1/tasks', { query: { ...query(), limit: PAGE, cursor } })
-        : await get('/v1/tasks', { query: { ...query(), limit: Math.min(limit, MAX_SHOWN) } });
+        ? await get('/v1/tasks', { query: { ...query(), order: filter.order, limit: PAGE, cursor } })
+        : await get('/v1/tasks', { query: { ...query(), order: filter.order, limit: Math.min(limit, MAX_SHOWN) } });
+      await counted;
       rows = appending ? rows.concat(list.tasks) : list.tasks;
       cursor = list.next_cursor;
       error.hidden = true;
@@ -200,23 +278,46 @@ export function mount(main, { access, toast }, route) {
     return !ENDED.has(event.status) && (!filter.status || filter.status === event.status);
   }
 
+  // The headings: each a button that sorts the rows shown by its column, ascending,
+  // then descending, then back to the list's order.
+  const headings = h('tr');
+  function renderHeadings() {
+    fill(
+      headings,
+      access.changeTasks ? h('th', { class: 'check' }, all) : null,
+      COLUMNS.map(([column, title]) => {
+        const on = sort?.column === column;
+        const label = `${title}${on ? (sort.descending ? ' ▼' : ' ▲') : ''}`;
+        return h(
+          'th',
+          { 'aria-sort': on ? (sort.descending ? 'descending' : 'ascending') : null, 'data-column': column },
+          h('button', { type: 'button', class: 'sort', title: `Sort the rows shown by ${title.toLowerCase()}`, onclick: () => sortBy(column) }, label),
+        );
+      }),
+    );
+  }
+  function sortBy(column) {
+    if (sort?.column !== column) sort = { column, descending: false };
+    else if (!sort.descending) sort = { column, descending: true };
+    else sort = null;
+    // The address keeps the order (for a reload or a link) without reading the list again.
+    const params = new URLSearchParams(route.query);
+    if (sort) params.set('sort', sortText(sort));
+    else params.delete('sort');
+    history.replaceState(null, '', `#/tasks${params.toString() ? `?${params}` : ''}`);
+    render();
+  }
+
+  const submitLink = access.changeTasks ? h('a', { href: '#/tasks/new', class: 'button', id: 'new-task' }, 'New task') : null;
   main.append(
-    h('div', { class: 'page-head' }, h('h1', {}, 'Tasks'), count),
+    h('div', { class: 'page-head' }, h('h1', {}, 'Tasks'), count, submitLink),
     form,
     actions,
     error,
-    h(
-      'table',
-      { class: 'list', id: 'tasks' },
-      h(
-        'thead',
-        {},
-        h('tr', {}, access.changeTasks ? h('th', { class: 'check' }, all) : null, ['Task', 'Status', 'Queue', 'Labels', 'Command', 'Attempt', 'Created', 'Ran for'].map((t) => h('th', {}, t))),
-      ),
-      body,
-    ),
+    h('div', { class: 'table-wrap' }, h('table', { class: 'list', id: 'tasks' }, h('thead', {}, headings), body)),
     more,
   );
+  renderHeadings();
   load().catch(() => {});
   // A busy cluster's stream of new tasks reads the list again at most once a second.
   return watch({ kind: 'task', queue: filter.queue }, { reload: () => load(Math.max(rows.length, PAGE)), onEvent, debounceMs: 1000 });

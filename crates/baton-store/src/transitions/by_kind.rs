@@ -6,8 +6,8 @@
 use super::binds::{bind_finishes, bind_starts, insert_row};
 use super::sql;
 use super::{
-    Apply, FinishRun, Holder, LogWrite, StartRun, Started, accept_chunk, finish_refused, in_order,
-    rounds,
+    Apply, FinishRun, Holder, LogWrite, StartRun, Started, StoredChunk, accept_chunk,
+    finish_refused, in_order, rounds,
 };
 use crate::error::StoreError;
 use crate::logs::LogAppend;
@@ -120,14 +120,14 @@ pub(super) async fn log_append(
     .into_iter()
     .map(|h| (h.id, h))
     .collect();
-    let mut chunks: Vec<(Uuid, i32, i64, &[u8])> = Vec::new();
+    let mut chunks: Vec<(Uuid, StoredChunk)> = Vec::new();
     let mut truncated: HashSet<Uuid> = HashSet::new();
     let mut answers = Vec::with_capacity(writes.len());
     for w in writes {
         answers.push(
             accept_chunk(holders.get_mut(&w.task), w, cap).map(|(append, stored)| {
-                if let Some((attempt, at, bytes)) = stored {
-                    chunks.push((w.task, attempt, at, bytes));
+                if let Some(stored) = stored {
+                    chunks.push((w.task, stored));
                 }
                 if append.truncated {
                     truncated.insert(w.task);
@@ -138,13 +138,20 @@ pub(super) async fn log_append(
     }
     if !chunks.is_empty() {
         sqlx::query(
-            r#"INSERT INTO task_logs (task_id, attempt, "offset", data)
-               SELECT * FROM unnest($1::uuid[], $2::int4[], $3::int8[], $4::bytea[])"#,
+            r#"INSERT INTO task_logs (task_id, attempt, "offset", data, marks)
+               SELECT * FROM unnest($1::uuid[], $2::int4[], $3::int8[], $4::bytea[],
+                                    $5::text[])"#,
         )
         .bind(chunks.iter().map(|c| c.0).collect::<Vec<_>>())
-        .bind(chunks.iter().map(|c| c.1).collect::<Vec<_>>())
-        .bind(chunks.iter().map(|c| c.2).collect::<Vec<_>>())
-        .bind(chunks.iter().map(|c| c.3).collect::<Vec<_>>())
+        .bind(chunks.iter().map(|c| c.1.attempt).collect::<Vec<_>>())
+        .bind(chunks.iter().map(|c| c.1.offset).collect::<Vec<_>>())
+        .bind(chunks.iter().map(|c| c.1.data).collect::<Vec<_>>())
+        .bind(
+            chunks
+                .iter()
+                .map(|c| (!c.1.marks.is_empty()).then(|| baton_core::log_marks::encode(&c.1.marks)))
+                .collect::<Vec<_>>(),
+        )
         .execute(&mut *conn)
         .await?;
     }

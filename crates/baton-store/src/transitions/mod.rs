@@ -74,6 +74,9 @@ pub struct LogWrite {
     pub offset: i64,
     /// The bytes.
     pub data: Vec<u8>,
+    /// When its bytes came, and on which stream (`baton_core::log_marks`), in order of
+    /// offset, each within the chunk; none from a runner of an earlier release.
+    pub marks: Vec<baton_core::log_marks::Mark>,
 }
 
 /// The end of a run to record, fenced by its lease.
@@ -379,6 +382,14 @@ fn refusal(
     })
 }
 
+/// The part of a chunk a log keeps: its new bytes within the cap, with their marks.
+pub(super) struct StoredChunk<'w> {
+    pub attempt: i32,
+    pub offset: i64,
+    pub data: &'w [u8],
+    pub marks: Vec<baton_core::log_marks::Mark>,
+}
+
 /// What one chunk does to its task's log.
 struct Accepted {
     ack: LogAppend,
@@ -394,7 +405,7 @@ fn accept_chunk<'w>(
     holder: Option<&mut Holder>,
     w: &'w LogWrite,
     cap: i64,
-) -> Result<(Accepted, Option<(i32, i64, &'w [u8])>), StoreError> {
+) -> Result<(Accepted, Option<StoredChunk<'w>>), StoreError> {
     let holder = holder
         .filter(|h| h.runner_id == Some(w.runner_id))
         .ok_or(StoreError::NotFound)?;
@@ -426,7 +437,18 @@ fn accept_chunk<'w>(
         acked: holder.log_size,
         status: holder.status,
     };
-    let chunk = (!stored.is_empty()).then_some((holder.attempt, held, stored));
+    let stored_end = held + stored.len() as i64;
+    let chunk = (!stored.is_empty()).then(|| StoredChunk {
+        attempt: holder.attempt,
+        offset: held,
+        data: stored,
+        marks: w
+            .marks
+            .iter()
+            .filter(|m| (held..stored_end).contains(&m.offset))
+            .copied()
+            .collect(),
+    });
     Ok((
         Accepted {
             ack,

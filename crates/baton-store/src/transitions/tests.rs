@@ -35,6 +35,7 @@ fn chunk(offset: i64, data: &[u8]) -> LogWrite {
         lease_id: LeaseId::from(Uuid::from_u128(2)),
         offset,
         data: data.to_vec(),
+        marks: Vec::new(),
     }
 }
 
@@ -44,11 +45,11 @@ fn chunks_are_taken_once_and_in_order() {
     let overlap = chunk(2, b"cdef");
     let (ok, stored) = accept_chunk(Some(&mut h), &overlap, 100).unwrap();
     assert_eq!(ok.ack.acked, 6, "an overlap stores only its new tail");
-    assert_eq!(stored, Some((1, 4, &b"ef"[..])));
+    assert_eq!(bytes_of(stored), Some((1, 4, &b"ef"[..])));
     let resend = chunk(0, b"abcdef");
     let (again, stored) = accept_chunk(Some(&mut h), &resend, 100).unwrap();
     assert_eq!(
-        (again.ack.acked, stored),
+        (again.ack.acked, bytes_of(stored)),
         (6, None),
         "a resend stores nothing"
     );
@@ -62,7 +63,34 @@ fn chunks_are_taken_once_and_in_order() {
     let past_cap = chunk(6, b"ghij");
     let (capped, stored) = accept_chunk(Some(&mut h), &past_cap, 8).unwrap();
     assert!(capped.truncated);
-    assert_eq!((capped.ack.acked, stored), (10, Some((1, 6, &b"gh"[..]))));
+    assert_eq!(
+        (capped.ack.acked, bytes_of(stored)),
+        (10, Some((1, 6, &b"gh"[..])))
+    );
+}
+
+fn bytes_of(stored: Option<StoredChunk<'_>>) -> Option<(i32, i64, &[u8])> {
+    stored.map(|c| (c.attempt, c.offset, c.data))
+}
+
+#[test]
+fn a_chunk_keeps_the_marks_of_the_bytes_it_stores_only() {
+    use baton_core::log_marks::{LogStream, Mark};
+    let mark = |offset| Mark {
+        offset,
+        at_ms: 1_000 + offset,
+        stream: LogStream::Stdout,
+    };
+    let mut h = holder(TaskStatus::Running, 4);
+    // Bytes 2..10: 2 and 3 are held already; 8 and 9 are past the cap of 8.
+    let overlap = LogWrite {
+        marks: vec![mark(2), mark(5), mark(8)],
+        ..chunk(2, b"cdefghij")
+    };
+    let (_, stored) = accept_chunk(Some(&mut h), &overlap, 8).unwrap();
+    let stored = stored.expect("bytes 4..8 are new");
+    assert_eq!((stored.offset, stored.data), (4, &b"efgh"[..]));
+    assert_eq!(stored.marks, vec![mark(5)]);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! written from the very limits and constants the checks use, over what the wire types
 //! declare, so a node run with other `[limits]` describes what it enforces.
 
-use crate::api::{admin, bulk, runner, tasks};
+use crate::api::{admin, bulk, runner, task_list, trends};
 use crate::config::Limits;
 use baton_core::{cron, flow, labels, retry_policy, validate};
 use serde_json::{Map, Value};
@@ -123,12 +123,22 @@ pub(crate) fn bounds(limits: &Limits) -> Vec<Bound> {
         bound(
             Parameter("/v1/tasks", "get", "limit"),
             "maximum",
-            tasks::LIST_MAX.into(),
+            task_list::LIST_MAX.into(),
         ),
         bound(
             Parameter("/v1/tasks", "get", "text"),
             "maxLength",
-            tasks::TEXT_MAX_CHARS.into(),
+            task_list::TEXT_MAX_CHARS.into(),
+        ),
+        bound(
+            Parameter("/v1/tasks/count", "get", "text"),
+            "maxLength",
+            task_list::TEXT_MAX_CHARS.into(),
+        ),
+        bound(
+            Parameter("/v1/queues/trends", "get", "minutes"),
+            "maximum",
+            trends::MAX_MINUTES.into(),
         ),
     ]);
     for schema in ["CreateToken", "CreateRegistrationToken"] {

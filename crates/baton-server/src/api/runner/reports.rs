@@ -44,12 +44,15 @@ pub(super) fn completion(
                     "the log tail is over the log chunk limit",
                 ));
             }
+            let marks = chunk_marks(tail.marks.as_deref(), tail.offset, data.len())
+                .map_err(|e| ApiError::from(Invalid::new("log_tail.marks", e)))?;
             Some(LogWrite {
                 task: c.task_id,
                 runner_id: runner.id,
                 lease_id: c.lease_id,
                 offset: tail.offset,
                 data,
+                marks,
             })
         }
     };
@@ -133,5 +136,17 @@ pub(super) fn run_end(
         error,
         outputs,
         log_size,
+    })
+}
+
+/// The marks of a chunk of `len` bytes at `offset`, from their text (a header's or a
+/// tail's): none when the runner sent none.
+pub(super) fn chunk_marks(
+    text: Option<&str>,
+    offset: i64,
+    len: usize,
+) -> Result<Vec<baton_core::log_marks::Mark>, String> {
+    text.map_or(Ok(Vec::new()), |text| {
+        baton_core::log_marks::decode(text, offset, len)
     })
 }
