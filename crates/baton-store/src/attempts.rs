@@ -1,5 +1,6 @@
-//! A task's history: each ended run as the `task_attempt_ended` trigger recorded it
-//! (migrations/20261207000002_task_attempts.sql), and a task found by its short id.
+//! A task's history: each run a retry followed, as the `task_attempt_retried` trigger
+//! kept it (migrations/20261207000002_task_attempts.sql) — the last run is the task's own
+//! row — and a task found by its short id.
 
 use crate::Store;
 use crate::error::StoreError;
@@ -7,7 +8,7 @@ use baton_core::{LeaseId, RunnerId};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// One ended run of a task.
+/// One run of a task that a retry followed.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct AttemptRecord {
     /// 1 for the first run.
@@ -24,10 +25,8 @@ pub struct AttemptRecord {
     pub started_at: Option<DateTime<Utc>>,
     /// When its end was written.
     pub ended_at: DateTime<Utc>,
-    /// `succeeded`, `failed`, `timed_out`, `cancelled` (or `expired`): how it ended.
+    /// `failed`, or `timed_out` when the server ended it at its timeout.
     pub outcome: String,
-    /// Whether the task was queued again for another attempt after it.
-    pub retried: bool,
     /// The exit code its runner reported.
     pub exit_code: Option<i32>,
     /// Why it ended, when it did not succeed.
@@ -38,11 +37,11 @@ pub struct AttemptRecord {
 pub const SHORT_ID_MATCHES: i64 = 5;
 
 impl Store {
-    /// The ended runs of task `id`, first to last.
+    /// The runs of task `id` that a retry followed, first to last.
     pub async fn task_attempts(&self, id: Uuid) -> Result<Vec<AttemptRecord>, StoreError> {
         Ok(sqlx::query_as::<_, AttemptRecord>(
             "SELECT a.attempt, a.runner_id, w.name AS runner_name, a.lease_id, a.leased_at,
-                    a.started_at, a.ended_at, a.outcome, a.retried, a.exit_code, a.error
+                    a.started_at, a.ended_at, a.outcome, a.exit_code, a.error
              FROM task_attempts a LEFT JOIN runners w ON w.id = a.runner_id
              WHERE a.task_id = $1
              ORDER BY a.attempt",
@@ -75,8 +74,8 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    /// The history's trigger tells a retried run that timed out by the error the server
-    /// writes for a timeout: the two must stay one text.
+    /// The history's trigger tells a run that timed out by the error the server writes
+    /// for a timeout: the two must stay one text.
     #[test]
     fn the_trigger_knows_the_servers_timeout_error() {
         let migration = include_str!("../../../migrations/20261207000002_task_attempts.sql");

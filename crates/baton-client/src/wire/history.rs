@@ -27,7 +27,7 @@ pub struct TaskAttempt {
     /// How it ended — `succeeded`, `failed`, `timed_out`, `cancelled` — or absent while
     /// it runs.
     pub ended_as: Option<String>,
-    /// Whether another attempt was queued after this one ended.
+    /// Whether a retry followed it (another attempt was queued after it ended).
     pub retried: bool,
     /// The exit code its runner reported.
     pub exit_code: Option<i32>,

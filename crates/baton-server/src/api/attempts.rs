@@ -1,5 +1,6 @@
-//! A task's runs, one by one (`GET /v1/tasks/{id}/attempts`): the ended ones as the store
-//! recorded each end, and the one running now from the task itself.
+//! A task's runs, one by one (`GET /v1/tasks/{id}/attempts`): those a retry followed, as
+//! the store kept each when its retry was written, and the last — running, or the one
+//! that ended the task — from the task's own row, which holds it.
 
 use super::openapi::Errors;
 use super::task_ref;
@@ -12,7 +13,7 @@ use axum::Json;
 use axum::extract::State;
 use baton_client::TaskRef;
 use baton_client::{TaskAttempt, TaskAttempts};
-use baton_core::TaskStatus;
+use baton_core::{RunnerId, TaskStatus};
 use baton_store::{AttemptRecord, TaskRecord};
 
 /// Reads every run of a task: runner, times, exit code, error and how each ended.
@@ -29,7 +30,7 @@ pub(super) async fn attempts(
     let task = visible_task(&state, &user, id).await?;
     let ended = state.store.task_attempts(id).await?;
     let mut attempts: Vec<TaskAttempt> = ended.into_iter().map(ended_view).collect();
-    let latest = running_view(&task).or_else(|| ended_before_history(&task));
+    let latest = running_view(&task).or_else(|| last_run(&task));
     if let Some(latest) = latest
         && attempts.last().is_none_or(|a| a.attempt < latest.attempt)
     {
@@ -41,11 +42,33 @@ pub(super) async fn attempts(
         for a in &mut attempts {
             a.runner_name = None;
         }
+    } else {
+        name_runners(&state, &mut attempts).await?;
     }
     Ok(Json(TaskAttempts {
         task_id: id,
         attempts,
     }))
+}
+
+/// Names the runners of the runs read from the task's row (the history's come named).
+async fn name_runners(state: &AppState, attempts: &mut [TaskAttempt]) -> Result<(), ApiError> {
+    let unnamed: Vec<RunnerId> = attempts
+        .iter()
+        .filter(|a| a.runner_name.is_none())
+        .filter_map(|a| a.runner_id)
+        .collect();
+    if unnamed.is_empty() {
+        return Ok(());
+    }
+    let runners = state.store.runners_by_ids(&unnamed).await?;
+    for a in attempts.iter_mut().filter(|a| a.runner_name.is_none()) {
+        a.runner_name = runners
+            .iter()
+            .find(|r| Some(r.id) == a.runner_id)
+            .map(|r| r.name.clone());
+    }
+    Ok(())
 }
 
 fn ended_view(a: AttemptRecord) -> TaskAttempt {
@@ -61,15 +84,16 @@ fn ended_view(a: AttemptRecord) -> TaskAttempt {
             .started_at
             .map(|start| (a.ended_at - start).num_milliseconds()),
         ended_as: Some(a.outcome),
-        retried: a.retried,
+        retried: true,
         exit_code: a.exit_code,
         error: a.error,
     }
 }
 
-/// The last run of a task that ended before its history was kept (runs are recorded as
-/// they end from the release that added `task_attempts` on), told from the task's row.
-fn ended_before_history(task: &TaskRecord) -> Option<TaskAttempt> {
+/// The run that ended the task, as its row holds it: a task that ended has run, unless it
+/// was cancelled or expired before any run (or before the run after a retry, which the
+/// history holds).
+fn last_run(task: &TaskRecord) -> Option<TaskAttempt> {
     let ran = task.status.is_terminal() && task.attempt > 0 && task.started_at.is_some();
     ran.then(|| TaskAttempt {
         attempt: task.attempt,
