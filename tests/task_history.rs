@@ -453,3 +453,48 @@ async fn a_short_id_names_only_the_callers_own_tasks_for_a_token_that_sees_only_
     .await;
     assert_eq!(status, 404, "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_that_ended_without_a_run_shows_no_run_of_its_own() {
+    let env = TestEnv::new("history-no-run").await;
+    let node = env.node().await;
+    let user = user_client(&node.url);
+    let parked = SubmitTask {
+        labels: vec!["nobody-has-this".into()],
+        command: Some(vec!["true".into()]),
+        ..SubmitTask::default()
+    };
+    // Rows as a run retried before the history was kept leaves them: attempt 1's start
+    // and exit code, then an end that was no run's.
+    let mut db = env.db().await;
+    let mut cases = Vec::new();
+    for (status, error, runs) in [
+        ("cancelled", baton_store::CANCELLED_BEFORE_IT_RAN, 0),
+        ("expired", "no runner took it", 0),
+        ("failed", "exit 3", 1),
+    ] {
+        let (task, _) = user.submit(&parked).await.unwrap();
+        cases.push(((task.id, status, error), runs));
+    }
+    for ((id, status, error), runs) in cases {
+        sqlx::query(
+            "UPDATE tasks SET status = $2, error = $3, attempt = 1, exit_code = 3,
+                              started_at = now() - interval '1 minute', finished_at = now()
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(status)
+        .bind(error)
+        .execute(&mut db)
+        .await
+        .unwrap();
+        let (code, body) = get(&node.url, &format!("/v1/tasks/{id}/attempts"), None).await;
+        assert_eq!(code, 200, "{body}");
+        let attempts = body["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), runs, "{status}: {body}");
+        if runs == 1 {
+            assert_eq!(attempts[0]["ended_as"], "failed");
+            assert_eq!(attempts[0]["exit_code"], 3);
+        }
+    }
+}

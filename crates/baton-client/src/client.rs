@@ -421,10 +421,15 @@ impl Client {
         ex: &Exchange,
         answer_within: Duration,
     ) -> Result<ExchangeAnswer, ClientError> {
+        // One deadline for the exchange, a resend without marks included: a runner sizes
+        // `answer_within` to its fence.
+        let deadline =
+            std::time::Instant::now() + answer_within + Duration::from_secs(ex.wait_s.into());
         let send = |ex: &Exchange| {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
             Self::json(
                 self.request(Method::POST, "/v1/runner/exchange")
-                    .timeout(answer_within + Duration::from_secs(ex.wait_s.into()))
+                    .timeout(left.max(Duration::from_millis(100)))
                     .json(ex),
             )
         };

@@ -31,9 +31,15 @@ impl ResultSpool {
         self.dir.join(format!("{lease_id}.json"))
     }
 
-    /// Keeps `result` until [`taken`](Self::taken): written whole or not at all.
+    /// Keeps `result` until [`taken`](Self::taken): written whole or not at all. Its log
+    /// tail is kept without marks: an agent of an earlier release, started on this state
+    /// folder after a rollback, reads no field it does not know and would drop the result.
     pub(crate) fn keep(&self, result: &CompletionItem) -> std::io::Result<()> {
-        crate::owner_only::write(&self.file(result.lease_id), &serde_json::to_vec(result)?)
+        let mut kept = result.clone();
+        if let Some(tail) = kept.log_tail.as_mut() {
+            tail.marks = None;
+        }
+        crate::owner_only::write(&self.file(kept.lease_id), &serde_json::to_vec(&kept)?)
     }
 
     /// The server has it (or will never take it): forgotten.

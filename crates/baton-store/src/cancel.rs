@@ -13,6 +13,10 @@ use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+/// The error of a task cancelled before its run (queued, scheduled, or leased and not
+/// started): its row's times and exit code are then an earlier run's, if any.
+pub const CANCELLED_BEFORE_IT_RAN: &str = "cancelled before it ran";
+
 /// What a cancel did, and what it was cancelled from (for the Redis follow-up).
 #[derive(Debug, Clone)]
 pub struct Cancelled {
@@ -82,7 +86,7 @@ pub(crate) async fn cancel_in(
             "UPDATE tasks
              SET status = $2, updated_at = $3,
                  finished_at = CASE WHEN $2 = 'cancelled' THEN $3 ELSE finished_at END,
-                 error = CASE WHEN $2 = 'cancelled' THEN 'cancelled before it ran' ELSE error END,
+                 error = CASE WHEN $2 = 'cancelled' THEN $6 ELSE error END,
                  runner_id = CASE WHEN status = 'queued' THEN $4 ELSE runner_id END,
                  lease_id = CASE WHEN status = 'queued' THEN $5 ELSE lease_id END
              WHERE id = $1
@@ -93,6 +97,7 @@ pub(crate) async fn cancel_in(
         .bind(now)
         .bind(lease.map(|(runner, _)| runner))
         .bind(lease.map(|(_, lease)| lease))
+        .bind(CANCELLED_BEFORE_IT_RAN)
         .fetch_one(&mut *conn)
         .await?;
         outbox_for_all(conn, &[&done], now).await?;

@@ -33,6 +33,7 @@ mod transitions;
 mod webhook_secret;
 
 pub use attempts::{AttemptRecord, SHORT_ID_MATCHES};
+pub use cancel::CANCELLED_BEFORE_IT_RAN;
 pub use cancel::Cancelled;
 pub use error::{StoreError, unavailable_seen};
 pub use group_commit::{

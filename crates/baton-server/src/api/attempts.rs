@@ -90,11 +90,15 @@ fn ended_view(a: AttemptRecord) -> TaskAttempt {
     }
 }
 
-/// The run that ended the task, as its row holds it: a task that ended has run, unless it
-/// was cancelled or expired before any run (or before the run after a retry, which the
-/// history holds).
+/// The run that ended the task, as its row holds it. An expiry, or a cancel before the
+/// task's next run, ended no run: the row's times are then an earlier run's, which the
+/// history holds (or, for a run retried before the history was kept, nobody does).
 fn last_run(task: &TaskRecord) -> Option<TaskAttempt> {
-    let ran = task.status.is_terminal() && task.attempt > 0 && task.started_at.is_some();
+    let ended_no_run = task.status == TaskStatus::Expired
+        || (task.status == TaskStatus::Cancelled
+            && task.error.as_deref() == Some(baton_store::CANCELLED_BEFORE_IT_RAN));
+    let ran =
+        task.status.is_terminal() && !ended_no_run && task.attempt > 0 && task.started_at.is_some();
     ran.then(|| TaskAttempt {
         attempt: task.attempt,
         runner_id: task.runner_id,
