@@ -100,21 +100,15 @@ fn last_run(task: &TaskRecord) -> Option<TaskAttempt> {
     let ran =
         task.status.is_terminal() && !ended_no_run && task.attempt > 0 && task.started_at.is_some();
     ran.then(|| TaskAttempt {
-        attempt: task.attempt,
-        runner_id: task.runner_id,
-        runner_name: None,
-        lease_id: task.lease_id,
-        leased_at: task.leased_at,
-        started_at: task.started_at,
         ended_at: task.finished_at,
         duration_ms: task
             .started_at
             .zip(task.finished_at)
             .map(|(start, end)| (end - start).num_milliseconds()),
         ended_as: Some(task.status.as_str().to_string()),
-        retried: false,
         exit_code: task.exit_code,
         error: task.error.clone(),
+        ..run_of_row(task)
     })
 }
 
@@ -122,7 +116,12 @@ fn last_run(task: &TaskRecord) -> Option<TaskAttempt> {
 /// and not ended.
 fn running_view(task: &TaskRecord) -> Option<TaskAttempt> {
     let running = matches!(task.status, TaskStatus::Running | TaskStatus::Cancelling);
-    running.then_some(TaskAttempt {
+    running.then(|| run_of_row(task))
+}
+
+/// The run the task's row holds, as far as a run under way is known: who and since when.
+fn run_of_row(task: &TaskRecord) -> TaskAttempt {
+    TaskAttempt {
         attempt: task.attempt,
         runner_id: task.runner_id,
         runner_name: None,
@@ -135,5 +134,5 @@ fn running_view(task: &TaskRecord) -> Option<TaskAttempt> {
         retried: false,
         exit_code: None,
         error: None,
-    })
+    }
 }
