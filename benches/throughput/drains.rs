@@ -148,6 +148,41 @@ pub(crate) async fn protocol_drain(
     (submit, drain)
 }
 
+/// Bulk submit alone (`--only submit`, for profiling it): `scale.drain` tasks from one
+/// client in batches of 1,000, left queued; the rate and the cost per task, the
+/// benchmark's own client included.
+pub(crate) async fn submit_alone(
+    stack: &Stack,
+    scale: &Scale,
+    sources: &impl Fn(&[(String, Vec<u32>)]) -> Sources,
+    processes: &[(String, Vec<u32>)],
+    round: usize,
+) -> Figure {
+    let mut with_client = processes.to_vec();
+    with_client.push(("client".into(), vec![std::process::id()]));
+    let src = sources(&with_client);
+    stack.settle().await;
+    let before = src.snapshot().await;
+    let took = bulk_submit(
+        &stack.lb.url,
+        &format!("submit-{round}"),
+        scale.drain,
+        "true",
+    )
+    .await;
+    stack.settle().await;
+    let after = src.snapshot().await;
+    let submit = Figure {
+        rate: scale.drain as f64 / took.as_secs_f64(),
+        usage: usage(&before, &after),
+        tasks: scale.drain,
+    };
+    println!("round {round}: bulk submit {:.0} tasks/s", submit.rate);
+    println!("  submit {}", submit.usage.per_task(submit.tasks));
+    println!("{}", submit.usage.top_statements(submit.tasks, 8));
+    submit
+}
+
 /// The drain with a subscriber to every task event on each node; and the fewest events
 /// a subscriber received (each task has three: queued, running, succeeded).
 pub(crate) async fn subscribed_drain(

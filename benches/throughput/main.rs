@@ -64,6 +64,18 @@ struct Scale {
 }
 
 fn scale() -> Scale {
+    let mut scale = rounds_and_counts();
+    // A longer phase for a profiler to sample (`BATON_BENCH_TASKS=200000 ... --only submit`).
+    if let Some(n) = std::env::var("BATON_BENCH_TASKS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        scale.drain = n;
+    }
+    scale
+}
+
+fn rounds_and_counts() -> Scale {
     if std::env::args().any(|a| a == "--quick") {
         Scale {
             rounds: 1,
@@ -124,7 +136,7 @@ fn median_figure(mut rounds: Vec<Figure>) -> Figure {
     rounds.swap_remove(rounds.len() / 2)
 }
 
-/// `--only PHASE` (bullmq, first, drain, events, agent, pickup, idle, full): one phase,
+/// `--only PHASE` (bullmq, first, drain, submit, events, agent, pickup, idle, full): one phase,
 /// for profiling.
 fn only() -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -191,6 +203,12 @@ async fn bench() {
             let (submit, drain) = protocol_drain(&stack, &scale, &sources, &processes, round).await;
             submits.push(submit);
             drains.push(drain);
+        }
+    }
+    // Only when asked for by name: the drain's rounds measure the bulk submit too.
+    if only().as_deref() == Some("submit") {
+        for round in 0..scale.rounds {
+            submit_alone(&stack, &scale, &sources, &processes, round).await;
         }
     }
     let mut subscribed = Vec::new();

@@ -79,8 +79,9 @@ macro_rules! bind_filter {
     };
 }
 
-/// A validated task about to be inserted.
-#[derive(Debug, Clone)]
+/// A validated task about to be inserted. Serialized, it is a row as the insert's
+/// `jsonb_to_recordset` reads it (`transitions/sql.rs`): each field's name is its column's.
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct NewTask {
     /// Its id (UUIDv7: ids order by submit time).
     pub id: Uuid,

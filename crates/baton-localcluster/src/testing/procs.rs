@@ -37,7 +37,10 @@ pub fn baton_binary() -> &'static Path {
 
 /// Where tests keep their files: `target/tmp`, as cargo's `CARGO_TARGET_TMPDIR` names it.
 pub fn target_tmp_dir() -> PathBuf {
-    let target = baton_binary()
+    // Absolute: nginx and Postgres take paths relative to their own prefix, so a
+    // `BATON_BIN` given relative to the working folder would point them nowhere.
+    let binary = std::path::absolute(baton_binary()).expect("the working folder exists");
+    let target = binary
         .parent()
         .and_then(Path::parent)
         .expect("the binary is in target/<profile>");

@@ -5,7 +5,6 @@ use super::{Apply, FinishRun, StartRun, sql};
 use crate::tasks::NewTask;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use sqlx::postgres::PgArguments;
 use sqlx::query::QueryAs;
 use sqlx::types::Json;
@@ -91,31 +90,9 @@ pub(super) fn bind_starts<'q, O>(
         .bind(leased)
 }
 
-/// One task as `jsonb_to_recordset` reads it.
-pub(super) fn insert_row(t: &NewTask) -> Value {
-    serde_json::json!({
-        "id": t.id,
-        "queue": t.queue,
-        "labels": t.labels,
-        "command": t.command,
-        "script": t.script,
-        "env": t.env,
-        "payload": t.payload,
-        "priority": t.priority,
-        "timeout_s": t.timeout_s,
-        "queue_timeout_s": t.queue_timeout_s,
-        "max_attempts": t.max_attempts,
-        "idempotency_key": t.idempotency_key,
-        "created_by": t.created_by,
-        "traceparent": t.traceparent,
-        "run_at": t.run_at,
-        "notify_url": t.notify_url,
-        "secret_env": t.secret_env,
-        "schedule_id": t.schedule_id,
-        "scheduled_for": t.scheduled_for,
-        "retry_of": t.retry_of,
-        "retry_policy": t.retry_policy,
-        "concurrency_key": t.concurrency_key,
-        "concurrency_limit": t.concurrency_limit,
-    })
+/// The tasks as the insert's `jsonb_to_recordset` reads them: `NewTask` serializes to
+/// its columns by name, straight from the structs (building a `serde_json::Value` per task
+/// first was a tenth of a node's CPU in a bulk submit).
+pub(super) fn insert_rows(tasks: &[NewTask]) -> Json<&[NewTask]> {
+    Json(tasks)
 }

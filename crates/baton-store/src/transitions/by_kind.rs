@@ -3,7 +3,7 @@
 //! once). Log chunks are decided against the rows locked first; everything else is a
 //! compare-and-set that says which rows it changed.
 
-use super::binds::{bind_finishes, bind_starts, insert_row};
+use super::binds::{bind_finishes, bind_starts, insert_rows};
 use super::sql;
 use super::{
     Apply, FinishRun, Holder, LogWrite, StartRun, Started, StoredChunk, accept_chunk,
@@ -15,9 +15,7 @@ use crate::tasks::{NewTask, TaskRecord};
 use crate::transition::Transition;
 use baton_core::TaskStatus;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use sqlx::PgConnection;
-use sqlx::types::Json;
 use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
@@ -29,10 +27,9 @@ pub(super) async fn insert(
     if tasks.is_empty() {
         return Ok(Vec::new());
     }
-    let rows: Vec<Value> = tasks.iter().map(insert_row).collect();
     let created = super::by_id(
         sqlx::query_as::<_, TaskRecord>(sqlx::AssertSqlSafe(sql::insert(1, 2)))
-            .bind(Json(rows))
+            .bind(insert_rows(tasks))
             .bind(now)
             .fetch_all(&mut *conn)
             .await?,

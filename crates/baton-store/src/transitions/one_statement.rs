@@ -6,7 +6,7 @@
 //! task the batch writes is answered from what the write returned (or, when it changed
 //! nothing, from a read after the statement), never from the snapshot.
 
-use super::binds::{bind_finishes, bind_starts, insert_row};
+use super::binds::{bind_finishes, bind_starts, insert_rows};
 use super::sql;
 use super::{
     Apply, Done, Holder, Started, Work, finish_refused, start_refused, with_repeated_keys,
@@ -16,8 +16,6 @@ use crate::metered::MeteredPool;
 use crate::tasks::TaskRecord;
 use crate::transition::Transition;
 use baton_core::TaskStatus;
-use serde_json::Value;
-use sqlx::types::Json;
 use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
@@ -108,8 +106,7 @@ pub(crate) async fn write(
         query = bind_finishes(query, &finishes, how);
     }
     if !work.inserts.is_empty() {
-        let inserts: Vec<Value> = work.inserts.iter().map(insert_row).collect();
-        query = query.bind(Json(inserts)).bind(how.now);
+        query = query.bind(insert_rows(&work.inserts)).bind(how.now);
     }
     if !plain_reads.is_empty() {
         query = query.bind(&plain_reads);
