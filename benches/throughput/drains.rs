@@ -13,13 +13,7 @@ pub(crate) async fn runner_token(url: &str) -> String {
 /// how long it took.
 pub(crate) async fn bulk_submit(url: &str, queue: &str, n: usize, command: &str) -> Duration {
     let started = Instant::now();
-    let batches: Vec<Vec<SubmitTask>> = (0..n)
-        .map(|_| SubmitTask {
-            queue: Some(queue.to_string()),
-            command: Some(vec![command.to_string()]),
-            ..SubmitTask::default()
-        })
-        .collect::<Vec<_>>()
+    let batches: Vec<Vec<SubmitTask>> = tasks_of(queue, n, command)
         .chunks(1000)
         .map(|c| c.to_vec())
         .collect();
@@ -28,6 +22,52 @@ pub(crate) async fn bulk_submit(url: &str, queue: &str, n: usize, command: &str)
         client.submit_batch(batch).await.expect("bulk submit");
     }
     started.elapsed()
+}
+
+/// `n` tasks running `command` in `queue`.
+pub(crate) fn tasks_of(queue: &str, n: usize, command: &str) -> Vec<SubmitTask> {
+    (0..n)
+        .map(|_| SubmitTask {
+            queue: Some(queue.to_string()),
+            command: Some(vec![command.to_string()]),
+            ..SubmitTask::default()
+        })
+        .collect()
+}
+
+/// Starts a protocol-level runner process with 16 slots for each token, talking to
+/// `url`, with `env` set.
+pub(crate) fn protocol_runners(
+    url: &str,
+    tokens: &[String],
+    env: &[(&str, &std::path::Path)],
+) -> Vec<std::process::Child> {
+    let exe = std::env::current_exe().unwrap();
+    tokens
+        .iter()
+        .map(|token| {
+            std::process::Command::new(&exe)
+                .args(["--protocol-runner", url, token, "16"])
+                .envs(env.iter().copied())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("protocol runner")
+        })
+        .collect()
+}
+
+/// A bulk submit of `scale.drain` tasks to `queue` with the cost read around it.
+async fn measured_submit(stack: &Stack, scale: &Scale, src: &Sources, queue: &str) -> Figure {
+    stack.settle().await;
+    let before = src.snapshot().await;
+    let took = bulk_submit(&stack.lb.url, queue, scale.drain, "true").await;
+    stack.settle().await;
+    let after = src.snapshot().await;
+    Figure {
+        rate: scale.drain as f64 / took.as_secs_f64(),
+        usage: usage(&before, &after),
+        tasks: scale.drain,
+    }
 }
 
 /// Waits until every task of `queue` succeeded; the drain rate from Postgres's own
@@ -95,29 +135,8 @@ pub(crate) async fn protocol_drain(
         runner_token(&stack.lb.url).await,
         runner_token(&stack.lb.url).await,
     ];
-    let src = sources(processes);
-    stack.settle().await;
-    let before = src.snapshot().await;
-    let took = bulk_submit(&stack.lb.url, &queue, scale.drain, "true").await;
-    stack.settle().await;
-    let submitted = src.snapshot().await;
-    let submit = Figure {
-        rate: scale.drain as f64 / took.as_secs_f64(),
-        usage: usage(&before, &submitted),
-        tasks: scale.drain,
-    };
-
-    let exe = std::env::current_exe().unwrap();
-    let mut runners: Vec<std::process::Child> = tokens
-        .iter()
-        .map(|token| {
-            std::process::Command::new(&exe)
-                .args(["--protocol-runner", &stack.lb.url, token, "16"])
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .expect("protocol runner")
-        })
-        .collect();
+    let submit = measured_submit(stack, scale, &sources(processes), &queue).await;
+    let mut runners = protocol_runners(&stack.lb.url, &tokens, &[]);
     let mut with_runners = processes.to_vec();
     with_runners.push(("runners".into(), runners.iter().map(|r| r.id()).collect()));
     let src = sources(&with_runners);

@@ -41,6 +41,7 @@ mod idle;
 mod pickup;
 mod protocol_runner;
 mod stack;
+mod sustained;
 
 use baton_client::{Client, Exchange, ItemResult, StartItem, SubmitTask};
 use counters::{Sources, Usage, rss_mib, usage};
@@ -65,7 +66,8 @@ struct Scale {
 
 fn scale() -> Scale {
     let mut scale = rounds_and_counts();
-    // A longer phase for a profiler to sample (`BATON_BENCH_TASKS=200000 ... --only submit`).
+    // A longer phase for a profiler to sample (`BATON_BENCH_TASKS=200000 ... --only
+    // submit`): the tasks of every drain and bulk submit.
     if let Some(n) = std::env::var("BATON_BENCH_TASKS")
         .ok()
         .and_then(|n| n.parse().ok())
@@ -136,8 +138,8 @@ fn median_figure(mut rounds: Vec<Figure>) -> Figure {
     rounds.swap_remove(rounds.len() / 2)
 }
 
-/// `--only PHASE` (bullmq, first, drain, submit, events, agent, pickup, idle, full): one phase,
-/// for profiling.
+/// `--only PHASE`: one phase (bullmq, first, drain, events, agent, pickup, idle, full), to
+/// profile it; or one not in the default run (submit, alone; sustained, half an hour).
 fn only() -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     let i = args.iter().position(|a| a == "--only")?;
@@ -162,7 +164,13 @@ async fn bench() {
     } else {
         None
     };
-    let stack = Stack::start().await;
+    // The sustained run keeps finished tasks as long as the issue names; the other
+    // phases keep them all (the full-table drain counts on it).
+    let stack = if only().as_deref() == Some("sustained") {
+        Stack::start_with(&["--retention-s", sustained::RETENTION_S]).await
+    } else {
+        Stack::start().await
+    };
     let mut processes: Vec<(String, Vec<u32>)> = vec![
         (
             "nodes".into(),
@@ -210,6 +218,10 @@ async fn bench() {
         for round in 0..scale.rounds {
             submit_alone(&stack, &scale, &sources, &processes, round).await;
         }
+    }
+    // Half an hour: only when asked for by name.
+    if only().as_deref() == Some("sustained") {
+        sustained::sustained(&stack, &scale, &sources, &processes).await;
     }
     let mut subscribed = Vec::new();
     if runs("events") {

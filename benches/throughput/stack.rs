@@ -21,6 +21,11 @@ pub struct Stack {
 
 impl Stack {
     pub async fn start() -> Stack {
+        Stack::start_with(&[]).await
+    }
+
+    /// The stack with more `baton serve` flags on each node.
+    pub async fn start_with(node_args: &[&str]) -> Stack {
         let pg = PostgresProc::start_durable(&[
             "shared_preload_libraries=pg_stat_statements",
             "pg_stat_statements.track_planning=on",
@@ -43,7 +48,7 @@ impl Stack {
             .unwrap();
         let mut nodes = Vec::new();
         for _ in 0..3 {
-            nodes.push(env.node().await);
+            nodes.push(env.node_with(node_args).await);
         }
         let ports: Vec<u16> = nodes.iter().map(|n| port_of(&n.url)).collect();
         let pinned_ports = [free_port(), free_port()];

@@ -18,7 +18,9 @@ pub fn baton_binary() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
         if let Some(bin) = std::env::var_os("BATON_BIN") {
-            return PathBuf::from(bin);
+            // Absolute: the test folders are found from it, and nginx and Postgres take
+            // paths relative to their own prefix.
+            return std::path::absolute(bin).expect("the working folder exists");
         }
         let exe = std::env::current_exe().expect("the test's own path");
         let profile_dir = exe
@@ -37,10 +39,7 @@ pub fn baton_binary() -> &'static Path {
 
 /// Where tests keep their files: `target/tmp`, as cargo's `CARGO_TARGET_TMPDIR` names it.
 pub fn target_tmp_dir() -> PathBuf {
-    // Absolute: nginx and Postgres take paths relative to their own prefix, so a
-    // `BATON_BIN` given relative to the working folder would point them nowhere.
-    let binary = std::path::absolute(baton_binary()).expect("the working folder exists");
-    let target = binary
+    let target = baton_binary()
         .parent()
         .and_then(Path::parent)
         .expect("the binary is in target/<profile>");

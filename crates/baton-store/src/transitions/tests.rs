@@ -115,3 +115,51 @@ fn chunks_of_a_stale_lease_or_another_runner_are_refused() {
     ));
     assert_eq!(h.log_size, 0, "nothing refused moves the log on");
 }
+
+/// The insert reads each task as `NewTask` serializes it, by column name: a field renamed
+/// on one side only would insert NULL without an error.
+#[test]
+fn a_new_task_serializes_to_the_inserts_columns() {
+    let task = NewTask {
+        id: Uuid::nil(),
+        queue: "q".into(),
+        labels: vec![],
+        command: Some(vec!["true".into()]),
+        script: None,
+        env: Default::default(),
+        secret_env: Default::default(),
+        payload: None,
+        priority: 0,
+        timeout_s: 1,
+        queue_timeout_s: 1,
+        max_attempts: 1,
+        run_at: None,
+        idempotency_key: None,
+        notify_url: None,
+        created_by: "t".into(),
+        traceparent: None,
+        schedule_id: None,
+        scheduled_for: None,
+        retry_of: None,
+        retry_policy: None,
+        concurrency_key: None,
+        concurrency_limit: None,
+    };
+    let serialized = serde_json::to_value(&task).unwrap();
+    let mut fields: Vec<&str> = serialized
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let statement = sql::insert(1, 2);
+    let recordset = &statement[statement.find("AS r(").unwrap() + 5..];
+    let recordset = &recordset[..recordset.find(')').unwrap()];
+    let mut columns: Vec<&str> = recordset
+        .split(',')
+        .map(|c| c.split_whitespace().next().unwrap())
+        .collect();
+    fields.sort_unstable();
+    columns.sort_unstable();
+    assert_eq!(fields, columns);
+}
