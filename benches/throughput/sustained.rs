@@ -323,100 +323,87 @@ fn draw(path: &Path, samples: &[Sample], peak: f64) -> Result<(), String> {
     let series = |f: fn(&Sample) -> f64| -> Vec<(f64, f64)> {
         samples.iter().map(|s| (s.minute, f(s))).collect()
     };
-    let top = |v: &[(f64, f64)]| v.iter().map(|p| p.1).fold(1.0, f64::max) * 1.15;
-
-    let finished = series(|s| s.finished_per_s);
-    let submitted = series(|s| s.submitted_per_s);
-    let mut rates = ChartBuilder::on(&panels[0])
-        .caption(
-            format!(
-                "Tasks per second (peak drain {peak:.0}/s, submitting at {:.0} %)",
-                LOAD * 100.0
+    panel(
+        &panels[0],
+        &format!(
+            "Tasks per second (peak drain {peak:.0}/s, submitting at {:.0} %)",
+            LOAD * 100.0
+        ),
+        minutes,
+        1.0,
+        vec![
+            (series(|s| s.submitted_per_s), BLUE, "submitted"),
+            (
+                series(|s| s.finished_per_s),
+                RGBColor(0, 150, 0),
+                "finished",
             ),
-            ("sans-serif", 18),
-        )
-        .margin(10)
-        .x_label_area_size(30)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..minutes, 0.0..top(&finished).max(top(&submitted)))
-        .map_err(|e| e.to_string())?;
-    rates
-        .configure_mesh()
-        .x_desc("minutes")
-        .draw()
-        .map_err(|e| e.to_string())?;
-    line(&mut rates, submitted, BLUE, "submitted")?;
-    line(&mut rates, finished, RGBColor(0, 150, 0), "finished")?;
-    legend(&mut rates)?;
-
-    let table = series(|s| s.table_mib);
-    let indexes = series(|s| s.indexes_mib);
-    let mut sizes = ChartBuilder::on(&panels[1])
-        .caption(
-            format!(
-                "Tasks table and its indexes, MiB (finished tasks kept {RETENTION_MIN:.0} minutes)"
-            ),
-            ("sans-serif", 18),
-        )
-        .margin(10)
-        .x_label_area_size(30)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..minutes, 0.0..top(&table).max(top(&indexes)))
-        .map_err(|e| e.to_string())?;
-    sizes
-        .configure_mesh()
-        .x_desc("minutes")
-        .draw()
-        .map_err(|e| e.to_string())?;
-    line(&mut sizes, table, RED, "table")?;
-    line(&mut sizes, indexes, MAGENTA, "indexes")?;
-    legend(&mut sizes)?;
-
-    let slowest = series(|s| s.slowest_ms);
-    let mut stalls = ChartBuilder::on(&panels[2])
-        .caption(
-            format!(
-                "Slowest request doing work in each interval, ms (target <= {})",
-                STALL.as_millis()
-            ),
-            ("sans-serif", 18),
-        )
-        .margin(10)
-        .x_label_area_size(30)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..minutes, 0.0..top(&slowest).max(100.0))
-        .map_err(|e| e.to_string())?;
-    stalls
-        .configure_mesh()
-        .x_desc("minutes")
-        .draw()
-        .map_err(|e| e.to_string())?;
-    line(&mut stalls, slowest, BLACK, "slowest request")?;
-    legend(&mut stalls)?;
+        ],
+    )?;
+    panel(
+        &panels[1],
+        &format!(
+            "Tasks table and its indexes, MiB (finished tasks kept {RETENTION_MIN:.0} minutes)"
+        ),
+        minutes,
+        1.0,
+        vec![
+            (series(|s| s.table_mib), RED, "table"),
+            (series(|s| s.indexes_mib), MAGENTA, "indexes"),
+        ],
+    )?;
+    panel(
+        &panels[2],
+        &format!(
+            "Slowest request doing work in each interval, ms (target <= {})",
+            STALL.as_millis()
+        ),
+        minutes,
+        100.0,
+        vec![(series(|s| s.slowest_ms), BLACK, "slowest request")],
+    )?;
     root.present().map_err(|e| e.to_string())
 }
 
-type Chart<'a> = ChartContext<
-    'a,
-    SVGBackend<'a>,
-    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
->;
+/// A line of a panel: its points, colour and name.
+type Line<'a> = (Vec<(f64, f64)>, RGBColor, &'a str);
 
-fn line(
-    chart: &mut Chart<'_>,
-    points: Vec<(f64, f64)>,
-    color: RGBColor,
-    name: &str,
+/// One panel: `lines` (points, colour, name) over `minutes`, the y axis from 0 to 15 %
+/// above the highest point, or to `least_top` if that is higher, with a legend.
+fn panel(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    caption: &str,
+    minutes: f64,
+    least_top: f64,
+    lines: Vec<Line<'_>>,
 ) -> Result<(), String> {
+    let top = (lines
+        .iter()
+        .flat_map(|(points, _, _)| points.iter().map(|p| p.1))
+        .fold(1.0, f64::max)
+        * 1.15)
+        .max(least_top);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..minutes, 0.0..top)
+        .map_err(|e| e.to_string())?;
     chart
-        .draw_series(LineSeries::new(points, color.stroke_width(2)))
-        .map_err(|e| e.to_string())?
-        .label(name)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-    Ok(())
-}
-
-fn legend(chart: &mut Chart<'_>) -> Result<(), String> {
+        .configure_mesh()
+        .x_desc("minutes")
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (points, color, name) in lines {
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
