@@ -189,6 +189,10 @@ async fn bring_up(
         }
     };
 
+    let lb_url = format!("http://127.0.0.1:{}", args.port);
+    let provisioned = work.root().join("provisioned");
+    let config = provisioners_file(work, &lb_url, &provisioned)?;
+    cluster.stop_provisioned_runners(provisioned);
     let settings = NodeSettings {
         database_url,
         redis_url,
@@ -196,7 +200,7 @@ async fn bring_up(
         registration_token: args.registration_token.clone(),
         secrets_key: nodes::fresh_secrets_key(),
         fixed_ids: true,
-        extra_args: Vec::new(),
+        extra_args: vec!["--config".into(), config.display().to_string()],
         extra_env: Vec::new(),
     };
     // The first node alone, since it applies the migrations; then the rest together.
@@ -221,7 +225,6 @@ async fn bring_up(
         println!("  {:<9} http://127.0.0.1:{port}", cluster.get(*node).name());
     }
 
-    let lb_url = format!("http://127.0.0.1:{}", args.port);
     let (again, lb_port, upstream) = (work.clone(), args.port, node_ports.clone());
     let lb = cluster.add_restartable(
         Role::LoadBalancer,
@@ -252,6 +255,25 @@ async fn bring_up(
     Ok(lb_url)
 }
 
+/// The nodes' settings file: one provisioner, `ephemeral`, which starts a runner as a
+/// process of the node for each task labelled `ephemeral` (up to 4 at once), talking to
+/// the load balancer, in `dir` (docs/dynamic-runners.md).
+fn provisioners_file(work: &WorkDir, lb_url: &str, dir: &Path) -> anyhow::Result<PathBuf> {
+    let file = work.root().join("baton.toml");
+    let settings = format!(
+        "[[provisioners]]\n\
+         name = \"ephemeral\"\n\
+         labels = [\"ephemeral\"]\n\
+         capacity = 4\n\
+         claim_timeout_s = 60\n\
+         server_url = {lb_url:?}\n\
+         dir = {dir:?}\n\
+         runner_args = [\"--shutdown-grace-s\", \"5\"]\n"
+    );
+    std::fs::write(&file, settings)?;
+    Ok(file)
+}
+
 fn print_next_steps(lb_url: &str, api_token: &str, work: &WorkDir) {
     let baton = baton_for_display();
     println!(
@@ -263,6 +285,7 @@ fn print_next_steps(lb_url: &str, api_token: &str, work: &WorkDir) {
          \n\nIn another terminal:\
          \n  export BATON_SERVER={lb_url} BATON_TOKEN={api_token}\
          \n  {baton} task submit --wait -- echo hi\
+         \n  {baton} task submit --label ephemeral --wait -- echo hi   # a runner is started for it\
          \n  {baton} task list\
          \n  {baton} task watch         # every status change, as it happens\
          \n\nBreak it and watch it mend (a member that dies is started again):\

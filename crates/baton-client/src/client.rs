@@ -461,6 +461,25 @@ impl Client {
         Self::json(self.request(Method::GET, "/v1/nodes")).await
     }
 
+    /// The demand for a runner with `labels` serving `queues` (empty: all): waiting tasks
+    /// it could take, and those no registered runner could take now.
+    pub async fn demand(
+        &self,
+        labels: &[String],
+        queues: &[String],
+    ) -> Result<DemandView, ClientError> {
+        let mut query = vec![("labels", labels.join(","))];
+        if !queues.is_empty() {
+            query.push(("queues", queues.join(",")));
+        }
+        Self::json(self.request(Method::GET, "/v1/demand").query(&query)).await
+    }
+
+    /// The node's provisioners, with their demand and open assignments.
+    pub async fn provisioners(&self) -> Result<ProvisionerList, ClientError> {
+        Self::json(self.request(Method::GET, "/v1/provisioners")).await
+    }
+
     /// A report call: its own client span, which the server's request span continues.
     #[tracing::instrument(name = "runner.start", skip_all, fields(otel.kind = "client", task.id = %task))]
     pub async fn start(&self, task: Uuid, lease_id: LeaseId) -> Result<Started, ClientError> {

@@ -316,9 +316,9 @@ impl Coord {
         Ok(out)
     }
 
-    /// How many tasks wait in each queue, summed over its label sets (one ZCARD per
-    /// queue key, pipelined), by queue name and sorted by it.
-    pub async fn queue_depths(&self) -> Result<Vec<(String, u64)>, CoordError> {
+    /// How many tasks wait in each queue key (one ZCARD per key, pipelined), with the
+    /// key's queue and label set.
+    pub async fn queue_key_depths(&self) -> Result<Vec<(String, LabelSet, u64)>, CoordError> {
         let mut conn = self.conn().await?;
         let keys: Vec<String> = redis::cmd("HKEYS")
             .arg(self.keys.queues())
@@ -333,11 +333,22 @@ impl Coord {
         } else {
             pipe.query_async(&mut conn).await?
         };
+        Ok(keys
+            .iter()
+            .zip(sizes)
+            .filter_map(|(rel, size)| {
+                let (queue, labels) = baton_core::queue_order::parse_queue_key(rel)?;
+                Some((queue, labels, size))
+            })
+            .collect())
+    }
+
+    /// How many tasks wait in each queue, summed over its label sets, by queue name and
+    /// sorted by it.
+    pub async fn queue_depths(&self) -> Result<Vec<(String, u64)>, CoordError> {
         let mut depths = std::collections::BTreeMap::<String, u64>::new();
-        for (rel, size) in keys.iter().zip(sizes) {
-            if let Some((queue, _)) = baton_core::queue_order::parse_queue_key(rel) {
-                *depths.entry(queue).or_default() += size;
-            }
+        for (queue, _, size) in self.queue_key_depths().await? {
+            *depths.entry(queue).or_default() += size;
         }
         Ok(depths.into_iter().collect())
     }

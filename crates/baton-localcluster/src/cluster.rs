@@ -51,12 +51,17 @@ struct Entry {
     down: bool,
 }
 
+/// How long runners started on demand have to stop before they are killed.
+const PROVISIONED_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// The members `baton dev` started, each with the way to start it again.
 #[derive(Default)]
 pub struct Cluster {
     members: Vec<Entry>,
     /// Folders to remove once everything has stopped.
     scratch: Vec<PathBuf>,
+    /// Folders of the nodes' runners on demand: those runners are stopped first.
+    provisioned: Vec<PathBuf>,
 }
 
 /// A handle on one member, valid for the cluster's life (a restart keeps it).
@@ -132,6 +137,12 @@ impl Cluster {
         self.scratch.push(dir);
     }
 
+    /// Stops the runners the nodes start on demand in `dir` before anything else: they
+    /// run in process groups of their own, which the nodes' stop does not reach.
+    pub fn stop_provisioned_runners(&mut self, dir: PathBuf) {
+        self.provisioned.push(dir);
+    }
+
     /// Resolves when a member that is not down exits: which, and how it ended.
     /// Cancel-safe. Pending forever while every member is down.
     pub async fn next_exit(&mut self) -> (Member, String) {
@@ -204,6 +215,16 @@ impl Cluster {
 
     /// Stops every member, in `Role` order, each with its own signal and grace period.
     pub async fn stop(&mut self) {
+        for dir in self.provisioned.drain(..) {
+            let stopped = tokio::task::spawn_blocking(move || {
+                crate::strays::stop_runners_under(&dir, PROVISIONED_GRACE)
+            })
+            .await
+            .unwrap_or(0);
+            if stopped > 0 {
+                println!("  stopped {stopped} runner processes started on demand");
+            }
+        }
         self.members.sort_by_key(|e| e.role);
         for entry in &mut self.members {
             let process = &mut entry.process;

@@ -21,6 +21,7 @@ pub mod redis_sentinel;
 pub mod replication;
 pub mod runners;
 pub mod skewed_clock;
+pub mod strays;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod timings;

@@ -355,6 +355,8 @@ fn bearer_token(parts: &Parts) -> Result<&str, ApiError> {
 /// Runner tokens carry this prefix, so a token's kind is known before any lookup and
 /// each request costs at most one (cached, for runners) query.
 pub(crate) const RUNNER_TOKEN_PREFIX: &str = "brt_";
+/// Registration tokens created through the API, or by a provisioner, carry this one.
+pub(crate) const REGISTRATION_TOKEN_PREFIX: &str = "brg_";
 /// API tokens created through the API carry this one.
 pub(crate) const API_TOKEN_PREFIX: &str = "bat_";
 

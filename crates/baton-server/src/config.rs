@@ -6,8 +6,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod provisioners;
 mod trace_url;
 
+pub use provisioners::{BackendKind, ProvisionerConfig};
 pub use trace_url::TraceUrlTemplate;
 
 /// Every setting of one node (`baton serve`). Unknown keys are refused, so a misspelt
@@ -138,6 +140,11 @@ pub struct ServeConfig {
     /// Where the web console links a task's trace: a URL with `{trace_id}` in it (a
     /// Jaeger UI's `.../trace/{trace_id}`). Unset: the console shows no trace links.
     pub ui_trace_url: Option<TraceUrlTemplate>,
+    /// Runners started on demand for waiting work (`[[provisioners]]`,
+    /// docs/dynamic-runners.md); none by default.
+    pub provisioners: Vec<ProvisionerConfig>,
+    /// How often a node looks at the demand and at the runners it started.
+    pub provision_interval_ms: u64,
 }
 
 /// Input limits: each one breached is answered with a JSON 413 or 422.
@@ -414,6 +421,8 @@ impl Default for ServeConfig {
             webhook_max_attempts: 20,
             webhook_max_age_s: 86_400,
             ui_trace_url: None,
+            provisioners: Vec::new(),
+            provision_interval_ms: 1_000,
         }
     }
 }
@@ -478,6 +487,11 @@ impl ServeConfig {
             );
         }
         Ok(access)
+    }
+
+    /// Every provisioner can run (docs/dynamic-runners.md): refused at start otherwise.
+    pub fn provisioners_check(&self) -> Result<(), String> {
+        provisioners::check_all(&self.provisioners)
     }
 
     /// A Redis Cluster keeps every key Baton writes in one slot only if the prefix holds a

@@ -20,6 +20,7 @@ mod metrics;
 pub mod node;
 mod node_liveness;
 mod presence;
+mod provision;
 mod queue_defaults;
 mod queueing;
 mod quota;

@@ -39,6 +39,11 @@ pub(crate) const HTTP_DURATION: &str = "baton_http_request_duration_seconds";
 pub(crate) const SCHEDULE_FIRE_LAG: &str = "baton_schedule_fire_lag_seconds";
 pub(crate) const SCHEDULE_TICKS_SKIPPED: &str = "baton_schedule_ticks_skipped_total";
 pub(crate) const BUILD_INFO: &str = "baton_build_info";
+pub(crate) const PROVISION_DEMAND: &str = "baton_provision_demand";
+pub(crate) const PROVISION_RUNNERS: &str = "baton_provision_runners";
+pub(crate) const PROVISION_STARTED: &str = "baton_provision_started_total";
+pub(crate) const PROVISION_FAILURES: &str = "baton_provision_failures_total";
+pub(crate) const PROVISION_CLAIM: &str = "baton_provision_claim_seconds";
 
 /// What the reconciler's actions are counted as: one per outcome of `act`.
 pub(crate) const RECONCILER_ACTION_KINDS: [&str; 6] = [
@@ -92,6 +97,7 @@ pub(crate) fn install() -> &'static PrometheusHandle {
             (LEASE_WAIT, LEASE_WAIT_BUCKETS),
             (HTTP_DURATION, HTTP_BUCKETS),
             (SCHEDULE_FIRE_LAG, PICKUP_BUCKETS),
+            (PROVISION_CLAIM, PICKUP_BUCKETS),
             (baton_store::TASK_RUN_SECONDS, RUN_BUCKETS),
             (baton_coord::REDIS_COMMAND_DURATION, REDIS_BUCKETS),
             (baton_store::POSTGRES_QUERY_DURATION, POSTGRES_BUCKETS),
@@ -197,6 +203,23 @@ fn describe() {
         "What this node's reconciler did, by action"
     );
     describe_counter!(ORPHAN_ADOPTIONS, "Claims of dead nodes this node took over");
+    describe_gauge!(
+        PROVISION_DEMAND,
+        "Waiting tasks a provisioner serves that no registered runner could take now (cluster-wide, as this node last measured it)"
+    );
+    describe_gauge!(
+        PROVISION_RUNNERS,
+        "Runners on demand by provisioner and state: starting, running, retrying (cluster-wide)"
+    );
+    describe_counter!(PROVISION_STARTED, "Runners this node started on demand");
+    describe_counter!(
+        PROVISION_FAILURES,
+        "Runners on demand that failed their assignment, or a backend's start or release, by reason"
+    );
+    describe_histogram!(
+        PROVISION_CLAIM,
+        "From a runner's start on demand to its first task, seen by the node that started it"
+    );
     describe_counter!(
         REDIS_REBUILDS,
         "Times this node rebuilt Redis from Postgres"
@@ -312,6 +335,24 @@ pub(crate) fn schedule_fired(lag: chrono::Duration) {
 /// A schedule's ticks made no task, for `reason` (`overlap`, `missed`, `invalid`).
 pub(crate) fn schedule_ticks_skipped(reason: &'static str, ticks: u64) {
     counter!(SCHEDULE_TICKS_SKIPPED, "reason" => reason).increment(ticks);
+}
+
+pub(crate) fn provision_demand(provisioner: &str, uncovered: u64) {
+    gauge!(PROVISION_DEMAND, "provisioner" => provisioner.to_string()).set(uncovered as f64);
+}
+
+pub(crate) fn provision_started(provisioner: &str) {
+    counter!(PROVISION_STARTED, "provisioner" => provisioner.to_string()).increment(1);
+}
+
+pub(crate) fn provision_claimed(provisioner: &str, took: Duration) {
+    histogram!(PROVISION_CLAIM, "provisioner" => provisioner.to_string())
+        .record(took.as_secs_f64());
+}
+
+pub(crate) fn provision_failed(provisioner: &str, reason: &'static str) {
+    counter!(PROVISION_FAILURES, "provisioner" => provisioner.to_string(), "reason" => reason)
+        .increment(1);
 }
 
 pub(crate) fn orphans_adopted(n: usize) {
@@ -461,6 +502,19 @@ async fn refresh_postgres(state: &AppState) -> Result<(), ServiceError> {
             .find(|(s, _)| *s == status)
             .map_or(0, |(_, n)| *n);
         gauge!(TASKS, "status" => status.as_str()).set(n as f64);
+    }
+    if !state.config.provisioners.is_empty() {
+        let open = state.store.assignments_open().await?;
+        for provisioner in &state.config.provisioners {
+            for s in ["starting", "running", "retrying"] {
+                let n = open
+                    .iter()
+                    .filter(|a| a.provisioner == provisioner.name && a.state == s)
+                    .count();
+                gauge!(PROVISION_RUNNERS, "provisioner" => provisioner.name.clone(), "state" => s)
+                    .set(n as f64);
+            }
+        }
     }
     Ok(())
 }

@@ -221,6 +221,7 @@ async fn prepare(config: &ServeConfig) -> Result<Stores, NodeError> {
     }
     let redis_access = config.redis_access().map_err(NodeError::Config)?;
     config.redis_prefix_check().map_err(NodeError::Config)?;
+    config.provisioners_check().map_err(NodeError::Config)?;
     if !config.no_migrate {
         while_postgres_away("creating the database", || {
             Store::database_create_if_missing(&config.database_url)

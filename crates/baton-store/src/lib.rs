@@ -6,6 +6,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+mod assignments;
 mod attempts;
 #[cfg(feature = "audit")]
 pub mod audit;
@@ -32,6 +33,7 @@ mod transition;
 mod transitions;
 mod webhook_secret;
 
+pub use assignments::{Admission, Admitted, AssignmentFacts, AssignmentRecord, Candidate, Launch};
 pub use attempts::{AttemptRecord, SHORT_ID_MATCHES};
 pub use cancel::CANCELLED_BEFORE_IT_RAN;
 pub use cancel::Cancelled;

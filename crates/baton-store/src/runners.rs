@@ -26,6 +26,10 @@ pub struct NewRunner {
     pub token_hash: Vec<u8>,
     /// Its agent's release.
     pub version: String,
+    /// The registration token it registered with, when one created through the API.
+    pub registration_token_id: Option<Uuid>,
+    /// The provisioner that started it (an ephemeral runner on demand).
+    pub provisioner: Option<String>,
 }
 
 /// A runner as stored.
@@ -53,12 +57,14 @@ pub struct RunnerRecord {
     pub last_seen: Option<DateTime<Utc>>,
     /// When an operator deleted it.
     pub deleted_at: Option<DateTime<Utc>>,
+    /// The provisioner that started it, on demand; `None`: started by hand.
+    pub provisioner: Option<String>,
 }
 
 /// The columns of [`RunnerRecord`] (the token hash is never read back).
 macro_rules! runner_columns {
     () => {
-        "id, name, labels, queues, capacity, version, boot_id, paused, created_at, last_seen, deleted_at"
+        "id, name, labels, queues, capacity, version, boot_id, paused, created_at, last_seen, deleted_at, provisioner"
     };
 }
 
@@ -70,8 +76,9 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<RunnerRecord, StoreError> {
         Ok(sqlx::query_as::<_, RunnerRecord>(concat!(
-            "INSERT INTO runners (id, name, labels, queues, capacity, token_hash, version, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            "INSERT INTO runners (id, name, labels, queues, capacity, token_hash, version, created_at,
+                                  registration_token_id, provisioner)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
              RETURNING ",
             runner_columns!()
         ))
@@ -83,6 +90,8 @@ impl Store {
         .bind(&runner.token_hash)
         .bind(&runner.version)
         .bind(now)
+        .bind(runner.registration_token_id)
+        .bind(&runner.provisioner)
         .fetch_one(&self.pool)
         .await?)
     }

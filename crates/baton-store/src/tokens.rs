@@ -90,6 +90,8 @@ pub struct NewRegistrationToken {
     pub labels: Option<Vec<String>>,
     /// The queues a runner may serve with it; `None`: any.
     pub queues: Option<Vec<String>>,
+    /// The provisioner making it for a runner it starts; the runner is marked with it.
+    pub provisioner: Option<String>,
 }
 
 /// A runner asking to register: what it claims.
@@ -105,7 +107,12 @@ pub struct Registering<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Registration {
     /// One use was taken.
-    Accepted,
+    Accepted {
+        /// The token's id, recorded on the runner.
+        token_id: Uuid,
+        /// The provisioner that made the token, for a runner started on demand.
+        provisioner: Option<String>,
+    },
     /// A valid token, but the runner claims more than it allows; no use was taken.
     OutOfScope {
         /// The labels the token allows; `None`: any.
@@ -212,8 +219,9 @@ impl Store {
     ) -> Result<RegistrationTokenRecord, StoreError> {
         Ok(sqlx::query_as::<_, RegistrationTokenRecord>(concat!(
             "INSERT INTO registration_tokens
-                 (id, token_hash, name, expires_at, uses_left, labels, queues, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                 (id, token_hash, name, expires_at, uses_left, labels, queues, created_at,
+                  provisioner)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
              RETURNING ",
             registration_token_columns!()
         ))
@@ -225,6 +233,7 @@ impl Store {
         .bind(&token.labels)
         .bind(&token.queues)
         .bind(now)
+        .bind(&token.provisioner)
         .fetch_one(&self.pool)
         .await?)
     }
@@ -265,20 +274,24 @@ impl Store {
         runner: Registering<'_>,
         now: DateTime<Utc>,
     ) -> Result<Registration, StoreError> {
-        let used = sqlx::query(concat!(
+        let used: Option<(Uuid, Option<String>)> = sqlx::query_as(concat!(
             "UPDATE registration_tokens SET uses_left = uses_left - 1 WHERE ",
             registration_token_valid!(),
             " AND (labels IS NULL OR $3::text[] <@ labels)
-              AND (queues IS NULL OR (cardinality($4::text[]) > 0 AND $4::text[] <@ queues))"
+              AND (queues IS NULL OR (cardinality($4::text[]) > 0 AND $4::text[] <@ queues))
+             RETURNING id, provisioner"
         ))
         .bind(hash)
         .bind(now)
         .bind(runner.labels)
         .bind(runner.queues)
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
-        if used.rows_affected() == 1 {
-            return Ok(Registration::Accepted);
+        if let Some((token_id, provisioner)) = used {
+            return Ok(Registration::Accepted {
+                token_id,
+                provisioner,
+            });
         }
         let scope: Option<(Scope, Scope)> = sqlx::query_as(concat!(
             "SELECT labels, queues FROM registration_tokens WHERE ",

@@ -323,6 +323,13 @@ pub struct RunnerView {
     /// When it registered; an agent that registers again (its state directory lost) is
     /// a new runner.
     pub created_at: DateTime<Utc>,
+    /// Started on demand by a provisioner, for one task: it leaves when that is done
+    /// (docs/dynamic-runners.md).
+    #[serde(default)]
+    pub ephemeral: bool,
+    /// The provisioner that started it, when `ephemeral`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioner: Option<String>,
 }
 
 /// `GET /v1/runners`.

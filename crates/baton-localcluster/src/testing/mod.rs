@@ -345,6 +345,8 @@ pub async fn registered_runner(store: &baton_store::Store) -> baton_core::Runner
                 capacity: 1,
                 token_hash: id.uuid().as_bytes().to_vec(),
                 version: "test".into(),
+                registration_token_id: None,
+                provisioner: None,
             },
             chrono::Utc::now(),
         )

@@ -27,7 +27,6 @@ use chrono::{Duration, TimeZone, Utc};
 use uuid::Uuid;
 
 /// Registration tokens carry this prefix.
-const REGISTRATION_TOKEN_PREFIX: &str = "brg_";
 
 /// Longest token name, in characters.
 pub(crate) const MAX_TOKEN_NAME: usize = 128;
@@ -55,6 +54,8 @@ fn runner_view(
         last_seen,
         running,
         created_at: r.created_at,
+        ephemeral: r.provisioner.is_some(),
+        provisioner: r.provisioner,
     }
 }
 
@@ -355,6 +356,7 @@ fn registration_limits(
         uses: Some(uses),
         labels,
         queues,
+        provisioner: None,
     })
 }
 
@@ -371,7 +373,7 @@ pub(super) async fn registration_token_create(
     user.require_admin()?;
     let now = state.clock.now();
     let limits = registration_limits(req, now)?;
-    let token = new_token(REGISTRATION_TOKEN_PREFIX);
+    let token = new_token(crate::auth::REGISTRATION_TOKEN_PREFIX);
     let record = state
         .store
         .registration_token_insert(&hash_token(&token), &limits, now)

@@ -11,6 +11,7 @@ mod logs;
 mod metrics;
 mod openapi;
 mod ops;
+mod provisioning;
 mod queues;
 mod rerun;
 mod runner;
@@ -116,6 +117,8 @@ fn routes(limits: &Limits) -> (Router<AppState>, serde_json::Value) {
         .routes(routes!(admin::runner_pause))
         .routes(routes!(admin::runner_resume))
         .routes(routes!(queues::queues))
+        .routes(routes!(provisioning::demand))
+        .routes(routes!(provisioning::provisioners))
         .routes(routes!(trends::trends))
         .routes(routes!(queues::pause))
         .routes(routes!(queues::resume))

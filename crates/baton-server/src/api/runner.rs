@@ -80,6 +80,7 @@ pub(super) async fn register(
         .as_ref()
         .is_some_and(|t| hashes_equal(t, &presented));
     let labels = validate_registration(&req)?;
+    let (mut registration_token_id, mut provisioner) = (None, None);
     if !bootstrap {
         let claims = Registering {
             labels: labels.as_slice(),
@@ -90,7 +91,13 @@ pub(super) async fn register(
             .registration_token_consume(&presented, claims, state.clock.now())
             .await?
         {
-            Registration::Accepted => {}
+            Registration::Accepted {
+                token_id,
+                provisioner: by,
+            } => {
+                registration_token_id = Some(token_id);
+                provisioner = by;
+            }
             Registration::OutOfScope { labels, queues } => {
                 let any = |v: Option<Vec<String>>| v.map_or("any".to_string(), |v| v.join(","));
                 return Err(ApiError::forbidden(format!(
@@ -120,6 +127,8 @@ pub(super) async fn register(
                 capacity: req.capacity,
                 token_hash: hash_token(&token).to_vec(),
                 version: req.version,
+                registration_token_id,
+                provisioner,
             },
             state.clock.now(),
         )

@@ -13,6 +13,7 @@ pub mod orphan_cleaner;
 pub mod outbox;
 pub mod presence;
 pub mod promoter;
+pub mod provisioner;
 pub mod rebuilder;
 pub mod reconciler;
 pub mod repairer;
@@ -31,6 +32,7 @@ use orphan_cleaner::OrphanCleaner;
 use outbox::{OutboxDeliverer, OutboxSettings};
 use presence::PresenceFlusher;
 use promoter::Promoter;
+use provisioner::Provisioners;
 use rebuilder::Rebuilder;
 use reconciler::{Reconciler, ReconcilerSettings};
 use repairer::{Repairer, RepairerSettings};
@@ -102,6 +104,8 @@ pub struct NodeServices {
     pub revocations: RevocationListener,
     /// Adds this node's counts to the cluster's per-minute trends.
     pub trends: TrendRecorder,
+    /// Starts runners on demand for waiting work, and lets them go when done.
+    pub provisioners: Provisioners,
 }
 
 impl NodeServices {
@@ -159,6 +163,7 @@ impl NodeServices {
                 store.clone(),
             ),
             trends: TrendRecorder::new(TREND_INTERVAL, coord.clone()),
+            provisioners: Provisioners::new(state.clone()),
         }
     }
 }
@@ -173,7 +178,8 @@ pub(crate) fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
         wake: woken.then(|| state.wake.clone()),
     };
     let services = NodeServices::of(state);
-    vec![
+    let provisioning = !state.config.provisioners.is_empty();
+    let mut spawned = vec![
         tokio::spawn(run(services.rebuilder, running(false))),
         tokio::spawn(run(services.reconciler, running(false))),
         tokio::spawn(run(services.orphan_cleaner, running(false))),
@@ -191,5 +197,11 @@ pub(crate) fn spawn_all(state: &AppState) -> Vec<JoinHandle<()>> {
             let stop = state.shutdown.clone();
             tokio::spawn(async move { presence.run(coord, interval, stop).await })
         },
-    ]
+    ];
+    // A node with no provisioner neither starts runners nor adopts their assignments:
+    // nodes of one cluster share their settings, and an idle one pays nothing for it.
+    if provisioning {
+        spawned.push(tokio::spawn(run(services.provisioners, running(false))));
+    }
+    spawned
 }

@@ -1,0 +1,552 @@
+//! Runners on demand, the pure part (docs/dynamic-runners.md): which waiting tasks a
+//! provisioner serves, how many of them no registered runner could take now (the
+//! *demand*), how many runners to start for it, and what to do with each assignment — a
+//! runner to start — given what is known of its runner. Nothing here reads a clock or
+//! does I/O; the node's provisioner gathers the facts and acts on the verdicts.
+
+use crate::backoff::Backoff;
+use crate::labels::{LabelSet, runner_can_take};
+use std::time::Duration;
+
+/// The runners a provisioner starts: their labels and the queues they serve (empty: all).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    /// The labels every runner it starts carries.
+    pub labels: LabelSet,
+    /// The queues they serve; empty: every queue.
+    pub queues: Vec<String>,
+}
+
+impl Offer {
+    /// Whether a task waiting in `queue` with `labels` calls for a runner of this offer:
+    /// such a runner may take it, and the task asks for a label. An unlabeled task never
+    /// starts a runner: any runner may take it, and which one is the operator's choice.
+    pub fn serves(&self, queue: &str, labels: &LabelSet) -> bool {
+        !labels.is_empty() && runner_can_take(&self.labels, &self.queues, queue, labels)
+    }
+}
+
+/// Tasks waiting in one queue key (a queue and a label set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    /// The queue.
+    pub queue: String,
+    /// The label set its tasks need.
+    pub labels: LabelSet,
+    /// How many wait in it.
+    pub tasks: u64,
+}
+
+/// A registered runner that could take a task now: live, not paused, not deleted, and
+/// not one a provisioner started (those are counted by their assignments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FreeRunner {
+    /// Its labels.
+    pub labels: LabelSet,
+    /// The queues it serves; empty: all.
+    pub queues: Vec<String>,
+    /// Its capacity less the tasks it holds.
+    pub free: u64,
+}
+
+/// The demand an offer sees.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Demand {
+    /// Tasks waiting that a runner of the offer could take (and that ask for a label).
+    pub waiting: u64,
+    /// How many of them registered runners could take now, with their free slots.
+    pub covered: u64,
+}
+
+impl Demand {
+    /// Tasks waiting that no registered runner could take now.
+    pub fn uncovered(&self) -> u64 {
+        self.waiting - self.covered
+    }
+}
+
+/// The demand for `offer`: the waiting tasks it serves, less those the free runners could
+/// take now. Each free slot covers one task at most, the keys taken in the order given,
+/// so a runner matching several keys is not counted twice; the cover is greedy, which may
+/// leave a task uncovered that a better pairing would have covered — a runner started for
+/// nothing, never a task left waiting.
+pub fn demand(offer: &Offer, waiting: &[Waiting], free: &[FreeRunner]) -> Demand {
+    let mut slots: Vec<u64> = free.iter().map(|r| r.free).collect();
+    let mut demand = Demand::default();
+    for key in waiting.iter().filter(|w| offer.serves(&w.queue, &w.labels)) {
+        demand.waiting += key.tasks;
+        let mut left = key.tasks;
+        for (runner, slots) in free.iter().zip(slots.iter_mut()) {
+            if left == 0 {
+                break;
+            }
+            if *slots > 0
+                && runner_can_take(&runner.labels, &runner.queues, &key.queue, &key.labels)
+            {
+                let take = left.min(*slots);
+                *slots -= take;
+                left -= take;
+            }
+        }
+        demand.covered += key.tasks - left;
+    }
+    demand
+}
+
+/// A provisioner's assignments that count against its capacity and its demand.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Assigned {
+    /// Runners started that have not yet taken a task.
+    pub starting: u64,
+    /// Runners that took their task and still run.
+    pub running: u64,
+    /// Assignments whose runner failed to claim work, waiting to be tried again.
+    pub retrying: u64,
+    /// Assignments that gave up lately (their attempts spent): for a while each still
+    /// stands for the task it was for, so a backend whose runners keep failing is not
+    /// asked for a new one at every pass.
+    pub cooling: u64,
+}
+
+/// How many new runners to start: never past `capacity` runners starting or running,
+/// and never more starting (or about to start again, or lately given up) than tasks no
+/// runner could take.
+pub fn to_start(capacity: u64, uncovered: u64, assigned: Assigned) -> u64 {
+    let room = capacity.saturating_sub(assigned.starting + assigned.running + assigned.retrying);
+    let wanted = uncovered.saturating_sub(assigned.starting + assigned.retrying + assigned.cooling);
+    room.min(wanted)
+}
+
+/// Where an assignment stands (its row's `state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Its runner was started and has not yet taken a task.
+    Starting,
+    /// Its runner took a task.
+    Running,
+    /// Its runner failed to claim work in time; it may be tried again at `retry_at`.
+    Retrying,
+}
+
+/// What is known of an assignment's runner, gathered by the node that owns it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunnerFacts {
+    /// It registered with the assignment's token.
+    pub registered: bool,
+    /// It unregistered (an ephemeral runner leaving after its task) or was deleted.
+    pub left: bool,
+    /// It holds a started task.
+    pub took_work: bool,
+    /// Its process is known to have exited (only a backend that watches its runners
+    /// knows: `process`, `sandbox`).
+    pub exited: bool,
+    /// How long since it was last heard (`None`: never, or not registered).
+    pub silent_for: Option<Duration>,
+}
+
+/// The thresholds an assignment is judged by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// A runner must register and take a task within this of its start.
+    pub claim_timeout: Duration,
+    /// A runner silent this long is gone (the server's `runner_lost_after_s`).
+    pub runner_lost_after: Duration,
+    /// How many times a runner is started for one assignment.
+    pub max_attempts: u32,
+    /// The wait before starting one again after a failure.
+    pub retry: Backoff,
+}
+
+/// What follows a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// Another attempt after this wait.
+    Retry(Duration),
+    /// The attempts are spent: the assignment gives up, and stands for its task this
+    /// long (the backoff's longest wait) before a new one may be started for it.
+    GiveUp(Duration),
+}
+
+/// After attempt `attempt` (1 for the first) failed. `unit` is a random draw in `[0, 1)`
+/// for the jitter.
+pub fn after_failure(attempt: u32, limits: &Limits, unit: f64) -> AfterFailure {
+    if attempt < limits.max_attempts {
+        AfterFailure::Retry(limits.retry.delay(attempt, unit))
+    } else {
+        AfterFailure::GiveUp(limits.retry.max)
+    }
+}
+
+/// What to do with one assignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing yet.
+    Keep,
+    /// Its runner took a task: count it running.
+    Running,
+    /// Its runner is done and gone: release what the backend holds, end the assignment.
+    Done,
+    /// Its runner did not claim work in time, or died before it did: revoke its token,
+    /// delete it, release what the backend holds, and try again later (or give up when
+    /// attempts are spent).
+    Failed(Failure),
+    /// Its retry is due: start a runner again if the demand is still there.
+    RetryDue,
+}
+
+/// Why a runner failed its assignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// It had not registered and taken a task within the claim timeout.
+    ClaimTimeout,
+    /// Its process exited before it took a task.
+    Exited,
+}
+
+impl Failure {
+    /// The reason's name, in the assignment's `error`, the logs and the metric's label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Failure::ClaimTimeout => "claim_timeout",
+            Failure::Exited => "exited",
+        }
+    }
+}
+
+/// The decision for an assignment in `state`, `age` after its runner was started (or,
+/// retrying, with `retry_due` saying whether its time came), given `runner`.
+pub fn decide(
+    state: State,
+    age: Duration,
+    retry_due: bool,
+    runner: RunnerFacts,
+    limits: &Limits,
+) -> Verdict {
+    match state {
+        State::Retrying if retry_due => Verdict::RetryDue,
+        State::Retrying => Verdict::Keep,
+        // A runner that left after starting its task is done, whatever its process did.
+        _ if runner.left => Verdict::Done,
+        State::Starting if runner.took_work => Verdict::Running,
+        State::Starting if runner.exited => Verdict::Failed(Failure::Exited),
+        State::Starting if age >= limits.claim_timeout => Verdict::Failed(Failure::ClaimTimeout),
+        State::Starting => Verdict::Keep,
+        // Its task is the server's business now (the reconciler ends a run whose runner
+        // is lost); the assignment ends when its runner does.
+        State::Running if runner.exited => Verdict::Done,
+        State::Running
+            if runner
+                .silent_for
+                .is_some_and(|s| s >= limits.runner_lost_after) =>
+        {
+            Verdict::Done
+        }
+        State::Running => Verdict::Keep,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn set(labels: &[&str]) -> LabelSet {
+        LabelSet::new(labels.iter().copied()).unwrap()
+    }
+
+    fn offer(labels: &[&str], queues: &[&str]) -> Offer {
+        Offer {
+            labels: set(labels),
+            queues: queues.iter().map(|q| q.to_string()).collect(),
+        }
+    }
+
+    fn waiting(queue: &str, labels: &[&str], tasks: u64) -> Waiting {
+        Waiting {
+            queue: queue.into(),
+            labels: set(labels),
+            tasks,
+        }
+    }
+
+    fn runner(labels: &[&str], free: u64) -> FreeRunner {
+        FreeRunner {
+            labels: set(labels),
+            queues: vec![],
+            free,
+        }
+    }
+
+    #[test]
+    fn an_offer_serves_labelled_tasks_its_runners_may_take() {
+        let eph = offer(&["ephemeral", "linux"], &[]);
+        assert!(eph.serves("default", &set(&["ephemeral"])));
+        assert!(eph.serves("build", &set(&["ephemeral", "linux"])));
+        assert!(
+            !eph.serves("default", &set(&[])),
+            "unlabeled tasks start nothing"
+        );
+        assert!(!eph.serves("default", &set(&["gpu"])), "a label it lacks");
+        let ci_only = offer(&["ephemeral"], &["ci"]);
+        assert!(ci_only.serves("ci", &set(&["ephemeral"])));
+        assert!(!ci_only.serves("default", &set(&["ephemeral"])));
+    }
+
+    #[test]
+    fn demand_is_what_free_runners_cannot_cover() {
+        let eph = offer(&["ephemeral"], &[]);
+        let keys = [
+            waiting("default", &["ephemeral"], 5),
+            waiting("default", &[], 7),
+            waiting("default", &["gpu"], 3),
+        ];
+        assert_eq!(
+            demand(&eph, &keys, &[]),
+            Demand {
+                waiting: 5,
+                covered: 0
+            }
+        );
+        // A static runner with the label and two free slots covers two.
+        let d = demand(&eph, &keys, &[runner(&["ephemeral", "x"], 2)]);
+        assert_eq!((d.waiting, d.covered, d.uncovered()), (5, 2, 3));
+        // One lacking the label covers nothing.
+        assert_eq!(demand(&eph, &keys, &[runner(&["x"], 9)]).uncovered(), 5);
+        // A slot covers one task once, over several keys.
+        let two_keys = [
+            waiting("a", &["ephemeral"], 2),
+            waiting("b", &["ephemeral"], 2),
+        ];
+        assert_eq!(
+            demand(&eph, &two_keys, &[runner(&["ephemeral"], 3)]).uncovered(),
+            1
+        );
+    }
+
+    #[test]
+    fn starts_within_capacity_and_demand() {
+        let none = Assigned::default();
+        assert_eq!(to_start(8, 50, none), 8, "capacity bounds");
+        assert_eq!(to_start(8, 3, none), 3, "demand bounds");
+        let busy = Assigned {
+            starting: 2,
+            running: 5,
+            ..Assigned::default()
+        };
+        assert_eq!(to_start(8, 50, busy), 1);
+        assert_eq!(
+            to_start(8, 2, busy),
+            0,
+            "the starting ones cover the demand"
+        );
+        let retrying = Assigned {
+            retrying: 2,
+            ..Assigned::default()
+        };
+        assert_eq!(to_start(8, 3, retrying), 1, "a retry to come counts");
+        let cooling = Assigned {
+            cooling: 3,
+            ..Assigned::default()
+        };
+        assert_eq!(to_start(8, 3, cooling), 0, "one that just gave up counts");
+        assert_eq!(to_start(8, 5, cooling), 2, "but takes no capacity");
+    }
+
+    const LIMITS: Limits = Limits {
+        claim_timeout: Duration::from_secs(60),
+        runner_lost_after: Duration::from_secs(180),
+        max_attempts: 3,
+        retry: Backoff {
+            initial: Duration::from_secs(5),
+            max: Duration::from_secs(300),
+            jitter: 0.0,
+        },
+    };
+
+    #[test]
+    fn retries_back_off_until_attempts_are_spent() {
+        let s = Duration::from_secs;
+        assert_eq!(after_failure(1, &LIMITS, 0.5), AfterFailure::Retry(s(5)));
+        assert_eq!(after_failure(2, &LIMITS, 0.5), AfterFailure::Retry(s(10)));
+        assert_eq!(after_failure(3, &LIMITS, 0.5), AfterFailure::GiveUp(s(300)));
+    }
+
+    fn facts() -> RunnerFacts {
+        RunnerFacts {
+            registered: false,
+            left: false,
+            took_work: false,
+            exited: false,
+            silent_for: None,
+        }
+    }
+
+    #[test]
+    fn decision_table() {
+        let s = Duration::from_secs;
+        let registered = RunnerFacts {
+            registered: true,
+            silent_for: Some(s(1)),
+            ..facts()
+        };
+        let working = RunnerFacts {
+            took_work: true,
+            ..registered
+        };
+        let cases: &[(&str, State, Duration, bool, RunnerFacts, Verdict)] = &[
+            (
+                "just started",
+                State::Starting,
+                s(1),
+                false,
+                facts(),
+                Verdict::Keep,
+            ),
+            (
+                "registered, idle",
+                State::Starting,
+                s(30),
+                false,
+                registered,
+                Verdict::Keep,
+            ),
+            (
+                "took its task",
+                State::Starting,
+                s(2),
+                false,
+                working,
+                Verdict::Running,
+            ),
+            (
+                "never registered in time",
+                State::Starting,
+                s(60),
+                false,
+                facts(),
+                Verdict::Failed(Failure::ClaimTimeout),
+            ),
+            (
+                "registered but never took work",
+                State::Starting,
+                s(61),
+                false,
+                registered,
+                Verdict::Failed(Failure::ClaimTimeout),
+            ),
+            (
+                "died before its task",
+                State::Starting,
+                s(2),
+                false,
+                RunnerFacts {
+                    exited: true,
+                    ..facts()
+                },
+                Verdict::Failed(Failure::Exited),
+            ),
+            (
+                "ran and left before the pass saw it work",
+                State::Starting,
+                s(2),
+                false,
+                RunnerFacts {
+                    left: true,
+                    ..registered
+                },
+                Verdict::Done,
+            ),
+            (
+                "running",
+                State::Running,
+                s(500),
+                false,
+                working,
+                Verdict::Keep,
+            ),
+            (
+                "left after its task",
+                State::Running,
+                s(5),
+                false,
+                RunnerFacts {
+                    left: true,
+                    ..working
+                },
+                Verdict::Done,
+            ),
+            (
+                "its process exited",
+                State::Running,
+                s(5),
+                false,
+                RunnerFacts {
+                    exited: true,
+                    ..working
+                },
+                Verdict::Done,
+            ),
+            (
+                "silent past runner-lost",
+                State::Running,
+                s(500),
+                false,
+                RunnerFacts {
+                    silent_for: Some(s(180)),
+                    ..working
+                },
+                Verdict::Done,
+            ),
+            (
+                "retry not yet due",
+                State::Retrying,
+                s(5),
+                false,
+                facts(),
+                Verdict::Keep,
+            ),
+            (
+                "retry due",
+                State::Retrying,
+                s(5),
+                true,
+                facts(),
+                Verdict::RetryDue,
+            ),
+        ];
+        for (name, state, age, due, runner, verdict) in cases {
+            assert_eq!(
+                decide(*state, *age, *due, *runner, &LIMITS),
+                *verdict,
+                "{name}"
+            );
+        }
+    }
+
+    proptest! {
+        /// Never more starting than uncovered tasks, never past capacity.
+        #[test]
+        fn to_start_keeps_its_bounds(capacity in 0u64..50, uncovered in 0u64..100,
+                                     starting in 0u64..60, running in 0u64..60, retrying in 0u64..10) {
+            let assigned = Assigned { starting, running, retrying, cooling: 0 };
+            let n = to_start(capacity, uncovered, assigned);
+            prop_assert!(starting + running + retrying + n <= capacity.max(starting + running + retrying));
+            prop_assert!(n == 0 || starting + retrying + n <= uncovered);
+        }
+
+        /// The cover never exceeds the waiting tasks nor the free slots.
+        #[test]
+        fn cover_is_bounded(tasks in proptest::collection::vec(0u64..20, 0..5),
+                            free in proptest::collection::vec(0u64..20, 0..5)) {
+            let eph = offer(&["e"], &[]);
+            let keys: Vec<Waiting> = tasks.iter().enumerate()
+                .map(|(i, n)| waiting(&format!("q{i}"), &["e"], *n)).collect();
+            let runners: Vec<FreeRunner> = free.iter().map(|f| runner(&["e"], *f)).collect();
+            let d = demand(&eph, &keys, &runners);
+            prop_assert_eq!(d.waiting, tasks.iter().sum::<u64>());
+            prop_assert!(d.covered <= d.waiting);
+            prop_assert!(d.covered <= free.iter().sum::<u64>());
+            prop_assert_eq!(d.covered, d.waiting.min(free.iter().sum::<u64>()));
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! Runner assignments (docs/dynamic-runners.md): each is one runner a provisioner starts
+//! for waiting work. Admission is one transaction per provisioner under an advisory lock,
+//! so nodes admitting at once never start more runners than the capacity or the demand
+//! allows; every later move is a compare-and-set on the owning node, the state and the
+//! attempt, so a node that lost an assignment to an adopter changes nothing of it.
+
+use crate::Store;
+use crate::error::StoreError;
+use crate::metered::MeteredTx;
+use baton_core::provision::{Assigned, to_start};
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// An assignment as stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct AssignmentRecord {
+    /// Its id.
+    pub id: Uuid,
+    /// The provisioner (its name in the settings) it belongs to.
+    pub provisioner: String,
+    /// The backend that starts its runner.
+    pub backend: String,
+    /// The labels its runner carries.
+    pub labels: Vec<String>,
+    /// The queues its runner serves; empty: all.
+    pub queues: Vec<String>,
+    /// `starting`, `running`, `retrying`, `done`, `failed` or `dropped`.
+    pub state: String,
+    /// Which start of a runner for it this is (1 for the first).
+    pub attempt: i32,
+    /// The node that owns it.
+    pub node_id: String,
+    /// The name of this attempt's runner.
+    pub runner_name: String,
+    /// This attempt's one-use registration token.
+    pub registration_token_id: Uuid,
+    /// What the backend needs to release the runner.
+    pub handle: Option<String>,
+    /// When it was admitted.
+    pub created_at: DateTime<Utc>,
+    /// When this attempt's runner was started.
+    pub started_at: DateTime<Utc>,
+    /// When its runner was seen holding a task.
+    pub claimed_at: Option<DateTime<Utc>>,
+    /// When a retrying assignment may start a runner again.
+    pub retry_at: Option<DateTime<Utc>>,
+    /// When it ended (`done`, `failed`, `dropped`).
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Why its last attempt failed.
+    pub error: Option<String>,
+}
+
+/// The columns of [`AssignmentRecord`].
+macro_rules! assignment_columns {
+    () => {
+        "a.id, a.provisioner, a.backend, a.labels, a.queues, a.state, a.attempt, a.node_id,
+         a.runner_name, a.registration_token_id, a.handle, a.created_at, a.started_at,
+         a.claimed_at, a.retry_at, a.ended_at, a.error"
+    };
+}
+
+/// An open assignment with what Postgres knows of its current runner.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct AssignmentFacts {
+    /// The assignment.
+    #[sqlx(flatten)]
+    pub assignment: AssignmentRecord,
+    /// The runner that registered with this attempt's token.
+    pub runner_id: Option<Uuid>,
+    /// That runner unregistered or was deleted.
+    pub runner_left: bool,
+    /// That runner holds a started task.
+    pub took_work: bool,
+    /// When that runner was last heard, as presence was last copied to Postgres (its
+    /// registration when never since).
+    pub runner_seen: Option<DateTime<Utc>>,
+}
+
+/// What a provisioner admits with: its settings and the demand its node measured.
+#[derive(Debug, Clone)]
+pub struct Admission<'a> {
+    /// The provisioner's name.
+    pub provisioner: &'a str,
+    /// Its backend's name.
+    pub backend: &'a str,
+    /// Its runners' labels.
+    pub labels: &'a [String],
+    /// Its runners' queues; empty: all.
+    pub queues: &'a [String],
+    /// Most runners starting or running at once.
+    pub capacity: u64,
+    /// Waiting tasks no registered runner could take now.
+    pub uncovered: u64,
+    /// The admitting node, which owns what it admits.
+    pub node: &'a str,
+    /// A runner's registration token expires this long after its start.
+    pub claim_timeout: chrono::Duration,
+    /// The time of the pass.
+    pub now: DateTime<Utc>,
+}
+
+/// A runner the caller is ready to start: its name and token, made before admission so
+/// the token's secret never reaches the store.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// The runner's name.
+    pub runner_name: String,
+    /// The SHA-256 of its registration token.
+    pub token_hash: Vec<u8>,
+}
+
+/// A runner admission said to start, with the candidate whose token it got.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// Index into the candidates given.
+    pub candidate: usize,
+    /// The assignment, as now stored (`starting`).
+    pub assignment: AssignmentRecord,
+}
+
+/// What one admission did.
+#[derive(Debug, Clone, Default)]
+pub struct Admitted {
+    /// Runners to start: new assignments, and retries whose time came.
+    pub launches: Vec<Launch>,
+    /// Retries dropped: the demand they were for is gone, or there is no room.
+    pub dropped: usize,
+}
+
+impl Store {
+    /// Admits runners for one provisioner, under its advisory lock: first this node's
+    /// retrying assignments whose time came (started again while demand and capacity
+    /// allow, dropped otherwise), then new ones (`provision::to_start`). Each launch uses
+    /// the next of `candidates`, whose token is stored one-use, scoped to the runner's
+    /// labels and queues, expiring at the claim timeout.
+    pub async fn assignments_admit(
+        &self,
+        admission: &Admission<'_>,
+        candidates: &[Candidate],
+    ) -> Result<Admitted, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('baton:provision:' || $1))")
+            .bind(admission.provisioner)
+            .execute(&mut *tx)
+            .await?;
+        let mut assigned = assigned(&mut tx, admission.provisioner, admission.now).await?;
+        let due: Vec<(Uuid, i32)> = sqlx::query_as(
+            "SELECT id, attempt FROM runner_assignments
+             WHERE provisioner = $1 AND node_id = $2 AND state = 'retrying' AND retry_at <= $3
+             ORDER BY retry_at",
+        )
+        .bind(admission.provisioner)
+        .bind(admission.node)
+        .bind(admission.now)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut out = Admitted::default();
+        let mut next = candidates.iter().enumerate();
+        for (id, attempt) in due {
+            assigned.retrying -= 1;
+            let room = admission.capacity > assigned.starting + assigned.running;
+            let wanted = admission.uncovered > assigned.starting + assigned.retrying;
+            let candidate = if room && wanted { next.next() } else { None };
+            let Some((index, candidate)) = candidate else {
+                sqlx::query(
+                    "UPDATE runner_assignments SET state = 'dropped', ended_at = $3
+                     WHERE id = $1 AND attempt = $2 AND state = 'retrying'",
+                )
+                .bind(id)
+                .bind(attempt)
+                .bind(admission.now)
+                .execute(&mut *tx)
+                .await?;
+                out.dropped += 1;
+                continue;
+            };
+            let token = insert_token(&mut tx, admission, candidate).await?;
+            let assignment = sqlx::query_as::<_, AssignmentRecord>(concat!(
+                "UPDATE runner_assignments a
+                 SET state = 'starting', attempt = attempt + 1, runner_name = $3,
+                     registration_token_id = $4, handle = NULL, started_at = $5, retry_at = NULL
+                 WHERE id = $1 AND attempt = $2 AND state = 'retrying'
+                 RETURNING ",
+                assignment_columns!()
+            ))
+            .bind(id)
+            .bind(attempt)
+            .bind(&candidate.runner_name)
+            .bind(token)
+            .bind(admission.now)
+            .fetch_one(&mut *tx)
+            .await?;
+            assigned.starting += 1;
+            out.launches.push(Launch {
+                candidate: index,
+                assignment,
+            });
+        }
+        let fresh = to_start(admission.capacity, admission.uncovered, assigned);
+        for (index, candidate) in next.take(fresh as usize) {
+            let token = insert_token(&mut tx, admission, candidate).await?;
+            let assignment = sqlx::query_as::<_, AssignmentRecord>(concat!(
+                "INSERT INTO runner_assignments AS a
+                     (id, provisioner, backend, labels, queues, state, attempt, node_id,
+                      runner_name, registration_token_id, created_at, started_at)
+                 VALUES ($1, $2, $3, $4, $5, 'starting', 1, $6, $7, $8, $9, $9)
+                 RETURNING ",
+                assignment_columns!()
+            ))
+            .bind(Uuid::now_v7())
+            .bind(admission.provisioner)
+            .bind(admission.backend)
+            .bind(admission.labels)
+            .bind(admission.queues)
+            .bind(admission.node)
+            .bind(&candidate.runner_name)
+            .bind(token)
+            .bind(admission.now)
+            .fetch_one(&mut *tx)
+            .await?;
+            out.launches.push(Launch {
+                candidate: index,
+                assignment,
+            });
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// This node's open assignments, each with what Postgres knows of its runner.
+    pub async fn assignments_of(&self, node: &str) -> Result<Vec<AssignmentFacts>, StoreError> {
+        Ok(sqlx::query_as::<_, AssignmentFacts>(concat!(
+            "SELECT ",
+            assignment_columns!(),
+            ", r.id AS runner_id,
+               COALESCE(r.deleted_at IS NOT NULL, false) AS runner_left,
+               COALESCE(EXISTS (SELECT 1 FROM tasks t WHERE t.runner_id = r.id
+                                AND t.status IN ('leased', 'running', 'cancelling')), false)
+                   AS took_work,
+               GREATEST(r.last_seen, r.created_at) AS runner_seen
+             FROM runner_assignments a
+             LEFT JOIN runners r ON r.registration_token_id = a.registration_token_id
+             WHERE a.node_id = $1 AND a.ended_at IS NULL
+             ORDER BY a.id"
+        ))
+        .bind(node)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Open assignments, all provisioners and nodes: for the metrics and the operators.
+    pub async fn assignments_open(&self) -> Result<Vec<AssignmentRecord>, StoreError> {
+        Ok(sqlx::query_as::<_, AssignmentRecord>(concat!(
+            "SELECT ",
+            assignment_columns!(),
+            " FROM runner_assignments a WHERE a.ended_at IS NULL ORDER BY a.id"
+        ))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Takes over the open assignments of nodes not in `live` (which holds this node):
+    /// one statement, so of two nodes adopting at once the second finds them taken.
+    pub async fn assignments_adopt(&self, node: &str, live: &[String]) -> Result<u64, StoreError> {
+        Ok(sqlx::query(
+            "UPDATE runner_assignments SET node_id = $1
+             WHERE ended_at IS NULL AND node_id <> ALL($2)",
+        )
+        .bind(node)
+        .bind(live)
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
+    }
+
+    /// Records the backend's handle of an attempt's runner.
+    pub async fn assignment_set_handle(
+        &self,
+        id: Uuid,
+        attempt: i32,
+        node: &str,
+        handle: &str,
+    ) -> Result<bool, StoreError> {
+        let moved = sqlx::query(
+            "UPDATE runner_assignments SET handle = $4
+             WHERE id = $1 AND attempt = $2 AND node_id = $3 AND state = 'starting'",
+        )
+        .bind(id)
+        .bind(attempt)
+        .bind(node)
+        .bind(handle)
+        .execute(&self.pool)
+        .await?;
+        Ok(moved.rows_affected() == 1)
+    }
+
+    /// `starting → running`: its runner took a task at `now`.
+    pub async fn assignment_running(
+        &self,
+        id: Uuid,
+        attempt: i32,
+        node: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let moved = sqlx::query(
+            "UPDATE runner_assignments SET state = 'running', claimed_at = $4
+             WHERE id = $1 AND attempt = $2 AND node_id = $3 AND state = 'starting'",
+        )
+        .bind(id)
+        .bind(attempt)
+        .bind(node)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(moved.rows_affected() == 1)
+    }
+
+    /// `starting | running → done`: its runner finished and left. Its token is revoked
+    /// too (a one-use token is spent already; this covers a runner that never used it).
+    pub async fn assignment_done(
+        &self,
+        id: Uuid,
+        attempt: i32,
+        node: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let token: Option<(Uuid,)> = sqlx::query_as(
+            "UPDATE runner_assignments SET state = 'done', ended_at = $4
+             WHERE id = $1 AND attempt = $2 AND node_id = $3
+               AND state IN ('starting', 'running')
+             RETURNING registration_token_id",
+        )
+        .bind(id)
+        .bind(attempt)
+        .bind(node)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        revoke_with(tx, token, now).await
+    }
+
+    /// `starting → retrying` at `retry_at`, or `→ failed` when it `gives_up` (its
+    /// attempts spent; it still stands for its task until `retry_at`, see
+    /// `Assigned::cooling`): its runner did not claim work, for `error`. Its token is
+    /// revoked in the same transaction, so that runner can no longer register.
+    pub async fn assignment_fail(
+        &self,
+        (id, attempt, node): (Uuid, i32, &str),
+        error: &str,
+        (retry_at, gives_up): (DateTime<Utc>, bool),
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let token: Option<(Uuid,)> = sqlx::query_as(
+            "UPDATE runner_assignments
+             SET state = CASE WHEN $7 THEN 'failed' ELSE 'retrying' END,
+                 retry_at = $6,
+                 ended_at = CASE WHEN $7 THEN $4 END,
+                 error = $5
+             WHERE id = $1 AND attempt = $2 AND node_id = $3 AND state = 'starting'
+             RETURNING registration_token_id",
+        )
+        .bind(id)
+        .bind(attempt)
+        .bind(node)
+        .bind(now)
+        .bind(error)
+        .bind(retry_at)
+        .bind(gives_up)
+        .fetch_optional(&mut *tx)
+        .await?;
+        revoke_with(tx, token, now).await
+    }
+}
+
+/// Revokes the token an attempt's end returned, and commits both; `false` when the
+/// attempt had moved on (nothing changed).
+async fn revoke_with(
+    mut tx: MeteredTx,
+    token: Option<(Uuid,)>,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let Some((token,)) = token else {
+        return Ok(false);
+    };
+    sqlx::query(
+        "UPDATE registration_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+    )
+    .bind(token)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// A provisioner's open assignments, and those that gave up lately, counted by state.
+async fn assigned(
+    conn: &mut PgConnection,
+    provisioner: &str,
+    now: DateTime<Utc>,
+) -> Result<Assigned, StoreError> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT state, count(*) FROM runner_assignments
+         WHERE provisioner = $1 AND (ended_at IS NULL OR (state = 'failed' AND retry_at > $2))
+         GROUP BY state",
+    )
+    .bind(provisioner)
+    .bind(now)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut assigned = Assigned::default();
+    for (state, count) in rows {
+        let count = count as u64;
+        match state.as_str() {
+            "starting" => assigned.starting = count,
+            "running" => assigned.running = count,
+            "retrying" => assigned.retrying = count,
+            "failed" => assigned.cooling = count,
+            _ => {}
+        }
+    }
+    Ok(assigned)
+}
+
+/// Stores an attempt's one-use registration token, scoped to the runner it starts.
+async fn insert_token(
+    conn: &mut PgConnection,
+    admission: &Admission<'_>,
+    candidate: &Candidate,
+) -> Result<Uuid, StoreError> {
+    let id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO registration_tokens
+             (id, token_hash, name, expires_at, uses_left, labels, queues, created_at, provisioner)
+         VALUES ($1, $2, $3, $4, 1, $5, $6, $7, $8)",
+    )
+    .bind(id)
+    .bind(&candidate.token_hash)
+    .bind(format!(
+        "{}: {}",
+        admission.provisioner, candidate.runner_name
+    ))
+    .bind(admission.now + admission.claim_timeout)
+    .bind(admission.labels)
+    .bind((!admission.queues.is_empty()).then_some(admission.queues))
+    .bind(admission.now)
+    .bind(admission.provisioner)
+    .execute(&mut *conn)
+    .await?;
+    Ok(id)
+}
