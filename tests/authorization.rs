@@ -394,6 +394,7 @@ impl World {
             | "/v1/queues/trends"
             | "/v1/tokens"
             | "/v1/nodes"
+            | "/v1/provisioners"
             | "/v1/webhooks/secret"
             | "/v1/events"
             | "/v1/me"
@@ -401,6 +402,7 @@ impl World {
             {
                 call(template.to_string(), Body::None)
             }
+            "/v1/demand" => call("/v1/demand?labels=gpu".into(), Body::None),
             "/v1/tasks" => call(template.into(), Body::Json(json!(parked_task()))),
             "/v1/tasks/batch" => call(
                 template.into(),

@@ -3,8 +3,13 @@
 //! `deploy/helm/values-production.yaml`, every object it renders is valid Kubernetes
 //! (PyPI `kubernetes-validate`), the HA facts hold (replicas, probes, drain timing, the
 //! migration hook, security), every `BATON_*` variable it sets is one this binary reads,
-//! and the Grafana dashboard uses only the metrics the nodes and runners export. The
-//! checks themselves are in `tests/helm/check_chart.py`.
+//! and the Grafana dashboard uses only the metrics the nodes and runners export. With
+//! `dynamicRunners` on, the KEDA ScaledJob and TriggerAuthentication validate against
+//! KEDA's CRD schemas (vendored in `tests/helm/keda/`; PyPI `jsonschema`, which
+//! kubernetes-validate brings), the Job KEDA makes of it against Kubernetes', and its
+//! trigger polls `GET /v1/demand` for the labels its `baton runner --once` offers and
+//! reads a number of the answer. No cluster runs: rendered objects against schemas only.
+//! The checks themselves are in `tests/helm/check_chart.py`.
 
 use std::process::Command;
 

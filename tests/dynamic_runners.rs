@@ -497,3 +497,84 @@ async fn a_node_killed_while_it_provisions_has_its_assignments_adopted() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandboxed_task_sees_only_its_folder_and_reaches_only_the_server() {
+    let env = TestEnv::new("dynamic-sandbox").await;
+    let dir = env.dir.join("sandboxes");
+    let _leftovers = Leftovers(dir.clone());
+    let file = settings(
+        &env,
+        "baton.toml",
+        &format!("backend = \"sandbox\"\ncapacity = 2\ndir = {dir:?}\n"),
+    );
+    let node = env.node_with(&with_settings(&file)).await;
+    let user = user_client(&node.url);
+    // A host file any user may read: only the sandbox's walls keep it from the task.
+    let secret = env.dir.join("host-secret.txt");
+    std::fs::write(&secret, "the host's secret\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let node_port = reqwest::Url::parse(&node.url).unwrap().port().unwrap();
+    let redis_port = reqwest::Url::parse(&redis_url())
+        .unwrap()
+        .port()
+        .unwrap_or(6379);
+    let probe = format!(
+        r#"cat {secret} || echo "no host file"
+echo "node process seen: $(test -e /proc/{node_pid} && echo yes || echo no)"
+python3 - <<'PY'
+import socket
+for name, port in [("redis", {redis_port}), ("node", {node_port}), ("relay", 8080)]:
+    s = socket.socket()
+    s.settimeout(2)
+    print(name, "reached" if s.connect_ex(("127.0.0.1", port)) == 0 else "unreachable")
+PY
+"#,
+        secret = secret.display(),
+        node_pid = node.pid(),
+    );
+    let (task, _) = user
+        .submit(&SubmitTask {
+            labels: vec!["ephemeral".into()],
+            script: Some(probe),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let done = env.wait_terminal(&user, task.id).await;
+    let log = String::from_utf8_lossy(&read_log(&user, task.id).await).into_owned();
+    assert_eq!(done.status, TaskStatus::Succeeded, "{log}");
+    assert!(
+        !log.contains("the host's secret"),
+        "read a host file: {log}"
+    );
+    assert!(log.contains("no host file"), "{log}");
+    assert!(
+        log.contains("node process seen: no"),
+        "saw the host's processes: {log}"
+    );
+    assert!(log.contains("redis unreachable"), "reached Redis: {log}");
+    assert!(
+        log.contains("node unreachable"),
+        "reached the node other than through the relay: {log}"
+    );
+    assert!(
+        log.contains("relay reached"),
+        "the server, through the relay: {log}"
+    );
+    wait_nothing_left(&user, &dir).await;
+    let bwraps = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                c.windows(dir.as_os_str().len())
+                    .any(|w| w == dir.as_os_str().as_encoded_bytes())
+            })
+        })
+        .count();
+    assert_eq!(bwraps, 0, "no sandbox or relay left");
+}

@@ -5,6 +5,7 @@ mod connect;
 mod exit;
 mod log_lines;
 mod queue;
+mod relay;
 mod resolve;
 mod runner;
 mod runners;
@@ -71,6 +72,9 @@ pub enum Command {
     Chaos(baton_drill::ChaosArgs),
     /// Print a shell completion script: `baton completions bash > /etc/bash_completion.d/baton`.
     Completions(completions::CompletionsArgs),
+    /// A sandboxed runner's way to its server (started by a node's sandbox backend).
+    #[command(hide = true)]
+    Relay(relay::RelayArgs),
 }
 
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -102,6 +106,7 @@ async fn run_other(command: Command) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "drill")]
         Command::Chaos(args) => baton_drill::run(args).await,
         Command::Completions(args) => completions::print(args),
+        Command::Relay(args) => relay::run(args).await,
     }
 }
 

@@ -8,6 +8,13 @@ validated against the Kubernetes schemas (PyPI `kubernetes-validate`), and the f
 HA design depends on are asserted: replicas, probes, drain timing, hooks, security. Every
 BATON_* variable the chart sets must be one the binary reads (`baton <cmd> --help`).
 
+The runners on demand (`dynamicRunners`: a KEDA ScaledJob and its TriggerAuthentication)
+are validated against KEDA's own CRD schemas, vendored in tests/helm/keda (with the
+`jsonschema` package, which kubernetes-validate brings), the Job KEDA would make of the
+ScaledJob against Kubernetes', and the trigger is checked to poll GET /v1/demand for the
+labels its runners offer and to read a number of the demand's answer. No cluster and no
+KEDA run here: these are the rendered objects against the schemas, nothing more.
+
 Run by tests/deploy_chart.rs; by hand: python3 tests/helm/check_chart.py --baton target/debug/baton
 """
 
@@ -21,7 +28,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from urllib.parse import parse_qs, urlsplit
+
 import helm_python as helm
+import jsonschema
 import kubernetes_validate
 import yaml
 
@@ -36,6 +46,16 @@ KUBERNETES = "1.35"
 # Prometheus Operator kinds: CRDs kubernetes-validate has no schema for. Their shape is
 # checked by hand below instead.
 CRD_KINDS = {"ServiceMonitor", "PodMonitor"}
+# KEDA's CRDs, vendored from KEDA's repository (tests/helm/keda/README.md says from
+# which release): the ScaledJob and TriggerAuthentication the chart renders are
+# validated against their OpenAPI schemas.
+KEDA_DIR = ROOT / "tests/helm/keda"
+KEDA_VERSION = "v2.20.2"
+KEDA_CRD_FILES = ("keda.sh_scaledjobs.yaml", "keda.sh_triggerauthentications.yaml")
+# An answer of GET /v1/demand (crates/baton-client/src/wire/provisioning.rs, DemandView):
+# the ScaledJob's valueLocation must name a number in it.
+SAMPLE_DEMAND = {"labels": ["ephemeral"], "queues": [], "waiting": 3, "covered": 0, "demand": 3}
+DEMAND_WIRE = ROOT / "crates/baton-client/src/wire/provisioning.rs"
 # Read by the telemetry code from the environment directly, so absent from `--help`.
 READ_DIRECTLY = {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME"}
 
@@ -124,10 +144,14 @@ class Release:
 
 
 def pod_templates(release: Release) -> list[tuple[str, dict]]:
+    """Every pod the chart makes, KEDA's Jobs included (their template is the ScaledJob's
+    jobTargetRef.template), so the security, Secret and setting checks cover them too."""
     out = []
     for o in release.objects:
         if o["kind"] in ("Deployment", "Job"):
             out.append((f"{o['kind']} {o['metadata']['name']}", o["spec"]["template"]))
+        elif o["kind"] == "ScaledJob":
+            out.append((f"ScaledJob {o['metadata']['name']}", o["spec"]["jobTargetRef"]["template"]))
     return out
 
 
@@ -166,6 +190,12 @@ def schema_refuses_typos() -> None:
             {"otlp": {"protocol": "http"}},
             {"server": {"env": {"NODE_TTL_MS": "1"}}},
             {"server": {"autoscaling": {"enabled": True, "minReplicas": 1}}},
+            {"dynamicRunners": {"labels": []}},
+            {"dynamicRunners": {"label": ["ephemeral"]}},
+            {"dynamicRunners": {"labels": ["a,b"]}},
+            {"dynamicRunners": {"maxReplicas": 3}},
+            {"dynamicRunners": {"apiTokenSecret": {"secret": "baton-keda"}}},
+            {"dynamicRunners": {"env": {"BATON_RUNNER_LABELS": "gpu"}}},
         ):
             try:
                 chart.validate_schema(typo)
@@ -178,7 +208,7 @@ def validate_kubernetes(release: Release) -> None:
     for o in release.objects:
         kind = o["kind"]
         body = {k: v for k, v in o.items() if not k.startswith("_")}
-        if kind in CRD_KINDS:
+        if kind in CRD_KINDS or o["apiVersion"].startswith("keda.sh/"):
             continue
         try:
             kubernetes_validate.validate(body, KUBERNETES, strict=True)
@@ -225,6 +255,271 @@ def check_crd_shapes(release: Release) -> None:
             )
             ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
             check(all(e.get("port") in ports for e in endpoints), f"{what}: a named pod port")
+
+
+def strict_schema(schema):
+    """A CRD's OpenAPI schema as the API server applies it with strict field validation
+    (kubectl's default): an object schema that lists its properties refuses others."""
+    if isinstance(schema, list):
+        return [strict_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: strict_schema(v) for k, v in schema.items()}
+    if (
+        isinstance(out.get("properties"), dict)
+        and "additionalProperties" not in out
+        and not out.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+def load_keda_crds() -> dict[str, dict]:
+    """kind -> its group and, per version, whether it is served and its schema."""
+    crds = {}
+    for name in KEDA_CRD_FILES:
+        crd = yaml.safe_load((KEDA_DIR / name).read_text())
+        check(crd.get("kind") == "CustomResourceDefinition", f"tests/helm/keda/{name} is a CRD")
+        spec = crd["spec"]
+        crds[spec["names"]["kind"]] = {
+            "group": spec["group"],
+            "versions": {
+                v["name"]: (v.get("served", False), strict_schema(v["schema"]["openAPIV3Schema"]))
+                for v in spec["versions"]
+            },
+        }
+    return crds
+
+
+# OpenAPI's integer formats, which JSON Schema does not know.
+OPENAPI_FORMATS = jsonschema.FormatChecker(formats=())
+
+
+@OPENAPI_FORMATS.checks("int32")
+def _int32(value) -> bool:
+    return not isinstance(value, int) or -(2**31) <= value < 2**31
+
+
+@OPENAPI_FORMATS.checks("int64")
+def _int64(value) -> bool:
+    return not isinstance(value, int) or -(2**63) <= value < 2**63
+
+
+def validate_keda(release: Release, crds: dict[str, dict]) -> None:
+    """Every keda.sh object against its CRD's schema (for the served version it names),
+    and its metadata as Kubernetes validates any object's."""
+    for o in release.objects:
+        if not o["apiVersion"].startswith("keda.sh/"):
+            continue
+        body = {k: v for k, v in o.items() if not k.startswith("_")}
+        what = f"{release.name}: {o['kind']} {o['metadata'].get('name')}"
+        group, _, version = o["apiVersion"].partition("/")
+        crd = crds.get(o["kind"])
+        if not check(crd is not None and crd["group"] == group, f"{what}: a kind of KEDA's CRDs ({o['apiVersion']})"):
+            continue
+        served, schema = crd["versions"].get(version, (False, None))
+        if not check(served, f"{what}: KEDA serves {o['apiVersion']}"):
+            continue
+        errors = sorted(
+            jsonschema.Draft4Validator(schema, format_checker=OPENAPI_FORMATS).iter_errors(body),
+            key=lambda e: list(e.absolute_path),
+        )
+        for e in errors:
+            where = "/".join(str(p) for p in e.absolute_path)
+            check(False, f"{what} at {where}: {e.message[:300]} (KEDA {KEDA_VERSION} schema)")
+        if not errors:
+            check(True, "")
+        # The API server validates a custom object's metadata as any object's.
+        try:
+            meta = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": body["metadata"]}
+            kubernetes_validate.validate(meta, KUBERNETES, strict=True)
+            check(True, "")
+        except kubernetes_validate.ValidationError as e:
+            check(False, f"{what}: metadata: {e.message}")
+        check(
+            re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", o["metadata"]["name"])
+            is not None,
+            f"{what}: a DNS-1123 name",
+        )
+
+
+def flags(args: list[str]) -> dict[str, str | bool]:
+    """`--name value` and bare `--name` (true) of a command line."""
+    out: dict[str, str | bool] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("--"):
+            if i + 1 < len(args) and not args[i + 1].startswith("--"):
+                out[arg] = args[i + 1]
+                i += 1
+            else:
+                out[arg] = True
+        i += 1
+    return out
+
+
+def demand_field(answer: dict, location: str):
+    """What KEDA's metrics-api scaler reads at `valueLocation` (a GJSON path: fields and
+    array indexes joined by dots) of a JSON answer; None if nothing is there."""
+    value = answer
+    for part in location.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
+
+
+def check_demand_sample() -> None:
+    """SAMPLE_DEMAND has the fields the server's answer has (DemandView)."""
+    struct = re.search(r"pub struct DemandView \{(.*?)\n\}", DEMAND_WIRE.read_text(), re.S)
+    fields = set(re.findall(r"^\s*pub (\w+):", struct.group(1), re.M)) if struct else set()
+    check(fields == set(SAMPLE_DEMAND), f"the sample demand answer has DemandView's fields {sorted(fields)}")
+
+
+def check_dynamic_runners(release: Release, runner_flags: set[str]) -> None:
+    """KEDA's ScaledJob polls GET /v1/demand for the labels its runners offer, reads a
+    number of the answer, and makes Jobs whose pods are valid and run `baton runner
+    --once` against the chart's Service with the registration token as a file."""
+    name = release.name
+    merged = release.merged["dynamicRunners"]
+    jobs, auths = release.all("ScaledJob"), release.all("TriggerAuthentication")
+    if not merged["enabled"]:
+        check(not jobs and not auths, f"{name}: no KEDA objects unless dynamicRunners.enabled")
+        return
+    if not check(len(jobs) == 1 and len(auths) == 1, f"{name}: one ScaledJob and one TriggerAuthentication"):
+        return
+    (scaled,), (auth,) = jobs, auths
+    spec = scaled["spec"]
+    service = release.one("Service")
+    service_name, port = service["metadata"]["name"], service["spec"]["ports"][0]["port"]
+
+    # The Job KEDA makes of jobTargetRef is a valid batch/v1 Job, its pod a valid PodTemplateSpec.
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"{scaled['metadata']['name']}-x7k2p", "namespace": "baton"},
+        "spec": spec["jobTargetRef"],
+    }
+    try:
+        kubernetes_validate.validate(job, KUBERNETES, strict=True)
+        check(True, "")
+    except kubernetes_validate.ValidationError as e:
+        where = "/".join(str(p) for p in e.path)
+        check(False, f"{name}: the Job of the ScaledJob (jobTargetRef) at {where}: {e.message}")
+
+    pod = spec["jobTargetRef"]["template"]["spec"]
+    check(pod.get("restartPolicy") == "Never", f"{name}: a runner Job's pod is not restarted")
+    (container,) = pod["containers"]
+    args = container["args"]
+    given = flags(args[1:])
+    check(args[0] == "runner" and given.get("--once") is True, f"{name}: the Job runs `baton runner --once` ({args})")
+    unknown = sorted(set(given) - runner_flags)
+    check(not unknown, f"{name}: `baton runner` has no flags {unknown}")
+    check(given.get("--capacity") == "1", f"{name}: an on-demand runner has capacity 1")
+    check(
+        given.get("--server") == f"http://{service_name}:{port}",
+        f"{name}: on-demand runners reach the nodes through the Service ({given.get('--server')})",
+    )
+    runner_labels = str(given.get("--labels", "")).split(",")
+    check(runner_labels == merged["labels"], f"{name}: the runners offer dynamicRunners.labels ({runner_labels})")
+    runner_queues = str(given["--queues"]).split(",") if "--queues" in given else []
+    check(runner_queues == merged["queues"], f"{name}: the runners serve dynamicRunners.queues ({runner_queues})")
+
+    # The registration token: a file from the chart's (or your) Secret, never the environment.
+    token_file = str(given.get("--registration-token-file", ""))
+    mounts = {m["mountPath"]: m for m in container.get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    mount = mounts.get(token_file.rsplit("/", 1)[0])
+    secret = volumes.get(mount["name"], {}).get("secret", {}) if mount else {}
+    check(
+        bool(mount and mount.get("readOnly"))
+        and secret.get("secretName") == (release.merged["existingSecret"] or "baton")
+        and any(i["key"] == "registration-token" and i["path"] == token_file.rsplit("/", 1)[1]
+                for i in secret.get("items", [])),
+        f"{name}: on-demand runners read the registration token from the Secret, as a mounted file",
+    )
+    check(
+        "BATON_REGISTRATION_TOKEN" not in env_names(release, spec["jobTargetRef"]["template"]),
+        f"{name}: the registration token is not in the on-demand runner's environment",
+    )
+    configmaps = {cm["metadata"]["name"]: cm.get("data") or {} for cm in release.all("ConfigMap")}
+    config = {}
+    for source in container.get("envFrom", []):
+        config.update(configmaps.get(source.get("configMapRef", {}).get("name"), {}))
+    empty_dirs = {n for n, v in volumes.items() if "emptyDir" in v}
+    for key in ("BATON_RUNNER_STATE_DIR", "BATON_RUNNER_WORK_DIR"):
+        path = config.get(key)
+        check(mounts.get(path, {}).get("name") in empty_dirs, f"{name}: on-demand {key}={path} is a writable emptyDir")
+    check(mounts.get("/tmp", {}).get("name") in empty_dirs, f"{name}: on-demand tasks get a writable /tmp")
+    check(
+        pod["terminationGracePeriodSeconds"] > int(config.get("BATON_RUNNER_SHUTDOWN_GRACE_S", "30")),
+        f"{name}: an on-demand runner's task gets its shutdown grace before the pod is killed",
+    )
+
+    # The trigger: GET /v1/demand on the Service, from KEDA's namespace, for those labels.
+    triggers = spec["triggers"]
+    if not check(len(triggers) == 1 and triggers[0]["type"] == "metrics-api", f"{name}: one metrics-api trigger"):
+        return
+    trigger = triggers[0]
+    meta = trigger["metadata"]
+    url = urlsplit(meta.get("url", ""))
+    query = parse_qs(url.query, strict_parsing=True) if url.query else {}
+    check(url.scheme == "http" and url.path == "/v1/demand", f"{name}: the trigger polls GET /v1/demand ({meta.get('url')})")
+    check(
+        url.hostname == f"{service_name}.baton.svc" and url.port == port,
+        f"{name}: the trigger reaches the Service by its namespaced name, from KEDA's namespace ({url.netloc})",
+    )
+    asked = query.get("labels", [""])
+    check(
+        len(asked) == 1 and asked[0].split(",") == runner_labels,
+        f"{name}: the demand asked for (labels={asked}) is that of the runners the Jobs start ({runner_labels})",
+    )
+    asked_queues = query.get("queues", [""])
+    check(
+        len(asked_queues) == 1 and [q for q in asked_queues[0].split(",") if q] == runner_queues,
+        f"{name}: the demand's queues ({asked_queues}) are those the runners serve ({runner_queues})",
+    )
+    check(set(query) <= {"labels", "queues"}, f"{name}: GET /v1/demand takes labels and queues only ({sorted(query)})")
+    check(meta.get("format", "json") == "json", f"{name}: the demand is read as JSON")
+    value = demand_field(SAMPLE_DEMAND, meta.get("valueLocation", ""))
+    check(
+        isinstance(value, (int, float)) and not isinstance(value, bool),
+        f"{name}: valueLocation {meta.get('valueLocation')!r} is a number of the demand's answer {SAMPLE_DEMAND}",
+    )
+    check(float(meta.get("targetValue", "0")) == 1, f"{name}: one Job per waiting task (targetValue 1)")
+    check(spec.get("scalingStrategy", {}).get("strategy") == "accurate",
+          f"{name}: the accurate strategy (KEDA subtracts the Jobs it started that have not begun)")
+    check(spec.get("rollout", {}).get("strategy") == "gradual",
+          f"{name}: an upgrade leaves the running Jobs (and their tasks) alone")
+    for key in ("pollingInterval", "maxReplicaCount", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"):
+        check(spec.get(key) == merged[key], f"{name}: the ScaledJob's {key} is dynamicRunners.{key}")
+
+    # Its bearer token: the TriggerAuthentication it names, from the Secret given.
+    check(meta.get("authMode") == "bearer", f"{name}: the trigger authenticates with a bearer token")
+    ref = trigger.get("authenticationRef", {})
+    check(
+        ref.get("name") == auth["metadata"]["name"] and ref.get("kind", "TriggerAuthentication") == "TriggerAuthentication",
+        f"{name}: the trigger uses the chart's TriggerAuthentication",
+    )
+    token = merged["apiTokenSecret"]
+    check(
+        auth["spec"].get("secretTargetRef") == [{"parameter": "token", "name": token["name"], "key": token["key"]}],
+        f"{name}: KEDA's bearer token is dynamicRunners.apiTokenSecret ({auth['spec'].get('secretTargetRef')})",
+    )
+
+
+def dynamic_runners_need_a_token() -> None:
+    """Enabled without the Secret KEDA reads its API token from, the chart refuses to render."""
+    try:
+        with helm.Chart.load(CHART) as chart:
+            chart.render({"dynamicRunners": {"enabled": True}}, name="baton", namespace="baton", is_install=True)
+        check(False, "dynamicRunners without apiTokenSecret.name refuses to render")
+    except helm.HelmRenderError as e:
+        check("apiTokenSecret.name" in str(e), f"dynamicRunners without apiTokenSecret.name: {e}")
 
 
 def check_selectors(release: Release) -> None:
@@ -518,6 +813,13 @@ def known_settings(baton: str) -> dict[str, set[str]]:
     return known
 
 
+def runner_flags(baton: str) -> set[str]:
+    out = subprocess.run([baton, "runner", "--help"], capture_output=True, text=True, check=True).stdout
+    found = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", out))
+    check("--once" in found and "--labels" in found, "`baton runner --help` lists its flags")
+    return found
+
+
 def image_uid() -> int:
     match = re.search(r"useradd[^\n]*--uid (\d+)", DOCKERFILE.read_text())
     check(match is not None, "deploy/Dockerfile creates a user with a fixed uid")
@@ -573,6 +875,42 @@ def main() -> int:
         "production": production,
         "no migration Job": {"migration": {"enabled": False}},
         "existing secret, no runners": {"existingSecret": "mine", "runner": {"enabled": False}},
+        # KEDA's ScaledJob, with its defaults but the Secret it must be given.
+        "runners on demand": {"dynamicRunners": {"enabled": True, "apiTokenSecret": {"name": "baton-keda"}}},
+        # And with every one of its values, beside runners from an existing Secret.
+        "runners on demand, every option": {
+            "existingSecret": "mine",
+            "runner": {"image": {"repository": "example.com/runner", "tag": "1"}},
+            "otlp": {"enabled": True, "endpoint": "http://collector:4317"},
+            "dynamicRunners": {
+                "enabled": True,
+                "labels": ["ephemeral", "os=linux", "example.com/gpu"],
+                "queues": ["build", "test"],
+                "apiTokenSecret": {"name": "keda-reader", "key": "baton-token"},
+                "pollingInterval": 5,
+                "maxReplicaCount": 50,
+                "successfulJobsHistoryLimit": 0,
+                "failedJobsHistoryLimit": 20,
+                "backoffLimit": 1,
+                "activeDeadlineSeconds": 7200,
+                "workDirSizeLimit": "20Gi",
+                "env": {"BATON_RUNNER_WAIT_S": "20", "BATON_RUNNER_MIN_FREE_DISK_MB": 1024},
+                "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
+                "podAnnotations": {"example.com/team": "ci"},
+                "podLabels": {"team": "ci"},
+                "nodeSelector": {"pool": "ephemeral"},
+                "tolerations": [{"key": "ephemeral", "operator": "Exists", "effect": "NoSchedule"}],
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["ephemeral"]}]}
+                            ]
+                        }
+                    }
+                },
+            },
+        },
         "stores over TLS, own Secret": {
             "secrets": {"redisUrl": "rediss+cluster://redis-0:6379,redis-1:6379", "redisPassword": "pw"},
             "postgres": {"sslMode": "verify-ca", "caSecret": "pg-ca"},
@@ -625,14 +963,20 @@ def main() -> int:
     for name, values in variants.items():
         lint(name, values)
     schema_refuses_typos()
+    dynamic_runners_need_a_token()
+    check_demand_sample()
 
     uid = image_uid()
     known = known_settings(args.baton)
+    flags_of_runner = runner_flags(args.baton)
+    keda_crds = load_keda_crds()
     releases = {name: Release(name, copy.deepcopy(values)) for name, values in variants.items()}
     for release in releases.values():
         checks = [
             (validate_kubernetes, ()),
+            (validate_keda, (keda_crds,)),
             (check_crd_shapes, ()),
+            (check_dynamic_runners, (flags_of_runner,)),
             (check_selectors, ()),
             (check_server, (uid,)),
             (check_security, (uid,)),
@@ -676,7 +1020,9 @@ def main() -> int:
     kinds = sorted({o["kind"] for r in releases.values() for o in r.objects})
     print(f"rendered {len(releases)} value sets; kinds: {', '.join(kinds)}")
     crds = ", ".join(sorted(CRD_KINDS))
-    print(f"validated against Kubernetes {KUBERNETES} (strict); by shape only: {crds} (CRDs)")
+    keda = ", ".join(sorted(keda_crds))
+    print(f"validated against Kubernetes {KUBERNETES} (strict); against KEDA {KEDA_VERSION}'s CRD schemas "
+          f"(strict): {keda}; by shape only: {crds} (CRDs); no cluster")
     for failure in failures:
         print(f"FAIL: {failure}")
     print(f"{passed} checks passed, {len(failures)} failed")

@@ -16,6 +16,9 @@ pub enum BackendKind {
     /// `baton runner --once`, a child process of the node, on the node's host.
     #[default]
     Process,
+    /// The same inside fresh Linux namespaces made by bubblewrap (`bwrap`): its own
+    /// mounts, PIDs and a network reaching only the server.
+    Sandbox,
     /// The operator's `create` and `delete` scripts (a VM, a cloud instance, anything).
     Command,
 }
@@ -25,6 +28,7 @@ impl BackendKind {
     pub fn as_str(self) -> &'static str {
         match self {
             BackendKind::Process => "process",
+            BackendKind::Sandbox => "sandbox",
             BackendKind::Command => "command",
         }
     }
@@ -55,10 +59,10 @@ pub struct ProvisionerConfig {
     /// The address its runners talk to: the load balancer in front of the nodes.
     /// Unset: this node's own listen address.
     pub server_url: Option<String>,
-    /// `process`: the folder each runner's state and work folders are made in, removed
-    /// when it is done [default: the system's temporary folder].
+    /// `process`, `sandbox`: the folder each runner's state and work folders are made
+    /// in, removed when it is done [default: the system's temporary folder].
     pub dir: Option<PathBuf>,
-    /// `process`: more `baton runner` flags for every runner it starts.
+    /// `process`, `sandbox`: more `baton runner` flags for every runner it starts.
     pub runner_args: Vec<String>,
     /// `command`: run with the runner to start as JSON on stdin; its first line of
     /// output, if any, is the handle `delete` is given.
@@ -107,6 +111,11 @@ impl ProvisionerConfig {
                 "capacity, max_attempts and claim_timeout_s must be at least 1",
             ));
         }
+        if self.backend == BackendKind::Sandbox && !on_path("bwrap") {
+            return Err(named(
+                "the sandbox backend needs bubblewrap's `bwrap` (Debian: apt-get install bubblewrap)",
+            ));
+        }
         if self.backend == BackendKind::Command && (self.create.is_none() || self.delete.is_none())
         {
             return Err(named(
@@ -137,6 +146,12 @@ impl ProvisionerConfig {
             },
         }
     }
+}
+
+/// Whether `program` is on the `PATH`.
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// Checks every provisioner, and that no two share a name (their assignments are

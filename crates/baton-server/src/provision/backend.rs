@@ -52,7 +52,7 @@ pub(crate) struct BackendError(pub String);
 
 /// A provisioner's backend.
 pub(crate) enum Backend {
-    /// Child processes of this node.
+    /// Child processes of this node (`process` and `sandbox`).
     Process(ProcessBackend),
     /// The operator's scripts.
     Command(CommandBackend),
@@ -62,13 +62,14 @@ impl Backend {
     /// The backend `config` names. `exe` is the `baton` binary the process backend runs.
     pub(crate) fn of(config: &ProvisionerConfig, exe: PathBuf) -> Backend {
         match config.backend {
-            BackendKind::Process => Backend::Process(ProcessBackend::new(
+            BackendKind::Process | BackendKind::Sandbox => Backend::Process(ProcessBackend::new(
                 exe,
                 config
                     .dir
                     .clone()
                     .unwrap_or_else(|| std::env::temp_dir().join("baton-provisioned")),
                 config.runner_args.clone(),
+                config.backend == BackendKind::Sandbox,
             )),
             BackendKind::Command => Backend::Command(CommandBackend {
                 create: config.create.clone().unwrap_or_default(),

@@ -7,3 +7,4 @@ pub(crate) mod backend;
 mod command;
 pub(crate) mod demand;
 mod process;
+mod sandbox;

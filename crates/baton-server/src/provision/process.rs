@@ -2,13 +2,16 @@
 //! a state and a work folder of its own. It runs in a process group of its own, so a
 //! node killed with its group leaves its runners to finish their tasks (another node
 //! adopts their assignments); the node that started one reaps it, and stops it (the
-//! runner's own SIGTERM handling, then SIGKILL) when its assignment fails.
+//! runner's own SIGTERM handling, then SIGKILL) when its assignment fails. The `sandbox`
+//! backend is this one with each runner inside a sandbox (`sandbox.rs`) and a relay
+//! outside it, which leads the group.
 
 use super::backend::{BackendError, RunnerToStart};
+use super::sandbox;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,8 +22,24 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// A runner this node started.
 struct Started {
+    /// The runner (or, sandboxed, `bwrap` around it).
     child: Child,
+    /// A sandboxed runner's relay outside, which leads its process group.
+    relay: Option<Child>,
     folder: PathBuf,
+}
+
+/// How long a sandbox's relay has to open its socket.
+const RELAY_READY_WITHIN: Duration = Duration::from_secs(5);
+
+/// `command` with none of the node's own settings in its environment.
+fn without_node_settings(command: &mut Command) -> &mut Command {
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("BATON_") {
+            command.env_remove(key);
+        }
+    }
+    command.env("NO_COLOR", "1")
 }
 
 /// Starts runners as child processes.
@@ -28,23 +47,32 @@ pub(crate) struct ProcessBackend {
     exe: PathBuf,
     dir: PathBuf,
     runner_args: Vec<String>,
+    /// Each runner in a sandbox of its own (the `sandbox` backend).
+    sandboxed: bool,
     /// The runners this node started, by assignment and attempt, with their folders,
     /// until released.
     children: Arc<Mutex<HashMap<(Uuid, i32), Started>>>,
 }
 
 impl ProcessBackend {
-    pub(super) fn new(exe: PathBuf, dir: PathBuf, runner_args: Vec<String>) -> Self {
+    pub(super) fn new(
+        exe: PathBuf,
+        dir: PathBuf,
+        runner_args: Vec<String>,
+        sandboxed: bool,
+    ) -> Self {
         ProcessBackend {
             exe,
             dir,
             runner_args,
+            sandboxed,
             children: Arc::default(),
         }
     }
 
-    /// Starts the runner; its process id is the handle. The token goes in the runner's
-    /// environment, never on its command line (which every user of the host may read).
+    /// Starts the runner; the process id of its group's leader is the handle. The
+    /// token goes in the runner's environment, never on its command line (which every
+    /// user of the host may read).
     pub(super) fn start(&self, runner: &RunnerToStart<'_>) -> Result<String, BackendError> {
         let failed = |what: &str, e: std::io::Error| {
             BackendError(format!("{what} for runner {}: {e}", runner.name))
@@ -54,44 +82,118 @@ impl ProcessBackend {
             .map_err(|e| failed("making its folder", e))?;
         let log = std::fs::File::create(self.dir.join(format!("{}.log", runner.name)))
             .map_err(|e| failed("making its log", e))?;
-        let mut command = Command::new(&self.exe);
-        command
-            .arg("runner")
-            .args(["--once", "--capacity", "1"])
-            .args(["--server", runner.server_url, "--name", runner.name])
-            .args(["--labels", &runner.labels.join(",")])
-            .arg("--state-dir")
-            .arg(folder.join("state"))
-            .arg("--work-dir")
-            .arg(folder.join("work"));
-        if !runner.queues.is_empty() {
-            command.args(["--queues", &runner.queues.join(",")]);
-        }
-        command.args(&self.runner_args);
-        // None of the node's own settings leak into the runner.
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("BATON_") {
-                command.env_remove(key);
-            }
-        }
-        let err = log.try_clone().map_err(|e| failed("opening its log", e))?;
-        let child = std::os::unix::process::CommandExt::process_group(
+        let (relay, mut command) = if self.sandboxed {
+            let relay = self
+                .spawn_relay(runner.server_url, &folder, &log)
+                .map_err(|e| failed("starting its relay", e))?;
+            let inside = Path::new(sandbox::INSIDE);
+            let server = format!("http://{}", sandbox::SERVER_INSIDE);
+            let args = self.runner_args(runner, &server, inside);
+            let mut command = Command::new("bwrap");
+            command.args(sandbox::bwrap_args(
+                &self.exe,
+                &folder,
+                &sandbox::inside(&args),
+            ));
+            (Some(relay), command)
+        } else {
+            let mut command = Command::new(&self.exe);
             command
+                .arg("runner")
+                .args(self.runner_args(runner, runner.server_url, &folder));
+            (None, command)
+        };
+        let err = log.try_clone().map_err(|e| failed("opening its log", e))?;
+        // The relay, when there is one, leads the group: one signal reaches both.
+        let group = relay.as_ref().map_or(0, |r| r.id() as i32);
+        let child = std::os::unix::process::CommandExt::process_group(
+            without_node_settings(&mut command)
                 .env("BATON_REGISTRATION_TOKEN", runner.registration_token)
-                .env("NO_COLOR", "1")
                 .stdin(Stdio::null())
                 .stdout(log)
                 .stderr(err),
-            0,
+            group,
         )
         .spawn()
-        .map_err(|e| failed("starting baton runner", e))?;
-        let pid = child.id().to_string();
+        .map_err(|e| failed("starting the runner", e))?;
+        let leader = relay.as_ref().map_or(child.id(), Child::id).to_string();
         self.lock().insert(
             (runner.assignment, runner.attempt),
-            Started { child, folder },
+            Started {
+                child,
+                relay,
+                folder,
+            },
         );
-        Ok(pid)
+        Ok(leader)
+    }
+
+    /// `baton runner`'s arguments: one task, talking to `server`, its state and work
+    /// folders in `folder` (as the runner sees it).
+    fn runner_args(&self, runner: &RunnerToStart<'_>, server: &str, folder: &Path) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--once",
+            "--capacity",
+            "1",
+            "--server",
+            server,
+            "--name",
+            runner.name,
+            "--labels",
+            &runner.labels.join(","),
+            "--state-dir",
+            &folder.join("state").display().to_string(),
+            "--work-dir",
+            &folder.join("work").display().to_string(),
+        ]
+        .map(str::to_string)
+        .to_vec();
+        if !runner.queues.is_empty() {
+            args.extend(["--queues".to_string(), runner.queues.join(",")]);
+        }
+        args.extend(self.runner_args.iter().cloned());
+        args
+    }
+
+    /// The relay outside a sandbox, leading a process group of its own, passing the
+    /// sandbox's connections to `server_url`'s address; returns once its socket exists.
+    fn spawn_relay(
+        &self,
+        server_url: &str,
+        folder: &Path,
+        log: &std::fs::File,
+    ) -> std::io::Result<Child> {
+        let url = reqwest::Url::parse(server_url).map_err(std::io::Error::other)?;
+        let address = format!(
+            "{}:{}",
+            url.host_str().unwrap_or("127.0.0.1"),
+            url.port_or_known_default().unwrap_or(80)
+        );
+        let socket = folder.join(sandbox::RELAY_SOCKET);
+        let mut command = Command::new(&self.exe);
+        command
+            .arg("relay")
+            .arg("--listen-unix")
+            .arg(&socket)
+            .args(["--to-tcp", &address]);
+        let mut relay = std::os::unix::process::CommandExt::process_group(
+            without_node_settings(&mut command)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log.try_clone()?),
+            0,
+        )
+        .spawn()?;
+        let deadline = std::time::Instant::now() + RELAY_READY_WITHIN;
+        while !socket.exists() {
+            if std::time::Instant::now() >= deadline || matches!(relay.try_wait(), Ok(Some(_))) {
+                let _ = relay.kill();
+                let _ = relay.wait();
+                return Err(std::io::Error::other("the relay did not open its socket"));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(relay)
     }
 
     /// Whether this node's runner of that attempt exited (reaped here).
@@ -105,12 +207,17 @@ impl ProcessBackend {
     /// its folder (its log stays beside it). A runner this node did not start (adopted
     /// from a dead node) is stopped by its revoked token and deleted row instead.
     pub(super) fn release(&self, assignment: Uuid, attempt: i32) {
-        let Some(Started { mut child, folder }) = self.lock().remove(&(assignment, attempt)) else {
+        let Some(Started {
+            mut child,
+            relay,
+            folder,
+        }) = self.lock().remove(&(assignment, attempt))
+        else {
             return;
         };
-        let group = Pid::from_raw(child.id() as i32);
-        let running = matches!(child.try_wait(), Ok(None));
-        if running {
+        let group = Pid::from_raw(relay.as_ref().map_or(child.id(), Child::id) as i32);
+        // Signalled only while its leader is unreaped, so the group id is still its own.
+        if relay.is_some() || matches!(child.try_wait(), Ok(None)) {
             let _ = killpg(group, Signal::SIGTERM);
         }
         tokio::task::spawn_blocking(move || {
@@ -122,6 +229,11 @@ impl ProcessBackend {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(50));
+            }
+            // The relay outlives nothing: the runner it served is gone.
+            if let Some(mut relay) = relay {
+                let _ = killpg(group, Signal::SIGKILL);
+                let _ = relay.wait();
             }
             let _ = std::fs::remove_dir_all(folder);
         });

@@ -64,6 +64,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "http://%s:%v" (include "baton.fullname" .) .Values.server.service.port }}
 {{- end }}
 
+{{/* The same Service by a name that resolves from any namespace: what KEDA's operator,
+     in its own namespace, polls the demand at. */}}
+{{- define "baton.serverClusterUrl" -}}
+{{- printf "http://%s.%s.svc:%v" (include "baton.fullname" .) .Release.Namespace .Values.server.service.port }}
+{{- end }}
+
 {{/* Kubernetes counts the preStop sleep inside the grace period, so both fit, plus a margin. */}}
 {{- define "baton.serverTerminationGrace" -}}
 {{- add .Values.server.preStopSleepSeconds .Values.server.drainGraceSeconds 5 }}
