@@ -35,6 +35,8 @@ if ! command -v pg_autoctl >/dev/null 2>&1; then
     pg_major=$(ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -n 1)
     missing+=("postgresql-${pg_major:-15}-auto-failover")
 fi
+# The sandbox backend of runners on demand (tests/dynamic_runners.rs) runs bubblewrap.
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 # The console test (tests/ui.rs) drives Chromium with playwright-core, under Node.js.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)

@@ -104,7 +104,21 @@ async fn an_operator_watches_and_steers_the_cluster_from_the_console() {
     let env = TestEnv::new("ui-console").await;
     // The browser talks to the survivor; the doomed node holds one claim when it dies.
     let mut doomed = env.node_with(QUICK_ADOPTION).await;
-    let survivor = env.node_with(QUICK_ADOPTION).await;
+    // The survivor has a provisioner, which the runners page shows with its demand; it
+    // serves a label no task here asks for, so it starts nothing.
+    let provisioners = env.dir.join("provisioners.toml");
+    std::fs::write(
+        &provisioners,
+        "[[provisioners]]\nname = \"on-demand\"\nlabels = [\"gpu-on-demand\"]\n\
+         backend = \"command\"\ncreate = \"/bin/false\"\ndelete = \"/bin/true\"\n",
+    )
+    .unwrap();
+    let survivor_args: Vec<&str> = QUICK_ADOPTION
+        .iter()
+        .copied()
+        .chain(["--config", provisioners.to_str().unwrap()])
+        .collect();
+    let survivor = env.node_with(&survivor_args).await;
     let _runner = env.runner(&survivor.url, &[], 4).await;
     let user = user_client(&survivor.url);
 

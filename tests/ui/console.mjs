@@ -228,6 +228,7 @@ await scenario('runners, queues and schedules show the cluster', async () => {
   await page.goto(`${BASE}/ui/#/runners`);
   await until(page, 'both runners to be listed', () => document.querySelectorAll('#runners tr[data-runner-id]').length === 2);
   await until(page, 'pause buttons for an admin', () => document.querySelectorAll('#runners [data-action="pause"]').length === 2);
+  await until(page, 'the provisioner, with its demand', () => document.querySelector('#provisioners tr[data-provisioner="on-demand"]')?.textContent.includes('command'));
   await screenshot(page, 'runners');
   await page.goto(`${BASE}/ui/#/queues`);
   await until(page, 'the default queue', () => !!document.querySelector('#queues tr[data-queue="default"]'));

@@ -46,6 +46,37 @@ fn runner_spec() -> RunnerSpec {
     }
 }
 
+/// The label set the nodes start runners for on demand (docs/dynamic-runners.md).
+pub const EPHEMERAL: &str = "ephemeral";
+
+/// Where the runners started on demand keep their folders and logs.
+pub fn provisioned_dir(work: &WorkDir) -> PathBuf {
+    work.join("provisioned")
+}
+
+/// The nodes' settings file: one `process` provisioner for the [`EPHEMERAL`] label set,
+/// its runners on the drill's runner timings, talking to the load balancer. Returns the
+/// `baton serve` flags that read it.
+fn provisioners(work: &WorkDir, lb_url: &str) -> anyhow::Result<Vec<String>> {
+    let file = work.join("provisioners.toml");
+    let runner_args: Vec<String> = runner_spec()
+        .extra_args
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect();
+    std::fs::write(
+        &file,
+        format!(
+            "[[provisioners]]\nname = \"{EPHEMERAL}\"\nlabels = [\"{EPHEMERAL}\"]\n\
+             capacity = 4\nclaim_timeout_s = 30\nretry_initial_ms = 1000\n\
+             server_url = {lb_url:?}\ndir = {:?}\nrunner_args = [{}]\n",
+            provisioned_dir(work),
+            runner_args.join(", ")
+        ),
+    )?;
+    Ok(vec!["--config".into(), file.display().to_string()])
+}
+
 pub struct NodeSlot {
     pub port: u16,
     pub process: Option<Supervised>,
@@ -128,9 +159,13 @@ impl ChaosCluster {
             _ => String::new(),
         };
 
+        // Picked before the nodes start: their provisioner's runners talk to it.
+        let lb_port = ports.pick()?;
+        let lb_url = format!("http://127.0.0.1:{lb_port}");
         let mut node_args = TIMINGS.args();
         node_args.extend(redis.node_flags());
         node_args.extend(postgres.node_flags());
+        node_args.extend(provisioners(work, &lb_url)?);
         let settings = NodeSettings {
             database_url: String::new(),
             redis_url: redis_url.clone(),
@@ -188,10 +223,8 @@ impl ChaosCluster {
                 settings,
             });
         }
-        let lb_port = ports.pick()?;
         let node_ports: Vec<u16> = slots.iter().map(|s| s.port).collect();
         let mut lb = nginx::spawn(work, lb_port, &node_ports, as_root)?;
-        let lb_url = format!("http://127.0.0.1:{lb_port}");
         nginx::wait_ready(&mut lb, &lb_url).await?;
 
         let mut runner_procs = Vec::new();
@@ -367,8 +400,22 @@ impl ChaosCluster {
 
     /// Stops runners, nodes, nginx, Postgres and Redis, in that order, and drops the
     /// drill's database.
+    /// Where the runners started on demand keep their folders and logs.
+    pub fn provisioned_dir(&self) -> PathBuf {
+        provisioned_dir(&self.work)
+    }
+
     pub async fn stop(&mut self) {
         self.open_links();
+        // Runners started on demand live in process groups of their own.
+        let provisioned = provisioned_dir(&self.work);
+        let _ = tokio::task::spawn_blocking(move || {
+            baton_localcluster::strays::stop_runners_under(
+                &provisioned,
+                std::time::Duration::from_secs(5),
+            )
+        })
+        .await;
         for runner in self.runners.iter_mut().filter_map(|r| r.process.as_mut()) {
             runner.stop().await;
         }

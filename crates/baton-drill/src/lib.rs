@@ -16,6 +16,7 @@ mod cluster;
 mod faults;
 mod groups;
 mod load;
+mod on_demand;
 mod overlaps;
 mod pauses;
 mod records;
@@ -229,6 +230,18 @@ async fn drill(
     report.schedule = schedule.check(cluster, &mut report.violations).await?;
     report.checks.push((
         "every schedule tick fired exactly once",
+        report.violations.len() == before,
+    ));
+    let before = report.violations.len();
+    // A runner that took no task is let go at its claim timeout (30 s here).
+    report.on_demand = on_demand::check(
+        cluster,
+        settle.max(Duration::from_secs(40)),
+        &mut report.violations,
+    )
+    .await?;
+    report.checks.push((
+        "every runner started on demand left",
         report.violations.len() == before,
     ));
     match settled {

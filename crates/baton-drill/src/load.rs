@@ -156,9 +156,15 @@ impl Load {
         // Some are cancelled while they wait or run: they must end `cancelled`.
         let cancel_after = (rng.random_range(0..12) == 0)
             .then(|| Duration::from_millis(rng.random_range(100..4000)));
+        // One in eight waits for a runner started on demand, in the plain queue.
+        let label = if queue.is_none() && group.is_none() && rng.random_range(0..8) == 0 {
+            super::cluster::EPHEMERAL
+        } else {
+            "chaos"
+        };
         let task = SubmitTask {
             script: Some(recorded(&self.executions, &work)),
-            labels: vec!["chaos".into()],
+            labels: vec![label.into()],
             queue,
             concurrency_key: group.map(|(key, _)| key.to_string()),
             concurrency_limit: group.map(|(_, limit)| limit),

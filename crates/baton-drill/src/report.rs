@@ -21,6 +21,7 @@ pub struct Report {
     pub faults: FaultLog,
     pub settled_after: Option<Duration>,
     pub schedule: super::schedules::ScheduleOutcome,
+    pub on_demand: super::on_demand::OnDemand,
     pub checks: Vec<(&'static str, bool)>,
     pub violations: Vec<String>,
 }
@@ -46,6 +47,11 @@ impl Report {
             statuses.join(", ")
         );
         println!("  retries      {} tasks ran more than once", self.retried);
+        let d = &self.on_demand;
+        println!(
+            "  on demand    {} tasks, {} runners started for them ({} assignments, {} attempts failed)",
+            d.tasks, d.runners_started, d.assignments, d.failed_attempts
+        );
         println!(
             "  runs         {} recorded, {} cut short by a kill",
             self.runs, self.runs_cut_short

@@ -275,13 +275,33 @@ impl TokenCache {
 /// task): its row, its token on every node, and the news of it. Its next request gets
 /// 401; the reconciler requeues its unstarted tasks and ends its running ones.
 pub(crate) async fn delete_runner(state: &AppState, id: RunnerId) -> Result<(), StoreError> {
-    state.store.runner_delete(id, state.clock.now()).await?;
+    let provisioner = state.store.runner_delete(id, state.clock.now()).await?;
     revoke_everywhere(state, id).await;
     state
         .events
-        .runner(crate::events::RunnerChange::Deleted, id)
+        .runner_provisioned(
+            crate::events::RunnerChange::Deleted,
+            id,
+            provisioned_by(state, provisioner),
+        )
         .await;
     Ok(())
+}
+
+/// The provisioner named, with its backend as this node's settings have it: what a
+/// runner event says of a runner started on demand.
+pub(crate) fn provisioned_by(
+    state: &AppState,
+    provisioner: Option<String>,
+) -> Option<(String, String)> {
+    let name = provisioner?;
+    let backend = state
+        .config
+        .provisioners
+        .iter()
+        .find(|p| p.name == name)
+        .map_or("unknown", |p| p.backend.as_str());
+    Some((name, backend.to_string()))
 }
 
 /// A runner was deleted, paused or resumed: this node forgets its cached token at once,

@@ -52,4 +52,22 @@ impl Store {
         .await?;
         Ok(done.rows_affected())
     }
+
+    /// Deletes up to `limit` runner assignments that ended before `before`
+    /// (docs/dynamic-runners.md): their runners are long gone.
+    pub async fn assignments_delete_ended(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM runner_assignments WHERE id IN (
+                 SELECT id FROM runner_assignments WHERE ended_at < $1 LIMIT $2)",
+        )
+        .bind(before)
+        .bind(limit)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
 }

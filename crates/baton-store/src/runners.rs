@@ -175,14 +175,24 @@ impl Store {
     }
 
     /// Marks a runner deleted: its token stops working and the reconciler takes its
-    /// tasks back. `NotFound` if it does not exist or is already deleted.
-    pub async fn runner_delete(&self, id: RunnerId, now: DateTime<Utc>) -> Result<(), StoreError> {
-        self.end_once(
-            "UPDATE runners SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL",
-            id.uuid(),
-            now,
+    /// tasks back; the provisioner that started it, if one did. `NotFound` if it does not
+    /// exist or is already deleted.
+    pub async fn runner_delete(
+        &self,
+        id: RunnerId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<String>, StoreError> {
+        let deleted: Option<(Option<String>,)> = sqlx::query_as(
+            "UPDATE runners SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL
+             RETURNING provisioner",
         )
-        .await
+        .bind(id.uuid())
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        deleted
+            .map(|(provisioner,)| provisioner)
+            .ok_or(StoreError::NotFound)
     }
 
     /// Pauses or resumes the runner `id`.

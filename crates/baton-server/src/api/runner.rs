@@ -134,7 +134,11 @@ pub(super) async fn register(
         )
         .await?;
     tracing::info!(runner.id = %runner.id, runner.name = %runner.name, "runner registered");
-    state.events.runner(RunnerChange::Joined, runner.id).await;
+    let by = crate::auth::provisioned_by(&state, runner.provisioner.clone());
+    state
+        .events
+        .runner_provisioned(RunnerChange::Joined, runner.id, by)
+        .await;
     Ok((
         StatusCode::CREATED,
         Json(RunnerRegistered {

@@ -54,6 +54,12 @@ pub(crate) enum Event {
         event: RunnerChange,
         runner_id: RunnerId,
         node_id: String,
+        /// For a runner started on demand, as it joins and leaves (is deleted): the
+        /// provisioner that started it and its backend (docs/dynamic-runners.md).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provisioner: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        backend: Option<String>,
         at: DateTime<Utc>,
     },
     /// A node joined, left (drained), or was found lost by the node that adopted its
@@ -266,10 +272,23 @@ impl EventLog {
     }
 
     pub(crate) async fn runner(&self, change: RunnerChange, runner_id: RunnerId) {
+        self.runner_provisioned(change, runner_id, None).await;
+    }
+
+    /// A runner's change, with the provisioner (and its backend) that started it.
+    pub(crate) async fn runner_provisioned(
+        &self,
+        change: RunnerChange,
+        runner_id: RunnerId,
+        by: Option<(String, String)>,
+    ) {
+        let (provisioner, backend) = by.unzip();
         let event = Event::Runner {
             event: change,
             runner_id,
             node_id: self.inner.node_id.clone(),
+            provisioner,
+            backend,
             at: self.now(),
         };
         self.append(vec![Stored::public(event)]).await;

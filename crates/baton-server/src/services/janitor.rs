@@ -25,6 +25,8 @@ pub struct JanitorReport {
     pub outbox_deleted: u64,
     /// Runners whose presence left Redis.
     pub presence_pruned: usize,
+    /// Runner assignments ended before the retention (at most one batch a pass).
+    pub assignments_deleted: u64,
 }
 
 /// The janitor's settings, from the node's [`Timings`].
@@ -36,6 +38,9 @@ pub struct JanitorSettings {
     pub retention: chrono::Duration,
     /// How long a deleted runner's presence may still matter.
     pub runner_lost_after: chrono::Duration,
+    /// Whether the node starts runners on demand, so has their assignments to prune (a
+    /// node without provisioners pays no statement for it).
+    pub provisions: bool,
 }
 
 impl JanitorSettings {
@@ -45,6 +50,7 @@ impl JanitorSettings {
             interval: Duration::from_millis(timings.janitor_interval_ms),
             retention: chrono::Duration::seconds(timings.retention_s as i64),
             runner_lost_after: chrono::Duration::seconds(timings.runner_lost_after_s as i64),
+            provisions: false,
         }
     }
 }
@@ -83,6 +89,9 @@ impl Janitor {
         }
         report.outbox_deleted = self.store.outbox_delete_delivered(before, BATCH).await?;
         report.presence_pruned = self.prune_presence(now).await?;
+        if self.settings.provisions {
+            report.assignments_deleted = self.store.assignments_delete_ended(before, BATCH).await?;
+        }
         Ok(report)
     }
 

@@ -143,7 +143,14 @@ impl NodeServices {
                 state.queue_defaults.clone(),
                 state.webhooks.clone(),
             ),
-            janitor: Janitor::new(JanitorSettings::of(timings), store.clone(), coord.clone()),
+            janitor: Janitor::new(
+                JanitorSettings {
+                    provisions: !state.config.provisioners.is_empty(),
+                    ..JanitorSettings::of(timings)
+                },
+                store.clone(),
+                coord.clone(),
+            ),
             outbox: OutboxDeliverer::new(
                 OutboxSettings::of(&state.config),
                 store.clone(),
