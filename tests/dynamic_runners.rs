@@ -37,7 +37,7 @@ fn settings(env: &TestEnv, file: &str, entries: &str) -> PathBuf {
     path
 }
 
-fn with_settings<'a>(file: &'a Path) -> Vec<&'a str> {
+fn with_settings(file: &Path) -> Vec<&str> {
     FAST_HA
         .iter()
         .copied()

@@ -341,8 +341,9 @@ pub(crate) fn provision_demand(provisioner: &str, uncovered: u64) {
     gauge!(PROVISION_DEMAND, "provisioner" => provisioner.to_string()).set(uncovered as f64);
 }
 
-pub(crate) fn provision_started(provisioner: &str) {
-    counter!(PROVISION_STARTED, "provisioner" => provisioner.to_string()).increment(1);
+pub(crate) fn provision_started(provisioner: &str, backend: &'static str) {
+    counter!(PROVISION_STARTED, "provisioner" => provisioner.to_string(), "backend" => backend)
+        .increment(1);
 }
 
 pub(crate) fn provision_claimed(provisioner: &str, took: Duration) {
@@ -350,8 +351,8 @@ pub(crate) fn provision_claimed(provisioner: &str, took: Duration) {
         .record(took.as_secs_f64());
 }
 
-pub(crate) fn provision_failed(provisioner: &str, reason: &'static str) {
-    counter!(PROVISION_FAILURES, "provisioner" => provisioner.to_string(), "reason" => reason)
+pub(crate) fn provision_failed(provisioner: &str, backend: &'static str, reason: &'static str) {
+    counter!(PROVISION_FAILURES, "provisioner" => provisioner.to_string(), "backend" => backend, "reason" => reason)
         .increment(1);
 }
 

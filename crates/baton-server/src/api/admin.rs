@@ -26,8 +26,6 @@ use baton_store::{
 use chrono::{Duration, TimeZone, Utc};
 use uuid::Uuid;
 
-/// Registration tokens carry this prefix.
-
 /// Longest token name, in characters.
 pub(crate) const MAX_TOKEN_NAME: usize = 128;
 /// The longest a token may be made to live: ten years, "never" without an overflow.

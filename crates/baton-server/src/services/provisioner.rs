@@ -220,7 +220,7 @@ impl Provisioners {
                 server_url: &server_url,
             };
             report.started += 1;
-            crate::metrics::provision_started(&config.name);
+            crate::metrics::provision_started(&config.name, config.backend.as_str());
             tracing::info!(assignment.id = %a.id, attempt = a.attempt, runner.name = %a.runner_name, provisioner = %config.name, "starting a runner on demand");
             match provisioner.backend.start(&runner).await {
                 Ok(Some(handle)) => {
@@ -370,7 +370,11 @@ impl Provisioners {
             return Ok(());
         }
         report.failed += 1;
-        crate::metrics::provision_failed(&a.provisioner, failed.reason);
+        crate::metrics::provision_failed(
+            &a.provisioner,
+            provisioner.config.backend.as_str(),
+            failed.reason,
+        );
         tracing::warn!(assignment.id = %a.id, attempt = a.attempt, runner.name = %a.runner_name, error = failed.error, gives_up, "a runner started on demand failed its assignment");
         Ok(())
     }
@@ -388,7 +392,11 @@ impl Provisioners {
             Ok(()) => true,
             Err(e) => {
                 tracing::warn!(assignment.id = %a.id, runner.name = %a.runner_name, error = %e, "the backend could not release a runner; trying again at the next pass");
-                crate::metrics::provision_failed(&a.provisioner, "release");
+                crate::metrics::provision_failed(
+                    &a.provisioner,
+                    provisioner.config.backend.as_str(),
+                    "release",
+                );
                 false
             }
         }
