@@ -136,6 +136,14 @@ fn most_at_once(lives: &[(i64, i64)]) -> usize {
     most as usize
 }
 
+/// The sum of every series of `/metrics` text whose line starts with `prefix`.
+fn sum_of(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
@@ -152,9 +160,24 @@ async fn fifty_tasks_get_a_runner_each_never_past_capacity_and_none_is_left() {
     );
     // Two nodes admitting at once: the capacity holds across them.
     let a = env.node_with(&with_settings(&file)).await;
-    let _b = env.node_with(&with_settings(&file)).await;
+    let b = env.node_with(&with_settings(&file)).await;
     let user = user_client(&a.url);
     let record = file_tasks_may_write(&env.dir.join("runs"));
+    // One task alone first: what a runner's start costs a task on an idle cluster.
+    let lone = user
+        .submit(&recorded_task(&record, 0.0))
+        .await
+        .unwrap()
+        .0
+        .id;
+    let lone = env.wait_terminal(&user, lone).await;
+    assert_eq!(lone.status, TaskStatus::Succeeded);
+    let lone_wait = (lone.started_at.unwrap() - lone.created_at).as_seconds_f64() * 1000.0;
+    wait_nothing_left(&user, &dir).await;
+    std::fs::write(&record, b"").unwrap();
+    for log in std::fs::read_dir(&dir).unwrap().flatten() {
+        std::fs::remove_file(log.path()).unwrap();
+    }
 
     let mut ids = Vec::new();
     for _ in 0..50 {
@@ -195,6 +218,30 @@ async fn fifty_tasks_get_a_runner_each_never_past_capacity_and_none_is_left() {
         .filter(|e| e.path().is_dir())
         .count();
     assert_eq!(leftover_folders, 0, "every runner's folder removed");
+    // The nodes counted what they did: 51 starts, the claims seen, no failure.
+    let mut counted = (0.0, 0.0, 0.0);
+    for node in [&a, &b] {
+        let text = reqwest::get(format!("{}/metrics", node.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        counted.0 += sum_of(&text, "baton_provision_started_total{");
+        counted.1 += sum_of(&text, "baton_provision_claim_seconds_count{");
+        counted.2 += sum_of(&text, "baton_provision_failures_total{");
+    }
+    // A runner seen holding its task counts a claim; the lone one may have run and left
+    // between two passes.
+    assert_eq!(
+        (counted.0, counted.2),
+        (51.0, 0.0),
+        "(started, failed): {counted:?}"
+    );
+    assert!(
+        counted.1 >= 50.0,
+        "every runner of a 0.3 s task was seen at work: {counted:?}"
+    );
 
     let mut waits: Vec<f64> = tasks
         .iter()
@@ -202,8 +249,8 @@ async fn fifty_tasks_get_a_runner_each_never_past_capacity_and_none_is_left() {
         .collect();
     waits.sort_by(f64::total_cmp);
     println!(
-        "process backend, capacity 8, 50 tasks: submit to start p50 {:.0} ms, p99 {:.0} ms; \
-         {most} runners at most at once",
+        "process backend: one task alone, submit to start {lone_wait:.0} ms; capacity 8, 50 \
+         tasks: submit to start p50 {:.0} ms, p99 {:.0} ms; {most} runners at most at once",
         percentile(&waits, 0.5),
         percentile(&waits, 0.99)
     );
