@@ -27,6 +27,9 @@ CREATE TABLE runner_assignments (
 );
 CREATE INDEX runner_assignments_open ON runner_assignments (provisioner)
     WHERE ended_at IS NULL;
+-- Assignments that gave up lately still stand for their tasks (admission's count).
+CREATE INDEX runner_assignments_cooling ON runner_assignments (provisioner, retry_at)
+    WHERE state = 'failed';
 
 ALTER TABLE registration_tokens ADD COLUMN provisioner text;
 ALTER TABLE runners
@@ -34,3 +37,6 @@ ALTER TABLE runners
     ADD COLUMN provisioner text;
 CREATE INDEX runners_registration_token ON runners (registration_token_id)
     WHERE registration_token_id IS NOT NULL;
+-- The janitor prunes a provisioner's spent tokens.
+CREATE INDEX registration_tokens_provisioned ON registration_tokens (created_at)
+    WHERE provisioner IS NOT NULL;

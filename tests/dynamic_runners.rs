@@ -574,7 +574,7 @@ async fn a_sandboxed_task_sees_only_its_folder_and_reaches_only_the_server() {
 echo "node process seen: $(test -e /proc/{node_pid} && echo yes || echo no)"
 python3 - <<'PY'
 import socket
-for name, port in [("redis", {redis_port}), ("node", {node_port}), ("relay", 8080)]:
+for name, port in [("redis", {redis_port}), ("node", {node_port}), ("relay", 80)]:
     s = socket.socket()
     s.settimeout(2)
     print(name, "reached" if s.connect_ex(("127.0.0.1", port)) == 0 else "unreachable")
@@ -624,4 +624,37 @@ PY
         })
         .count();
     assert_eq!(bwraps, 0, "no sandbox or relay left");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_queues_tasks_call_for_no_runner_until_it_resumes() {
+    let env = TestEnv::new("dynamic-paused").await;
+    let dir = env.dir.join("provisioned");
+    let _leftovers = Leftovers(dir.clone());
+    let file = settings(
+        &env,
+        "baton.toml",
+        &format!("capacity = 2\ndir = {dir:?}\n"),
+    );
+    let node = env.node_with(&with_settings(&file)).await;
+    let user = user_client(&node.url);
+    user.queue_pause("held", true).await.unwrap();
+    let record = file_tasks_may_write(&env.dir.join("runs"));
+    let (task, _) = user
+        .submit(&SubmitTask {
+            queue: Some("held".into()),
+            ..recorded_task(&record, 0.0)
+        })
+        .await
+        .unwrap();
+    // Queued, in Redis, and no runner may take it: it calls for none.
+    let ephemeral = ["ephemeral".to_string()];
+    let demand = user.demand(&ephemeral, &[]).await.unwrap();
+    assert_eq!((demand.waiting, demand.demand), (0, 0), "{demand:?}");
+    let listed = user.provisioners().await.unwrap().provisioners;
+    assert!(listed[0].assignments.is_empty(), "{listed:?}");
+    user.queue_pause("held", false).await.unwrap();
+    let done = env.wait_terminal(&user, task.id).await;
+    assert_eq!(done.status, TaskStatus::Succeeded);
+    wait_nothing_left(&user, &dir).await;
 }

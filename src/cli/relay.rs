@@ -5,6 +5,7 @@
 //! are passed as they are: TLS, if any, runs end to end.
 
 use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -35,7 +36,9 @@ pub async fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
         } => {
             let listener = TcpListener::bind(listen).await?;
             loop {
-                let (inbound, _) = listener.accept().await?;
+                let Some(inbound) = accepted(listener.accept().await).await else {
+                    continue;
+                };
                 let to = to.clone();
                 tokio::spawn(async move { pass(inbound, UnixStream::connect(to).await).await });
             }
@@ -47,13 +50,30 @@ pub async fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
         } => {
             let _ = std::fs::remove_file(&listen);
             let listener = UnixListener::bind(&listen)?;
+            // Its owner's alone: the runner inside is root, a task is not.
+            std::fs::set_permissions(&listen, std::fs::Permissions::from_mode(0o600))?;
             loop {
-                let (inbound, _) = listener.accept().await?;
+                let Some(inbound) = accepted(listener.accept().await).await else {
+                    continue;
+                };
                 let to = to.clone();
                 tokio::spawn(async move { pass(inbound, TcpStream::connect(to).await).await });
             }
         }
         _ => anyhow::bail!("give --listen-tcp with --to-unix, or --listen-unix with --to-tcp"),
+    }
+}
+
+/// An accepted connection; a failed accept (out of file descriptors: a task opening
+/// connections without end) is waited out, never the relay's end.
+async fn accepted<S, A>(accept: std::io::Result<(S, A)>) -> Option<S> {
+    match accept {
+        Ok((stream, _)) => Some(stream),
+        Err(e) => {
+            tracing::warn!(error = %e, "relay: accept failed");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            None
+        }
     }
 }
 

@@ -41,6 +41,15 @@ impl Coord {
         Ok(())
     }
 
+    /// The paused queues, as the lease script sees them.
+    pub async fn queues_paused(&self) -> Result<Vec<String>, CoordError> {
+        let mut conn = self.conn().await?;
+        Ok(redis::cmd("SMEMBERS")
+            .arg(self.keys.paused())
+            .query_async(&mut conn)
+            .await?)
+    }
+
     /// Makes the paused set exactly `queues` (the repair pass, from Postgres). Returns
     /// whether it changed; a resume it undid is published as a wake-up like any resume.
     pub async fn paused_mirror(&self, queues: &[String]) -> Result<bool, CoordError> {

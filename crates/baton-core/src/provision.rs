@@ -135,6 +135,8 @@ pub struct RunnerFacts {
     pub registered: bool,
     /// It unregistered (an ephemeral runner leaving after its task) or was deleted.
     pub left: bool,
+    /// It is paused: it takes no task (a failing attempt's runner is).
+    pub paused: bool,
     /// It holds a started task.
     pub took_work: bool,
     /// Its process is known to have exited (only a backend that watches its runners
@@ -182,14 +184,21 @@ pub fn after_failure(attempt: u32, limits: &Limits, unit: f64) -> AfterFailure {
 pub enum Verdict {
     /// Nothing yet.
     Keep,
-    /// Its runner took a task: count it running.
+    /// Its runner took a task: count it running (a failing attempt's runner that took
+    /// one before its pause landed is let go on: resumed, running).
     Running,
     /// Its runner is done and gone: release what the backend holds, end the assignment.
     Done,
-    /// Its runner did not claim work in time, or died before it did: revoke its token,
-    /// delete it, release what the backend holds, and try again later (or give up when
-    /// attempts are spent).
-    Failed(Failure),
+    /// Its runner did not claim work in time, or died before it did: mark the attempt
+    /// failing, revoke its token and pause its runner. The end waits for a later pass
+    /// ([`Verdict::Fail`]): a start under way as the pause lands is seen by then.
+    BeginFailing(Failure),
+    /// A failing attempt's runner registered after the token was revoked (its use was
+    /// taken just before): pause it too, and look again at the next pass.
+    Pause,
+    /// A failing attempt whose runner holds no task and can take none: delete the
+    /// runner, release what the backend holds, then retry later or give up.
+    Fail,
     /// Its retry is due: start a runner again if the demand is still there.
     RetryDue,
 }
@@ -214,22 +223,35 @@ impl Failure {
 }
 
 /// The decision for an assignment in `state`, `age` after its runner was started (or,
-/// retrying, with `retry_due` saying whether its time came), given `runner`.
+/// retrying, with `retry_due` saying whether its time came; `failing` once an end began),
+/// given `runner`.
 pub fn decide(
     state: State,
-    age: Duration,
-    retry_due: bool,
+    (age, retry_due, failing): (Duration, bool, bool),
     runner: RunnerFacts,
     limits: &Limits,
 ) -> Verdict {
     match state {
         State::Retrying if retry_due => Verdict::RetryDue,
         State::Retrying => Verdict::Keep,
+        // A failing runner that left did so because the end deleted it, or after a task
+        // taken before its pause: either way, the end goes on.
+        State::Starting if failing => {
+            if runner.registered && !runner.left && !runner.paused {
+                Verdict::Pause
+            } else if runner.took_work && !runner.left {
+                Verdict::Running
+            } else {
+                Verdict::Fail
+            }
+        }
         // A runner that left after starting its task is done, whatever its process did.
         _ if runner.left => Verdict::Done,
         State::Starting if runner.took_work => Verdict::Running,
-        State::Starting if runner.exited => Verdict::Failed(Failure::Exited),
-        State::Starting if age >= limits.claim_timeout => Verdict::Failed(Failure::ClaimTimeout),
+        State::Starting if runner.exited => Verdict::BeginFailing(Failure::Exited),
+        State::Starting if age >= limits.claim_timeout => {
+            Verdict::BeginFailing(Failure::ClaimTimeout)
+        }
         State::Starting => Verdict::Keep,
         // Its task is the server's business now (the reconciler ends a run whose runner
         // is lost); the assignment ends when its runner does.
@@ -375,6 +397,7 @@ mod tests {
         RunnerFacts {
             registered: false,
             left: false,
+            paused: false,
             took_work: false,
             exited: false,
             silent_for: None,
@@ -393,63 +416,69 @@ mod tests {
             took_work: true,
             ..registered
         };
-        let cases: &[(&str, State, Duration, bool, RunnerFacts, Verdict)] = &[
+        let paused = RunnerFacts {
+            paused: true,
+            ..registered
+        };
+        type Case = (
+            &'static str,
+            State,
+            (Duration, bool, bool),
+            RunnerFacts,
+            Verdict,
+        );
+        let starting = |age: u64| (s(age), false, false);
+        let failing = (s(70), false, true);
+        let cases: &[Case] = &[
             (
                 "just started",
                 State::Starting,
-                s(1),
-                false,
+                starting(1),
                 facts(),
                 Verdict::Keep,
             ),
             (
                 "registered, idle",
                 State::Starting,
-                s(30),
-                false,
+                starting(30),
                 registered,
                 Verdict::Keep,
             ),
             (
                 "took its task",
                 State::Starting,
-                s(2),
-                false,
+                starting(2),
                 working,
                 Verdict::Running,
             ),
             (
                 "never registered in time",
                 State::Starting,
-                s(60),
-                false,
+                starting(60),
                 facts(),
-                Verdict::Failed(Failure::ClaimTimeout),
+                Verdict::BeginFailing(Failure::ClaimTimeout),
             ),
             (
                 "registered but never took work",
                 State::Starting,
-                s(61),
-                false,
+                starting(61),
                 registered,
-                Verdict::Failed(Failure::ClaimTimeout),
+                Verdict::BeginFailing(Failure::ClaimTimeout),
             ),
             (
                 "died before its task",
                 State::Starting,
-                s(2),
-                false,
+                starting(2),
                 RunnerFacts {
                     exited: true,
                     ..facts()
                 },
-                Verdict::Failed(Failure::Exited),
+                Verdict::BeginFailing(Failure::Exited),
             ),
             (
                 "ran and left before the pass saw it work",
                 State::Starting,
-                s(2),
-                false,
+                starting(2),
                 RunnerFacts {
                     left: true,
                     ..registered
@@ -457,18 +486,57 @@ mod tests {
                 Verdict::Done,
             ),
             (
+                "failing, never registered",
+                State::Starting,
+                failing,
+                facts(),
+                Verdict::Fail,
+            ),
+            (
+                "failing, paused, idle",
+                State::Starting,
+                failing,
+                paused,
+                Verdict::Fail,
+            ),
+            (
+                "failing, registered after the token's revocation",
+                State::Starting,
+                failing,
+                registered,
+                Verdict::Pause,
+            ),
+            (
+                "failing, took a task before the pause landed",
+                State::Starting,
+                failing,
+                RunnerFacts {
+                    took_work: true,
+                    ..paused
+                },
+                Verdict::Running,
+            ),
+            (
+                "failing, its runner deleted by the end",
+                State::Starting,
+                failing,
+                RunnerFacts {
+                    left: true,
+                    ..paused
+                },
+                Verdict::Fail,
+            ),
+            (
                 "running",
                 State::Running,
-                s(500),
-                false,
+                starting(500),
                 working,
                 Verdict::Keep,
             ),
             (
                 "left after its task",
                 State::Running,
-                s(5),
-                false,
+                starting(5),
                 RunnerFacts {
                     left: true,
                     ..working
@@ -478,8 +546,7 @@ mod tests {
             (
                 "its process exited",
                 State::Running,
-                s(5),
-                false,
+                starting(5),
                 RunnerFacts {
                     exited: true,
                     ..working
@@ -489,8 +556,7 @@ mod tests {
             (
                 "silent past runner-lost",
                 State::Running,
-                s(500),
-                false,
+                starting(500),
                 RunnerFacts {
                     silent_for: Some(s(180)),
                     ..working
@@ -500,26 +566,20 @@ mod tests {
             (
                 "retry not yet due",
                 State::Retrying,
-                s(5),
-                false,
+                starting(5),
                 facts(),
                 Verdict::Keep,
             ),
             (
                 "retry due",
                 State::Retrying,
-                s(5),
-                true,
+                (s(5), true, false),
                 facts(),
                 Verdict::RetryDue,
             ),
         ];
-        for (name, state, age, due, runner, verdict) in cases {
-            assert_eq!(
-                decide(*state, *age, *due, *runner, &LIMITS),
-                *verdict,
-                "{name}"
-            );
+        for (name, state, times, runner, verdict) in cases {
+            assert_eq!(decide(*state, *times, *runner, &LIMITS), *verdict, "{name}");
         }
     }
 

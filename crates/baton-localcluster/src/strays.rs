@@ -1,16 +1,24 @@
 //! Runners the nodes started on demand (docs/dynamic-runners.md) run in process groups
 //! of their own, so that a node's death leaves their tasks running; stopping the nodes
 //! does not stop them. A local cluster is torn down whole, so it stops them itself: every
-//! `baton runner` whose command line names a folder of the cluster's provisioners.
+//! `baton runner`, `baton relay` and `bwrap` whose command line names a folder of the
+//! cluster's provisioners.
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The `baton runner` processes whose command line mentions `dir`.
+/// The processes of runners started on demand under `dir`: `baton runner`, `baton relay`
+/// and `bwrap`, whose command line names `dir` or a path inside it.
 pub fn runners_under(dir: &Path) -> Vec<Pid> {
     let needle = dir.as_os_str().as_encoded_bytes();
+    // `dir` itself or a path in it, not a sibling whose name starts alike.
+    let names_dir = |arg: &[u8]| {
+        arg.windows(needle.len())
+            .enumerate()
+            .any(|(at, w)| w == needle && matches!(arg.get(at + needle.len()), None | Some(b'/')))
+    };
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -20,11 +28,10 @@ pub fn runners_under(dir: &Path) -> Vec<Pid> {
             let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
             let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
             let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-            let is_runner = args.get(1) == Some(&&b"runner"[..]);
-            let names_dir = args
-                .iter()
-                .any(|a| a.windows(needle.len()).any(|w| w == needle));
-            (is_runner && names_dir).then(|| Pid::from_raw(pid))
+            let program = args.first()?;
+            let ours = matches!(args.get(1), Some(&b"runner") | Some(&b"relay"))
+                || program.ends_with(b"bwrap");
+            (ours && args.iter().any(|a| names_dir(a))).then(|| Pid::from_raw(pid))
         })
         .collect()
 }

@@ -70,6 +70,8 @@ pub struct AssignmentFacts {
     pub runner_id: Option<Uuid>,
     /// That runner unregistered or was deleted.
     pub runner_left: bool,
+    /// That runner is paused (a failing attempt's runner is, so it takes nothing more).
+    pub runner_paused: bool,
     /// That runner holds a started task.
     pub took_work: bool,
     /// When that runner was last heard, as presence was last copied to Postgres (its
@@ -162,25 +164,29 @@ impl Store {
             let room = admission.capacity > assigned.starting + assigned.running;
             let wanted = admission.uncovered > assigned.starting + assigned.retrying;
             let candidate = if room && wanted { next.next() } else { None };
+            // Each move checks the owner too: a row adopted since the look above is the
+            // adopter's to start or drop.
             let Some((index, candidate)) = candidate else {
-                sqlx::query(
+                let dropped = sqlx::query(
                     "UPDATE runner_assignments SET state = 'dropped', ended_at = $3
-                     WHERE id = $1 AND attempt = $2 AND state = 'retrying'",
+                     WHERE id = $1 AND attempt = $2 AND node_id = $4 AND state = 'retrying'",
                 )
                 .bind(id)
                 .bind(attempt)
                 .bind(admission.now)
+                .bind(admission.node)
                 .execute(&mut *tx)
                 .await?;
-                out.dropped += 1;
+                out.dropped += dropped.rows_affected() as usize;
                 continue;
             };
             let token = insert_token(&mut tx, admission, candidate).await?;
-            let assignment = sqlx::query_as::<_, AssignmentRecord>(concat!(
+            let Some(assignment) = sqlx::query_as::<_, AssignmentRecord>(concat!(
                 "UPDATE runner_assignments a
                  SET state = 'starting', attempt = attempt + 1, runner_name = $3,
-                     registration_token_id = $4, handle = NULL, started_at = $5, retry_at = NULL
-                 WHERE id = $1 AND attempt = $2 AND state = 'retrying'
+                     registration_token_id = $4, handle = NULL, started_at = $5, retry_at = NULL,
+                     error = NULL
+                 WHERE id = $1 AND attempt = $2 AND node_id = $6 AND state = 'retrying'
                  RETURNING ",
                 assignment_columns!()
             ))
@@ -189,8 +195,12 @@ impl Store {
             .bind(&candidate.runner_name)
             .bind(token)
             .bind(admission.now)
-            .fetch_one(&mut *tx)
-            .await?;
+            .bind(admission.node)
+            .fetch_optional(&mut *tx)
+            .await?
+            else {
+                continue;
+            };
             assigned.starting += 1;
             out.launches.push(Launch {
                 candidate: index,
@@ -235,6 +245,7 @@ impl Store {
             assignment_columns!(),
             ", r.id AS runner_id,
                COALESCE(r.deleted_at IS NOT NULL, false) AS runner_left,
+               COALESCE(r.paused, false) AS runner_paused,
                COALESCE(EXISTS (SELECT 1 FROM tasks t WHERE t.runner_id = r.id
                                 AND t.status IN ('leased', 'running', 'cancelling')), false)
                    AS took_work,
@@ -260,35 +271,41 @@ impl Store {
         .await?)
     }
 
-    /// Takes over the open assignments of nodes not in `live` (which holds this node):
-    /// one statement, so of two nodes adopting at once the second finds them taken.
-    pub async fn assignments_adopt(&self, node: &str, live: &[String]) -> Result<u64, StoreError> {
+    /// Takes over the open assignments of `provisioners` (those this node has) whose
+    /// nodes are not in `live` (which holds this node): one statement, so of two nodes
+    /// adopting at once the second finds them taken.
+    pub async fn assignments_adopt(
+        &self,
+        node: &str,
+        live: &[String],
+        provisioners: &[String],
+    ) -> Result<u64, StoreError> {
         Ok(sqlx::query(
             "UPDATE runner_assignments SET node_id = $1
-             WHERE ended_at IS NULL AND node_id <> ALL($2)",
+             WHERE ended_at IS NULL AND node_id <> ALL($2) AND provisioner = ANY($3)",
         )
         .bind(node)
         .bind(live)
+        .bind(provisioners)
         .execute(&self.pool)
         .await?
         .rows_affected())
     }
 
-    /// Records the backend's handle of an attempt's runner.
+    /// Records the backend's handle of an attempt's runner, whoever owns the assignment
+    /// now: an adopter releasing the runner needs it.
     pub async fn assignment_set_handle(
         &self,
         id: Uuid,
         attempt: i32,
-        node: &str,
         handle: &str,
     ) -> Result<bool, StoreError> {
         let moved = sqlx::query(
-            "UPDATE runner_assignments SET handle = $4
-             WHERE id = $1 AND attempt = $2 AND node_id = $3 AND state = 'starting'",
+            "UPDATE runner_assignments SET handle = $3
+             WHERE id = $1 AND attempt = $2 AND ended_at IS NULL",
         )
         .bind(id)
         .bind(attempt)
-        .bind(node)
         .bind(handle)
         .execute(&self.pool)
         .await?;
@@ -304,13 +321,35 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let moved = sqlx::query(
-            "UPDATE runner_assignments SET state = 'running', claimed_at = $4
+            "UPDATE runner_assignments SET state = 'running', claimed_at = $4, error = NULL
              WHERE id = $1 AND attempt = $2 AND node_id = $3 AND state = 'starting'",
         )
         .bind(id)
         .bind(attempt)
         .bind(node)
         .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(moved.rows_affected() == 1)
+    }
+
+    /// Marks a `starting` attempt as failing, for `error`: the first step of its end
+    /// (docs/dynamic-runners.md), after which its runner is paused and, at a later pass,
+    /// judged again.
+    pub async fn assignment_mark_failing(
+        &self,
+        (id, attempt, node): (Uuid, i32, &str),
+        error: &str,
+    ) -> Result<bool, StoreError> {
+        let moved = sqlx::query(
+            "UPDATE runner_assignments SET error = $4
+             WHERE id = $1 AND attempt = $2 AND node_id = $3 AND state = 'starting'
+               AND error IS NULL",
+        )
+        .bind(id)
+        .bind(attempt)
+        .bind(node)
+        .bind(error)
         .execute(&self.pool)
         .await?;
         Ok(moved.rows_affected() == 1)
@@ -402,10 +441,15 @@ async fn assigned(
     provisioner: &str,
     now: DateTime<Utc>,
 ) -> Result<Assigned, StoreError> {
+    // Two scans, each on its partial index, rather than one `OR` that reads the whole
+    // retention's rows.
     let rows: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT state, count(*) FROM runner_assignments
-         WHERE provisioner = $1 AND (ended_at IS NULL OR (state = 'failed' AND retry_at > $2))
-         GROUP BY state",
+        "SELECT state, count(*) FROM (
+             SELECT state FROM runner_assignments WHERE provisioner = $1 AND ended_at IS NULL
+             UNION ALL
+             SELECT state FROM runner_assignments
+             WHERE provisioner = $1 AND state = 'failed' AND retry_at > $2
+         ) AS counted GROUP BY state",
     )
     .bind(provisioner)
     .bind(now)

@@ -70,4 +70,23 @@ impl Store {
         .await?;
         Ok(done.rows_affected())
     }
+
+    /// Deletes up to `limit` registration tokens a provisioner made before `before`:
+    /// each was for one runner, long registered or refused.
+    pub async fn provisioner_tokens_delete(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM registration_tokens WHERE id IN (
+                 SELECT id FROM registration_tokens
+                 WHERE provisioner IS NOT NULL AND created_at < $1 LIMIT $2)",
+        )
+        .bind(before)
+        .bind(limit)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
 }

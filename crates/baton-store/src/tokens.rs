@@ -238,12 +238,14 @@ impl Store {
         .await?)
     }
 
-    /// Every registration token, revoked, expired and used up ones included, newest first.
+    /// Every registration token, revoked, expired and used up ones included, newest first;
+    /// not the one-use tokens provisioners make for the runners they start (one per
+    /// runner, `GET /v1/provisioners` shows those runners).
     pub async fn registration_tokens(&self) -> Result<Vec<RegistrationTokenRecord>, StoreError> {
         Ok(sqlx::query_as::<_, RegistrationTokenRecord>(concat!(
             "SELECT ",
             registration_token_columns!(),
-            " FROM registration_tokens ORDER BY id DESC"
+            " FROM registration_tokens WHERE provisioner IS NULL ORDER BY id DESC"
         ))
         .fetch_all(&self.pool)
         .await?)

@@ -106,15 +106,19 @@ impl ProvisionerConfig {
         for queue in &self.queues {
             baton_core::validate::check_queue(queue).map_err(|e| named(&e.to_string()))?;
         }
-        if self.capacity == 0 || self.max_attempts == 0 || self.claim_timeout_s == 0 {
-            return Err(named(
-                "capacity, max_attempts and claim_timeout_s must be at least 1",
-            ));
+        let within = |value: u64, most: u64| (1..=most).contains(&value);
+        if !within(u64::from(self.capacity), MAX_CAPACITY)
+            || !within(u64::from(self.max_attempts), MAX_ATTEMPTS)
+            || !within(self.claim_timeout_s, MAX_CLAIM_TIMEOUT_S)
+            || self.retry_initial_ms > MAX_CLAIM_TIMEOUT_S * 1000
+        {
+            return Err(named(&format!(
+                "capacity must be 1-{MAX_CAPACITY}, max_attempts 1-{MAX_ATTEMPTS}, \
+                 claim_timeout_s 1-{MAX_CLAIM_TIMEOUT_S}, retry_initial_ms at most a day"
+            )));
         }
-        if self.backend == BackendKind::Sandbox && !on_path("bwrap") {
-            return Err(named(
-                "the sandbox backend needs bubblewrap's `bwrap` (Debian: apt-get install bubblewrap)",
-            ));
+        if self.backend == BackendKind::Sandbox {
+            self.check_sandbox().map_err(|e| named(&e))?;
         }
         if self.backend == BackendKind::Command && (self.create.is_none() || self.delete.is_none())
         {
@@ -123,6 +127,54 @@ impl ProvisionerConfig {
             ));
         }
         Ok(())
+    }
+
+    /// What a sandbox needs: bubblewrap, a root node (the runner inside must be root to
+    /// run each task as a uid of its own), a plain-HTTP server (the relay presents it at
+    /// `127.0.0.1`, which a certificate would not name), and a folder short enough for
+    /// the relay's socket path.
+    fn check_sandbox(&self) -> Result<(), String> {
+        if !on_path("bwrap") || !on_path("setsid") {
+            return Err(
+                "the sandbox backend needs bubblewrap's `bwrap` and `setsid` (Debian: \
+                 apt-get install bubblewrap util-linux)"
+                    .into(),
+            );
+        }
+        if !nix::unistd::geteuid().is_root() {
+            return Err("the sandbox backend needs the node to run as root".into());
+        }
+        if self
+            .server_url
+            .as_deref()
+            .is_some_and(|url| !url.starts_with("http://"))
+        {
+            return Err(
+                "a sandbox's runners reach the server over plain HTTP: give an http:// server_url"
+                    .into(),
+            );
+        }
+        // A Unix socket's path has at most 107 bytes: the folder, a runner's name
+        // (the provisioner's, a dash and 12 hex digits) and `/relay.sock`.
+        let dir = self.dir.clone().unwrap_or_else(std::env::temp_dir);
+        let longest = dir.as_os_str().len() + 1 + self.name.len() + 13 + 11;
+        if longest > 107 {
+            return Err(format!(
+                "its dir {} is too long for the relay's socket path ({longest} bytes, at most 107)",
+                dir.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether some waiting task could call for a runner of both: each would start one
+    /// for it.
+    fn overlaps(&self, other: &ProvisionerConfig) -> bool {
+        let shared_label = self.labels.iter().any(|l| other.labels.contains(l));
+        let shared_queue = self.queues.is_empty()
+            || other.queues.is_empty()
+            || self.queues.iter().any(|q| other.queues.contains(q));
+        shared_label && shared_queue
     }
 
     /// The runners it starts, as the pure rules see them.
@@ -154,6 +206,13 @@ fn on_path(program: &str) -> bool {
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
+/// The most runners one provisioner may have starting or running.
+const MAX_CAPACITY: u64 = 1_000;
+/// The most starts of a runner for one assignment.
+const MAX_ATTEMPTS: u64 = 100;
+/// The longest claim timeout: a day.
+const MAX_CLAIM_TIMEOUT_S: u64 = 86_400;
+
 /// Checks every provisioner, and that no two share a name (their assignments are
 /// told apart by it).
 pub(super) fn check_all(provisioners: &[ProvisionerConfig]) -> Result<(), String> {
@@ -161,6 +220,13 @@ pub(super) fn check_all(provisioners: &[ProvisionerConfig]) -> Result<(), String
         p.check()?;
         if provisioners[..i].iter().any(|q| q.name == p.name) {
             return Err(format!("two provisioners are named {:?}", p.name));
+        }
+        if let Some(q) = provisioners[..i].iter().find(|q| q.overlaps(p)) {
+            return Err(format!(
+                "provisioners {:?} and {:?} share a label and a queue: a task asking for \
+                 that label would get a runner from each",
+                q.name, p.name
+            ));
         }
     }
     Ok(())
@@ -208,6 +274,37 @@ mod tests {
             assert!(case.check().is_err(), "{case:?} should be refused");
         }
         assert!(check_all(&[valid(), valid()]).is_err(), "two of one name");
+        let other = |labels: &[&str], queues: &[&str]| ProvisionerConfig {
+            name: "other".into(),
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+            queues: queues.iter().map(|q| q.to_string()).collect(),
+            ..valid()
+        };
+        assert!(
+            check_all(&[valid(), other(&["ephemeral", "big"], &[])]).is_err(),
+            "a label and every queue shared"
+        );
+        assert!(check_all(&[valid(), other(&["big"], &[])]).is_ok());
+        let ci = ProvisionerConfig {
+            queues: vec!["ci".into()],
+            ..valid()
+        };
+        assert!(
+            check_all(&[ci, other(&["ephemeral"], &["deploy"])]).is_ok(),
+            "no queue shared"
+        );
+        for huge in [
+            ProvisionerConfig {
+                claim_timeout_s: u64::MAX,
+                ..valid()
+            },
+            ProvisionerConfig {
+                capacity: 1_000_000,
+                ..valid()
+            },
+        ] {
+            assert!(huge.check().is_err(), "{huge:?} should be refused");
+        }
     }
 
     #[test]

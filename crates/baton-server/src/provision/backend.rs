@@ -9,8 +9,9 @@ use serde::Serialize;
 use std::path::PathBuf;
 use uuid::Uuid;
 
-/// A runner to start: what the `create` script reads as JSON on its stdin.
-#[derive(Debug, Clone, Serialize)]
+/// A runner to start: what the `create` script reads as JSON on its stdin. Its `Debug`
+/// leaves the token out.
+#[derive(Clone, Serialize)]
 pub(crate) struct RunnerToStart<'a> {
     /// The assignment it is for.
     pub assignment: Uuid,
@@ -28,6 +29,17 @@ pub(crate) struct RunnerToStart<'a> {
     pub registration_token: &'a str,
     /// The address it talks to.
     pub server_url: &'a str,
+}
+
+impl std::fmt::Debug for RunnerToStart<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunnerToStart")
+            .field("assignment", &self.assignment)
+            .field("attempt", &self.attempt)
+            .field("name", &self.name)
+            .field("registration_token", &"[hidden]")
+            .finish_non_exhaustive()
+    }
 }
 
 /// A runner to release: what the `delete` script reads as JSON on its stdin.
@@ -84,7 +96,7 @@ impl Backend {
         runner: &RunnerToStart<'_>,
     ) -> Result<Option<String>, BackendError> {
         match self {
-            Backend::Process(b) => b.start(runner).map(Some),
+            Backend::Process(b) => b.start(runner).await.map(Some),
             Backend::Command(b) => b.start(runner).await,
         }
     }
@@ -100,12 +112,12 @@ impl Backend {
         }
     }
 
-    /// Whether the runner of this attempt is known to have exited: only the process
-    /// backend, for the runners it started itself, knows.
-    pub(crate) fn exited(&self, assignment: Uuid, attempt: i32) -> bool {
+    /// The attempts whose runner is known to have exited: only the process backend, for
+    /// the runners it started itself, knows.
+    pub(crate) fn exited_all(&self) -> Vec<(Uuid, i32)> {
         match self {
-            Backend::Process(b) => b.exited(assignment, attempt),
-            Backend::Command(_) => false,
+            Backend::Process(b) => b.exited_all(),
+            Backend::Command(_) => Vec::new(),
         }
     }
 }

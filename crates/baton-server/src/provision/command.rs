@@ -6,6 +6,8 @@
 //! waits for it until the script's time is up.
 
 use super::backend::{BackendError, RunnerToRelease, RunnerToStart};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -48,21 +50,39 @@ impl CommandBackend {
 async fn run(script: &Path, input: &impl Serialize) -> Result<String, BackendError> {
     let failed = |what: String| BackendError(format!("{}: {what}", script.display()));
     let json = serde_json::to_vec(input).map_err(|e| failed(e.to_string()))?;
-    let mut child = Command::new(script)
+    let mut command = Command::new(script);
+    // None of the node's own settings reach the operator's script.
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("BATON_") {
+            command.env_remove(key);
+        }
+    }
+    // A group of its own: a script out of time is stopped with what it started.
+    let mut child = command
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| failed(format!("cannot start: {e}")))?;
+    let group = child.id().map(|pid| Pid::from_raw(pid as i32));
     if let Some(mut stdin) = child.stdin.take() {
         // A script that reads nothing closes its end: not an error of ours.
         let _ = stdin.write_all(&json).await;
     }
-    let output = tokio::time::timeout(SCRIPT_TIMEOUT, child.wait_with_output())
-        .await
-        .map_err(|_| failed(format!("no answer within {}s", SCRIPT_TIMEOUT.as_secs())))?
-        .map_err(|e| failed(e.to_string()))?;
+    let output = match tokio::time::timeout(SCRIPT_TIMEOUT, child.wait_with_output()).await {
+        Ok(output) => output.map_err(|e| failed(e.to_string()))?,
+        Err(_) => {
+            if let Some(group) = group {
+                let _ = killpg(group, Signal::SIGKILL);
+            }
+            return Err(failed(format!(
+                "no answer within {}s",
+                SCRIPT_TIMEOUT.as_secs()
+            )));
+        }
+    };
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail: String = stderr

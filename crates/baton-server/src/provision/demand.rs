@@ -1,4 +1,5 @@
-//! The demand, measured: how many tasks wait in each queue key (Redis), and which
+//! The demand, measured: how many tasks wait in each queue key that is not paused
+//! (Redis), and which
 //! registered runners could take some now (Postgres's runners, Redis's presence). The
 //! runners are read only when some served task waits, so an idle cluster pays one
 //! pipelined Redis read per pass.
@@ -27,12 +28,14 @@ pub(crate) struct Measure<'a> {
 impl Measure<'_> {
     /// The demand each of `offers` sees, in their order.
     pub(crate) async fn demands(&self, offers: &[Offer]) -> Result<Vec<Demand>, ServiceError> {
+        // A paused queue's tasks wait, but no runner may take them: they call for none.
+        let paused = self.coord.queues_paused().await?;
         let waiting: Vec<Waiting> = self
             .coord
             .queue_key_depths()
             .await?
             .into_iter()
-            .filter(|(_, _, tasks)| *tasks > 0)
+            .filter(|(queue, _, tasks)| *tasks > 0 && !paused.contains(queue))
             .map(|(queue, labels, tasks)| Waiting {
                 queue,
                 labels,

@@ -29,6 +29,26 @@ struct Started {
     folder: PathBuf,
 }
 
+/// A sandbox's relay outside, killed and reaped when dropped: on every way out of a
+/// start that failed after it, and when its runner is released.
+struct Relay(Option<Child>);
+
+impl Relay {
+    /// The child, to keep beside its runner until the release.
+    fn keep(mut self) -> Child {
+        self.0.take().expect("a relay is kept once")
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// How long a sandbox's relay has to open its socket.
 const RELAY_READY_WITHIN: Duration = Duration::from_secs(5);
 
@@ -73,7 +93,7 @@ impl ProcessBackend {
     /// Starts the runner; the process id of its group's leader is the handle. The
     /// token goes in the runner's environment, never on its command line (which every
     /// user of the host may read).
-    pub(super) fn start(&self, runner: &RunnerToStart<'_>) -> Result<String, BackendError> {
+    pub(super) async fn start(&self, runner: &RunnerToStart<'_>) -> Result<String, BackendError> {
         let failed = |what: &str, e: std::io::Error| {
             BackendError(format!("{what} for runner {}: {e}", runner.name))
         };
@@ -85,47 +105,47 @@ impl ProcessBackend {
         let (relay, mut command) = if self.sandboxed {
             let relay = self
                 .spawn_relay(runner.server_url, &folder, &log)
+                .await
                 .map_err(|e| failed("starting its relay", e))?;
             let inside = Path::new(sandbox::INSIDE);
             let server = format!("http://{}", sandbox::SERVER_INSIDE);
             let args = self.runner_args(runner, &server, inside);
-            let mut command = Command::new("bwrap");
-            command.args(sandbox::bwrap_args(
+            // In a session of its own: the sandbox has no controlling terminal to push
+            // keystrokes into, and bwrap leads a process group that holds the runner.
+            let mut command = Command::new("setsid");
+            command.arg("bwrap").args(sandbox::bwrap_args(
                 &self.exe,
                 &folder,
                 &sandbox::inside(&args),
             ));
-            (Some(relay), command)
+            (Some(Relay(Some(relay))), command)
         } else {
             let mut command = Command::new(&self.exe);
             command
                 .arg("runner")
                 .args(self.runner_args(runner, runner.server_url, &folder));
+            // A process group of its own, which a node killed with its group spares.
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
             (None, command)
         };
         let err = log.try_clone().map_err(|e| failed("opening its log", e))?;
-        // The relay, when there is one, leads the group: one signal reaches both.
-        let group = relay.as_ref().map_or(0, |r| r.id() as i32);
-        let child = std::os::unix::process::CommandExt::process_group(
-            without_node_settings(&mut command)
-                .env("BATON_REGISTRATION_TOKEN", runner.registration_token)
-                .stdin(Stdio::null())
-                .stdout(log)
-                .stderr(err),
-            group,
-        )
-        .spawn()
-        .map_err(|e| failed("starting the runner", e))?;
-        let leader = relay.as_ref().map_or(child.id(), Child::id).to_string();
+        let child = without_node_settings(&mut command)
+            .env("BATON_REGISTRATION_TOKEN", runner.registration_token)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| failed("starting the runner", e))?;
+        let handle = child.id().to_string();
         self.lock().insert(
             (runner.assignment, runner.attempt),
             Started {
                 child,
-                relay,
+                relay: relay.map(Relay::keep),
                 folder,
             },
         );
-        Ok(leader)
+        Ok(handle)
     }
 
     /// `baton runner`'s arguments: one task, talking to `server`, its state and work
@@ -157,7 +177,7 @@ impl ProcessBackend {
 
     /// The relay outside a sandbox, leading a process group of its own, passing the
     /// sandbox's connections to `server_url`'s address; returns once its socket exists.
-    fn spawn_relay(
+    async fn spawn_relay(
         &self,
         server_url: &str,
         folder: &Path,
@@ -191,16 +211,19 @@ impl ProcessBackend {
                 let _ = relay.wait();
                 return Err(std::io::Error::other("the relay did not open its socket"));
             }
-            std::thread::sleep(Duration::from_millis(5));
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         Ok(relay)
     }
 
-    /// Whether this node's runner of that attempt exited (reaped here).
-    pub(super) fn exited(&self, assignment: Uuid, attempt: i32) -> bool {
+    /// The attempts whose runner, started by this node, exited (reaped here).
+    pub(super) fn exited_all(&self) -> Vec<(Uuid, i32)> {
         self.lock()
-            .get_mut(&(assignment, attempt))
-            .is_some_and(|started| matches!(started.child.try_wait(), Ok(Some(_))))
+            .iter_mut()
+            .filter_map(|(attempt, started)| {
+                matches!(started.child.try_wait(), Ok(Some(_))).then_some(*attempt)
+            })
+            .collect()
     }
 
     /// Stops this node's runner of that attempt if it still runs, reaps it and removes
@@ -215,9 +238,10 @@ impl ProcessBackend {
         else {
             return;
         };
-        let group = Pid::from_raw(relay.as_ref().map_or(child.id(), Child::id) as i32);
-        // Signalled only while its leader is unreaped, so the group id is still its own.
-        if relay.is_some() || matches!(child.try_wait(), Ok(None)) {
+        // The runner leads its process group (bwrap, sandboxed, after `setsid`), and is
+        // signalled only while unreaped, so the group id is still its own.
+        let group = Pid::from_raw(child.id() as i32);
+        if matches!(child.try_wait(), Ok(None)) {
             let _ = killpg(group, Signal::SIGTERM);
         }
         tokio::task::spawn_blocking(move || {
@@ -231,10 +255,7 @@ impl ProcessBackend {
                 std::thread::sleep(Duration::from_millis(50));
             }
             // The relay outlives nothing: the runner it served is gone.
-            if let Some(mut relay) = relay {
-                let _ = killpg(group, Signal::SIGKILL);
-                let _ = relay.wait();
-            }
+            drop(relay.map(|r| Relay(Some(r))));
             let _ = std::fs::remove_dir_all(folder);
         });
     }

@@ -15,8 +15,13 @@ pub(super) const INSIDE: &str = "/baton";
 const EXE_INSIDE: &str = "/opt/baton/baton";
 /// The relay's socket, in the runner's folder (outside) and under [`INSIDE`] (inside).
 pub(super) const RELAY_SOCKET: &str = "relay.sock";
-/// Where the relay inside listens: the server's address as the runner sees it.
-pub(super) const SERVER_INSIDE: &str = "127.0.0.1:8080";
+/// Where the relay inside listens: the server's address as the runner sees it. A
+/// privileged port, so a task (an unprivileged uid) can never listen there itself.
+pub(super) const SERVER_INSIDE: &str = "127.0.0.1:80";
+/// The host's folder where root runners claim their blocks of task uids
+/// (`baton_runner::isolation::uids`): shared with every sandbox, so no two runners on the
+/// host, sandboxed or not, run tasks as the same uid.
+const UID_BLOCKS: &str = "/run/baton-runner";
 
 /// The host's system folders, read-only inside; a merged-/usr host's `/bin`, `/lib`...
 /// are symlinks, made the same inside.
@@ -67,6 +72,9 @@ pub(super) fn bwrap_args(exe: &Path, folder: &Path, command: &[String]) -> Vec<O
     for file in ETC {
         args.extend(["--ro-bind-try".into(), (*file).into(), (*file).into()]);
     }
+    // Made if missing, so the bind below never fails: the runner fills it.
+    let _ = std::fs::create_dir_all(UID_BLOCKS);
+    args.extend(["--bind".into(), UID_BLOCKS.into(), UID_BLOCKS.into()]);
     args.extend([
         "--ro-bind".into(),
         exe.into(),
@@ -107,7 +115,7 @@ mod tests {
         let command = inside(&["--name".into(), "it's".into()]);
         assert_eq!(command[0], "/bin/sh");
         assert!(
-            command[2].contains("relay --listen-tcp 127.0.0.1:8080 --to-unix /baton/relay.sock &")
+            command[2].contains("relay --listen-tcp 127.0.0.1:80 --to-unix /baton/relay.sock &")
         );
         assert!(command[2].ends_with(r"runner '--name' 'it'\''s'"));
         let args = bwrap_args(Path::new("/x/baton"), Path::new("/r/one"), &command);

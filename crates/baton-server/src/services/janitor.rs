@@ -25,7 +25,8 @@ pub struct JanitorReport {
     pub outbox_deleted: u64,
     /// Runners whose presence left Redis.
     pub presence_pruned: usize,
-    /// Runner assignments ended before the retention (at most one batch a pass).
+    /// Runner assignments ended before the retention, and their tokens (at most one
+    /// batch of each a pass).
     pub assignments_deleted: u64,
 }
 
@@ -91,6 +92,8 @@ impl Janitor {
         report.presence_pruned = self.prune_presence(now).await?;
         if self.settings.provisions {
             report.assignments_deleted = self.store.assignments_delete_ended(before, BATCH).await?;
+            report.assignments_deleted +=
+                self.store.provisioner_tokens_delete(before, BATCH).await?;
         }
         Ok(report)
     }

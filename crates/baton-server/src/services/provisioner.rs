@@ -1,13 +1,15 @@
-//! The provisioner, on every node (docs/dynamic-runners.md): each pass it adopts the
-//! assignments of dead nodes, judges the assignments it owns by what is known of their
-//! runners (`provision::decide`), then admits new runners for the demand it measured and
-//! starts them through their provisioner's backend. Admission is one Postgres
+//! The provisioner, on every node with `[[provisioners]]` (docs/dynamic-runners.md):
+//! each pass it adopts the assignments of dead nodes, judges the assignments it owns by
+//! what is known of their runners (`provision::decide`), then admits new runners for the
+//! demand it measured and has their backends start them. Admission is one Postgres
 //! transaction per provisioner under an advisory lock, so nodes passing at once never
-//! start more runners than the capacity or the demand allows.
+//! start more runners than the capacity or the demand allows. A backend's start or
+//! release (a script may take minutes) runs beside the passes, and the assignment it
+//! concerns is left alone until it is over.
 
 use super::ServiceError;
 use super::service::Service;
-use crate::auth::{REGISTRATION_TOKEN_PREFIX, hash_token, new_token};
+use crate::auth::{REGISTRATION_TOKEN_PREFIX, hash_token, new_token, revoke_everywhere};
 use crate::config::ProvisionerConfig;
 use crate::provision::backend::{Backend, RunnerToRelease, RunnerToStart};
 use crate::provision::demand::Measure;
@@ -16,9 +18,15 @@ use baton_core::RunnerId;
 use baton_core::provision::{self, AfterFailure, RunnerFacts, State, Verdict};
 use baton_store::{Admission, AssignmentFacts, AssignmentRecord, Candidate, StoreError};
 use chrono::{DateTime, Utc};
-use std::sync::Mutex;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// However steady the set of live nodes, a node looks for orphaned assignments this
+/// often: one that lapsed mid-pass may have committed some after its peers adopted.
+const ADOPT_AT_LEAST_EVERY: Duration = Duration::from_secs(30);
 
 /// What a pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,9 +39,9 @@ pub struct ProvisionReport {
     pub claimed: usize,
     /// Runners done and released.
     pub done: usize,
-    /// Runners that failed their assignment (not registered or no task in time, or
-    /// exited before one), and starts the backend refused.
-    pub failed: usize,
+    /// Attempts whose end began: their runner did not claim work in time, or exited
+    /// before it did.
+    pub failing: usize,
     /// Retries dropped: the demand they were for had gone.
     pub dropped: usize,
 }
@@ -44,17 +52,25 @@ struct Provisioner {
     backend: Backend,
 }
 
-/// Starts and releases ephemeral runners for waiting work.
-pub struct Provisioners {
+/// An attempt: an assignment and which start of a runner for it.
+type Attempt = (Uuid, i32);
+
+struct Inner {
     state: AppState,
     provisioners: Vec<Provisioner>,
-    interval: Duration,
-    /// The live nodes at the last adoption: the next looks for orphans only when the set
-    /// changed, so an idle pass costs Postgres nothing.
-    live_at_adoption: Mutex<Option<Vec<String>>>,
+    /// Attempts whose backend start or release is under way: not judged meanwhile.
+    busy: Mutex<HashSet<Attempt>>,
+    /// The live nodes at the last adoption, and when it was.
+    adopted: Mutex<Option<(Vec<String>, Instant)>>,
     /// Whether this node may own open assignments: unknown at start, then what the last
     /// look found, set again by an admission or an adoption.
     may_own: AtomicBool,
+}
+
+/// Starts and releases ephemeral runners for waiting work.
+pub struct Provisioners {
+    inner: Arc<Inner>,
+    interval: Duration,
 }
 
 impl Provisioners {
@@ -72,33 +88,66 @@ impl Provisioners {
             .collect();
         Provisioners {
             interval: Duration::from_millis(state.config.provision_interval_ms.max(100)),
-            state,
-            provisioners,
-            live_at_adoption: Mutex::new(None),
-            may_own: AtomicBool::new(true),
+            inner: Arc::new(Inner {
+                state,
+                provisioners,
+                busy: Mutex::default(),
+                adopted: Mutex::new(None),
+                may_own: AtomicBool::new(true),
+            }),
         }
-    }
-
-    fn node(&self) -> String {
-        self.state.identity.id()
     }
 
     /// One pass as of `now`.
     pub async fn run_once(&self, now: DateTime<Utc>) -> Result<ProvisionReport, ServiceError> {
+        self.inner.run_once(&self.inner, now).await
+    }
+}
+
+impl Inner {
+    fn node(&self) -> String {
+        self.state.identity.id()
+    }
+
+    fn provisioner(&self, name: &str) -> Option<&Provisioner> {
+        self.provisioners.iter().find(|p| p.config.name == name)
+    }
+
+    fn busy(&self) -> std::sync::MutexGuard<'_, HashSet<Attempt>> {
+        self.busy.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn run_once(
+        &self,
+        me: &Arc<Inner>,
+        now: DateTime<Utc>,
+    ) -> Result<ProvisionReport, ServiceError> {
         let mut report = ProvisionReport::default();
         if !self.state.identity.is_live() {
             return Ok(report);
         }
         self.adopt(&mut report).await?;
+        // Which runners exited is read before what Postgres knows of them: a runner
+        // unregisters before it exits, so one seen exited is seen gone too.
+        let exited: HashSet<Attempt> = self
+            .provisioners
+            .iter()
+            .flat_map(|p| p.backend.exited_all())
+            .collect();
+        let mut due: Vec<usize> = vec![0; self.provisioners.len()];
         if self.may_own.load(Ordering::Relaxed) {
             let owned = self.state.store.assignments_of(&self.node()).await?;
             self.may_own.store(!owned.is_empty(), Ordering::Relaxed);
             for facts in owned {
-                self.judge(facts, now, &mut report).await?;
+                if let Some(verdict) = self.judge(me, facts, &exited, now, &mut report).await?
+                    && let Some(i) = self
+                        .provisioners
+                        .iter()
+                        .position(|p| p.config.name == verdict)
+                {
+                    due[i] += 1;
+                }
             }
-        }
-        if self.provisioners.is_empty() {
-            return Ok(report);
         }
         let offers: Vec<_> = self.provisioners.iter().map(|p| p.config.offer()).collect();
         let measure = Measure {
@@ -108,16 +157,26 @@ impl Provisioners {
             offline_after: Duration::from_secs(self.state.config.timings.runner_offline_after_s),
         };
         let demands = measure.demands(&offers).await?;
-        for (provisioner, demand) in self.provisioners.iter().zip(demands) {
+        for ((provisioner, demand), due) in self.provisioners.iter().zip(demands).zip(due) {
             crate::metrics::provision_demand(&provisioner.config.name, demand.uncovered());
-            self.admit(provisioner, demand.uncovered(), now, &mut report)
+            // Nothing waits and no retry of ours is due: no transaction at all.
+            if demand.uncovered() == 0 && due == 0 {
+                continue;
+            }
+            // A node that lapsed during this pass admits nothing: its peers may be
+            // adopting its assignments.
+            if !self.state.identity.is_live() {
+                break;
+            }
+            self.admit(me, provisioner, demand.uncovered(), due, now, &mut report)
                 .await?;
         }
         Ok(report)
     }
 
-    /// Takes over the open assignments of nodes that are no longer live, when the set
-    /// of live nodes changed since the last look.
+    /// Takes over the open assignments (of the provisioners this node has) of nodes that
+    /// are no longer live, when the set of live nodes changed since the last look, and at
+    /// least every [`ADOPT_AT_LEAST_EVERY`].
     async fn adopt(&self, report: &mut ProvisionReport) -> Result<(), ServiceError> {
         let mut live: Vec<String> = self
             .state
@@ -130,21 +189,26 @@ impl Provisioners {
             .collect();
         live.sort();
         live.dedup();
-        if self
-            .live_at_adoption
+        let fresh = self
+            .adopted
             .lock()
             .expect("adoption lock")
             .as_ref()
-            == Some(&live)
-        {
+            .is_some_and(|(seen, at)| *seen == live && at.elapsed() < ADOPT_AT_LEAST_EVERY);
+        if fresh {
             return Ok(());
         }
+        let names: Vec<String> = self
+            .provisioners
+            .iter()
+            .map(|p| p.config.name.clone())
+            .collect();
         report.adopted = self
             .state
             .store
-            .assignments_adopt(&self.node(), &live)
+            .assignments_adopt(&self.node(), &live, &names)
             .await?;
-        *self.live_at_adoption.lock().expect("adoption lock") = Some(live);
+        *self.adopted.lock().expect("adoption lock") = Some((live, Instant::now()));
         if report.adopted > 0 {
             self.may_own.store(true, Ordering::Relaxed);
             tracing::warn!(node.id = %self.node(), assignments = report.adopted, "adopted a dead node's runner assignments");
@@ -152,31 +216,29 @@ impl Provisioners {
         Ok(())
     }
 
-    fn provisioner(&self, name: &str) -> Option<&Provisioner> {
-        self.provisioners.iter().find(|p| p.config.name == name)
-    }
-
-    /// Admits and starts this provisioner's runners for `uncovered` waiting tasks.
+    /// Admits and starts this provisioner's runners for `uncovered` waiting tasks, and
+    /// its `due` retries.
     async fn admit(
         &self,
+        me: &Arc<Inner>,
         provisioner: &Provisioner,
         uncovered: u64,
+        due: usize,
         now: DateTime<Utc>,
         report: &mut ProvisionReport,
     ) -> Result<(), ServiceError> {
         let config = &provisioner.config;
         let node = self.node();
-        let tokens: Vec<String> = (0..config.capacity)
+        // As many candidates as could be started: one per uncovered task or due retry,
+        // within the capacity. Each has a token; the unused are dropped unstored.
+        let wanted = (uncovered as usize + due).min(config.capacity as usize);
+        let tokens: Vec<String> = (0..wanted)
             .map(|_| new_token(REGISTRATION_TOKEN_PREFIX))
             .collect();
         let candidates: Vec<Candidate> = tokens
             .iter()
             .map(|token| Candidate {
-                runner_name: format!(
-                    "{}-{}",
-                    config.name,
-                    &hex::encode(rand::random::<[u8; 6]>())
-                ),
+                runner_name: format!("{}-{}", config.name, hex::encode(rand::random::<[u8; 6]>())),
                 token_hash: hash_token(token).to_vec(),
             })
             .collect();
@@ -208,78 +270,130 @@ impl Provisioners {
             .clone()
             .unwrap_or_else(|| format!("http://{}", self.state.identity.current().addr));
         for launch in admitted.launches {
-            let a = &launch.assignment;
-            let runner = RunnerToStart {
-                assignment: a.id,
-                attempt: a.attempt,
-                provisioner: &a.provisioner,
-                name: &a.runner_name,
-                labels: &a.labels,
-                queues: &a.queues,
-                registration_token: &tokens[launch.candidate],
-                server_url: &server_url,
-            };
+            let a = launch.assignment;
             report.started += 1;
             crate::metrics::provision_started(&config.name, config.backend.as_str());
             tracing::info!(assignment.id = %a.id, attempt = a.attempt, runner.name = %a.runner_name, provisioner = %config.name, "starting a runner on demand");
-            match provisioner.backend.start(&runner).await {
-                Ok(Some(handle)) => {
-                    self.state
-                        .store
-                        .assignment_set_handle(a.id, a.attempt, &node, &handle)
-                        .await?;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(assignment.id = %a.id, error = %e, "the backend could not start a runner");
-                    let failure = Failed {
-                        reason: "start",
-                        error: &e.to_string(),
-                    };
-                    self.fail(provisioner, a, None, failure, now, report)
-                        .await?;
-                }
+            let token = tokens[launch.candidate].clone();
+            let server_url = server_url.clone();
+            self.beside(me, (a.id, a.attempt), move |inner| async move {
+                inner.start(&a, &token, &server_url).await
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs `work` beside the passes, the attempt marked busy until it is over.
+    fn beside<F, Fut>(&self, me: &Arc<Inner>, attempt: Attempt, work: F)
+    where
+        F: FnOnce(Arc<Inner>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<(), ServiceError>> + Send,
+    {
+        if !self.busy().insert(attempt) {
+            return;
+        }
+        let inner = me.clone();
+        tokio::spawn(async move {
+            if let Err(e) = work(inner.clone()).await {
+                tracing::warn!(assignment.id = %attempt.0, attempt = attempt.1, error = %e, "runner on demand: a store failed; the next pass tries again");
+            }
+            inner.busy().remove(&attempt);
+        });
+    }
+
+    /// Starts an admitted attempt's runner through its backend and records its handle;
+    /// a refused start begins the attempt's end.
+    async fn start(
+        &self,
+        a: &AssignmentRecord,
+        token: &str,
+        server_url: &str,
+    ) -> Result<(), ServiceError> {
+        let Some(provisioner) = self.provisioner(&a.provisioner) else {
+            return Ok(());
+        };
+        let runner = RunnerToStart {
+            assignment: a.id,
+            attempt: a.attempt,
+            provisioner: &a.provisioner,
+            name: &a.runner_name,
+            labels: &a.labels,
+            queues: &a.queues,
+            registration_token: token,
+            server_url,
+        };
+        match provisioner.backend.start(&runner).await {
+            Ok(Some(handle)) => {
+                self.state
+                    .store
+                    .assignment_set_handle(a.id, a.attempt, &handle)
+                    .await?;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                // The token may have reached a script's output: never stored or logged.
+                let error = e.to_string().replace(token, "[token]");
+                tracing::warn!(assignment.id = %a.id, error = %error, "the backend could not start a runner");
+                self.begin_failing(provisioner, a, None, "start", &error, Utc::now())
+                    .await?;
             }
         }
         Ok(())
     }
 
-    /// Judges one of this node's assignments and acts on the verdict.
+    /// Judges one of this node's assignments and acts on the verdict. Returns the name
+    /// of its provisioner when its retry is due (for the admission that follows).
     async fn judge(
         &self,
+        me: &Arc<Inner>,
         facts: AssignmentFacts,
+        exited: &HashSet<Attempt>,
         now: DateTime<Utc>,
         report: &mut ProvisionReport,
-    ) -> Result<(), ServiceError> {
-        let a = &facts.assignment;
+    ) -> Result<Option<String>, ServiceError> {
+        let a = facts.assignment;
+        let attempt = (a.id, a.attempt);
         let Some(provisioner) = self.provisioner(&a.provisioner) else {
-            // A provisioner this node is not configured with: its runners are judged by
-            // a node that has it (or stay until one does).
-            return Ok(());
+            return Ok(None);
         };
+        if self.busy().contains(&attempt) {
+            return Ok(None);
+        }
         let state = match a.state.as_str() {
             "starting" => State::Starting,
             "running" => State::Running,
             "retrying" => State::Retrying,
-            _ => return Ok(()),
+            _ => return Ok(None),
         };
         let since = |at: DateTime<Utc>| (now - at).to_std().unwrap_or_default();
-        let runner = RunnerFacts {
+        let runner_facts = RunnerFacts {
             registered: facts.runner_id.is_some(),
             left: facts.runner_left,
+            paused: facts.runner_paused,
             took_work: facts.took_work,
-            exited: provisioner.backend.exited(a.id, a.attempt),
+            exited: exited.contains(&attempt),
             silent_for: facts.runner_seen.map(since),
         };
         let limits = provisioner.config.limits(Duration::from_secs(
             self.state.config.timings.runner_lost_after_s,
         ));
         let retry_due = a.retry_at.is_some_and(|at| at <= now);
+        let failing = state == State::Starting && a.error.is_some();
+        let runner = facts.runner_id.map(RunnerId::from);
         let node = self.node();
-        match provision::decide(state, since(a.started_at), retry_due, runner, &limits) {
-            // A due retry is started again (or dropped) by the admission that follows.
-            Verdict::Keep | Verdict::RetryDue => {}
+        match provision::decide(
+            state,
+            (since(a.started_at), retry_due, failing),
+            runner_facts,
+            &limits,
+        ) {
+            Verdict::Keep => {}
+            // Started again (or dropped) by the admission that follows.
+            Verdict::RetryDue => return Ok(Some(a.provisioner)),
             Verdict::Running => {
+                if failing && let Some(runner) = runner {
+                    self.set_paused(runner, false).await?;
+                }
                 if self
                     .state
                     .store
@@ -294,49 +408,75 @@ impl Provisioners {
             // it open for its adopter to release again (a backend's release is
             // idempotent); a release that fails is tried again at the next pass.
             Verdict::Done => {
-                if self.release(provisioner, a).await
-                    && self
-                        .state
-                        .store
-                        .assignment_done(a.id, a.attempt, &node, now)
-                        .await?
-                {
-                    report.done += 1;
-                }
+                report.done += 1;
+                self.beside(me, attempt, move |inner| async move {
+                    if inner.release(&a).await {
+                        inner
+                            .state
+                            .store
+                            .assignment_done(a.id, a.attempt, &inner.node(), Utc::now())
+                            .await?;
+                    }
+                    Ok(())
+                });
             }
-            Verdict::Failed(failure) => {
-                let runner = facts.runner_id.map(RunnerId::from);
-                let failure = Failed {
-                    reason: failure.as_str(),
-                    error: failure.as_str(),
-                };
-                self.fail(provisioner, a, runner, failure, now, report)
+            Verdict::BeginFailing(failure) => {
+                report.failing += 1;
+                let reason = failure.as_str();
+                self.begin_failing(provisioner, &a, runner, reason, reason, now)
                     .await?;
             }
+            Verdict::Pause => {
+                if let Some(runner) = runner {
+                    self.set_paused(runner, true).await?;
+                }
+            }
+            Verdict::Fail => {
+                if let Some(runner) = runner {
+                    // Its next request gets 401 and the agent exits.
+                    match crate::auth::delete_runner(&self.state, runner).await {
+                        Ok(()) | Err(StoreError::NotFound) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                self.beside(me, attempt, move |inner| async move {
+                    if inner.release(&a).await {
+                        inner.end_failed(&a, Utc::now()).await?;
+                    }
+                    Ok(())
+                });
+            }
         }
-        Ok(())
+        Ok(None)
     }
 
-    /// Ends an attempt that failed: its token is revoked and its runner (if it
-    /// registered) deleted, so it can neither register nor lease; the backend releases
-    /// it; then the assignment retries later or gives up. The assignment moves last, so
-    /// a node that dies before leaves it for its adopter to judge (and end) again.
-    async fn fail(
+    /// The first step of a failed attempt's end: marked failing (so whoever owns it next
+    /// goes on with the end), its token revoked so its runner can no longer register, and
+    /// its runner, if registered, paused so it takes nothing more. The end itself waits
+    /// for a later pass, which sees any start that was under way as the pause landed.
+    async fn begin_failing(
         &self,
         provisioner: &Provisioner,
         a: &AssignmentRecord,
         runner: Option<RunnerId>,
-        failed: Failed<'_>,
+        reason: &'static str,
+        error: &str,
         now: DateTime<Utc>,
-        report: &mut ProvisionReport,
     ) -> Result<(), ServiceError> {
-        let limits = provisioner.config.limits(Duration::ZERO);
-        let (wait, gives_up) =
-            match provision::after_failure(a.attempt as u32, &limits, rand::random::<f64>()) {
-                AfterFailure::Retry(wait) => (wait, false),
-                AfterFailure::GiveUp(cool) => (cool, true),
-            };
-        let retry_at = now + chrono::Duration::from_std(wait).unwrap_or_default();
+        let marked = self
+            .state
+            .store
+            .assignment_mark_failing((a.id, a.attempt, &self.node()), error)
+            .await?;
+        if !marked {
+            return Ok(());
+        }
+        crate::metrics::provision_failed(
+            &a.provisioner,
+            provisioner.config.backend.as_str(),
+            reason,
+        );
+        tracing::warn!(assignment.id = %a.id, attempt = a.attempt, runner.name = %a.runner_name, error, "a runner started on demand failed its assignment");
         match self
             .state
             .store
@@ -347,40 +487,59 @@ impl Provisioners {
             Err(e) => return Err(e.into()),
         }
         if let Some(runner) = runner {
-            // Its next request gets 401 and the agent exits.
-            match crate::auth::delete_runner(&self.state, runner).await {
-                Ok(()) | Err(StoreError::NotFound) => {}
-                Err(e) => return Err(e.into()),
-            }
+            self.set_paused(runner, true).await?;
         }
-        if !self.release(provisioner, a).await {
+        Ok(())
+    }
+
+    /// The last step of a failed attempt's end, once its runner is deleted and released:
+    /// the assignment retries after a backoff, or gives up.
+    async fn end_failed(
+        &self,
+        a: &AssignmentRecord,
+        now: DateTime<Utc>,
+    ) -> Result<(), ServiceError> {
+        let Some(provisioner) = self.provisioner(&a.provisioner) else {
             return Ok(());
-        }
-        let moved = self
-            .state
+        };
+        let limits = provisioner.config.limits(Duration::ZERO);
+        let (wait, gives_up) =
+            match provision::after_failure(a.attempt as u32, &limits, rand::random::<f64>()) {
+                AfterFailure::Retry(wait) => (wait, false),
+                AfterFailure::GiveUp(cool) => (cool, true),
+            };
+        let retry_at = chrono::Duration::from_std(wait)
+            .ok()
+            .and_then(|wait| now.checked_add_signed(wait))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let error = a.error.as_deref().unwrap_or("failed");
+        self.state
             .store
             .assignment_fail(
                 (a.id, a.attempt, &self.node()),
-                failed.error,
+                error,
                 (retry_at, gives_up),
                 now,
             )
             .await?;
-        if !moved {
-            return Ok(());
+        Ok(())
+    }
+
+    /// Pauses or resumes a runner, on every node at once (their token caches forget it).
+    async fn set_paused(&self, runner: RunnerId, paused: bool) -> Result<(), ServiceError> {
+        match self.state.store.runner_set_paused(runner, paused).await {
+            Ok(_) | Err(StoreError::NotFound) => {}
+            Err(e) => return Err(e.into()),
         }
-        report.failed += 1;
-        crate::metrics::provision_failed(
-            &a.provisioner,
-            provisioner.config.backend.as_str(),
-            failed.reason,
-        );
-        tracing::warn!(assignment.id = %a.id, attempt = a.attempt, runner.name = %a.runner_name, error = failed.error, gives_up, "a runner started on demand failed its assignment");
+        revoke_everywhere(&self.state, runner).await;
         Ok(())
     }
 
     /// Whether the backend released the attempt's runner.
-    async fn release(&self, provisioner: &Provisioner, a: &AssignmentRecord) -> bool {
+    async fn release(&self, a: &AssignmentRecord) -> bool {
+        let Some(provisioner) = self.provisioner(&a.provisioner) else {
+            return false;
+        };
         let runner = RunnerToRelease {
             assignment: a.id,
             attempt: a.attempt,
@@ -403,13 +562,6 @@ impl Provisioners {
     }
 }
 
-/// Why an attempt failed: a bounded reason for the metric, the whole error for the
-/// assignment's row and the log.
-struct Failed<'a> {
-    reason: &'static str,
-    error: &'a str,
-}
-
 impl Service for Provisioners {
     const NAME: &'static str = "provisioner";
     type Report = ProvisionReport;
@@ -423,7 +575,7 @@ impl Service for Provisioners {
     }
 
     fn tell(&self, report: &ProvisionReport) {
-        if report.started + report.failed + report.dropped > 0 {
+        if report.started + report.failing + report.dropped + report.adopted as usize > 0 {
             tracing::info!(?report, "provisioner pass");
         }
     }
