@@ -38,5 +38,5 @@ ALTER TABLE runners
 CREATE INDEX runners_registration_token ON runners (registration_token_id)
     WHERE registration_token_id IS NOT NULL;
 -- The janitor prunes a provisioner's spent tokens.
-CREATE INDEX registration_tokens_provisioned ON registration_tokens (created_at)
+CREATE INDEX registration_tokens_provisioned ON registration_tokens (expires_at)
     WHERE provisioner IS NOT NULL;

@@ -8,8 +8,10 @@ use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::sync::Semaphore;
 
 #[derive(Debug, clap::Args)]
 pub struct RelayArgs {
@@ -35,12 +37,19 @@ pub async fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
             ..
         } => {
             let listener = TcpListener::bind(listen).await?;
+            let room = Arc::new(Semaphore::new(MAX_CONNECTIONS));
             loop {
+                // A connection waits in the backlog until one closes: a task opening
+                // connections without end holds the relay's descriptors no further.
+                let turn = room.clone().acquire_owned().await?;
                 let Some(inbound) = accepted(listener.accept().await).await else {
                     continue;
                 };
                 let to = to.clone();
-                tokio::spawn(async move { pass(inbound, UnixStream::connect(to).await).await });
+                tokio::spawn(async move {
+                    pass(inbound, UnixStream::connect(to).await).await;
+                    drop(turn);
+                });
             }
         }
         RelayArgs {
@@ -63,6 +72,9 @@ pub async fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
         _ => anyhow::bail!("give --listen-tcp with --to-unix, or --listen-unix with --to-tcp"),
     }
 }
+
+/// The most connections the relay inside passes at once: the runner needs a few.
+const MAX_CONNECTIONS: usize = 64;
 
 /// An accepted connection; a failed accept (out of file descriptors: a task opening
 /// connections without end) is waited out, never the relay's end.

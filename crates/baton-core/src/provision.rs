@@ -222,9 +222,9 @@ impl Failure {
     }
 }
 
-/// The decision for an assignment in `state`, `age` after its runner was started (or,
-/// retrying, with `retry_due` saying whether its time came; `failing` once an end began),
-/// given `runner`.
+/// The decision for an assignment in `state`, `age` after its runner was started, with
+/// `retry_due` saying whether its `retry_at` came (a retrying one's retry, a failing
+/// one's end) and `failing` once an end began, given `runner`.
 pub fn decide(
     state: State,
     (age, retry_due, failing): (Duration, bool, bool),
@@ -236,6 +236,9 @@ pub fn decide(
         State::Retrying => Verdict::Keep,
         // A failing runner that left did so because the end deleted it, or after a task
         // taken before its pause: either way, the end goes on.
+        // The end waits for its moment (`retry_at` on a failing row): a start under way
+        // as the pause landed has committed by then.
+        State::Starting if failing && !retry_due => Verdict::Keep,
         State::Starting if failing => {
             if runner.registered && !runner.left && !runner.paused {
                 Verdict::Pause
@@ -428,7 +431,7 @@ mod tests {
             Verdict,
         );
         let starting = |age: u64| (s(age), false, false);
-        let failing = (s(70), false, true);
+        let failing = (s(70), true, true);
         let cases: &[Case] = &[
             (
                 "just started",

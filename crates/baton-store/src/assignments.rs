@@ -7,6 +7,7 @@
 use crate::Store;
 use crate::error::StoreError;
 use crate::metered::MeteredTx;
+use baton_core::RunnerId;
 use baton_core::provision::{Assigned, to_start};
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -146,27 +147,30 @@ impl Store {
             .bind(admission.provisioner)
             .execute(&mut *tx)
             .await?;
-        let mut assigned = assigned(&mut tx, admission.provisioner, admission.now).await?;
+        // This node's due retries, locked before the count, so a row that moves while
+        // this admission runs is counted as it is once moved.
         let due: Vec<(Uuid, i32)> = sqlx::query_as(
             "SELECT id, attempt FROM runner_assignments
              WHERE provisioner = $1 AND node_id = $2 AND state = 'retrying' AND retry_at <= $3
-             ORDER BY retry_at",
+             ORDER BY retry_at FOR UPDATE",
         )
         .bind(admission.provisioner)
         .bind(admission.node)
         .bind(admission.now)
         .fetch_all(&mut *tx)
         .await?;
+        let mut assigned = assigned(&mut tx, admission.provisioner, admission.now).await?;
         let mut out = Admitted::default();
-        let mut next = candidates.iter().enumerate();
+        let mut next = candidates.iter().enumerate().peekable();
         for (id, attempt) in due {
-            assigned.retrying -= 1;
+            // No candidate left (the caller made fewer than are due): the next pass.
+            if next.peek().is_none() {
+                break;
+            }
+            assigned.retrying = assigned.retrying.saturating_sub(1);
             let room = admission.capacity > assigned.starting + assigned.running;
             let wanted = admission.uncovered > assigned.starting + assigned.retrying;
-            let candidate = if room && wanted { next.next() } else { None };
-            // Each move checks the owner too: a row adopted since the look above is the
-            // adopter's to start or drop.
-            let Some((index, candidate)) = candidate else {
+            if !(room && wanted) {
                 let dropped = sqlx::query(
                     "UPDATE runner_assignments SET state = 'dropped', ended_at = $3
                      WHERE id = $1 AND attempt = $2 AND node_id = $4 AND state = 'retrying'",
@@ -179,8 +183,11 @@ impl Store {
                 .await?;
                 out.dropped += dropped.rows_affected() as usize;
                 continue;
-            };
-            let token = insert_token(&mut tx, admission, candidate).await?;
+            }
+            let (index, candidate) = next.next().expect("peeked");
+            // The token is stored once the row is this attempt's: a row that moved on
+            // leaves none behind.
+            let token = Uuid::now_v7();
             let Some(assignment) = sqlx::query_as::<_, AssignmentRecord>(concat!(
                 "UPDATE runner_assignments a
                  SET state = 'starting', attempt = attempt + 1, runner_name = $3,
@@ -201,6 +208,7 @@ impl Store {
             else {
                 continue;
             };
+            insert_token(&mut tx, token, admission, candidate).await?;
             assigned.starting += 1;
             out.launches.push(Launch {
                 candidate: index,
@@ -209,7 +217,8 @@ impl Store {
         }
         let fresh = to_start(admission.capacity, admission.uncovered, assigned);
         for (index, candidate) in next.take(fresh as usize) {
-            let token = insert_token(&mut tx, admission, candidate).await?;
+            let token = Uuid::now_v7();
+            insert_token(&mut tx, token, admission, candidate).await?;
             let assignment = sqlx::query_as::<_, AssignmentRecord>(concat!(
                 "INSERT INTO runner_assignments AS a
                      (id, provisioner, backend, labels, queues, state, attempt, node_id,
@@ -292,20 +301,21 @@ impl Store {
         .rows_affected())
     }
 
-    /// Records the backend's handle of an attempt's runner, whoever owns the assignment
-    /// now: an adopter releasing the runner needs it.
+    /// Records the backend's handle of an attempt's runner, while the attempt is still
+    /// starting and this node's; `false` otherwise, and the starter releases the runner
+    /// itself (an adopter may have ended the attempt without the handle).
     pub async fn assignment_set_handle(
         &self,
-        id: Uuid,
-        attempt: i32,
+        (id, attempt, node): (Uuid, i32, &str),
         handle: &str,
     ) -> Result<bool, StoreError> {
         let moved = sqlx::query(
-            "UPDATE runner_assignments SET handle = $3
-             WHERE id = $1 AND attempt = $2 AND ended_at IS NULL",
+            "UPDATE runner_assignments SET handle = $4
+             WHERE id = $1 AND attempt = $2 AND node_id = $3 AND state = 'starting'",
         )
         .bind(id)
         .bind(attempt)
+        .bind(node)
         .bind(handle)
         .execute(&self.pool)
         .await?;
@@ -333,26 +343,67 @@ impl Store {
         Ok(moved.rows_affected() == 1)
     }
 
-    /// Marks a `starting` attempt as failing, for `error`: the first step of its end
-    /// (docs/dynamic-runners.md), after which its runner is paused and, at a later pass,
-    /// judged again.
-    pub async fn assignment_mark_failing(
+    /// Begins a failed attempt's end, in one transaction: the attempt marked failing, for
+    /// `error`, its end not before `not_before` (`retry_at` on a starting row); its token
+    /// revoked; every runner registered with it paused, so it can start nothing. Returns
+    /// the runners paused, or `None` when the attempt had moved on.
+    pub async fn assignment_begin_failing(
         &self,
         (id, attempt, node): (Uuid, i32, &str),
         error: &str,
-    ) -> Result<bool, StoreError> {
-        let moved = sqlx::query(
-            "UPDATE runner_assignments SET error = $4
+        not_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Vec<RunnerId>>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let token: Option<(Uuid,)> = sqlx::query_as(
+            "UPDATE runner_assignments SET error = $4, retry_at = $5
              WHERE id = $1 AND attempt = $2 AND node_id = $3 AND state = 'starting'
-               AND error IS NULL",
+               AND error IS NULL
+             RETURNING registration_token_id",
         )
         .bind(id)
         .bind(attempt)
         .bind(node)
         .bind(error)
-        .execute(&self.pool)
+        .bind(not_before)
+        .fetch_optional(&mut *tx)
         .await?;
-        Ok(moved.rows_affected() == 1)
+        let Some((token,)) = token else {
+            return Ok(None);
+        };
+        let paused = revoke_and_pause(&mut tx, token, now).await?;
+        tx.commit().await?;
+        Ok(Some(paused))
+    }
+
+    /// A failing attempt's runner that registered after its token's revocation (its use
+    /// taken just before): paused too, and the end put off to `not_before` again.
+    /// Returns the runners paused.
+    pub async fn assignment_pause_late(
+        &self,
+        (id, attempt, node): (Uuid, i32, &str),
+        not_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<RunnerId>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let token: Option<(Uuid,)> = sqlx::query_as(
+            "UPDATE runner_assignments SET retry_at = $4
+             WHERE id = $1 AND attempt = $2 AND node_id = $3 AND state = 'starting'
+               AND error IS NOT NULL
+             RETURNING registration_token_id",
+        )
+        .bind(id)
+        .bind(attempt)
+        .bind(node)
+        .bind(not_before)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((token,)) = token else {
+            return Ok(Vec::new());
+        };
+        let paused = revoke_and_pause(&mut tx, token, now).await?;
+        tx.commit().await?;
+        Ok(paused)
     }
 
     /// `starting | running → done`: its runner finished and left. Its token is revoked
@@ -383,14 +434,15 @@ impl Store {
     /// `starting → retrying` at `retry_at`, or `→ failed` when it `gives_up` (its
     /// attempts spent; it still stands for its task until `retry_at`, see
     /// `Assigned::cooling`): its runner did not claim work, for `error`. Its token is
-    /// revoked in the same transaction, so that runner can no longer register.
+    /// revoked and every runner registered with it deleted in the same transaction.
+    /// Returns the runners deleted, or `None` when the attempt had moved on.
     pub async fn assignment_fail(
         &self,
         (id, attempt, node): (Uuid, i32, &str),
         error: &str,
         (retry_at, gives_up): (DateTime<Utc>, bool),
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<Vec<RunnerId>>, StoreError> {
         let mut tx = self.pool.begin().await?;
         let token: Option<(Uuid,)> = sqlx::query_as(
             "UPDATE runner_assignments
@@ -410,8 +462,45 @@ impl Store {
         .bind(gives_up)
         .fetch_optional(&mut *tx)
         .await?;
-        revoke_with(tx, token, now).await
+        let Some((token,)) = token else {
+            return Ok(None);
+        };
+        // Any runner registered with the attempt's token goes with it, whenever it
+        // registered.
+        let deleted: Vec<(RunnerId,)> = sqlx::query_as(
+            "UPDATE runners SET deleted_at = $2
+             WHERE registration_token_id = $1 AND deleted_at IS NULL RETURNING id",
+        )
+        .bind(token)
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await?;
+        revoke_with(tx, Some((token,)), now).await?;
+        Ok(Some(deleted.into_iter().map(|(id,)| id).collect()))
     }
+}
+
+/// Revokes `token` and pauses every runner registered with it; the runners paused.
+async fn revoke_and_pause(
+    tx: &mut MeteredTx,
+    token: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Vec<RunnerId>, StoreError> {
+    sqlx::query(
+        "UPDATE registration_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+    )
+    .bind(token)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    let paused: Vec<(RunnerId,)> = sqlx::query_as(
+        "UPDATE runners SET paused = true
+         WHERE registration_token_id = $1 AND deleted_at IS NULL AND NOT paused RETURNING id",
+    )
+    .bind(token)
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(paused.into_iter().map(|(id,)| id).collect())
 }
 
 /// Revokes the token an attempt's end returned, and commits both; `false` when the
@@ -472,10 +561,10 @@ async fn assigned(
 /// Stores an attempt's one-use registration token, scoped to the runner it starts.
 async fn insert_token(
     conn: &mut PgConnection,
+    id: Uuid,
     admission: &Admission<'_>,
     candidate: &Candidate,
-) -> Result<Uuid, StoreError> {
-    let id = Uuid::now_v7();
+) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO registration_tokens
              (id, token_hash, name, expires_at, uses_left, labels, queues, created_at, provisioner)
@@ -494,5 +583,5 @@ async fn insert_token(
     .bind(admission.provisioner)
     .execute(&mut *conn)
     .await?;
-    Ok(id)
+    Ok(())
 }

@@ -71,8 +71,9 @@ impl Store {
         Ok(done.rows_affected())
     }
 
-    /// Deletes up to `limit` registration tokens a provisioner made before `before`:
-    /// each was for one runner, long registered or refused.
+    /// Deletes up to `limit` registration tokens a provisioner made that expired before
+    /// `before` (each at its attempt's claim timeout): each was for one runner, long
+    /// registered or refused.
     pub async fn provisioner_tokens_delete(
         &self,
         before: DateTime<Utc>,
@@ -81,7 +82,7 @@ impl Store {
         let done = sqlx::query(
             "DELETE FROM registration_tokens WHERE id IN (
                  SELECT id FROM registration_tokens
-                 WHERE provisioner IS NOT NULL AND created_at < $1 LIMIT $2)",
+                 WHERE provisioner IS NOT NULL AND expires_at < $1 LIMIT $2)",
         )
         .bind(before)
         .bind(limit)

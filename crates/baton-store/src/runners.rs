@@ -69,16 +69,21 @@ macro_rules! runner_columns {
 }
 
 impl Store {
-    /// Registers `runner` at `now`.
+    /// Registers `runner` at `now`; `NotFound` when the registration token it used was
+    /// revoked after its use was taken.
     pub async fn runner_insert(
         &self,
         runner: &NewRunner,
         now: DateTime<Utc>,
     ) -> Result<RunnerRecord, StoreError> {
-        Ok(sqlx::query_as::<_, RunnerRecord>(concat!(
+        // Not with a token revoked since its use was taken (a provisioner's attempt that
+        // began to fail in between): `NotFound`, and the runner is refused.
+        sqlx::query_as::<_, RunnerRecord>(concat!(
             "INSERT INTO runners (id, name, labels, queues, capacity, token_hash, version, created_at,
                                   registration_token_id, provisioner)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
+             WHERE NOT EXISTS (SELECT 1 FROM registration_tokens
+                               WHERE id = $9 AND revoked_at IS NOT NULL)
              RETURNING ",
             runner_columns!()
         ))
@@ -92,8 +97,9 @@ impl Store {
         .bind(now)
         .bind(runner.registration_token_id)
         .bind(&runner.provisioner)
-        .fetch_one(&self.pool)
-        .await?)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StoreError::NotFound)
     }
 
     /// The live (not deleted) runner holding this token.

@@ -132,7 +132,13 @@ pub(super) async fn register(
             },
             state.clock.now(),
         )
-        .await?;
+        .await
+        .map_err(|e| match e {
+            baton_store::StoreError::NotFound => {
+                ApiError::unauthorized("this registration token was revoked as it was used")
+            }
+            e => e.into(),
+        })?;
     tracing::info!(runner.id = %runner.id, runner.name = %runner.name, "runner registered");
     let by = crate::auth::provisioned_by(&state, runner.provisioner.clone());
     state

@@ -156,7 +156,7 @@ impl ProvisionerConfig {
         }
         // A Unix socket's path has at most 107 bytes: the folder, a runner's name
         // (the provisioner's, a dash and 12 hex digits) and `/relay.sock`.
-        let dir = self.dir.clone().unwrap_or_else(std::env::temp_dir);
+        let dir = self.runners_dir();
         let longest = dir.as_os_str().len() + 1 + self.name.len() + 13 + 11;
         if longest > 107 {
             return Err(format!(
@@ -165,6 +165,13 @@ impl ProvisionerConfig {
             ));
         }
         Ok(())
+    }
+
+    /// `process`, `sandbox`: the folder its runners' folders are made in.
+    pub fn runners_dir(&self) -> PathBuf {
+        self.dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("baton-provisioned"))
     }
 
     /// Whether some waiting task could call for a runner of both: each would start one

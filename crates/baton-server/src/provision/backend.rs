@@ -76,10 +76,7 @@ impl Backend {
         match config.backend {
             BackendKind::Process | BackendKind::Sandbox => Backend::Process(ProcessBackend::new(
                 exe,
-                config
-                    .dir
-                    .clone()
-                    .unwrap_or_else(|| std::env::temp_dir().join("baton-provisioned")),
+                config.runners_dir(),
                 config.runner_args.clone(),
                 config.backend == BackendKind::Sandbox,
             )),

@@ -33,7 +33,7 @@ impl CommandBackend {
         &self,
         runner: &RunnerToStart<'_>,
     ) -> Result<Option<String>, BackendError> {
-        let out = run(&self.create, runner).await?;
+        let out = run(&self.create, runner, Some(runner.registration_token)).await?;
         Ok(out
             .lines()
             .map(str::trim)
@@ -42,12 +42,17 @@ impl CommandBackend {
     }
 
     pub(super) async fn release(&self, runner: &RunnerToRelease<'_>) -> Result<(), BackendError> {
-        run(&self.delete, runner).await.map(|_| ())
+        run(&self.delete, runner, None).await.map(|_| ())
     }
 }
 
-/// Runs `script` with `input` as JSON on its stdin; its stdout when it exits 0.
-async fn run(script: &Path, input: &impl Serialize) -> Result<String, BackendError> {
+/// Runs `script` with `input` as JSON on its stdin; its stdout when it exits 0. A failure
+/// tells the end of its stderr, with `secret` (the token it was given) blanked out.
+async fn run(
+    script: &Path,
+    input: &impl Serialize,
+    secret: Option<&str>,
+) -> Result<String, BackendError> {
     let failed = |what: String| BackendError(format!("{}: {what}", script.display()));
     let json = serde_json::to_vec(input).map_err(|e| failed(e.to_string()))?;
     let mut command = Command::new(script);
@@ -67,13 +72,19 @@ async fn run(script: &Path, input: &impl Serialize) -> Result<String, BackendErr
         .spawn()
         .map_err(|e| failed(format!("cannot start: {e}")))?;
     let group = child.id().map(|pid| Pid::from_raw(pid as i32));
-    if let Some(mut stdin) = child.stdin.take() {
-        // A script that reads nothing closes its end: not an error of ours.
-        let _ = stdin.write_all(&json).await;
-    }
-    let output = match tokio::time::timeout(SCRIPT_TIMEOUT, child.wait_with_output()).await {
+    let stdin = child.stdin.take();
+    let answered = tokio::time::timeout(SCRIPT_TIMEOUT, async {
+        if let Some(mut stdin) = stdin {
+            // A script that reads nothing closes its end: not an error of ours.
+            let _ = stdin.write_all(&json).await;
+        }
+        child.wait_with_output().await
+    });
+    let output = match answered.await {
         Ok(output) => output.map_err(|e| failed(e.to_string()))?,
         Err(_) => {
+            // What the script started goes too: the group id stays its members' while
+            // any lives, whatever became of the script itself.
             if let Some(group) = group {
                 let _ = killpg(group, Signal::SIGKILL);
             }
@@ -84,7 +95,10 @@ async fn run(script: &Path, input: &impl Serialize) -> Result<String, BackendErr
         }
     };
     if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let mut stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        if let Some(secret) = secret {
+            stderr = stderr.replace(secret, "[token]");
+        }
         let tail: String = stderr
             .chars()
             .rev()

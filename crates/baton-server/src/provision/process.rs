@@ -2,9 +2,9 @@
 //! a state and a work folder of its own. It runs in a process group of its own, so a
 //! node killed with its group leaves its runners to finish their tasks (another node
 //! adopts their assignments); the node that started one reaps it, and stops it (the
-//! runner's own SIGTERM handling, then SIGKILL) when its assignment fails. The `sandbox`
-//! backend is this one with each runner inside a sandbox (`sandbox.rs`) and a relay
-//! outside it, which leads the group.
+//! runner's own SIGTERM handling, then SIGKILL) when it is released. The `sandbox`
+//! backend is this one with each runner inside a sandbox (`sandbox.rs`), in a session
+//! and group of its own, and a relay outside it in another.
 
 use super::backend::{BackendError, RunnerToStart};
 use super::sandbox;
@@ -24,7 +24,7 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 struct Started {
     /// The runner (or, sandboxed, `bwrap` around it).
     child: Child,
-    /// A sandboxed runner's relay outside, which leads its process group.
+    /// A sandboxed runner's relay outside.
     relay: Option<Child>,
     folder: PathBuf,
 }
@@ -238,15 +238,17 @@ impl ProcessBackend {
         else {
             return;
         };
-        // The runner leads its process group (bwrap, sandboxed, after `setsid`), and is
-        // signalled only while unreaped, so the group id is still its own.
+        // The runner leads its process group (bwrap, sandboxed, after `setsid`): asked to
+        // stop while its leader is unreaped, so the group id is still its own. The group
+        // then lives while any of its members does (a group id is not reused meanwhile):
+        // the release waits for it to empty, not for the leader alone — bwrap itself dies
+        // at once while the runner inside finishes stopping.
         let group = Pid::from_raw(child.id() as i32);
-        if matches!(child.try_wait(), Ok(None)) {
-            let _ = killpg(group, Signal::SIGTERM);
-        }
+        let asked = matches!(child.try_wait(), Ok(None)) && killpg(group, Signal::SIGTERM).is_ok();
         tokio::task::spawn_blocking(move || {
             let deadline = std::time::Instant::now() + STOP_GRACE;
-            while matches!(child.try_wait(), Ok(None)) {
+            let group_left = || asked && killpg(group, None).is_ok();
+            while matches!(child.try_wait(), Ok(None)) || group_left() {
                 if std::time::Instant::now() >= deadline {
                     let _ = killpg(group, Signal::SIGKILL);
                     let _ = child.wait();

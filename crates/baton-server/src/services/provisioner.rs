@@ -55,6 +55,26 @@ struct Provisioner {
 /// An attempt: an assignment and which start of a runner for it.
 type Attempt = (Uuid, i32);
 
+/// The longest a backend's start or release may run beside the passes: a script's own
+/// limit, with room for the store calls around it.
+const SIDE_WORK_LIMIT: Duration = Duration::from_secs(150);
+
+/// How long a failed attempt's end waits after its runner's pause: any start under way
+/// as the pause landed has committed by then (a start is one statement).
+const END_AFTER_PAUSE: Duration = Duration::from_secs(2);
+
+/// An attempt's busy mark, taken off however its side work ends.
+struct Busy {
+    inner: Arc<Inner>,
+    attempt: Attempt,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.inner.busy().remove(&self.attempt);
+    }
+}
+
 struct Inner {
     state: AppState,
     provisioners: Vec<Provisioner>,
@@ -136,9 +156,16 @@ impl Inner {
             .collect();
         let mut due: Vec<usize> = vec![0; self.provisioners.len()];
         if self.may_own.load(Ordering::Relaxed) {
+            // What was busy before the facts were read: an attempt whose side work ended
+            // after the read is judged at the next pass, from fresh facts.
+            let busy_before: HashSet<Attempt> = self.busy().clone();
             let owned = self.state.store.assignments_of(&self.node()).await?;
             self.may_own.store(!owned.is_empty(), Ordering::Relaxed);
             for facts in owned {
+                let attempt = (facts.assignment.id, facts.assignment.attempt);
+                if busy_before.contains(&attempt) {
+                    continue;
+                }
                 if let Some(verdict) = self.judge(me, facts, &exited, now, &mut report).await?
                     && let Some(i) = self
                         .provisioners
@@ -283,7 +310,8 @@ impl Inner {
         Ok(())
     }
 
-    /// Runs `work` beside the passes, the attempt marked busy until it is over.
+    /// Runs `work` beside the passes, the attempt marked busy until it is over — or
+    /// abandoned after [`SIDE_WORK_LIMIT`], or panicked: the mark goes with it either way.
     fn beside<F, Fut>(&self, me: &Arc<Inner>, attempt: Attempt, work: F)
     where
         F: FnOnce(Arc<Inner>) -> Fut + Send + 'static,
@@ -292,12 +320,22 @@ impl Inner {
         if !self.busy().insert(attempt) {
             return;
         }
+        let guard = Busy {
+            inner: me.clone(),
+            attempt,
+        };
         let inner = me.clone();
         tokio::spawn(async move {
-            if let Err(e) = work(inner.clone()).await {
-                tracing::warn!(assignment.id = %attempt.0, attempt = attempt.1, error = %e, "runner on demand: a store failed; the next pass tries again");
+            let _guard = guard;
+            match tokio::time::timeout(SIDE_WORK_LIMIT, work(inner)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(assignment.id = %attempt.0, attempt = attempt.1, error = %e, "runner on demand: a store failed; the next pass tries again")
+                }
+                Err(_) => {
+                    tracing::warn!(assignment.id = %attempt.0, attempt = attempt.1, "runner on demand: a backend call ran out of time; the next pass tries again")
+                }
             }
-            inner.busy().remove(&attempt);
         });
     }
 
@@ -323,18 +361,31 @@ impl Inner {
             server_url,
         };
         match provisioner.backend.start(&runner).await {
-            Ok(Some(handle)) => {
-                self.state
-                    .store
-                    .assignment_set_handle(a.id, a.attempt, &handle)
-                    .await?;
+            Ok(handle) => {
+                let kept = match &handle {
+                    Some(handle) => {
+                        self.state
+                            .store
+                            .assignment_set_handle((a.id, a.attempt, &self.node()), handle)
+                            .await?
+                    }
+                    None => true,
+                };
+                if !kept {
+                    // The attempt moved on while the backend started its runner (an
+                    // adopter ended it without this handle): released here, at once.
+                    let started = AssignmentRecord {
+                        handle,
+                        ..a.clone()
+                    };
+                    tracing::warn!(assignment.id = %a.id, "a runner started for an attempt that moved on; releasing it");
+                    self.release(&started).await;
+                }
             }
-            Ok(None) => {}
             Err(e) => {
-                // The token may have reached a script's output: never stored or logged.
-                let error = e.to_string().replace(token, "[token]");
-                tracing::warn!(assignment.id = %a.id, error = %error, "the backend could not start a runner");
-                self.begin_failing(provisioner, a, None, "start", &error, Utc::now())
+                tracing::warn!(assignment.id = %a.id, error = %e, "the backend could not start a runner");
+                let now = self.state.clock.now();
+                self.begin_failing(provisioner, a, "start", &e.to_string(), now)
                     .await?;
             }
         }
@@ -411,10 +462,11 @@ impl Inner {
                 report.done += 1;
                 self.beside(me, attempt, move |inner| async move {
                     if inner.release(&a).await {
+                        let now = inner.state.clock.now();
                         inner
                             .state
                             .store
-                            .assignment_done(a.id, a.attempt, &inner.node(), Utc::now())
+                            .assignment_done(a.id, a.attempt, &inner.node(), now)
                             .await?;
                     }
                     Ok(())
@@ -423,12 +475,17 @@ impl Inner {
             Verdict::BeginFailing(failure) => {
                 report.failing += 1;
                 let reason = failure.as_str();
-                self.begin_failing(provisioner, &a, runner, reason, reason, now)
+                self.begin_failing(provisioner, &a, reason, reason, now)
                     .await?;
             }
             Verdict::Pause => {
-                if let Some(runner) = runner {
-                    self.set_paused(runner, true).await?;
+                let paused = self
+                    .state
+                    .store
+                    .assignment_pause_late((a.id, a.attempt, &node), end_after(now), now)
+                    .await?;
+                for runner in paused {
+                    revoke_everywhere(&self.state, runner).await;
                 }
             }
             Verdict::Fail => {
@@ -441,7 +498,8 @@ impl Inner {
                 }
                 self.beside(me, attempt, move |inner| async move {
                     if inner.release(&a).await {
-                        inner.end_failed(&a, Utc::now()).await?;
+                        let now = inner.state.clock.now();
+                        inner.end_failed(&a, now).await?;
                     }
                     Ok(())
                 });
@@ -450,26 +508,29 @@ impl Inner {
         Ok(None)
     }
 
-    /// The first step of a failed attempt's end: marked failing (so whoever owns it next
-    /// goes on with the end), its token revoked so its runner can no longer register, and
-    /// its runner, if registered, paused so it takes nothing more. The end itself waits
-    /// for a later pass, which sees any start that was under way as the pause landed.
+    /// The first step of a failed attempt's end, in one transaction: marked failing (so
+    /// whoever owns it next goes on with the end), its token revoked so its runner can no
+    /// longer register, and every runner registered with it paused so it takes nothing
+    /// more. The end itself waits [`END_AFTER_PAUSE`], by which any start that was under
+    /// way as the pause landed has committed.
     async fn begin_failing(
         &self,
         provisioner: &Provisioner,
         a: &AssignmentRecord,
-        runner: Option<RunnerId>,
         reason: &'static str,
         error: &str,
         now: DateTime<Utc>,
     ) -> Result<(), ServiceError> {
-        let marked = self
+        let Some(paused) = self
             .state
             .store
-            .assignment_mark_failing((a.id, a.attempt, &self.node()), error)
-            .await?;
-        if !marked {
+            .assignment_begin_failing((a.id, a.attempt, &self.node()), error, end_after(now), now)
+            .await?
+        else {
             return Ok(());
+        };
+        for runner in paused {
+            revoke_everywhere(&self.state, runner).await;
         }
         crate::metrics::provision_failed(
             &a.provisioner,
@@ -477,18 +538,6 @@ impl Inner {
             reason,
         );
         tracing::warn!(assignment.id = %a.id, attempt = a.attempt, runner.name = %a.runner_name, error, "a runner started on demand failed its assignment");
-        match self
-            .state
-            .store
-            .registration_token_revoke(a.registration_token_id, now)
-            .await
-        {
-            Ok(()) | Err(StoreError::NotFound) => {}
-            Err(e) => return Err(e.into()),
-        }
-        if let Some(runner) = runner {
-            self.set_paused(runner, true).await?;
-        }
         Ok(())
     }
 
@@ -513,7 +562,8 @@ impl Inner {
             .and_then(|wait| now.checked_add_signed(wait))
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
         let error = a.error.as_deref().unwrap_or("failed");
-        self.state
+        let deleted = self
+            .state
             .store
             .assignment_fail(
                 (a.id, a.attempt, &self.node()),
@@ -522,6 +572,10 @@ impl Inner {
                 now,
             )
             .await?;
+        // A runner that registered with the attempt's token however late goes with it.
+        for runner in deleted.unwrap_or_default() {
+            revoke_everywhere(&self.state, runner).await;
+        }
         Ok(())
     }
 
@@ -560,6 +614,11 @@ impl Inner {
             }
         }
     }
+}
+
+/// When a failed attempt's end may go on, paused at `now`.
+fn end_after(now: DateTime<Utc>) -> DateTime<Utc> {
+    now + chrono::Duration::from_std(END_AFTER_PAUSE).expect("a short grace")
 }
 
 impl Service for Provisioners {
