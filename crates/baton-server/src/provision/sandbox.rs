@@ -125,9 +125,18 @@ mod tests {
             .collect();
         let at = |flag: &str| text.iter().position(|a| a == flag).unwrap();
         assert!(text.contains(&"--unshare-net".to_string()));
+        let binds: Vec<[&str; 2]> = text
+            .windows(3)
+            .filter(|w| w[0] == "--bind")
+            .map(|w| [w[1].as_str(), w[2].as_str()])
+            .collect();
         assert_eq!(
-            text[at("--bind") + 1..at("--bind") + 3],
-            ["/r/one", "/baton"]
+            binds,
+            [
+                ["/run/baton-runner", "/run/baton-runner"],
+                ["/r/one", "/baton"]
+            ],
+            "read-write: the host's uid blocks and the runner's folder, nothing else"
         );
         assert!(
             !text
