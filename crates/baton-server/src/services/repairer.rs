@@ -20,7 +20,7 @@ use super::service::Service;
 use crate::config::Timings;
 use crate::events::EventLog;
 use crate::identity::NodeIdentity;
-use crate::queueing::queue_entry;
+use crate::queueing::{queue_entry, queue_entry_of};
 use crate::reclaim::Claimer;
 use baton_coord::{Coord, Enqueue};
 use baton_core::TaskStatus;
@@ -253,18 +253,23 @@ impl Repairer {
         }
     }
 
+    /// Queues the settled `queued` rows no queue holds. Reads only what an entry is
+    /// made of (`tasks_queued_page`): the whole backlog is walked every pass.
     async fn requeue_missing(
         &self,
         settled_before: DateTime<Utc>,
         report: &mut RepairReport,
     ) -> Result<(), ServiceError> {
         let coord = &self.coord;
-        let mut pages = Pages::new(&[TaskStatus::Queued]);
-        while let Some(page) = pages.next(&self.store).await? {
+        let mut after = None;
+        loop {
+            let page = self.store.tasks_queued_page(after, PAGE).await?;
+            let last = (page.len() as i64) < PAGE;
+            after = page.last().map(|t| t.id);
             let entries: Vec<Enqueue> = page
-                .iter()
+                .into_iter()
                 .filter(|t| t.updated_at < settled_before)
-                .map(queue_entry)
+                .map(queue_entry_of)
                 .collect();
             let places: Vec<(Uuid, String)> =
                 entries.iter().map(|e| (e.task_id, e.key_rel())).collect();
@@ -274,8 +279,10 @@ impl Repairer {
                 .filter(|e| missing.contains(&e.task_id))
                 .collect();
             report.requeued += coord.enqueue_unclaimed(&lost).await? as usize;
+            if last {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
     async fn claim_unclaimed(
@@ -345,23 +352,36 @@ impl Repairer {
     /// Drops entries whose task is no longer `queued`. An entry of a started run is
     /// first offered to `claim_if_absent`: a Redis failover after this pass's claim step
     /// can have taken the run's claim and put its entry back, and dropped as stale the
-    /// entry would take the unclaimed run's group slot with it.
+    /// entry would take the unclaimed run's group slot with it. Statuses are read alone
+    /// (the backlog is walked every pass); the rare started run's row, whole.
     async fn drop_stale_entries(
         &self,
         now: DateTime<Utc>,
         report: &mut RepairReport,
     ) -> Result<(), ServiceError> {
         for (queue_key, ids) in self.coord.queue_entries().await? {
-            let tasks = self.statuses(&ids).await?;
+            let mut statuses = HashMap::new();
+            for chunk in ids.chunks(PAGE as usize) {
+                statuses.extend(self.store.tasks_statuses(chunk).await?);
+            }
+            let started: Vec<Uuid> = ids
+                .iter()
+                .filter(|id| {
+                    matches!(
+                        statuses.get(id),
+                        Some(TaskStatus::Running | TaskStatus::Cancelling)
+                    )
+                })
+                .copied()
+                .collect();
+            let runs = self.statuses(&started).await?;
             let mut stale = Vec::new();
             for id in ids {
-                let started_run = match tasks.get(&id) {
-                    Some(t) if t.status == TaskStatus::Queued => continue,
-                    Some(t) => matches!(t.status, TaskStatus::Running | TaskStatus::Cancelling)
-                        .then_some(t),
-                    None => None,
-                };
-                if let Some(run) = started_run
+                if statuses.get(&id) == Some(&TaskStatus::Queued) {
+                    continue;
+                }
+                if let Some(run) = runs.get(&id)
+                    && matches!(run.status, TaskStatus::Running | TaskStatus::Cancelling)
                     && self.claimer().claim_if_absent(run, now).await?
                 {
                     report.claimed += 1;
