@@ -26,7 +26,7 @@ use baton_coord::{Coord, Enqueue};
 use baton_core::TaskStatus;
 use baton_store::{Store, TaskRecord};
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
@@ -192,12 +192,17 @@ impl Repairer {
         report.flow = super::flow_repair::repair(&self.store, &self.coord).await?;
         self.promote_overdue(now, settled_before, &mut report)
             .await?;
-        self.requeue_missing(settled_before, &mut report).await?;
+        // The queues' entries, read once for both checks: each `queued` row against
+        // them, then each of them against its row. (Read per row, the backlog cost
+        // Redis a command per task, every pass, beside the exchanges that wait on it.)
+        let entries = self.coord.queue_entries().await?;
+        self.requeue_missing(settled_before, &entries, &mut report)
+            .await?;
         if mode == Mode::Rebuild {
             self.rebuild_delayed(&mut report).await?;
         } else {
             self.drop_stale_claims(&mut report).await?;
-            self.drop_stale_entries(now, &mut report).await?;
+            self.drop_stale_entries(now, entries, &mut report).await?;
         }
         report.index_fixed = self.coord.queue_index_repair().await?;
         if report.index_fixed > 0 {
@@ -253,32 +258,30 @@ impl Repairer {
         }
     }
 
-    /// Queues the settled `queued` rows no queue holds. Reads only what an entry is
-    /// made of (`tasks_queued_page`): the whole backlog is walked every pass.
+    /// Queues the settled `queued` rows that no queue held in `entries` (read just
+    /// before; one leased since, or put back, is left to the unclaimed add, which skips a
+    /// task with a claim and adds a task once to its one queue). Reads only what an entry
+    /// is made of (`tasks_queued_page`): the whole backlog is walked every pass.
     async fn requeue_missing(
         &self,
         settled_before: DateTime<Utc>,
+        entries: &[(String, Vec<Uuid>)],
         report: &mut RepairReport,
     ) -> Result<(), ServiceError> {
-        let coord = &self.coord;
+        let held: HashSet<Uuid> = entries.iter().flat_map(|(_, ids)| ids).copied().collect();
         let mut after = None;
         loop {
             let page = self.store.tasks_queued_page(after, PAGE).await?;
             let last = (page.len() as i64) < PAGE;
             after = page.last().map(|t| t.id);
-            let entries: Vec<Enqueue> = page
+            let lost: Vec<Enqueue> = page
                 .into_iter()
-                .filter(|t| t.updated_at < settled_before)
+                .filter(|t| t.updated_at < settled_before && !held.contains(&t.id))
                 .map(queue_entry_of)
                 .collect();
-            let places: Vec<(Uuid, String)> =
-                entries.iter().map(|e| (e.task_id, e.key_rel())).collect();
-            let missing = coord.queue_missing(&places).await?;
-            let lost: Vec<Enqueue> = entries
-                .into_iter()
-                .filter(|e| missing.contains(&e.task_id))
-                .collect();
-            report.requeued += coord.enqueue_unclaimed(&lost).await? as usize;
+            if !lost.is_empty() {
+                report.requeued += self.coord.enqueue_unclaimed(&lost).await? as usize;
+            }
             if last {
                 return Ok(());
             }
@@ -357,9 +360,10 @@ impl Repairer {
     async fn drop_stale_entries(
         &self,
         now: DateTime<Utc>,
+        entries: Vec<(String, Vec<Uuid>)>,
         report: &mut RepairReport,
     ) -> Result<(), ServiceError> {
-        for (queue_key, ids) in self.coord.queue_entries().await? {
+        for (queue_key, ids) in entries {
             let mut statuses = HashMap::new();
             for chunk in ids.chunks(PAGE as usize) {
                 statuses.extend(self.store.tasks_statuses(chunk).await?);
