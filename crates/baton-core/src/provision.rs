@@ -142,7 +142,9 @@ pub struct RunnerFacts {
     /// Its process is known to have exited (only a backend that watches its runners
     /// knows: `process`, `sandbox`).
     pub exited: bool,
-    /// How long since it was last heard (`None`: never, or not registered).
+    /// How long since it was last heard, as Postgres last copied its presence (`None`:
+    /// not registered). Lags Redis's, and knows nothing of the stores' outages: only a
+    /// runner holding no task is judged by it.
     pub silent_for: Option<Duration>,
 }
 
@@ -256,13 +258,16 @@ pub fn decide(
             Verdict::BeginFailing(Failure::ClaimTimeout)
         }
         State::Starting => Verdict::Keep,
-        // Its task is the server's business now (the reconciler ends a run whose runner
-        // is lost); the assignment ends when its runner does.
+        // Its task is the server's business now: the reconciler ends a run whose runner
+        // is lost, judging silence as the server does (its own outages excused). So a
+        // silent runner is let go only once it holds no task — never one whose silence is
+        // only a store's outage and whose task still runs.
         State::Running if runner.exited => Verdict::Done,
         State::Running
-            if runner
-                .silent_for
-                .is_some_and(|s| s >= limits.runner_lost_after) =>
+            if !runner.took_work
+                && runner
+                    .silent_for
+                    .is_some_and(|s| s >= limits.runner_lost_after) =>
         {
             Verdict::Done
         }
@@ -557,14 +562,24 @@ mod tests {
                 Verdict::Done,
             ),
             (
-                "silent past runner-lost",
+                "silent past runner-lost, its task ended",
+                State::Running,
+                starting(500),
+                RunnerFacts {
+                    silent_for: Some(s(180)),
+                    ..registered
+                },
+                Verdict::Done,
+            ),
+            (
+                "silent past runner-lost, its task still running",
                 State::Running,
                 starting(500),
                 RunnerFacts {
                     silent_for: Some(s(180)),
                     ..working
                 },
-                Verdict::Done,
+                Verdict::Keep,
             ),
             (
                 "retry not yet due",

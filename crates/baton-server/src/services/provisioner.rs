@@ -460,6 +460,7 @@ impl Inner {
             // idempotent); a release that fails is tried again at the next pass.
             Verdict::Done => {
                 report.done += 1;
+                tracing::info!(assignment.id = %a.id, attempt = a.attempt, runner.name = %a.runner_name, "a runner started on demand is done; releasing it");
                 self.beside(me, attempt, move |inner| async move {
                     if inner.release(&a).await {
                         let now = inner.state.clock.now();
