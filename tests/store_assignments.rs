@@ -35,6 +35,26 @@ fn admission<'a>(node: &'a str, labels: &'a [String], uncovered: u64) -> Admissi
     }
 }
 
+/// The runner an attempt's backend started, registering with `token`.
+fn ephemeral_runner(
+    id: RunnerId,
+    a: &baton_store::AssignmentRecord,
+    token: uuid::Uuid,
+    provisioner: Option<String>,
+) -> NewRunner {
+    NewRunner {
+        id,
+        name: a.runner_name.clone(),
+        labels: a.labels.clone(),
+        queues: vec![],
+        capacity: 1,
+        token_hash: uuid::Uuid::new_v4().as_bytes().to_vec(),
+        version: "test".into(),
+        registration_token_id: Some(token),
+        provisioner,
+    }
+}
+
 /// A migrated store on a database of its own, which lives as long as the `TestEnv`.
 async fn store(name: &str) -> (TestEnv, Store) {
     let env = TestEnv::new(name).await;
@@ -114,17 +134,7 @@ async fn a_token_revoked_after_its_use_was_taken_refuses_its_runner() {
     // ...and the row is refused.
     let late = store
         .runner_insert(
-            &NewRunner {
-                id: RunnerId::random(),
-                name: a.runner_name.clone(),
-                labels: labels.clone(),
-                queues: vec![],
-                capacity: 1,
-                token_hash: uuid::Uuid::new_v4().as_bytes().to_vec(),
-                version: "test".into(),
-                registration_token_id: Some(token_id),
-                provisioner,
-            },
+            &ephemeral_runner(RunnerId::random(), a, token_id, provisioner),
             now,
         )
         .await;
@@ -144,17 +154,7 @@ async fn a_failed_attempts_end_pauses_then_deletes_every_runner_of_its_token() {
     let runner = RunnerId::random();
     store
         .runner_insert(
-            &NewRunner {
-                id: runner,
-                name: a.runner_name.clone(),
-                labels: labels.clone(),
-                queues: vec![],
-                capacity: 1,
-                token_hash: uuid::Uuid::new_v4().as_bytes().to_vec(),
-                version: "test".into(),
-                registration_token_id: Some(a.registration_token_id),
-                provisioner: Some("ephemeral".into()),
-            },
+            &ephemeral_runner(runner, a, a.registration_token_id, Some("ephemeral".into())),
             now,
         )
         .await
