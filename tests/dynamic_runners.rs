@@ -22,6 +22,15 @@ impl Drop for Leftovers {
     }
 }
 
+/// A folder outside the test's own, removed when the test ends.
+struct RemovedAtEnd(PathBuf);
+
+impl Drop for RemovedAtEnd {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Writes a node settings file with one provisioner (`entries` are its TOML keys beyond
 /// the name and labels), passes every 200 ms.
 fn settings(env: &TestEnv, file: &str, entries: &str) -> PathBuf {
@@ -548,7 +557,13 @@ async fn a_node_killed_while_it_provisions_has_its_assignments_adopted() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sandboxed_task_sees_only_its_folder_and_reaches_only_the_server() {
     let env = TestEnv::new("dynamic-sandbox").await;
-    let dir = env.dir.join("sandboxes");
+    // The relay's socket lives in the runner's folder and a socket's path has at most
+    // 107 bytes: a checkout in a deep folder (CI's is) would be refused by the node.
+    let dir = std::env::temp_dir().join(format!(
+        "baton-sbx-{}",
+        &Uuid::new_v4().simple().to_string()[..8]
+    ));
+    let _removed = RemovedAtEnd(dir.clone());
     let _leftovers = Leftovers(dir.clone());
     let file = settings(
         &env,

@@ -17,13 +17,14 @@ pub const HEADER: [&str; 7] = [
 /// The most of a command a row shows; `baton task get` shows it whole.
 const COMMAND_CHARS: usize = 48;
 
-fn colour_of(status: TaskStatus) -> Style {
+pub(crate) fn colour_of(status: TaskStatus) -> Style {
     let colour = match status {
         TaskStatus::Succeeded => AnsiColor::Green,
         TaskStatus::Failed | TaskStatus::TimedOut | TaskStatus::Expired => AnsiColor::Red,
         TaskStatus::Leased | TaskStatus::Running | TaskStatus::Cancelling => AnsiColor::Yellow,
         TaskStatus::Queued | TaskStatus::Scheduled => AnsiColor::Cyan,
-        TaskStatus::Cancelled => AnsiColor::BrightBlack,
+        TaskStatus::Waiting => AnsiColor::Blue,
+        TaskStatus::Cancelled | TaskStatus::Skipped => AnsiColor::BrightBlack,
     };
     Style::new().fg_color(Some(colour.into()))
 }

@@ -183,6 +183,59 @@ impl Client {
         .await
     }
 
+    /// Submits a pipeline (docs/pipelines.md): every job written with its needs, or none;
+    /// `created` is false when its idempotency key found an earlier one.
+    pub async fn pipeline_submit(
+        &self,
+        pipeline: &SubmitPipeline,
+    ) -> Result<(Pipeline, bool), ClientError> {
+        let resp = Self::send(self.request(Method::POST, "/v1/pipelines").json(pipeline)).await?;
+        let created = resp.status() == StatusCode::CREATED;
+        Ok((resp.json().await?, created))
+    }
+
+    /// A pipeline with its jobs' latest tasks.
+    pub async fn pipeline_get(&self, id: Uuid) -> Result<Pipeline, ClientError> {
+        Self::json(self.request(Method::GET, &format!("/v1/pipelines/{id}"))).await
+    }
+
+    /// A page of pipelines, newest first; `before` is the previous page's `next_cursor`.
+    pub async fn pipeline_list(
+        &self,
+        before: Option<Uuid>,
+        limit: Option<i64>,
+    ) -> Result<PipelineList, ClientError> {
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if let Some(before) = before {
+            query.push(("before", before.to_string()));
+        }
+        if let Some(limit) = limit {
+            query.push(("limit", limit.to_string()));
+        }
+        Self::json(self.request(Method::GET, "/v1/pipelines").query(&query)).await
+    }
+
+    /// Cancels every job of a pipeline that has not ended.
+    pub async fn pipeline_cancel(&self, id: Uuid) -> Result<PipelineCancelled, ClientError> {
+        Self::json(self.request(Method::POST, &format!("/v1/pipelines/{id}/cancel"))).await
+    }
+
+    /// Re-runs a pipeline's job, and the jobs it had skipped; `created` is false when its
+    /// latest task already had its re-run.
+    pub async fn pipeline_retry_job(
+        &self,
+        id: Uuid,
+        job: &str,
+    ) -> Result<(Pipeline, bool), ClientError> {
+        let resp = Self::send(self.request(
+            Method::POST,
+            &format!("/v1/pipelines/{id}/jobs/{job}/retry"),
+        ))
+        .await?;
+        let created = resp.status() == StatusCode::CREATED;
+        Ok((resp.json().await?, created))
+    }
+
     /// Cancels a task: at once if it has not started, through its runner if it runs.
     pub async fn task_cancel(&self, id: impl Into<TaskRef>) -> Result<Task, ClientError> {
         let id = id.into();

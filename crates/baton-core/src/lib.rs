@@ -15,6 +15,7 @@ pub mod idempotency;
 pub mod ids;
 pub mod labels;
 pub mod log_marks;
+pub mod pipeline;
 pub mod provision;
 pub mod queue_order;
 pub mod reconcile;

@@ -261,12 +261,14 @@ pub fn decide(i: &Inputs, t: &Thresholds) -> Decision {
             Some(reason) => Decision::Cancel(reason),
             None => Decision::Keep,
         },
-        TaskStatus::Scheduled
+        TaskStatus::Waiting
+        | TaskStatus::Scheduled
         | TaskStatus::Succeeded
         | TaskStatus::Failed
         | TaskStatus::Cancelled
         | TaskStatus::TimedOut
-        | TaskStatus::Expired => Decision::DropClaim,
+        | TaskStatus::Expired
+        | TaskStatus::Skipped => Decision::DropClaim,
     }
 }
 

@@ -11,6 +11,10 @@ use std::str::FromStr;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
+    /// A pipeline's job (or a task with `depends_on`) whose needs have not all ended; the
+    /// terminal write of the last of them moves it to `queued`, or to `skipped` when its
+    /// rule can no longer be met (docs/pipelines.md).
+    Waiting,
     /// Waiting for `run_at` or a retry backoff; the promoter moves it to `queued` when due.
     Scheduled,
     /// In a Redis queue; a runner's lease moves it to `leased`, the repair pass to
@@ -36,11 +40,15 @@ pub enum TaskStatus {
     TimedOut,
     /// Terminal: no runner took it within `queue_timeout_s`.
     Expired,
+    /// Terminal: a job whose needs ended so that its rule (`when`) can no longer be met;
+    /// it never ran.
+    Skipped,
 }
 
 impl TaskStatus {
     /// Every status, in the order of the machine.
-    pub const ALL: [TaskStatus; 10] = [
+    pub const ALL: [TaskStatus; 12] = [
+        TaskStatus::Waiting,
         TaskStatus::Scheduled,
         TaskStatus::Queued,
         TaskStatus::Leased,
@@ -51,21 +59,24 @@ impl TaskStatus {
         TaskStatus::Cancelled,
         TaskStatus::TimedOut,
         TaskStatus::Expired,
+        TaskStatus::Skipped,
     ];
 
     /// The terminal statuses, in the order of [`TaskStatus::ALL`]: the one list the
     /// store's SQL writes them from.
-    pub const TERMINAL: [TaskStatus; 5] = [
+    pub const TERMINAL: [TaskStatus; 6] = [
         TaskStatus::Succeeded,
         TaskStatus::Failed,
         TaskStatus::Cancelled,
         TaskStatus::TimedOut,
         TaskStatus::Expired,
+        TaskStatus::Skipped,
     ];
 
     /// The statuses a task leaves again (all but the terminal ones), in the order of
     /// [`TaskStatus::ALL`].
-    pub const UNFINISHED: [TaskStatus; 5] = [
+    pub const UNFINISHED: [TaskStatus; 6] = [
+        TaskStatus::Waiting,
         TaskStatus::Scheduled,
         TaskStatus::Queued,
         TaskStatus::Leased,
@@ -94,6 +105,7 @@ impl TaskStatus {
     /// The status as stored and as the API writes it.
     pub fn as_str(self) -> &'static str {
         match self {
+            TaskStatus::Waiting => "waiting",
             TaskStatus::Scheduled => "scheduled",
             TaskStatus::Queued => "queued",
             TaskStatus::Leased => "leased",
@@ -104,6 +116,7 @@ impl TaskStatus {
             TaskStatus::Cancelled => "cancelled",
             TaskStatus::TimedOut => "timed_out",
             TaskStatus::Expired => "expired",
+            TaskStatus::Skipped => "skipped",
         }
     }
 }
@@ -140,6 +153,12 @@ impl TryFrom<String> for TaskStatus {
 /// compare-and-set from [`Transition::from`] to [`Transition::to`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transition {
+    /// The last of a waiting job's needs ended as its rule asks.
+    Release,
+    /// A waiting job's needs ended so that its rule can no longer be met.
+    Skip,
+    /// Cancel while waiting for its needs.
+    CancelWaiting,
     /// `run_at` or a retry backoff reached.
     Promote,
     /// A runner's lease took it from the queue.
@@ -175,6 +194,7 @@ impl Transition {
     pub const fn from(self) -> &'static [TaskStatus] {
         use TaskStatus::*;
         match self {
+            Transition::Release | Transition::Skip | Transition::CancelWaiting => &[Waiting],
             Transition::Promote | Transition::CancelScheduled => &[Scheduled],
             Transition::Lease | Transition::CancelQueued | Transition::Expire => &[Queued],
             Transition::Start | Transition::CancelLeased | Transition::Requeue => &[Leased],
@@ -192,10 +212,12 @@ impl Transition {
     pub const fn to(self) -> TaskStatus {
         use TaskStatus::*;
         match self {
-            Transition::Promote | Transition::Requeue => Queued,
+            Transition::Release | Transition::Promote | Transition::Requeue => Queued,
+            Transition::Skip => Skipped,
             Transition::Lease => Leased,
             Transition::Start => Running,
-            Transition::CancelScheduled
+            Transition::CancelWaiting
+            | Transition::CancelScheduled
             | Transition::CancelQueued
             | Transition::CancelLeased
             | Transition::CancelLost => Cancelled,
@@ -222,6 +244,9 @@ impl Transition {
     /// Every edge of the machine, for tests and docs.
     pub fn all() -> Vec<Transition> {
         vec![
+            Transition::Release,
+            Transition::Skip,
+            Transition::CancelWaiting,
             Transition::Promote,
             Transition::Lease,
             Transition::Start,
@@ -256,6 +281,9 @@ mod tests {
 
     /// The full edge list of design.md §2, written out independently of `Transition`.
     const ALLOWED: &[(TaskStatus, TaskStatus)] = &[
+        (Waiting, Queued),
+        (Waiting, Skipped),
+        (Waiting, Cancelled),
         (Scheduled, Queued),
         (Queued, Leased),
         (Leased, Running),

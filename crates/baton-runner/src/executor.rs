@@ -180,14 +180,16 @@ impl Executor {
             // a moment — the model of the protocol (crates/baton-model) found the instant
             // in which it would run beside its retry.
             control.report_on_its_way();
-            return self.report(&task, Ending::TimedOut, 0, None, &stop).await;
+            return self
+                .report(&task, Ending::TimedOut, None, 0, None, &stop)
+                .await;
         }
         let spool = match LogSpool::create(&self.config.spool_dir()) {
             Ok(spool) => Arc::new(spool),
             Err(e) => {
                 let ending = Ending::SpawnFailed(format!("cannot create the log spool: {e}"));
                 control.report_on_its_way();
-                return self.report(&task, ending, 0, None, &stop).await;
+                return self.report(&task, ending, None, 0, None, &stop).await;
             }
         };
         let mut shipper = Shipper::new(
@@ -196,7 +198,7 @@ impl Executor {
             task.lease_id,
             self.config.log_chunk_bytes,
         );
-        let ending = self
+        let (ending, outputs) = self
             .execute(
                 &task,
                 &spool,
@@ -222,7 +224,7 @@ impl Executor {
                 }
             }
         }
-        self.report(&task, ending, spool.written(), tail, &stop)
+        self.report(&task, ending, outputs, spool.written(), tail, &stop)
             .await
     }
 
@@ -291,7 +293,8 @@ impl Executor {
             .env("BATON_TASK_ID", task.id.to_string())
             .env("BATON_ATTEMPT", task.attempt.to_string())
             .env(leftovers::MARK_VAR, &*self.mark)
-            .env("BATON_QUEUE", &task.queue);
+            .env("BATON_QUEUE", &task.queue)
+            .env(crate::outputs::VAR, crate::outputs::file_in(dir));
         // The process may trace too, under the execution's span.
         if let Some(tp) = trace_context::traceparent_of(&tracing::Span::current())
             .or_else(|| task.traceparent.clone())
@@ -317,7 +320,7 @@ impl Executor {
         control: TaskControl,
         deadline: Instant,
         user: Option<TaskUser>,
-    ) -> Ending {
+    ) -> (Ending, Option<serde_json::Value>) {
         let root = &self.work_root;
         let dir = root.join(task.lease_id.to_string());
         let tmp = root.join(format!("{}.tmp", task.lease_id));
@@ -333,10 +336,11 @@ impl Executor {
             Err(e) => {
                 self.isolation.give_back(user).await;
                 isolation::remove_task_dirs(&dir, &tmp);
-                return Ending::SpawnFailed(format!(
+                let ending = Ending::SpawnFailed(format!(
                     "cannot prepare the work dir {}: {e}",
                     dir.display()
                 ));
+                return (ending, None);
             }
         };
         let spawned = cmd.spawn();
@@ -357,7 +361,7 @@ impl Executor {
                     std::io::ErrorKind::PermissionDenied => 126,
                     _ => 127,
                 };
-                return Ending::CannotStart(code, msg);
+                return (Ending::CannotStart(code, msg), None);
             }
         };
         let pgid = child.id().expect("a just-spawned child has a pid");
@@ -438,8 +442,12 @@ impl Executor {
         for reader in readers.into_iter().flatten() {
             let _ = tokio::time::timeout_at(drain_by, reader).await;
         }
+        // What it left for its dependents (docs/pipelines.md), read before its dir goes.
+        let outputs = matches!(ending, Ending::Exited(_))
+            .then(|| crate::outputs::read(&dir))
+            .flatten();
         isolation::remove_task_dirs(&dir, &tmp);
-        ending
+        (ending, outputs)
     }
 
     /// SIGTERM to the group, SIGKILL after the grace period.

@@ -15,6 +15,7 @@ mod leftovers;
 mod logship;
 mod masking;
 pub mod metrics;
+mod outputs;
 mod owner_only;
 mod process_group;
 mod registration;

@@ -115,6 +115,7 @@ pub(crate) fn new_task(
         )
         .into());
     }
+    let needs = check_needs(&req)?;
     if let Some(payload) = &req.payload {
         check_json_floats("payload", payload)?;
         let size = serde_json::to_vec(payload)
@@ -159,7 +160,49 @@ pub(crate) fn new_task(
             .transpose()?,
         concurrency_key: group.as_ref().map(|g| g.key.clone()),
         concurrency_limit: group.map(|g| g.limit),
+        needs_pending: needs,
+        release_when: (needs > 0).then(|| req.when.unwrap_or_default().as_str().to_string()),
+        ..Default::default()
     })
+}
+
+/// The most tasks one task may name in `depends_on`.
+pub(crate) const MAX_DEPENDS_ON: usize = 100;
+
+/// How many tasks a submission waits for (`depends_on`, docs/pipelines.md): each named
+/// once, not with a delayed start; `when` only beside them. (A pipeline's job has taken
+/// its `when` out before it comes here, and names its needs apart.)
+fn check_needs(req: &SubmitTask) -> Result<i32, ApiError> {
+    let count = req.depends_on.len();
+    if count == 0 {
+        if req.when.is_some() {
+            return Err(validate::Invalid::new(
+                "when",
+                "only a task with depends_on (or a pipeline's job with needs) is released by a rule",
+            )
+            .into());
+        }
+        return Ok(0);
+    }
+    if count > MAX_DEPENDS_ON {
+        return Err(validate::Invalid::new(
+            "depends_on",
+            format!("{count} tasks, over the limit of {MAX_DEPENDS_ON}"),
+        )
+        .into());
+    }
+    let distinct: std::collections::HashSet<&Uuid> = req.depends_on.iter().collect();
+    if distinct.len() < count {
+        return Err(validate::Invalid::new("depends_on", "a task is named twice").into());
+    }
+    if req.run_at.is_some() {
+        return Err(validate::Invalid::new(
+            "run_at",
+            "a task with depends_on starts when what it needs has ended, not at a time",
+        )
+        .into());
+    }
+    Ok(i32::try_from(count).expect("bounded by MAX_DEPENDS_ON"))
 }
 
 /// Whether these submissions' secrets are sealed now: always, once every live node opens

@@ -157,6 +157,8 @@ pub struct Limits {
     pub max_payload_bytes: usize,
     /// Tasks in one batch submit (`POST /v1/tasks/batch`); more is a 413.
     pub max_batch: usize,
+    /// Jobs in one pipeline (`POST /v1/pipelines`); more is a 422.
+    pub max_pipeline_jobs: usize,
     /// Variables in a task's `env`, and again in its `secret_env`.
     pub max_env_vars: usize,
     /// Labels a task may require.
@@ -222,6 +224,7 @@ impl Default for Limits {
             max_body_bytes: 8 << 20,
             max_payload_bytes: 256 << 10,
             max_batch: 1000,
+            max_pipeline_jobs: 10_000,
             max_env_vars: 128,
             max_labels: baton_core::labels::MAX_LABELS,
             max_log_chunk_bytes: 1 << 20,

@@ -28,6 +28,7 @@ pub(crate) const PARKED_LEASES: &str = "baton_parked_leases";
 pub(crate) const EVENT_CATCH_UPS: &str = "baton_event_catch_ups";
 pub(crate) const HTTP_OPEN_CONNECTIONS: &str = "baton_http_open_connections";
 pub(crate) const TASKS_SUBMITTED: &str = "baton_tasks_submitted_total";
+const PIPELINE_JOBS: &str = "baton_pipeline_jobs_total";
 pub(crate) const TASKS_LEASED: &str = "baton_tasks_leased_total";
 pub(crate) const PICKUP_LATENCY: &str = "baton_pickup_latency_seconds";
 pub(crate) const LEASE_WAIT: &str = "baton_lease_wait_seconds";
@@ -176,6 +177,10 @@ fn describe() {
         "HTTP connections open on this node now"
     );
     describe_counter!(TASKS_SUBMITTED, "Tasks accepted by this node");
+    describe_counter!(
+        PIPELINE_JOBS,
+        "Pipeline jobs (and tasks with depends_on) this node found released (`queued`) or skipped after a need's end it wrote"
+    );
     describe_counter!(TASKS_LEASED, "Tasks this node handed to a runner");
     describe_counter!(
         baton_store::TASKS_COMPLETED,
@@ -290,6 +295,18 @@ fn describe() {
 /// Tasks were accepted (not those an idempotency key found).
 pub(crate) fn tasks_submitted(n: usize) {
     counter!(TASKS_SUBMITTED).increment(n as u64);
+}
+
+/// Jobs released or skipped after an end this node wrote, by what became of them.
+pub(crate) fn pipeline_jobs(rows: &[TaskRecord]) {
+    for row in rows {
+        let outcome = if row.status == baton_core::TaskStatus::Skipped {
+            "skipped"
+        } else {
+            "released"
+        };
+        counter!(PIPELINE_JOBS, "outcome" => outcome).increment(1);
+    }
 }
 
 /// A task was leased at `leased_at`: count it, and how long it waited since it was

@@ -353,10 +353,21 @@ async fn serve(
             },
             fault: config.fault.clone(),
             observer: Some({
-                let events = events.clone();
+                let (events, store, coord) = (events.clone(), store.clone(), coord.clone());
                 Arc::new(move |transitions| {
-                    let events = events.clone();
-                    Box::pin(async move { events.committed(transitions).await })
+                    let (events, store, coord) = (events.clone(), store.clone(), coord.clone());
+                    Box::pin(async move {
+                        let ended = crate::dispatch::releases::ended_with_dependents(&transitions);
+                        events.committed(transitions).await;
+                        if !ended.is_empty() {
+                            // Beside the answers, not before them: the jobs released
+                            // wait on a read, the runners reporting need not.
+                            tokio::spawn(async move {
+                                crate::dispatch::releases::follow(&store, &coord, &events, &ended)
+                                    .await;
+                            });
+                        }
+                    })
                 })
             }),
         },

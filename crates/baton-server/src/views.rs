@@ -47,6 +47,12 @@ pub(crate) fn task_view(t: TaskRecord) -> Task {
         traceparent: t.traceparent,
         concurrency_key: t.concurrency_key,
         concurrency_limit: t.concurrency_limit,
+        pipeline_id: t.pipeline_id,
+        job: t.job,
+        when: t
+            .release_when
+            .as_deref()
+            .and_then(baton_core::pipeline::ReleaseRule::parse),
         notify_state: None,
         schedule_id: t.schedule_id,
         scheduled_for: t.scheduled_for,

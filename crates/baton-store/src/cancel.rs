@@ -1,4 +1,4 @@
-//! Cancellation. A task that has not started (scheduled, queued, leased) is cancelled at
+//! Cancellation. A task that has not started (waiting, scheduled, queued, leased) is cancelled at
 //! once; a running one goes `cancelling` and its runner stops it and reports. Either way
 //! one compare-and-set under a row lock, so a cancel racing a lease or a report ends in
 //! exactly one of them.
@@ -70,7 +70,9 @@ pub(crate) async fn cancel_in(
         .ok_or(StoreError::NotFound)?;
     let was = task.status;
     let to = match was {
-        TaskStatus::Scheduled | TaskStatus::Queued | TaskStatus::Leased => TaskStatus::Cancelled,
+        TaskStatus::Waiting | TaskStatus::Scheduled | TaskStatus::Queued | TaskStatus::Leased => {
+            TaskStatus::Cancelled
+        }
         TaskStatus::Running | TaskStatus::Cancelling => TaskStatus::Cancelling,
         terminal => {
             return Err(StoreError::Conflict {

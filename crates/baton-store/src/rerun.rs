@@ -31,7 +31,7 @@ impl BulkAction {
     pub fn statuses(self) -> &'static [TaskStatus] {
         use TaskStatus::*;
         match self {
-            BulkAction::Cancel => &[Scheduled, Queued, Leased, Running],
+            BulkAction::Cancel => &[Waiting, Scheduled, Queued, Leased, Running],
             BulkAction::Retry => &[Failed, TimedOut, Cancelled, Expired, Succeeded],
         }
     }

@@ -2,7 +2,7 @@
 //! its own list of terminal or dispatched statuses.
 //!
 //! They are written into the text, not bound: a partial index on `status`
-//! (`tasks_finished_at`, `tasks_runner_active`, `tasks_active`) serves a query only when
+//! (`tasks_ended_at`, `tasks_runner_active`, `tasks_unfinished`) serves a query only when
 //! the planner can see that the query's statuses are among the index's, which a generic
 //! plan cannot see through a bound parameter. The text is the same on every call, so each
 //! statement is still prepared once per connection.
@@ -45,7 +45,8 @@ mod tests {
         let runner_active = format!("WHERE status IN ({})", sql_list(TaskStatus::DISPATCHED));
         let finished = format!("WHERE status IN ({})", sql_list(TaskStatus::TERMINAL));
         assert!(init.contains(&runner_active), "{runner_active}");
-        assert!(init.contains(&finished), "{finished}");
+        let ended = include_str!("../../../migrations/20261208000004_tasks_ended_at.sql");
+        assert!(ended.contains(&finished), "{finished}");
         let group_dispatched =
             include_str!("../../../migrations/20261206000002_tasks_group_dispatched.sql");
         let dispatched = format!("status IN ({})", sql_list(TaskStatus::DISPATCHED));

@@ -81,7 +81,7 @@ macro_rules! bind_filter {
 
 /// A validated task about to be inserted. Serialized, it is a row as the insert's
 /// `jsonb_to_recordset` reads it (`transitions/sql.rs`): each field's name is its column's.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct NewTask {
     /// Its id (UUIDv7: ids order by submit time).
     pub id: Uuid,
@@ -130,6 +130,25 @@ pub struct NewTask {
     pub concurrency_key: Option<String>,
     /// How many of its concurrency group may be dispatched at once.
     pub concurrency_limit: Option<i32>,
+    /// Pipelines (docs/pipelines.md): the pipeline it is a job of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipeline_id: Option<Uuid>,
+    /// Its job's name in the pipeline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// When it is released (`ReleaseRule::as_str`), for a task with needs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release_when: Option<String>,
+    /// How many tasks it needs: above 0, it is inserted `waiting`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub needs_pending: i32,
+    /// Whether a task inserted with it needs it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub has_dependents: bool,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 /// A row of the task table.
@@ -216,6 +235,20 @@ pub struct TaskRecord {
     pub concurrency_key: Option<String>,
     /// How many of its concurrency group may be dispatched at once.
     pub concurrency_limit: Option<i32>,
+    /// Pipelines (docs/pipelines.md), as in [`NewTask`]: the pipeline it is a job of.
+    pub pipeline_id: Option<Uuid>,
+    /// Its job's name in the pipeline.
+    pub job: Option<String>,
+    /// When it is released, for a task with needs (`ReleaseRule::as_str`).
+    pub release_when: Option<String>,
+    /// Needs not ended yet.
+    pub needs_pending: i32,
+    /// Needs that ended without succeeding.
+    pub needs_unmet: i32,
+    /// Whether some task needs it (its end runs the release).
+    pub has_dependents: bool,
+    /// The task whose end released or skipped it.
+    pub released_by: Option<Uuid>,
 }
 
 /// Which tasks a listing or a bulk action takes.

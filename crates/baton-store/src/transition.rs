@@ -24,6 +24,13 @@ pub struct Transition {
     pub created_by: String,
     /// The schedule that made it, if any.
     pub schedule_id: Option<Uuid>,
+    /// The pipeline and job it is, if any (docs/pipelines.md).
+    pub pipeline_id: Option<Uuid>,
+    /// Its job's name in the pipeline.
+    pub job: Option<String>,
+    /// Whether some task needs it: its end may have released or skipped others, which
+    /// the writer's node then queues and tells (`released_by`).
+    pub has_dependents: bool,
 }
 
 impl Transition {
@@ -37,6 +44,9 @@ impl Transition {
             runner_id: row.runner_id,
             created_by: row.created_by.clone(),
             schedule_id: row.schedule_id,
+            pipeline_id: row.pipeline_id,
+            job: row.job.clone(),
+            has_dependents: row.has_dependents,
         }
     }
 

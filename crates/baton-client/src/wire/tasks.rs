@@ -111,6 +111,16 @@ pub struct SubmitTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 10000)]
     pub concurrency_limit: Option<i64>,
+    /// Tasks it waits for (at most 100, each one the submitter may read): it is accepted
+    /// `waiting` and released to its queue once they have ended as `when` asks, or ends
+    /// `skipped` when they cannot (docs/pipelines.md). Not with `run_at`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 100)]
+    pub depends_on: Vec<Uuid>,
+    /// On which ends of what it needs (`depends_on`, or a pipeline job's `needs`) it is
+    /// released: `on_success` (the default), `on_failure`, `always`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<baton_core::pipeline::ReleaseRule>,
 }
 
 /// An optional object field, taken as a JSON object only: serde would also build a struct
@@ -257,6 +267,15 @@ pub struct Task {
     /// How many tasks of its group may hold a lease at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency_limit: Option<i32>,
+    /// The pipeline it is a job of (docs/pipelines.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_id: Option<Uuid>,
+    /// Its job's name in that pipeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// For a task that waits for others: on which of their ends it is released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<baton_core::pipeline::ReleaseRule>,
     /// How its completion webhook fared, once there is one to deliver (the task ended
     /// with a `notify_url`). Shown by `GET /v1/tasks/{id}` only; lists leave it out.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -327,6 +327,7 @@ pub fn new_task_row() -> baton_store::NewTask {
         scheduled_for: None,
         retry_of: None,
         retry_policy: None,
+        ..Default::default()
     }
 }
 

@@ -27,6 +27,8 @@ pub(super) struct EventsQuery {
     queue: Option<String>,
     /// Only the events of this task.
     task: Option<Uuid>,
+    /// Only the events of this pipeline's jobs (docs/pipelines.md).
+    pipeline: Option<Uuid>,
     /// Only these kinds, comma-separated: `task`, `runner`, `node`, `schedule`.
     #[param(pattern = r"^(task|runner|node|schedule)(,(task|runner|node|schedule))*$")]
     kind: Option<String>,
@@ -81,6 +83,7 @@ pub(super) async fn events(
     let filter = Filter {
         queue: q.queue,
         task: q.task,
+        pipeline: q.pipeline,
         kinds,
         owner,
     };

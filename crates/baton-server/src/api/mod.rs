@@ -11,6 +11,7 @@ mod logs;
 mod metrics;
 mod openapi;
 mod ops;
+pub(crate) mod pipelines;
 mod provisioning;
 mod queues;
 mod rerun;
@@ -110,6 +111,10 @@ fn routes(limits: &Limits) -> (Router<AppState>, serde_json::Value) {
         .routes(routes!(schedules::resume))
         .routes(routes!(schedules::trigger))
         .routes(routes!(rerun::retry))
+        .routes(routes!(pipelines::submit, pipelines::list))
+        .routes(routes!(pipelines::get))
+        .routes(routes!(pipelines::cancel))
+        .routes(routes!(pipelines::retry_job))
         .routes(routes!(bulk::cancel_many))
         .routes(routes!(bulk::retry_many))
         .routes(routes!(admin::runners))

@@ -138,6 +138,7 @@ impl Modify for CommandOrScript {
     tags(
         (name = "tasks", description = "Submit, read, follow, cancel and re-run tasks, one or many"),
         (name = "events", description = "What happens in the cluster, as it happens: Server-Sent Events, resumable on any node"),
+        (name = "pipelines", description = "Graphs of jobs, each released exactly once when what it needs has ended"),
         (name = "schedules", description = "Cron schedules that make tasks, each tick exactly once"),
         (name = "runner", description = "The runner protocol: register, lease, start, logs, complete"),
         (name = "admin", description = "Runners, queues and tokens"),

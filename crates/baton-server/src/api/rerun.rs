@@ -111,6 +111,9 @@ pub(super) async fn rerun_one(
         });
     }
     let queues = state.queue_defaults.current(&state.store).await?;
+    if old.pipeline_id.is_some() {
+        return rerun_job(state, user, old, &queues, traceparent).await;
+    }
     let mut task = new_task(
         definition(&old),
         &queues,
@@ -143,6 +146,71 @@ pub(super) async fn rerun_one(
         ));
     }
     Ok((rerun, created))
+}
+
+/// Re-runs a pipeline's job (docs/pipelines.md): a new task for it and for each job it
+/// had skipped, each checked as a re-run is, in one transaction
+/// (`Store::pipeline_rerun_job`); then told and queued as a submit's.
+async fn rerun_job(
+    state: &AppState,
+    user: &User,
+    old: TaskRecord,
+    queues: &crate::queue_defaults::DefaultsByQueue,
+    traceparent: Option<String>,
+) -> Result<(TaskRecord, bool), ApiError> {
+    let make = |model: &TaskRecord| -> Result<baton_store::NewTask, StoreError> {
+        if !model.secret_env.0.is_empty() {
+            return Err(StoreError::Conflict {
+                status: model.status,
+                reason: "a job to re-run ran with secret_env, whose values were erased when it ended",
+            });
+        }
+        let mut definition = definition(model);
+        // What its needs gave it last time: its release gives it again, afresh.
+        definition
+            .env
+            .retain(|name, _| !name.starts_with(baton_core::pipeline::NEEDS_PREFIX));
+        let task = new_task(
+            definition,
+            queues,
+            &state.config.limits,
+            &state.webhooks.policy,
+            &state.config.timings.retry_backoff(),
+            &model.created_by,
+            traceparent.clone(),
+        )
+        .and_then(|t| admitted(state, user, t, true))
+        .map_err(|e| {
+            StoreError::InvalidValue(format!("the re-run no longer passes: {}", e.message))
+        })?;
+        Ok(baton_store::NewTask {
+            concurrency_key: model.concurrency_key.clone(),
+            concurrency_limit: model.concurrency_limit,
+            ..task
+        })
+    };
+    let made = state
+        .store
+        .pipeline_rerun_job(&old, state.dispatcher.clock.now(), make)
+        .await?;
+    match made {
+        Some(rows) => {
+            submit::tell_and_enqueue(&state.dispatcher, &rows.iter().collect::<Vec<_>>()).await;
+            let job = rows
+                .into_iter()
+                .next()
+                .expect("the job's own task comes first");
+            Ok((job, true))
+        }
+        None => {
+            let rerun = state
+                .store
+                .task_rerun(&old)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            Ok((rerun, false))
+        }
+    }
 }
 
 /// What the old task ran, as a submission: everything but its identity, its secrets

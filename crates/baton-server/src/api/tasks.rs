@@ -64,6 +64,7 @@ pub(crate) async fn submit(
     own_group(&user, &mut req);
     let seal = sealing_now(&state, std::slice::from_ref(&req)).await;
     let queues = state.queue_defaults.current(&state.store).await?;
+    let depends_on = req.depends_on.clone();
     let task = new_task(
         req,
         &queues,
@@ -74,7 +75,7 @@ pub(crate) async fn submit(
         traceparent(&headers),
     )
     .and_then(|t| admitted(&state, &user, t, seal))?;
-    let (record, created) = submit::submit(&state.dispatcher, vec![task])
+    let (record, created) = submit_waiting(&state, &user, vec![(task, depends_on)])
         .await?
         .pop()
         .expect("one answer");
@@ -129,6 +130,7 @@ pub(crate) async fn submit_batch(
         .enumerate()
         .map(|(i, mut t)| {
             own_group(&user, &mut t);
+            let depends_on = t.depends_on.clone();
             new_task(
                 t,
                 &queues,
@@ -139,13 +141,14 @@ pub(crate) async fn submit_batch(
                 trace.clone(),
             )
             .and_then(|t| admitted(&state, &user, t, seal))
+            .map(|t| (t, depends_on))
             .map_err(|mut e| {
                 e.message = format!("tasks[{i}]: {}", e.message);
                 e
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let rows = submit::submit(&state.dispatcher, tasks).await?;
+    let rows = submit_waiting(&state, &user, tasks).await?;
     let status = if rows.iter().all(|(_, created)| !created) {
         StatusCode::OK
     } else {
@@ -158,6 +161,41 @@ pub(crate) async fn submit_batch(
             next_cursor: None,
         }),
     ))
+}
+
+/// Submits `tasks`, each with the tasks it waits for (`depends_on`): the hot path's
+/// submit when none waits; else one transaction that writes the tasks with their needs
+/// (docs/pipelines.md), each need one the caller may read.
+async fn submit_waiting(
+    state: &AppState,
+    user: &User,
+    tasks: Vec<(baton_store::NewTask, Vec<Uuid>)>,
+) -> Result<Vec<(TaskRecord, bool)>, ApiError> {
+    if tasks.iter().all(|(_, needs)| needs.is_empty()) {
+        let tasks = tasks.into_iter().map(|(t, _)| t).collect();
+        return Ok(submit::submit(&state.dispatcher, tasks).await?);
+    }
+    let named: Vec<Uuid> = tasks.iter().flat_map(|(_, n)| n.iter().copied()).collect();
+    let found = state.store.tasks_map(&named).await?;
+    let owner = user.task_scope()?;
+    for id in &named {
+        let readable = found
+            .get(id)
+            .is_some_and(|t| owner.is_none_or(|o| t.created_by == o));
+        if !readable {
+            return Err(validate::Invalid::new(
+                "depends_on",
+                format!("no task {id} that this token may read"),
+            )
+            .into());
+        }
+    }
+    let edges: Vec<(Uuid, Uuid)> = tasks
+        .iter()
+        .flat_map(|(t, needs)| needs.iter().map(move |n| (t.id, *n)))
+        .collect();
+    let tasks = tasks.into_iter().map(|(t, _)| t).collect();
+    Ok(submit::submit_with_needs(&state.dispatcher, tasks, &edges).await?)
 }
 
 /// The task, if this caller may see it: a `submit`-only token sees only its own.

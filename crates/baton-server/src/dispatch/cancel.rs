@@ -54,6 +54,14 @@ pub(crate) async fn follow_up(
     if task.status != cancelled.was {
         // Before the runner hears of it: its report of the end comes after this news.
         dispatcher.events.tasks(&[task]).await;
+        let ended = super::releases::rows_ended_with_dependents([task]);
+        super::releases::follow(
+            &dispatcher.store,
+            &dispatcher.coord,
+            &dispatcher.events,
+            &ended,
+        )
+        .await;
     }
     let redis = match cancelled.was {
         TaskStatus::Queued => {

@@ -25,6 +25,7 @@ pub(crate) mod exchange;
 pub mod finish;
 pub(crate) mod lease;
 pub(crate) mod queue_caps;
+pub(crate) mod releases;
 pub(crate) mod submit;
 pub(crate) mod verdicts;
 

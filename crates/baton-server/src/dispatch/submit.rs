@@ -32,6 +32,51 @@ pub(crate) async fn submit(
     Ok(rows)
 }
 
+/// Inserts `tasks` with the tasks they wait for, `edges` `(task, needs)`
+/// (docs/pipelines.md), in one transaction of their own — not the group commit's, which
+/// writes no edges — then tells and queues what was created: a task whose needs had all
+/// ended is released (or skipped) at once, the others wait.
+pub(crate) async fn submit_with_needs(
+    dispatcher: &Dispatcher,
+    tasks: Vec<NewTask>,
+    edges: &[(Uuid, Uuid)],
+) -> Result<Vec<(TaskRecord, bool)>, DispatchError> {
+    super::queue_caps::check(dispatcher, &tasks).await?;
+    let rows = dispatcher
+        .store
+        .tasks_insert_with_needs(&tasks, edges, dispatcher.clock.now())
+        .await?;
+    let created: Vec<&TaskRecord> = rows.iter().filter(|(_, c)| *c).map(|(t, _)| t).collect();
+    tell_and_enqueue(dispatcher, &created).await;
+    Ok(rows)
+}
+
+/// After a commit that wrote `created` outside the group commit (whose observer tells
+/// its own): their events, then the Redis adds of those queued or scheduled.
+pub(crate) async fn tell_and_enqueue(dispatcher: &Dispatcher, created: &[&TaskRecord]) {
+    dispatcher.events.tasks(created).await;
+    let skipped = created
+        .iter()
+        .filter(|t| t.status == TaskStatus::Skipped)
+        .count();
+    if skipped > 0 {
+        crate::metrics::tasks_submitted(skipped);
+    }
+    let waiting = created
+        .iter()
+        .filter(|t| t.status == TaskStatus::Waiting)
+        .count();
+    if waiting > 0 {
+        crate::metrics::tasks_submitted(waiting);
+    }
+    let runnable: Vec<&TaskRecord> = created
+        .iter()
+        .filter(|t| matches!(t.status, TaskStatus::Queued | TaskStatus::Scheduled))
+        .copied()
+        .collect();
+    enqueue_created(dispatcher, &runnable).await;
+}
+
 /// After the commit: queue what was created, or put it in the delayed set when it waits
 /// for its `run_at`. A Redis failure here is logged, not returned — the task is accepted,
 /// and the repair pass queues (or promotes) it.

@@ -47,6 +47,11 @@ pub(crate) enum Event {
         node_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         schedule_id: Option<Uuid>,
+        /// The pipeline it is a job of, and the job (docs/pipelines.md).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pipeline_id: Option<Uuid>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<String>,
         at: DateTime<Utc>,
     },
     /// A runner joined, was lost, paused, resumed or deleted.
@@ -254,6 +259,8 @@ impl EventLog {
                     runner_id: t.runner_id,
                     node_id: self.inner.node_id.clone(),
                     schedule_id: t.schedule_id,
+                    pipeline_id: t.pipeline_id,
+                    job: t.job.clone(),
                     at,
                 },
             })
@@ -396,7 +403,7 @@ impl EventLog {
 pub(crate) fn step(status: TaskStatus, attempt: i32) -> i64 {
     let attempt = i64::from(attempt.max(0));
     let (phase, rank) = match status {
-        TaskStatus::Scheduled => (attempt + 1, 0),
+        TaskStatus::Waiting | TaskStatus::Scheduled => (attempt + 1, 0),
         TaskStatus::Queued => (attempt + 1, 1),
         TaskStatus::Leased => (attempt + 1, 2),
         TaskStatus::Running => (attempt, 3),

@@ -18,6 +18,8 @@ use uuid::Uuid;
 pub(crate) struct Filter {
     pub queue: Option<String>,
     pub task: Option<Uuid>,
+    /// Only the events of this pipeline's jobs.
+    pub pipeline: Option<Uuid>,
     /// `None`: every kind.
     pub kinds: Option<Vec<Kind>>,
     /// A `submit`-only token: the events of its own tasks only.
@@ -48,6 +50,9 @@ impl Filter {
         }
         if self.task.is_some() && task != self.task {
             return false;
+        }
+        if let Some(wanted) = self.pipeline {
+            return matches!(&stored.event, Event::Task { pipeline_id: Some(p), .. } if *p == wanted);
         }
         true
     }
@@ -278,6 +283,8 @@ mod tests {
                 runner_id: None,
                 node_id: "n".into(),
                 schedule_id: None,
+                pipeline_id: None,
+                job: None,
                 at: Utc::now(),
             },
         }

@@ -222,6 +222,10 @@ impl Repairer {
         loop {
             let expired = self.store.tasks_expire_due(now, PAGE).await?;
             self.tell(&expired).await;
+            if let Some(events) = &self.events {
+                let ended = crate::dispatch::releases::rows_ended_with_dependents(&expired);
+                crate::dispatch::releases::follow(&self.store, &self.coord, events, &ended).await;
+            }
             let places: Vec<(Uuid, String)> = expired
                 .iter()
                 .map(|t| (t.id, queue_entry(t).key_rel()))

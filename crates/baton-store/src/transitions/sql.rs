@@ -21,22 +21,29 @@ pub(super) fn insert(json: usize, now: usize) -> String {
                             status, created_by, traceparent, created_at, updated_at, queued_at,
                             run_at, notify_url, secret_env, schedule_id, scheduled_for,
                             retry_of, retry_policy,
-                            concurrency_key, concurrency_limit)
+                            concurrency_key, concurrency_limit,
+                            pipeline_id, job, release_when, needs_pending, has_dependents)
          SELECT r.id, r.queue, r.labels, r.command, r.script, r.env, r.payload, r.priority,
                 r.timeout_s, r.queue_timeout_s, r.max_attempts, r.idempotency_key,
-                CASE WHEN r.run_at > ${now} THEN 'scheduled' ELSE 'queued' END,
+                CASE WHEN r.needs_pending > 0 THEN 'waiting'
+                     WHEN r.run_at > ${now} THEN 'scheduled' ELSE 'queued' END,
                 r.created_by, r.traceparent, ${now}, ${now},
-                CASE WHEN r.run_at > ${now} THEN NULL ELSE ${now}::timestamptz END,
+                CASE WHEN r.needs_pending > 0 OR r.run_at > ${now} THEN NULL
+                     ELSE ${now}::timestamptz END,
                 r.run_at, r.notify_url, r.secret_env, r.schedule_id, r.scheduled_for,
                 r.retry_of, r.retry_policy,
-                r.concurrency_key, r.concurrency_limit
+                r.concurrency_key, r.concurrency_limit,
+                r.pipeline_id, r.job, r.release_when, COALESCE(r.needs_pending, 0),
+                COALESCE(r.has_dependents, false)
          FROM jsonb_to_recordset(${json}) AS r(
                 id uuid, queue text, labels text[], command text[], script text, env jsonb,
                 payload jsonb, priority int4, timeout_s int4, queue_timeout_s int4,
                 max_attempts int4, idempotency_key text, created_by text, traceparent text,
                 run_at timestamptz, notify_url text, secret_env jsonb, schedule_id uuid,
                 scheduled_for timestamptz, retry_of uuid, retry_policy jsonb,
-                concurrency_key text, concurrency_limit int4)
+                concurrency_key text, concurrency_limit int4,
+                pipeline_id uuid, job text, release_when text, needs_pending int4,
+                has_dependents bool)
          ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
          RETURNING *"
     )

@@ -144,6 +144,7 @@ fn a_new_task_serializes_to_the_inserts_columns() {
         retry_policy: None,
         concurrency_key: None,
         concurrency_limit: None,
+        ..Default::default()
     };
     let serialized = serde_json::to_value(&task).unwrap();
     let mut fields: Vec<&str> = serialized
