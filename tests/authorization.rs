@@ -19,9 +19,10 @@ const DOC: &str = include_str!("../docs/authorization.md");
 const BULK: [&str; 2] = ["POST /v1/tasks/cancel", "POST /v1/tasks/retry"];
 
 /// The listings whose `own` means "lists only the caller's", with the field listing them.
-const LISTS: [(&str, &str); 2] = [
+const LISTS: [(&str, &str); 3] = [
     ("GET /v1/tasks", "tasks"),
     ("GET /v1/schedules", "schedules"),
+    ("GET /v1/pipelines", "pipelines"),
 ];
 
 #[tokio::test(flavor = "multi_thread")]
@@ -246,6 +247,15 @@ impl World {
                             .iter()
                             .map(|t| format!("\"{}\"", t.id))
                             .collect(),
+                        "pipelines" => self
+                            .other_submitter
+                            .pipeline_list(None, None)
+                            .await
+                            .unwrap()
+                            .pipelines
+                            .iter()
+                            .map(|p| format!("\"{}\"", p.id))
+                            .collect(),
                         _ => self
                             .other_submitter
                             .schedules()
@@ -366,7 +376,37 @@ impl World {
             let owner = owner.clone();
             async move { owner.schedule_create(&schedule()).await.unwrap().id }
         };
+        // A pipeline of one parked job; `ended`: cancelled, so its job may be re-run.
+        let pipeline_of = |ended: bool| {
+            let owner = owner.clone();
+            async move {
+                let (pipeline, _) = owner
+                    .pipeline_submit(&serde_json::from_value(pipeline()).unwrap())
+                    .await
+                    .unwrap();
+                if ended {
+                    owner.pipeline_cancel(pipeline.id).await.unwrap();
+                }
+                pipeline.id
+            }
+        };
         match template {
+            "/v1/pipelines" if method == Method::GET => {
+                pipeline_of(false).await;
+                call(template.into(), Body::None)
+            }
+            "/v1/pipelines" => call(template.into(), Body::Json(pipeline())),
+            "/v1/pipelines/{id}" | "/v1/pipelines/{id}/cancel" => {
+                let id = pipeline_of(false).await;
+                call(template.replace("{id}", &id.to_string()), Body::None)
+            }
+            "/v1/pipelines/{id}/jobs/{job}/retry" => {
+                let id = pipeline_of(true).await;
+                let path = template
+                    .replace("{id}", &id.to_string())
+                    .replace("{job}", "parked");
+                call(path, Body::None)
+            }
             "/v1/schedules" if method == Method::GET => {
                 schedule_of().await;
                 call(template.into(), Body::None)
@@ -581,6 +621,13 @@ fn schedule() -> baton_client::CreateSchedule {
         task: parked_task(),
         ..Default::default()
     }
+}
+
+/// A pipeline whose one job, `parked`, no runner takes.
+fn pipeline() -> Value {
+    let mut job = json!(parked_task());
+    job["name"] = json!("parked");
+    json!({ "name": "authz", "jobs": [job] })
 }
 
 fn parked_task() -> SubmitTask {

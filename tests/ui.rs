@@ -5,8 +5,9 @@
 //! by id (short ids too) and by a bad one, sorts, counts and filters the list by date,
 //! searches a log, links to a line and downloads it, reads each line's time and stream,
 //! reads a task's attempts, submits a task and makes, changes and deletes a schedule
-//! from the console, reads the queues' last hour, and checks every page at 390 px wide
-//! and in the dark. Screenshots of every page go to `target/ui-screenshots/`.
+//! from the console, follows a pipeline's graph as its jobs run and re-runs its failed
+//! job, cancels another pipeline, reads the queues' last hour, and checks every page at
+//! 390 px wide and in the dark. Screenshots of every page go to `target/ui-screenshots/`.
 //!
 //! The script and this test talk over its stdin and stdout: it prints `kill <node id>`
 //! when the page is ready to watch a node die, we kill that node (SIGKILL, as a crash)

@@ -67,7 +67,7 @@ async function ended(id) {
   const deadline = Date.now() + RUNS_WITHIN;
   for (;;) {
     const task = await api('GET', `/v1/tasks/${id}`);
-    if (['succeeded', 'failed', 'cancelled', 'timed_out', 'expired'].includes(task.status)) return task;
+    if (['succeeded', 'failed', 'cancelled', 'timed_out', 'expired', 'skipped'].includes(task.status)) return task;
     if (Date.now() > deadline) throw new Error(`task ${id} is still ${task.status}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
@@ -564,6 +564,128 @@ await scenario('a schedule is made, changed and deleted from the console, its cr
   if (gone.status !== 404) throw new Error(`the deleted schedule answers ${gone.status}`);
 });
 
+// --- Pipelines -----------------------------------------------------------------------------
+
+/// The pipelines the scenarios below made: one that ended (after a re-run), one cancelled.
+let shownPipeline = null;
+let cancelledPipeline = null;
+
+/// What a pipeline's graph shows: each job's status and layer, and its edges (run in the page).
+const graphShown = () => ({
+  jobs: Object.fromEntries([...document.querySelectorAll('#pipeline-graph a.job')].map((a) => [a.dataset.job, { status: a.dataset.status, layer: Number(a.dataset.layer), x: Number(a.querySelector('rect').getAttribute('x')) }])),
+  edges: [...document.querySelectorAll('#pipeline-graph path.edge')].map((p) => `${p.dataset.from}>${p.dataset.to}`).sort(),
+});
+
+/// Waits until the graph shows each job of `want` (`{ job: status }`) in its status.
+const graphSays = (what, want, timeout = SHOWS_WITHIN) =>
+  until(page, what, (want) => Object.entries(want).every(([job, status]) => document.querySelector(`#pipeline-graph a.job[data-job="${job}"]`)?.dataset.status === status), want, timeout);
+
+await scenario("a pipeline's graph shows each job's status and needs as they run, and a failed job is re-run", async () => {
+  const gate = join(SHARED_DIR, `baton-ui-pipeline-gate-${randomUUID()}`);
+  const name = `console-${randomUUID().slice(0, 8)}`;
+  const job = (jobName, needs = [], more = {}) => ({ name: jobName, needs, command: ['true'], ...more });
+  // A diamond (build → lint, test → package), and beside it a job that fails until the
+  // gate is opened, what it skips (deploy) and what runs whatever its end (report).
+  const jobs = [
+    job('build'),
+    job('lint', ['build']),
+    job('test', ['build']),
+    job('package', ['lint', 'test']),
+    job('flaky', ['build'], { command: undefined, script: 'test -e "$GATE"', env: { GATE: gate }, max_attempts: 1 }),
+    job('deploy', ['flaky']),
+    job('report', ['flaky'], { when: 'always' }),
+  ];
+  const edges = jobs.flatMap((j) => j.needs.map((n) => `${n}>${j.name}`)).sort();
+  const layers = { build: 0, lint: 1, test: 1, flaky: 1, package: 2, deploy: 2, report: 2 };
+  const first = { build: 'succeeded', lint: 'succeeded', test: 'succeeded', package: 'succeeded', flaky: 'failed', deploy: 'skipped', report: 'succeeded' };
+
+  // The list, open before the pipeline exists: it comes, and ends, without a reload.
+  await page.goto(`${BASE}/ui/#/pipelines`);
+  await page.locator('#pipelines').waitFor({ timeout: SHOWS_WITHIN });
+  await until(page, 'the event stream to be live', () => document.getElementById('live')?.dataset.state === 'live');
+  await page.evaluate(() => {
+    window.sameDocument = true;
+  });
+  shownPipeline = await api('POST', '/v1/pipelines', { name, jobs });
+  const row = `#pipelines tr[data-pipeline-id="${shownPipeline.id}"]`;
+  await until(page, 'the pipeline listed with its 7 jobs', ([row, name]) => document.querySelector(`${row} .name`)?.textContent.includes(name) && document.querySelector(`${row} .jobs`)?.textContent === '7', [row, name]);
+  await until(page, 'the pipeline failed, its jobs counted by status', (row) => {
+    const badges = [...document.querySelectorAll(`${row} .counts [data-status]`)].map((b) => b.textContent);
+    return document.querySelector(row)?.dataset.status === 'failed' && badges.join(',') === '5 succeeded,1 failed,1 skipped';
+  }, row, RUNS_WITHIN);
+  if (!(await page.evaluate(() => window.sameDocument === true))) throw new Error('the list was reloaded');
+  await screenshot(page, 'pipelines');
+
+  await page.click(`${row} .name a`);
+  await graphSays('every job in its status', first);
+  const shown = await page.evaluate(graphShown);
+  if (Object.keys(shown.jobs).length !== 7) throw new Error(`the graph has ${Object.keys(shown.jobs).join(', ')}`);
+  const misplaced = Object.entries(layers).filter(([n, layer]) => shown.jobs[n].layer !== layer);
+  if (misplaced.length) throw new Error(`in the wrong layer: ${misplaced.map(([n]) => n).join(', ')}`);
+  if (shown.edges.join() !== edges.join()) throw new Error(`edges ${shown.edges.join(', ')}, not ${edges.join(', ')}`);
+  const boxes = shown.jobs;
+  if (!(boxes.build.x < boxes.lint.x && boxes.lint.x === boxes.flaky.x && boxes.lint.x < boxes.package.x && boxes.package.x === boxes.deploy.x)) throw new Error(`columns: ${JSON.stringify(boxes)}`);
+  const rule = await page.getAttribute('#pipeline-graph path.edge[data-to="report"]', 'class');
+  if (!rule.includes('edge-always')) throw new Error(`the edge to report is drawn as ${rule}`);
+  const why = 'skipped: a job it needs did not succeed';
+  const tooltip = await page.evaluate(() => document.querySelector('#pipeline-graph a.job[data-job="deploy"] title')?.textContent ?? '');
+  if (!tooltip.includes(why)) throw new Error(`deploy's tooltip: ${tooltip}`);
+  await until(page, "deploy's reason beside it", (why) => document.querySelector('#pipeline-jobs tr[data-job="deploy"] .job-error')?.textContent === why, why);
+  if (await page.locator('#pipeline-jobs tr[data-job="deploy"] [data-action="retry"]').count()) throw new Error('a skipped job is offered a re-run');
+  if (await page.locator('#cancel-pipeline').count()) throw new Error('an ended pipeline is offered a cancel');
+  await until(page, 'the pipeline shown failed', () => !!document.querySelector('#pipeline-status [data-status="failed"]'));
+  await screenshot(page, 'pipeline');
+
+  // The failed job, re-run with its gate open: it succeeds, and what it skipped runs.
+  writeFileSync(gate, '');
+  try {
+    await page.click('#pipeline-jobs tr[data-job="flaky"] [data-action="retry"]');
+    await graphSays('flaky and then deploy succeeded', { flaky: 'succeeded', deploy: 'succeeded' }, RUNS_WITHIN);
+    await until(page, 'the pipeline succeeded', () => !!document.querySelector('#pipeline-status [data-status="succeeded"]'));
+  } finally {
+    rmSync(gate, { force: true });
+  }
+  await until(page, 'flaky run twice', () => document.querySelector('#pipeline-jobs tr[data-job="flaky"] .runs')?.textContent === '2');
+  if (await page.locator('#pipeline-jobs [data-action="retry"]').count()) throw new Error('a re-run is offered with no job left failed');
+
+  // A box opens its task, whose page links back to the pipeline.
+  await page.click('#pipeline-graph a.job[data-job="deploy"]');
+  await until(page, "deploy's task, naming its pipeline and job", (id) => document.querySelector('#pipeline-link')?.getAttribute('href') === `#/pipelines/${id}` && document.querySelector('[data-field="pipeline"] .job-name')?.textContent === 'deploy', shownPipeline.id);
+  await page.click('#pipeline-link');
+  await until(page, 'back on the pipeline', (id) => location.hash === `#/pipelines/${id}` && !!document.querySelector('#pipeline-graph a.job'), shownPipeline.id);
+});
+
+await scenario('a running pipeline is cancelled from its page, its waiting job listed as waiting', async () => {
+  cancelledPipeline = await api('POST', '/v1/pipelines', {
+    name: `console-cancel-${randomUUID().slice(0, 8)}`,
+    jobs: [
+      { name: 'slow', command: ['sleep', '300'] },
+      { name: 'after', needs: ['slow'], command: ['true'] },
+    ],
+  });
+  const after = cancelledPipeline.jobs.find((j) => j.name === 'after').task_id;
+  try {
+    await page.goto(`${BASE}/ui/#/pipelines/${cancelledPipeline.id}`);
+    await graphSays('slow running and after waiting', { slow: 'running', after: 'waiting' }, RUNS_WITHIN);
+    // The task list takes the new statuses as a filter.
+    await page.goto(`${BASE}/ui/#/tasks?status=waiting`);
+    await until(page, 'the waiting job listed as waiting', (id) => !!document.querySelector(`#tasks tr[data-task-id="${id}"] [data-status="waiting"]`), after);
+    const offered = await page.evaluate(() => [...document.querySelectorAll('#task-filters select[name=status] option')].map((o) => o.value));
+    if (!offered.includes('waiting') || !offered.includes('skipped')) throw new Error(`the status filter offers ${offered.join(', ')}`);
+
+    await page.goto(`${BASE}/ui/#/pipelines/${cancelledPipeline.id}`);
+    await page.locator('#cancel-pipeline').waitFor({ timeout: SHOWS_WITHIN });
+    page.once('dialog', (dialog) => dialog.accept());
+    await page.click('#cancel-pipeline');
+    await graphSays('both jobs cancelled', { slow: 'cancelled', after: 'cancelled' }, RUNS_WITHIN);
+    await until(page, 'the pipeline cancelled', () => !!document.querySelector('#pipeline-status [data-status="cancelled"]'));
+    await until(page, 'no cancel offered, a re-run for each job', () => !document.getElementById('cancel-pipeline') && document.querySelectorAll('#pipeline-jobs [data-action="retry"]').length === 2);
+    await screenshot(page, 'pipeline-cancelled');
+  } finally {
+    await api('POST', `/v1/pipelines/${cancelledPipeline.id}/cancel`).catch(() => {});
+  }
+});
+
 // --- Queues --------------------------------------------------------------------------------
 
 await scenario('a queue that is not paused is "active"', async () => {
@@ -593,6 +715,8 @@ const PAGES = () => [
   ['nodes', '#/nodes', '#nodes tr[data-node-id]'],
   ['queues', '#/queues', '#queues tr[data-queue]'],
   ['schedules', '#/schedules', '#schedules tr[data-schedule-id]'],
+  ['pipelines', '#/pipelines', '#pipelines tr[data-pipeline-id]'],
+  ...(shownPipeline ? [['pipeline', `#/pipelines/${shownPipeline.id}`, '#pipeline-graph a.job']] : []),
   ['new-task', '#/tasks/new', '#new-task-form'],
   ['new-schedule', '#/schedules/new', '#schedule-form'],
 ];
@@ -668,13 +792,19 @@ await scenario('a read-only token sees no buttons', async () => {
   await page.goto(`${BASE}/ui/#/tasks/${HELD_TASK}`);
   await until(page, 'the held task', () => !!document.querySelector('.page-head [data-status]'));
   if (await page.locator('#cancel').count()) throw new Error('a read-only token sees Cancel');
-  for (const table of ['runners', 'queues', 'schedules']) {
+  for (const table of ['runners', 'queues', 'schedules', 'pipelines']) {
     await page.goto(`${BASE}/ui/#/${table}`);
     await until(page, `the ${table} page`, (id) => !!document.querySelector(`#${id} tbody tr`), table);
     const buttons = await page.evaluate(visibleButtons);
     if (buttons.length) throw new Error(`${table} page shows ${buttons.join(', ')}`);
   }
   if (await page.locator('#new-schedule, [data-action="edit"]').count()) throw new Error('a read-only token is offered to make or change schedules');
+  if (cancelledPipeline) {
+    await page.goto(`${BASE}/ui/#/pipelines/${cancelledPipeline.id}`);
+    await until(page, 'the cancelled pipeline', () => !!document.querySelector('#pipeline-jobs tr[data-job] [data-status="cancelled"]'));
+    const buttons = await page.evaluate(visibleButtons);
+    if (buttons.length) throw new Error(`the pipeline page shows ${buttons.join(', ')}`);
+  }
 });
 
 await scenario('no page had an uncaught error or a refused resource', async () => {

@@ -1,8 +1,8 @@
 // The console's pure parts, in Node: the ANSI renderer, the SSE parser, the trace link,
 // the cron describer, task ids, command words, the task form's fields, a log's lines and
-// marks, search and sort, and the charts' scales. Run by tests/ui.rs (`node --test`);
-// each module is loaded from its source as the browser gets it, without a build step in
-// between.
+// marks, search and sort, the charts' scales, and where a pipeline's graph puts its
+// boxes and edges. Run by tests/ui.rs (`node --test`); each module is loaded from its
+// source as the browser gets it, without a build step in between.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -322,4 +322,49 @@ test("the charts' scales are round and their lines break where nothing was said"
   assert.equal(runs[1].split(' ').length, 1);
   const [, y] = runs[1].split(',').map(Number);
   assert.equal(y, 12, 'the scale\'s top is the chart\'s top, below its label');
+});
+
+const { BOX, layout, fit, jobTime, jobTitle } = await consoleModule('pipeline_graph.js');
+
+test("a pipeline's graph puts a column per layer and an edge per need, sparing crossings", () => {
+  const job = (name, layer, needs = [], when = 'on_success') => ({ name, layer, needs, when });
+  // As the API sorts them: by layer, then name.
+  const jobs = [job('a', 0), job('x', 0), job('b', 1, ['a']), job('c', 1, ['a']), job('y', 1, ['x'], 'always'), job('d', 2, ['b', 'c', 'y'])];
+  const { width, height, boxes, edges } = layout(jobs);
+  const at = Object.fromEntries(boxes.map((b) => [b.job.name, b]));
+  assert.equal(boxes.length, 6);
+  assert.ok(at.a.x === at.x.x && at.a.x < at.b.x && at.b.x === at.y.x && at.b.x < at.d.x, 'a column per layer, left to right');
+  assert.ok(at.b.y < at.c.y && at.c.y < at.y.y, "y sits below a's jobs, level with x which it needs");
+  assert.ok(at.a.y < at.x.y);
+  const columnHeight = (column) => Math.max(...column.map((b) => b.y + BOX.height)) - Math.min(...column.map((b) => b.y));
+  assert.ok(Math.abs(at.d.y + BOX.height / 2 - height / 2) < 1, 'a lone job is centred on the tallest column');
+  assert.ok(columnHeight([at.a, at.x]) < columnHeight([at.b, at.c, at.y]));
+  for (const b of boxes) assert.ok(b.x >= 0 && b.y >= 0 && b.x + BOX.width <= width && b.y + BOX.height <= height, `${b.job.name} inside`);
+  for (let i = 0; i < boxes.length; i++) {
+    for (let j = i + 1; j < boxes.length; j++) {
+      const [p, q] = [boxes[i], boxes[j]];
+      const apart = p.x + BOX.width <= q.x || q.x + BOX.width <= p.x || p.y + BOX.height <= q.y || q.y + BOX.height <= p.y;
+      assert.ok(apart, `${p.job.name} and ${q.job.name} overlap`);
+    }
+  }
+  assert.deepEqual(edges.map((e) => `${e.from}>${e.to}`).sort(), ['a>b', 'a>c', 'b>d', 'c>d', 'x>y', 'y>d'].sort());
+  assert.equal(edges.find((e) => e.to === 'y').when, 'always', "an edge is drawn as its dependent's rule");
+  const toD = edges.find((e) => e.from === 'b' && e.to === 'd');
+  assert.ok(toD.path.startsWith(`M ${at.b.x + BOX.width} ${at.b.y + BOX.height / 2} `) && toD.path.endsWith(`${at.d.x} ${at.d.y + BOX.height / 2}`), "from the need's right side to the dependent's left");
+});
+
+test("a job's box says its name, time and error", () => {
+  assert.equal(fit('short'), 'short');
+  const long = fit('a-job-name-far-too-long-for-its-box');
+  assert.equal(long.length, 22);
+  assert.ok(long.endsWith('…'));
+  assert.deepEqual(jobTime({ status: 'waiting' }), { text: '' });
+  assert.deepEqual(jobTime({ started_at: '2026-12-01T10:00:00Z', finished_at: '2026-12-01T10:01:05Z' }), { text: '1m 05s' });
+  const running = jobTime({ started_at: '2026-12-01T10:00:00Z' }, Date.parse('2026-12-01T10:00:03.5Z'));
+  assert.deepEqual(running, { text: '3.5s', since: '2026-12-01T10:00:00Z' });
+  const title = jobTitle({ name: 'deploy', status: 'skipped', runs: 2, needs: ['test'], when: 'on_success', error: 'skipped: a job it needs did not succeed' });
+  assert.match(title, /^deploy: skipped\n/);
+  assert.match(title, /run 2/);
+  assert.match(title, /needs test; runs when every job it needs succeeded/);
+  assert.match(title, /skipped: a job it needs did not succeed$/);
 });

@@ -4,6 +4,7 @@
 //                                                    the task list, filtered
 //   #/tasks/<id>?attempt=&line=                      one task (whole or short id), its log
 //   #/tasks/new                                      submit a task
+//   #/pipelines  #/pipelines/<id>                    pipelines, one pipeline's graph
 //   #/schedules/new  #/schedules/<id>                make a schedule, change or delete one
 //   #/runners  #/nodes  #/queues  #/schedules
 //
@@ -25,8 +26,10 @@ import * as runners from './pages/runners.js';
 import * as nodes from './pages/nodes.js';
 import * as queues from './pages/queues.js';
 import * as schedules from './pages/schedules.js';
+import * as pipelines from './pages/pipelines.js';
+import * as pipeline from './pages/pipeline.js';
 
-const PAGES = { tasks, runners, nodes, queues, schedules };
+const PAGES = { tasks, pipelines, runners, nodes, queues, schedules };
 /// Pages only a token with `read` may see (the API would refuse the rest their data).
 const NEEDS_READ = new Set(['runners', 'nodes', 'queues']);
 
@@ -52,6 +55,7 @@ function show() {
   let module = PAGES[page];
   if (page === 'tasks' && route.id) module = route.id !== 'new' ? task : context.access.changeTasks ? newTask : tasks;
   if (page === 'schedules' && route.id) module = scheduleForm;
+  if (page === 'pipelines' && route.id) module = pipeline;
   for (const link of document.querySelectorAll('#nav a')) {
     link.classList.toggle('current', link.dataset.page === page);
   }

@@ -4,8 +4,9 @@
 
 import { authorized, errorOf, get, withQuery } from './api.js';
 
-/// Whether a task in this status will write no more output.
-export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'timed_out', 'expired']);
+/// Whether a task in this status will write no more output (a `skipped` job never
+/// wrote any).
+export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'timed_out', 'expired', 'skipped']);
 
 const logPath = (id) => `/v1/tasks/${encodeURIComponent(id)}/logs`;
 

@@ -5,7 +5,7 @@
 import { post } from './api.js';
 
 /// Ended tasks, which a re-run may take; the others may be cancelled.
-export const ENDED = new Set(['succeeded', 'failed', 'cancelled', 'timed_out', 'expired']);
+export const ENDED = new Set(['succeeded', 'failed', 'cancelled', 'timed_out', 'expired', 'skipped']);
 
 const path = (id, action) => `/v1/tasks/${encodeURIComponent(id)}/${action}`;
 

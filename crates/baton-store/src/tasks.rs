@@ -526,7 +526,8 @@ macro_rules! summary_columns {
          created_at, updated_at, queued_at, leased_at, started_at, finished_at, exit_code,
          left(error, 1024) AS error, NULL::jsonb AS outputs, log_size, log_truncated,
          log_incomplete, schedule_id, scheduled_for, retry_of, retry_policy, concurrency_key,
-         concurrency_limit"
+         concurrency_limit, pipeline_id, job, release_when, needs_pending, needs_unmet,
+         has_dependents, released_by"
     };
 }
 

@@ -438,7 +438,7 @@ proptest! {
                 prop_assert_eq!(retry, i.task.attempt < i.task.max_attempts);
             }
             Decision::Cancel(_) => prop_assert_eq!(i.task.status, Cancelling),
-            Decision::DropClaim => prop_assert!(i.task.status.is_terminal() || i.task.status == Scheduled),
+            Decision::DropClaim => prop_assert!(i.task.status.is_terminal() || matches!(i.task.status, Scheduled | Waiting)),
             Decision::Keep => prop_assert!(matches!(i.task.status, Queued | Leased | Running | Cancelling)),
         }
     }

@@ -141,8 +141,13 @@ impl NodeProc {
     ) -> NodeProc {
         let name = format!("node-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
         let mut command = Command::new(baton_binary());
+        command.args(["serve", "--node-id", &name]);
+        // A port of the kernel's choosing, unless the test names one (a node restarted
+        // where a load balancer expects it).
+        if !extra_args.contains(&"--listen") {
+            command.args(["--listen", "127.0.0.1:0"]);
+        }
         command
-            .args(["serve", "--listen", "127.0.0.1:0", "--node-id", &name])
             .args(extra_args)
             .env("BATON_DATABASE_URL", &env.database_url)
             .env("BATON_REDIS_URL", &env.redis_url)
@@ -157,7 +162,7 @@ impl NodeProc {
             .envs(vars.iter().map(|(k, v)| (k, v)));
         let mut process = spawn(env, &name, command);
         let log = process.log().to_path_buf();
-        // It listens on a port of the kernel's choosing, and says which.
+        // It says where it listens.
         let mut url = None;
         let prints_its_url = || {
             url = listening_url(&log);

@@ -28,6 +28,12 @@ use baton_store::{NewPipeline, PipelineJobs, PipelineRecord, StoreError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use uuid::Uuid;
 
+/// The longest pipeline name, in characters.
+pub(crate) const MAX_NAME_CHARS: usize = 128;
+
+/// The most pipelines one page lists.
+pub(crate) const LIST_MAX: i64 = 200;
+
 /// Submits a pipeline: every job written, with its needs, or none.
 #[utoipa::path(operation_id = "submit_pipeline", post, path = "/v1/pipelines", tag = "pipelines", security(("bearer" = [])),
     request_body = SubmitPipeline,
@@ -75,8 +81,15 @@ pub(crate) async fn pipeline_rows(
     schedule: Option<(Uuid, chrono::DateTime<chrono::Utc>)>,
 ) -> Result<(NewPipeline, Vec<baton_store::NewTask>, Vec<(Uuid, Uuid)>), ApiError> {
     let name = req.name.unwrap_or_else(|| "pipeline".to_string());
-    if name.is_empty() || name.chars().count() > 128 || name.chars().any(char::is_control) {
-        return Err(Invalid::new("name", "1 to 128 characters, none a control character").into());
+    if name.is_empty()
+        || name.chars().count() > MAX_NAME_CHARS
+        || name.chars().any(char::is_control)
+    {
+        return Err(Invalid::new(
+            "name",
+            format!("1 to {MAX_NAME_CHARS} characters, none a control character"),
+        )
+        .into());
     }
     if let Some(key) = &req.idempotency_key {
         baton_core::validate::check_idempotency_key(key)?;
@@ -325,7 +338,7 @@ pub(super) async fn list(
 ) -> Result<Json<PipelineList>, ApiError> {
     let owner = user.task_scope()?;
     let limit = q.limit.unwrap_or(50);
-    baton_core::validate::check_range("limit", limit, 1, 200)?;
+    baton_core::validate::check_range("limit", limit, 1, LIST_MAX)?;
     let rows = state.store.pipelines_list(owner, q.before, limit).await?;
     let next_cursor = (rows.len() as i64 == limit)
         .then(|| rows.last().map(|r| r.id))

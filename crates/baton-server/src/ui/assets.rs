@@ -57,6 +57,7 @@ pub(super) const ASSETS: &[Asset] = &[
     asset!("task_form.js", JS),
     asset!("cron_words.js", JS),
     asset!("trend_chart.js", JS),
+    asset!("pipeline_graph.js", JS),
     asset!("pages/sign_in.js", JS),
     asset!("pages/tasks.js", JS),
     asset!("pages/task.js", JS),
@@ -66,6 +67,8 @@ pub(super) const ASSETS: &[Asset] = &[
     asset!("pages/queues.js", JS),
     asset!("pages/schedules.js", JS),
     asset!("pages/schedule_form.js", JS),
+    asset!("pages/pipelines.js", JS),
+    asset!("pages/pipeline.js", JS),
 ];
 
 #[cfg(test)]

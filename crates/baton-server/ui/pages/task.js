@@ -1,6 +1,7 @@
 // One task: what it runs, where and when, each attempt's history, its outputs, its log
-// (attempts.js, log_panel.js), cancel and re-run, and a link to its trace. The address
-// may name it by its short id: the page then shows the whole one.
+// (attempts.js, log_panel.js), cancel and re-run, links to its trace and to the pipeline
+// it is a job of. The address may name it by its short id: the page then shows the
+// whole one.
 
 import { ApiError, get } from '../api.js';
 import { AttemptHistory } from '../attempts.js';
@@ -13,6 +14,7 @@ import { watch } from '../watch.js';
 import { cancelTask, retryTask } from '../task_actions.js';
 import { taskRef } from '../task_ref.js';
 import { commandLine } from './tasks.js';
+import { RELEASE_WORDS } from '../pipeline_graph.js';
 import { traceLink } from '../trace.js';
 
 const WHOLE_ID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
@@ -113,6 +115,11 @@ export function mount(main, { access, config, toast }, route) {
     fill(
       details,
       field('Id', h('code', { class: 'whole-id' }, t.id)),
+      t.pipeline_id
+        ? field('Pipeline', h('a', { href: `#/pipelines/${t.pipeline_id}`, id: 'pipeline-link' }, shortId(t.pipeline_id)), ', job ', h('code', { class: 'job-name' }, t.job ?? '—'))
+        : null,
+      // A task that waits for others (a job's needs, or `depends_on`): on which of their ends it runs.
+      t.when ? field('Runs', RELEASE_WORDS[t.when] || t.when) : null,
       field('Queue', h('a', { href: `#/tasks?queue=${encodeURIComponent(t.queue)}` }, t.queue)),
       field('Labels', t.labels?.length ? t.labels.map((l) => h('span', { class: 'label' }, l)) : '—'),
       field(t.command ? 'Command' : 'Script', h('code', { class: 'command' }, t.command ? commandLine(t) : t.script)),

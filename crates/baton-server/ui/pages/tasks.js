@@ -14,7 +14,9 @@ import { shortOf } from '../task_ref.js';
 
 /// How often a list kept live by events counts its tasks again, at most.
 const COUNT_EVERY_MS = 10_000;
-const STATUSES = ['scheduled', 'queued', 'leased', 'running', 'cancelling', 'succeeded', 'failed', 'cancelled', 'timed_out', 'expired'];
+/// Every status, in the order of a task's life: `waiting` (a job for its needs) first,
+/// `skipped` (a job whose rule its needs' ends did not meet) among the ends.
+export const STATUSES = ['waiting', 'scheduled', 'queued', 'leased', 'running', 'cancelling', 'succeeded', 'failed', 'cancelled', 'timed_out', 'expired', 'skipped'];
 const FILTERS = ['status', 'queue', 'label', 'schedule', 'text', 'created_after', 'created_before', 'order'];
 
 /// The columns a click sorts by: what each sorts on (statuses in their lifecycle's order).

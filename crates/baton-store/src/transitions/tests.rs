@@ -144,7 +144,12 @@ fn a_new_task_serializes_to_the_inserts_columns() {
         retry_policy: None,
         concurrency_key: None,
         concurrency_limit: None,
-        ..Default::default()
+        // Fields left out when empty: given, so that they are written.
+        pipeline_id: Some(Uuid::nil()),
+        job: Some("j".into()),
+        release_when: Some("always".into()),
+        needs_pending: 1,
+        has_dependents: true,
     };
     let serialized = serde_json::to_value(&task).unwrap();
     let mut fields: Vec<&str> = serialized

@@ -2,7 +2,7 @@
 //! written from the very limits and constants the checks use, over what the wire types
 //! declare, so a node run with other `[limits]` describes what it enforces.
 
-use crate::api::{admin, bulk, runner, task_list, trends};
+use crate::api::{admin, bulk, pipelines, runner, task_list, trends};
 use crate::config::Limits;
 use baton_core::{cron, flow, labels, retry_policy, validate};
 use serde_json::{Map, Value};
@@ -134,6 +134,21 @@ pub(crate) fn bounds(limits: &Limits) -> Vec<Bound> {
             Parameter("/v1/tasks/count", "get", "text"),
             "maxLength",
             task_list::TEXT_MAX_CHARS.into(),
+        ),
+        bound(
+            Property("SubmitTask", "depends_on"),
+            "maxItems",
+            crate::admission::MAX_DEPENDS_ON.into(),
+        ),
+        bound(
+            Property("SubmitPipeline", "name"),
+            "maxLength",
+            pipelines::MAX_NAME_CHARS.into(),
+        ),
+        bound(
+            Parameter("/v1/pipelines", "get", "limit"),
+            "maximum",
+            pipelines::LIST_MAX.into(),
         ),
         bound(
             Parameter("/v1/queues/trends", "get", "minutes"),

@@ -21,8 +21,12 @@ const BOUND_KEYWORDS: [&str; 7] = [
 
 /// Bounds the wire types declare for a check baton-core keeps to itself; each is
 /// compared with that check below (`core_checks_agree_with_the_document`).
-const DECLARED_ONLY: [(At, &str); 5] = [
+const DECLARED_ONLY: [(At, &str); 6] = [
     (At::Property("SubmitTask", "idempotency_key"), "maxLength"),
+    (
+        At::Property("SubmitPipeline", "idempotency_key"),
+        "maxLength",
+    ),
     (At::Property("RetryPolicy", "backoff_base_s"), "maximum"),
     (At::Property("RetryPolicy", "backoff_factor"), "maximum"),
     (At::Property("RetryPolicy", "backoff_cap_s"), "maximum"),

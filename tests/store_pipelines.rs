@@ -1,0 +1,284 @@
+//! Pipelines at the store (docs/pipelines.md): the release rule in SQL is the core's,
+//! case by case; needs ending at once in transactions of their own release each of their
+//! jobs exactly once, however the ends interleave; and a task inserted while what it
+//! needs is ending never waits forever.
+
+use baton_localcluster::testing as support;
+
+use baton_core::pipeline::{ReleaseRule, Verdict, verdict};
+use baton_core::{LeaseId, TaskStatus};
+use baton_store::{
+    Fence, FinishPolicy, NewPipeline, NewTask, RunEnd, Store, StoreOptions, TaskRecord,
+};
+use chrono::Utc;
+use support::*;
+use uuid::Uuid;
+
+/// A migrated store on a database of its own, which lives as long as the `TestEnv`.
+async fn store(name: &str) -> (TestEnv, Store) {
+    let env = TestEnv::new(name).await;
+    let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
+    store.migrate().await.unwrap();
+    (env, store)
+}
+
+fn job(pipeline: Uuid, name: &str, needs: usize, rule: ReleaseRule, needed: bool) -> NewTask {
+    NewTask {
+        pipeline_id: Some(pipeline),
+        job: Some(name.into()),
+        needs_pending: needs as i32,
+        release_when: (needs > 0).then(|| rule.as_str().to_string()),
+        has_dependents: needed,
+        ..new_task_row()
+    }
+}
+
+fn pipeline(id: Uuid) -> NewPipeline {
+    NewPipeline {
+        id,
+        name: "test".into(),
+        created_by: "test".into(),
+        idempotency_key: None,
+        schedule_id: None,
+        scheduled_for: None,
+    }
+}
+
+/// Makes `ids` running under `lease`, as a start would (the status machine's checks are
+/// the transitions' tests').
+async fn run(env: &TestEnv, ids: &[Uuid], lease: LeaseId) {
+    let mut db = env.db().await;
+    sqlx::query(
+        "UPDATE tasks SET status = 'running', lease_id = $2, attempt = 1 WHERE id = ANY($1)",
+    )
+    .bind(ids)
+    .bind(lease)
+    .execute(&mut db)
+    .await
+    .unwrap();
+}
+
+fn end(outcome: TaskStatus) -> RunEnd {
+    RunEnd::by_server(outcome, "test")
+}
+
+fn policy() -> FinishPolicy {
+    FinishPolicy {
+        backoff: baton_core::after_run::TASK_RETRY,
+        jitter_unit: 0.5,
+    }
+}
+
+async fn rows(store: &Store, ids: &[Uuid]) -> Vec<TaskRecord> {
+    let mut rows = store.tasks_by_ids(ids).await.unwrap();
+    rows.sort_by_key(|t| ids.iter().position(|i| *i == t.id));
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sql_rule_is_the_core_rule() {
+    let (env, _store) = store("store-pipeline-rule").await;
+    let mut db = env.db().await;
+    let mut cases = 0;
+    for rule in [
+        ReleaseRule::OnSuccess,
+        ReleaseRule::OnFailure,
+        ReleaseRule::Always,
+    ] {
+        for pending in 0..3 {
+            for unmet in 0..3 {
+                let sql: Option<String> =
+                    sqlx::query_scalar("SELECT tasks_release_verdict($1, $2, $3)")
+                        .bind(rule.as_str())
+                        .bind(pending)
+                        .bind(unmet)
+                        .fetch_one(&mut db)
+                        .await
+                        .unwrap();
+                let core = match verdict(rule, pending, unmet) {
+                    Verdict::Wait => None,
+                    Verdict::Release => Some("queued".to_string()),
+                    Verdict::Skip => Some("skipped".to_string()),
+                };
+                assert_eq!(sql, core, "{rule:?} pending {pending} unmet {unmet}");
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 27);
+}
+
+/// Ten joins each need all twenty roots; the roots end at once, each in a transaction of
+/// its own, some failing: each end is counted off each waiting join once (never twice:
+/// no count goes below zero or past what ended), and each join is released or skipped
+/// once, as its rule says.
+#[tokio::test(flavor = "multi_thread")]
+async fn needs_ending_at_once_release_each_job_exactly_once() {
+    let (env, store) = store("store-pipeline-once").await;
+    for round in 0..3 {
+        let id = Uuid::now_v7();
+        let roots: Vec<NewTask> = (0..20)
+            .map(|i| job(id, &format!("root-{i}"), 0, ReleaseRule::OnSuccess, true))
+            .collect();
+        let rules = [
+            ReleaseRule::OnSuccess,
+            ReleaseRule::OnFailure,
+            ReleaseRule::Always,
+        ];
+        let joins: Vec<NewTask> = (0..10)
+            .map(|i| job(id, &format!("join-{i}"), 20, rules[i % 3], false))
+            .collect();
+        let edges: Vec<(Uuid, Uuid)> = joins
+            .iter()
+            .flat_map(|j| roots.iter().map(move |r| (j.id, r.id)))
+            .collect();
+        let all: Vec<NewTask> = roots.iter().chain(&joins).cloned().collect();
+        store
+            .pipeline_insert(&pipeline(id), &all, &edges, Utc::now())
+            .await
+            .unwrap();
+        let root_ids: Vec<Uuid> = roots.iter().map(|t| t.id).collect();
+        let lease = LeaseId::random();
+        run(&env, &root_ids, lease).await;
+        // In round 0 every root succeeds; in the others, one or several fail.
+        let failing: Vec<usize> = match round {
+            0 => vec![],
+            1 => vec![7],
+            _ => vec![0, 13, 19],
+        };
+        let ends = root_ids.iter().enumerate().map(|(i, root)| {
+            let store = store.clone();
+            let outcome = if failing.contains(&i) {
+                TaskStatus::Failed
+            } else {
+                TaskStatus::Succeeded
+            };
+            let root = *root;
+            tokio::spawn(async move {
+                store
+                    .task_finish_run(
+                        root,
+                        Fence {
+                            lease_id: lease,
+                            runner_id: None,
+                        },
+                        &end(outcome),
+                        &policy(),
+                        Utc::now(),
+                    )
+                    .await
+                    .unwrap()
+            })
+        });
+        for ended in futures::future::join_all(ends).await {
+            assert!(ended.unwrap().status.is_terminal());
+        }
+        let join_ids: Vec<Uuid> = joins.iter().map(|t| t.id).collect();
+        for (i, row) in rows(&store, &join_ids).await.into_iter().enumerate() {
+            let rule = rules[i % 3];
+            let (pending, unmet) = (row.needs_pending, row.needs_unmet as usize);
+            if rule == ReleaseRule::OnSuccess && !failing.is_empty() {
+                // Skipped at the first failure counted: the ends after it find it no
+                // longer waiting and count nothing off.
+                assert!(
+                    unmet >= 1 && pending >= 0 && pending as usize + unmet <= 20,
+                    "round {round} join-{i}: {pending} pending, {unmet} unmet"
+                );
+            } else {
+                assert_eq!(
+                    (pending, unmet),
+                    (0, failing.len()),
+                    "round {round} join-{i}: each end counted off once"
+                );
+            }
+            let expected = match verdict(rule, 0, failing.len() as i32) {
+                Verdict::Release => TaskStatus::Queued,
+                Verdict::Skip => TaskStatus::Skipped,
+                Verdict::Wait => unreachable!(),
+            };
+            assert_eq!(row.status, expected, "round {round} join-{i} ({rule:?})");
+            assert!(row.released_by.is_some_and(|r| root_ids.contains(&r)));
+        }
+    }
+}
+
+/// A task naming a running task in `depends_on` while that task ends, over and over:
+/// whichever commits first, the new task is released — never left waiting.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_inserted_as_its_need_ends_is_never_left_waiting() {
+    let (env, store) = store("store-pipeline-race").await;
+    for _ in 0..40 {
+        let need = new_task_row();
+        store.task_insert(&need, Utc::now()).await.unwrap();
+        let lease = LeaseId::random();
+        run(&env, &[need.id], lease).await;
+        let waiter = NewTask {
+            needs_pending: 1,
+            release_when: Some(ReleaseRule::Always.as_str().into()),
+            ..new_task_row()
+        };
+        let (edges, failed, policy) = ([(waiter.id, need.id)], end(TaskStatus::Failed), policy());
+        let (inserted, ended) = tokio::join!(
+            store.tasks_insert_with_needs(std::slice::from_ref(&waiter), &edges, Utc::now()),
+            store.task_finish_run(
+                need.id,
+                Fence {
+                    lease_id: lease,
+                    runner_id: None,
+                },
+                &failed,
+                &policy,
+                Utc::now(),
+            ),
+        );
+        inserted.unwrap();
+        assert_eq!(ended.unwrap().status, TaskStatus::Failed);
+        let row = store.task_get(waiter.id).await.unwrap();
+        assert_eq!(row.status, TaskStatus::Queued, "left {:?}", row.status);
+        assert_eq!((row.needs_pending, row.needs_unmet), (0, 1));
+    }
+}
+
+/// A skip ends a job, so it counts off the jobs after it in the same transaction: a
+/// chain of 300 skips in one statement's wake, down to an `always` job at its end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_skip_cascades_down_a_long_chain_in_one_transaction() {
+    let (env, store) = store("store-pipeline-chain").await;
+    let id = Uuid::now_v7();
+    let mut jobs = vec![job(id, "j0", 0, ReleaseRule::OnSuccess, true)];
+    for i in 1..300 {
+        jobs.push(job(id, &format!("j{i}"), 1, ReleaseRule::OnSuccess, true));
+    }
+    jobs.push(job(id, "last", 1, ReleaseRule::Always, false));
+    let edges: Vec<(Uuid, Uuid)> = jobs.windows(2).map(|w| (w[1].id, w[0].id)).collect();
+    store
+        .pipeline_insert(&pipeline(id), &jobs, &edges, Utc::now())
+        .await
+        .unwrap();
+    let lease = LeaseId::random();
+    run(&env, &[jobs[0].id], lease).await;
+    store
+        .task_finish_run(
+            jobs[0].id,
+            Fence {
+                lease_id: lease,
+                runner_id: None,
+            },
+            &end(TaskStatus::Failed),
+            &policy(),
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = jobs.iter().map(|t| t.id).collect();
+    let after = rows(&store, &ids).await;
+    assert!(
+        after[1..300]
+            .iter()
+            .all(|t| t.status == TaskStatus::Skipped)
+    );
+    assert_eq!(after[300].status, TaskStatus::Queued);
+    assert!(after[1..].iter().all(|t| t.released_by == Some(jobs[0].id)));
+    let released = store.tasks_released_by(&[jobs[0].id]).await.unwrap();
+    assert_eq!(released.len(), 300);
+}
