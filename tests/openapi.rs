@@ -40,6 +40,11 @@ async fn the_document_lists_every_route() {
         ("/v1/schedules/{id}/pause", "post"),
         ("/v1/schedules/{id}/resume", "post"),
         ("/v1/schedules/{id}/trigger", "post"),
+        ("/v1/pipelines", "post"),
+        ("/v1/pipelines", "get"),
+        ("/v1/pipelines/{id}", "get"),
+        ("/v1/pipelines/{id}/cancel", "post"),
+        ("/v1/pipelines/{id}/jobs/{job}/retry", "post"),
         ("/v1/runners", "get"),
         ("/v1/runners/{id}", "delete"),
         ("/v1/runners/{id}/pause", "post"),
@@ -130,6 +135,31 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_schema() {
             .unwrap();
         schedules.push(made.id.to_string());
     }
+    // Pipelines that exist, each with one job `a` no runner takes; half of them cancelled,
+    // so that a re-run of `a` may be made.
+    let mut pipelines = Vec::new();
+    for i in 0..8 {
+        let (made, _) = user
+            .pipeline_submit(&baton_client::SubmitPipeline {
+                name: Some(format!("fuzzed-{i}")),
+                jobs: vec![baton_client::PipelineJobSpec {
+                    name: "a".into(),
+                    task: baton_client::SubmitTask {
+                        command: Some(vec!["true".into()]),
+                        labels: vec!["fuzzed-unserved".into()],
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        if i % 2 == 0 {
+            user.pipeline_cancel(made.id).await.unwrap();
+        }
+        pipelines.push(made.id.to_string());
+    }
     // The runner protocol answers an API token 403 whatever the input: it is fuzzed with
     // a runner's token below. Registration takes no bearer and stays here; its body is
     // given the registration token (hooks.py), which a fuzzer would never guess.
@@ -146,6 +176,7 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_schema() {
         &[
             ("BATON_ST_RUNNER_IDS", runners.join(",")),
             ("BATON_ST_SCHEDULE_IDS", schedules.join(",")),
+            ("BATON_ST_PIPELINE_IDS", pipelines.join(",")),
             ("BATON_ST_REGISTRATION_TOKEN", REGISTRATION_TOKEN.into()),
         ],
         120,
@@ -153,7 +184,7 @@ async fn schemathesis_finds_no_server_error_and_no_response_off_the_schema() {
     )
     .await;
     assert!(
-        stdout.contains("Tested: 44"),
+        stdout.contains("Tested: 49"),
         "every operation but the runner protocol's and the event stream was tested:\n{stdout}"
     );
     assert!(

@@ -79,7 +79,8 @@ struct World {
 
 impl World {
     /// A task put in `status` an hour ago (due, past its queue timeout, long started),
-    /// held by the runner under a lease; on its first attempt of one or of two.
+    /// held by the runner under a lease; on its first attempt of one or of two; and a
+    /// task waiting for it.
     async fn task_in(
         &self,
         status: TaskStatus,
@@ -103,6 +104,25 @@ impl World {
         .execute(&self.db)
         .await
         .unwrap();
+        // A task waiting for it (docs/pipelines.md): its end, if an operation ends it,
+        // releases or skips that one in the same transaction.
+        let waiting = baton_store::NewTask {
+            needs_pending: 1,
+            release_when: Some("on_success".into()),
+            ..new_task_row()
+        };
+        self.store.task_insert(&waiting, now).await.unwrap();
+        sqlx::query("INSERT INTO task_needs (task_id, needs_id) VALUES ($1, $2);")
+            .bind(waiting.id)
+            .bind(task.id)
+            .execute(&self.db)
+            .await
+            .unwrap();
+        sqlx::query("UPDATE tasks SET has_dependents = true WHERE id = $1")
+            .bind(task.id)
+            .execute(&self.db)
+            .await
+            .unwrap();
         (task.id, lease)
     }
 

@@ -23,6 +23,9 @@
 //!   (`pg_stat_statements`, BEGIN and COMMIT included), Redis commands
 //!   (`INFO commandstats`), HTTP requests (nginx's access log), CPU milliseconds by
 //!   process (`/proc`);
+//! - **pipelines**: what a release costs per job (a pipeline of pairs beside as many
+//!   tasks flat), the wait from the last needed job's end to a job's start, and a
+//!   10,000-job fan-out/fan-in beside 10,000 tasks flat (`pipelines.rs`);
 //! - **idle**: 1,000 parked runners for 60 s: Postgres statements per second in all,
 //!   Redis commands per poll, each node's resident memory;
 //! - the drain again with 1,000,000 finished tasks in the table;
@@ -39,6 +42,7 @@ mod counters;
 mod drains;
 mod idle;
 mod pickup;
+mod pipelines;
 mod protocol_runner;
 mod stack;
 mod sustained;
@@ -138,7 +142,8 @@ fn median_figure(mut rounds: Vec<Figure>) -> Figure {
     rounds.swap_remove(rounds.len() / 2)
 }
 
-/// `--only PHASE`: one phase (bullmq, first, drain, events, agent, pickup, idle, full), to
+/// `--only PHASE`: one phase (bullmq, first, drain, events, agent, pickup, pipelines, idle,
+/// full), to
 /// profile it; or one not in the default run (submit, alone; sustained, half an hour).
 fn only() -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -243,6 +248,9 @@ async fn bench() {
             pickups.push(pickup(&stack, &scale, LeasePath::Exchange).await);
             lease_pickups.push(pickup(&stack, &scale, LeasePath::Lease).await);
         }
+    }
+    if runs("pipelines") {
+        pipelines::pipelines(&stack, &scale, &sources, &processes).await;
     }
     let idle = if runs("idle") {
         Some(idle(&stack, &scale, &sources, &processes).await)

@@ -4,6 +4,10 @@ mod completions;
 mod connect;
 mod exit;
 mod log_lines;
+mod pipeline;
+mod pipeline_file;
+mod pipeline_table;
+mod pipeline_watch;
 mod queue;
 mod relay;
 mod resolve;
@@ -52,6 +56,9 @@ pub enum Command {
     /// Cron schedules that make tasks: create, list, pause, resume, trigger, delete.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
+    /// Pipelines of jobs that wait for the jobs they need: submit, watch, get, list, cancel, retry.
+    #[command(subcommand)]
+    Pipeline(pipeline::PipelineCommand),
     /// List, pause, resume and delete runners.
     #[command(subcommand)]
     Runners(runners::RunnersCommand),
@@ -98,6 +105,7 @@ async fn run_other(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Task(cmd) => task::run(cmd).await,
         Command::Schedule(cmd) => schedule::run(cmd).await,
+        Command::Pipeline(cmd) => pipeline::run(cmd).await,
         Command::Runners(cmd) => runners::run(cmd).await,
         Command::Queue(cmd) => queue::run(cmd).await,
         Command::Token(cmd) => tokens::tokens(cmd).await,

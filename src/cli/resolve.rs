@@ -1,8 +1,8 @@
 //! Naming a thing the way its table shows it. A task's short id goes to the server as it
 //! is (the path takes it); schedules, runners and tokens the CLI finds itself, in their
 //! listing: by whole id, by short id (the last 12 hex digits of the id), and a schedule
-//! also by its name. One match is the answer; none or several is an error that says
-//! which, before anything is changed.
+//! also by its name; a pipeline by short id among the newest pipelines. One match is the
+//! answer; none or several is an error that says which, before anything is changed.
 
 use anyhow::bail;
 use baton_client::{Client, SHORT_ID_LEN, short_id};
@@ -27,6 +27,11 @@ const SCHEDULE: Kind = Kind {
     noun: "schedule",
     list: "baton schedule list",
     by: "id, short id or name",
+};
+const PIPELINE: Kind = Kind {
+    noun: "pipeline",
+    list: "baton pipeline list",
+    by: "id or short id (the newest 1000 pipelines are searched)",
 };
 const RUNNER: Kind = Kind {
     noun: "runner",
@@ -91,6 +96,38 @@ pub async fn schedule(client: &Client, given: &str) -> anyhow::Result<Uuid> {
     let list = client.schedules().await?;
     let candidates = list.schedules.iter().map(|s| (s.id, Some(s.name.as_str())));
     pick(&SCHEDULE, given, candidates)
+}
+
+/// How far back a short pipeline id is looked for: pipelines are paged, newest first, and
+/// a short id is what the tables of recent ones show.
+const PIPELINE_PAGES: usize = 5;
+const PIPELINE_PAGE: i64 = 200;
+// What `PIPELINE.by` tells the user.
+const _: () = assert!(PIPELINE_PAGES as i64 * PIPELINE_PAGE == 1000);
+
+/// A pipeline by whole id, or by short id among the newest
+/// `PIPELINE_PAGES * PIPELINE_PAGE`.
+pub async fn pipeline(client: &Client, given: &str) -> anyhow::Result<Uuid> {
+    if let Some(id) = whole(given) {
+        return Ok(id);
+    }
+    if given.len() != SHORT_ID_LEN || !given.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return pick(&PIPELINE, given, std::iter::empty());
+    }
+    let mut before = None;
+    for _ in 0..PIPELINE_PAGES {
+        let page = client.pipeline_list(before, Some(PIPELINE_PAGE)).await?;
+        let candidates = page.pipelines.iter().map(|p| (p.id, None));
+        // Stops at the first page that names it: a short id is 48 random bits.
+        if let Ok(id) = pick(&PIPELINE, given, candidates) {
+            return Ok(id);
+        }
+        match page.next_cursor {
+            Some(next) => before = Some(next),
+            None => break,
+        }
+    }
+    pick(&PIPELINE, given, std::iter::empty())
 }
 
 /// A runner by whole id or short id.

@@ -90,7 +90,7 @@ fn line(
 }
 
 /// The cell with its control characters written as escapes.
-fn printable(cell: &str) -> String {
+pub fn printable(cell: &str) -> String {
     if !cell.chars().any(char::is_control) {
         return cell.to_string();
     }

@@ -7,6 +7,7 @@ use super::when::parse_time;
 use super::{exit, task_list, task_logs};
 use anyhow::Context;
 use baton_client::{RetryPolicy, SubmitTask, Task, TaskRef};
+use baton_core::pipeline::ReleaseRule;
 use clap::{Args, Subcommand};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -85,6 +86,15 @@ pub struct SubmitArgs {
     /// Start no earlier than this time (RFC 3339, e.g. 2026-12-01T08:00:00Z).
     #[arg(long, value_parser = parse_time, value_name = "TIME")]
     run_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Wait for this task to end first: its id or short id (repeatable, or
+    /// comma-separated). The task waits as `waiting`, then runs or ends `skipped` as
+    /// --when says.
+    #[arg(long, value_name = "TASK", value_delimiter = ',', action = clap::ArgAction::Append, conflicts_with = "run_at")]
+    depends_on: Vec<TaskRef>,
+    /// On which ends of --depends-on it runs: on_success (the default), on_failure or
+    /// always.
+    #[arg(long, value_parser = parse_when, requires = "depends_on")]
+    when: Option<ReleaseRule>,
     /// Follow the output and exit with the task's exit code: 124 if it timed out, 1 if
     /// it ended unsuccessfully with no code of its own (cancelled, expired, lost).
     #[arg(long, short)]
@@ -163,6 +173,10 @@ pub(super) fn parse_retry(s: &str) -> anyhow::Result<RetryPolicy> {
     serde_json::from_str(s).with_context(|| format!("--retry {s:?} is not a retry policy"))
 }
 
+fn parse_when(s: &str) -> Result<ReleaseRule, String> {
+    ReleaseRule::parse(s).ok_or_else(|| format!("{s:?} is not on_success, on_failure or always"))
+}
+
 fn parse_env(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -208,10 +222,20 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<ExitCode> {
 
 async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let client = args.client.client()?;
+    // The API takes whole ids: a short one is looked up once.
+    let mut depends_on = Vec::with_capacity(args.depends_on.len());
+    for task in args.depends_on {
+        depends_on.push(match task {
+            TaskRef::Id(id) => id,
+            short => client.task_get(short).await?.id,
+        });
+    }
     let request = SubmitTask {
         secret_env: args.secret_env.into_iter().collect(),
         run_at: args.run_at,
         idempotency_key: args.idempotency_key,
+        depends_on,
+        when: args.when,
         ..args.task.request()?
     };
     let (task, created) = client.submit(&request).await?;

@@ -19,8 +19,10 @@ def filter_query(ctx, query):
 # only ever meets 404, so the runner operations are given ones that exist, and reach
 # their handlers (a DELETE may take one away: later calls on it meet 404, as they should).
 RUNNER_IDS = [i for i in os.environ.get("BATON_ST_RUNNER_IDS", "").split(",") if i]
-# The same for schedules (`BATON_ST_SCHEDULE_IDS`).
+# The same for schedules (`BATON_ST_SCHEDULE_IDS`) and pipelines (`BATON_ST_PIPELINE_IDS`,
+# each with a job named `a`).
 SCHEDULE_IDS = [i for i in os.environ.get("BATON_ST_SCHEDULE_IDS", "").split(",") if i]
+PIPELINE_IDS = [i for i in os.environ.get("BATON_ST_PIPELINE_IDS", "").split(",") if i]
 
 
 def path_of(ctx):
@@ -30,11 +32,17 @@ def path_of(ctx):
 
 @schemathesis.hook
 def map_path_parameters(ctx, path_parameters):
-    for prefix, ids in (("/v1/runners/", RUNNER_IDS), ("/v1/schedules/", SCHEDULE_IDS)):
+    for prefix, ids in (
+        ("/v1/runners/", RUNNER_IDS),
+        ("/v1/schedules/", SCHEDULE_IDS),
+        ("/v1/pipelines/", PIPELINE_IDS),
+    ):
         if ids and path_of(ctx).startswith(prefix) and path_parameters and "id" in path_parameters:
             # Deterministic, so a failing example replays the same way.
             pick = sum(str(path_parameters["id"]).encode()) % len(ids)
             path_parameters["id"] = ids[pick]
+            if "job" in path_parameters:
+                path_parameters["job"] = "a"
     return path_parameters
 
 

@@ -19,6 +19,7 @@ mod load;
 mod on_demand;
 mod overlaps;
 mod pauses;
+mod pipelines;
 mod records;
 mod report;
 mod schedules;
@@ -176,6 +177,9 @@ async fn drill(
     let schedule = schedules::ScheduleWorkload::start(client()?).await?;
     let overlapping = overlaps::OverlapSchedules::start(client()?, &executions).await?;
     let pausing = tokio::spawn(pauses::run(client()?, seed, stop_load.clone()));
+    let piping = tokio::spawn(
+        pipelines::PipelineWorkload::new(client()?, &executions, seed).run(stop_load.clone()),
+    );
 
     let started = Instant::now();
     let refused = || load.retries();
@@ -190,6 +194,7 @@ async fn drill(
     stop_load.cancel();
     let submit_problems = submitting.await?;
     let pauses = pausing.await?;
+    let (pipelines, pipeline_ids, pipelines_refused) = piping.await?;
     cluster.heal().await?;
     let mut stop_problems = Vec::new();
     let overlap_tasks = {
@@ -214,6 +219,8 @@ async fn drill(
         cancel_unanswered: false,
         cancelled_by_a_tick: *policy == "cancel",
     }));
+    // Each pipeline job is a task of the load for every check of tasks.
+    accepted.extend(pipelines.jobs(&pipeline_ids).await?);
     let settle = Duration::from_secs(args.settle_s);
     let settled = checks::wait_quiescent(cluster, &accepted, settle).await;
     let flow = checks::Flow {
@@ -225,11 +232,21 @@ async fn drill(
     report.duration = Duration::from_secs(args.duration_s);
     report.submit_retries = load.retries();
     report.violations.extend(submit_problems);
+    report.violations.extend(pipelines_refused);
     report.violations.extend(stop_problems);
     let before = report.violations.len();
     report.schedule = schedule.check(cluster, &mut report.violations).await?;
     report.checks.push((
         "every schedule tick fired exactly once",
+        report.violations.len() == before,
+    ));
+    let before = report.violations.len();
+    let runs = records::runs_from(&executions);
+    report.pipelines = pipelines
+        .check(&pipeline_ids, &runs, &mut report.violations)
+        .await?;
+    report.checks.push((
+        "each pipeline job ended as its rule says, after what it needs",
         report.violations.len() == before,
     ));
     let before = report.violations.len();

@@ -22,6 +22,7 @@ pub struct Report {
     pub settled_after: Option<Duration>,
     pub schedule: super::schedules::ScheduleOutcome,
     pub on_demand: super::on_demand::OnDemand,
+    pub pipelines: super::pipelines::PipelineOutcome,
     pub checks: Vec<(&'static str, bool)>,
     pub violations: Vec<String>,
 }
@@ -47,6 +48,11 @@ impl Report {
             statuses.join(", ")
         );
         println!("  retries      {} tasks ran more than once", self.retried);
+        let p = &self.pipelines;
+        println!(
+            "  pipelines    {} submitted, {} jobs ({} skipped by their rule)",
+            p.pipelines, p.jobs, p.skipped
+        );
         let d = &self.on_demand;
         println!(
             "  on demand    {} tasks, {} runners started for them ({} assignments, {} attempts failed)",
@@ -163,6 +169,11 @@ impl Report {
                 "doubled": s.doubled,
                 "missing": s.missing,
                 "skipped": s.skipped,
+            },
+            "pipelines": {
+                "submitted": self.pipelines.pipelines,
+                "jobs": self.pipelines.jobs,
+                "skipped": self.pipelines.skipped,
             },
             "settled_after_s": self.settled_after.as_ref().map(secs),
             "checks": self.checks.iter().map(|(name, ok)| (name.to_string(), *ok)).collect::<std::collections::BTreeMap<_, _>>(),
