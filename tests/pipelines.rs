@@ -586,3 +586,97 @@ async fn bad_graphs_are_refused_naming_the_job_with_nothing_written() {
     let missing = user.pipeline_get(Uuid::now_v7()).await.unwrap_err();
     assert_eq!(missing.status().map(|s| s.as_u16()), Some(404), "{missing}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schedule_fires_a_pipeline_once_per_tick() {
+    let env = TestEnv::new("pipeline-schedule").await;
+    let node = env.node_with(&FAST_HA).await;
+    let _runner = env.runner(&node.url, &[], 4).await;
+    let user = user_client(&node.url);
+    let plain = |name: &str, needs: &[&str]| PipelineJobSpec {
+        name: name.into(),
+        needs: needs.iter().map(|s| s.to_string()).collect(),
+        task: SubmitTask {
+            command: Some(vec!["true".into()]),
+            ..Default::default()
+        },
+    };
+    let pipeline = SubmitPipeline {
+        name: Some("nightly".into()),
+        jobs: vec![plain("build", &[]), plain("test", &["build"])],
+        idempotency_key: None,
+    };
+    // A task and a pipeline at once is refused, with nothing written.
+    let both = user
+        .schedule_create(&baton_client::CreateSchedule {
+            name: "both".into(),
+            cron: "* * * * * *".into(),
+            task: SubmitTask {
+                command: Some(vec!["true".into()]),
+                ..Default::default()
+            },
+            pipeline: Some(pipeline.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(both.status().map(|s| s.as_u16()), Some(422), "{both}");
+    let schedule = user
+        .schedule_create(&baton_client::CreateSchedule {
+            name: "every-second".into(),
+            cron: "* * * * * *".into(),
+            pipeline: Some(pipeline),
+            overlap: Some("allow".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(schedule.pipeline.as_ref().map(|p| p.jobs.len()), Some(2));
+    let mut db = env.db().await;
+    let pool = sqlx::PgPool::connect(&env.database_url).await.unwrap();
+    wait_for("three ticks' pipelines", Duration::from_secs(30), || {
+        let pool = pool.clone();
+        async move {
+            let n: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM pipelines WHERE schedule_id = $1")
+                    .bind(schedule.id)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            (n >= 3).then_some(())
+        }
+    })
+    .await;
+    user.schedule_action(schedule.id, "pause").await.unwrap();
+    user.schedule_action(schedule.id, "trigger").await.unwrap();
+    // One pipeline per tick, its jobs the schedule's runs; the trigger made one more.
+    let doubled: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT scheduled_for FROM pipelines WHERE schedule_id = $1
+                               GROUP BY scheduled_for HAVING count(*) > 1) d",
+    )
+    .bind(schedule.id)
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(doubled, 0);
+    let (pipelines, jobs, loose): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM pipelines WHERE schedule_id = $1),
+                (SELECT count(*) FROM tasks WHERE schedule_id = $1),
+                (SELECT count(*) FROM tasks WHERE schedule_id = $1 AND pipeline_id IS NULL)",
+    )
+    .bind(schedule.id)
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!((jobs, loose), (2 * pipelines, 0));
+    let ids: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM pipelines WHERE schedule_id = $1")
+        .bind(schedule.id)
+        .fetch_all(&mut db)
+        .await
+        .unwrap();
+    for id in ids {
+        let done = settled(&user, id, Duration::from_secs(30)).await;
+        assert_eq!(done.status, PipelineStatus::Succeeded, "{done:#?}");
+        assert_eq!(done.schedule_id, Some(schedule.id));
+    }
+}

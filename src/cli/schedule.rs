@@ -102,6 +102,7 @@ pub async fn run(cmd: ScheduleCommand) -> anyhow::Result<ExitCode> {
                 start_at: args.start_at,
                 end_at: args.end_at,
                 jitter_s: args.jitter_s,
+                pipeline: None,
             };
             let made = args.client.client()?.schedule_create(&request).await?;
             match args.output {

@@ -1,6 +1,6 @@
 //! Wire types of `/v1/schedules`.
 
-use crate::wire::{SubmitTask, Task};
+use crate::wire::{SubmitPipeline, SubmitTask, Task};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -26,8 +26,14 @@ pub struct CreateSchedule {
     #[schema(min_length = 1, max_length = 64)]
     pub timezone: Option<String>,
     /// The task each tick makes: everything `POST /v1/tasks` takes, but `run_at`,
-    /// `idempotency_key` and `secret_env` (the schedule sets the first two itself).
+    /// `idempotency_key`, `secret_env` and `depends_on` (the schedule sets the first two
+    /// itself). Left out when the schedule fires a `pipeline`.
+    #[serde(default)]
     pub task: SubmitTask,
+    /// The pipeline each tick submits instead of a task (docs/pipelines.md), its jobs
+    /// under the same rules as a task template; the tick keys it, so a tick makes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<SubmitPipeline>,
     /// A tick while a run of this schedule is unfinished: `allow` it, `skip` it (the
     /// default), `cancel` the unfinished run, or `queue` one tick until it ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -80,9 +86,13 @@ pub struct UpdateSchedule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 64)]
     pub timezone: Option<String>,
-    /// A new template, replacing the old one whole (not merged field by field).
+    /// A new template, replacing the old one whole (not merged field by field); a
+    /// schedule that fired a pipeline fires this task from then on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<SubmitTask>,
+    /// A new pipeline template, replacing the old template whole, task or pipeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<SubmitPipeline>,
     /// A new overlap policy: `allow`, `skip`, `cancel` or `queue`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^(allow|skip|cancel|queue)$")]
@@ -119,8 +129,11 @@ pub struct Schedule {
     pub cron: String,
     /// The IANA zone the expression is read in (`UTC` unless one was given).
     pub timezone: String,
-    /// The template each tick's task is made from.
+    /// The template each tick's task is made from (empty for a pipeline's schedule).
     pub task: SubmitTask,
+    /// The pipeline each tick submits, for a schedule that fires one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<SubmitPipeline>,
     /// What a tick does while a run of this schedule is unfinished: `allow`, `skip`,
     /// `cancel` or `queue`.
     pub overlap: String,

@@ -9,11 +9,13 @@ use crate::error::ApiError;
 use crate::queue_defaults::DefaultsByQueue;
 use crate::state::AppState;
 use crate::webhooks::Webhooks;
-use baton_client::{CreateSchedule, Schedule, ScheduleRun, SubmitTask, UpdateSchedule};
+use baton_client::{
+    CreateSchedule, Schedule, ScheduleRun, SubmitPipeline, SubmitTask, UpdateSchedule,
+};
 use baton_core::cron::CronClock;
 use baton_core::schedule::{CatchUp, Overlap};
 use baton_core::validate::{self, Invalid};
-use baton_store::{NewTask, ScheduleRecord, ScheduleSettings};
+use baton_store::{NewPipeline, NewTask, ScheduleRecord, ScheduleSettings};
 use chrono::{DateTime, Duration, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -69,7 +71,6 @@ pub(crate) fn settings_of(
     keep_next: Option<Option<DateTime<Utc>>>,
 ) -> Result<ScheduleSettings, ApiError> {
     check_name(&req.name)?;
-    crate::admission::own_group(user, &mut req.task);
     let timezone = req.timezone.unwrap_or_else(|| DEFAULT_TIMEZONE.to_string());
     let clock = CronClock::new(&req.cron, &timezone)?;
     let overlap = req.overlap.as_deref().map(Overlap::parse).transpose()?;
@@ -83,7 +84,27 @@ pub(crate) fn settings_of(
     {
         return Err(Invalid::new("end_at", "must be after start_at").into());
     }
-    template_task(state, user, &req.task)?;
+    let template = match req.pipeline.take() {
+        Some(mut pipeline) => {
+            if req.task != SubmitTask::default() {
+                return Err(Invalid::new(
+                    "task",
+                    "a schedule fires a task or a pipeline: give one of them",
+                )
+                .into());
+            }
+            for job in &mut pipeline.jobs {
+                crate::admission::own_group(user, &mut job.task);
+            }
+            template_pipeline(state, user, &pipeline)?;
+            serde_json::json!({ PIPELINE_TEMPLATE: pipeline })
+        }
+        None => {
+            crate::admission::own_group(user, &mut req.task);
+            template_task(state, user, &req.task)?;
+            serde_json::to_value(&req.task).expect("a task serialises")
+        }
+    };
     let next_fire_at = match keep_next {
         Some(next) => next.filter(|t| req.end_at.is_none_or(|end| *t <= end)),
         None => first_tick(&clock, now, req.start_at, req.end_at),
@@ -92,7 +113,7 @@ pub(crate) fn settings_of(
         name: req.name,
         cron: req.cron,
         timezone,
-        template: Json(serde_json::to_value(&req.task).expect("a task serialises")),
+        template: Json(template),
         overlap: overlap.unwrap_or(DEFAULT_OVERLAP).as_str().to_string(),
         catch_up: catch_up.unwrap_or(DEFAULT_CATCH_UP).as_str().to_string(),
         catch_up_window_s: i32::try_from(window).expect("bounded above"),
@@ -110,14 +131,20 @@ pub(crate) fn changed(
     change: UpdateSchedule,
 ) -> Result<CreateSchedule, ApiError> {
     let was = &record.settings;
+    let (task_template, pipeline_template) = match (change.task, change.pipeline) {
+        (task, Some(pipeline)) => (task.unwrap_or_default(), Some(pipeline)),
+        (Some(task), None) => (task, None),
+        (None, None) => match template_of(record)? {
+            Template::Task(task) => (task, None),
+            Template::Pipeline(pipeline) => (SubmitTask::default(), Some(pipeline)),
+        },
+    };
     Ok(CreateSchedule {
         name: change.name.unwrap_or_else(|| was.name.clone()),
         cron: change.cron.unwrap_or_else(|| was.cron.clone()),
         timezone: Some(change.timezone.unwrap_or_else(|| was.timezone.clone())),
-        task: match change.task {
-            Some(task) => task,
-            None => template_of(record)?,
-        },
+        task: task_template,
+        pipeline: pipeline_template,
         overlap: Some(change.overlap.unwrap_or_else(|| was.overlap.clone())),
         catch_up: Some(change.catch_up.unwrap_or_else(|| was.catch_up.clone())),
         catch_up_window_s: Some(
@@ -141,14 +168,72 @@ pub(crate) fn moves_ticks(record: &ScheduleRecord, after: &CreateSchedule) -> bo
         || was.start_at != after.start_at
 }
 
+/// A schedule's template: the task each tick makes, or the pipeline it submits.
+pub(crate) enum Template {
+    Task(SubmitTask),
+    Pipeline(SubmitPipeline),
+}
+
+/// A pipeline's template is stored as `{"pipeline": <its submit>}`; a task's is the
+/// task's submit itself, which has no such field.
+const PIPELINE_TEMPLATE: &str = "pipeline";
+
 /// The stored template, as the request it came from.
-fn template_of(record: &ScheduleRecord) -> Result<SubmitTask, ApiError> {
-    serde_json::from_value(record.settings.template.0.clone()).map_err(|e| {
+pub(crate) fn template_of(record: &ScheduleRecord) -> Result<Template, ApiError> {
+    let stored = &record.settings.template.0;
+    let read = match stored.get(PIPELINE_TEMPLATE) {
+        Some(pipeline) => serde_json::from_value(pipeline.clone()).map(Template::Pipeline),
+        None => serde_json::from_value(stored.clone()).map(Template::Task),
+    };
+    read.map_err(|e| {
         ApiError::from(baton_store::StoreError::Internal(format!(
             "schedule {} has an unreadable template: {e}",
             record.id
         )))
     })
+}
+
+/// A pipeline template checked as a submit by `user` would be, with a task template's
+/// rules for each job (errors named `pipeline.<field>`): the tick keys it, and no job
+/// keeps secrets.
+fn template_pipeline(
+    state: &AppState,
+    user: &User,
+    pipeline: &SubmitPipeline,
+) -> Result<(), ApiError> {
+    let refused = |field: String, why: &str| -> ApiError {
+        Invalid::new(format!("pipeline.{field}"), why.to_string()).into()
+    };
+    if pipeline.idempotency_key.is_some() {
+        return Err(refused(
+            "idempotency_key".into(),
+            "a schedule keys each tick's pipeline itself",
+        ));
+    }
+    if let Some(job) = pipeline.jobs.iter().find(|j| !j.task.secret_env.is_empty()) {
+        return Err(refused(
+            format!("jobs.{}.secret_env", job.name),
+            "schedules do not keep secrets; give the job its credentials another way",
+        ));
+    }
+    let rules = (&*state.config, &*state.webhooks);
+    crate::api::pipelines::pipeline_of(
+        rules,
+        &DefaultsByQueue::new(),
+        &user.token_id,
+        pipeline.clone(),
+        None,
+        None,
+        &|t| {
+            user.may_submit_to(&t.queue, &t.labels, t.priority)?;
+            Ok(t)
+        },
+    )
+    .map_err(|mut e| {
+        e.message = format!("pipeline.{}", e.message);
+        e
+    })?;
+    Ok(())
 }
 
 fn check_name(name: &str) -> Result<(), Invalid> {
@@ -232,15 +317,40 @@ fn tick_task_of(
     )
 }
 
-/// The task a tick makes, keyed to the tick, starting after the tick's jitter.
-pub(crate) fn tick_task(
+/// What a tick makes: a task, or a pipeline with its jobs and their edges.
+pub(crate) enum TickWork {
+    Task(NewTask),
+    Pipeline(NewPipeline, Vec<NewTask>, Vec<(Uuid, Uuid)>),
+}
+
+/// What a tick makes from the schedule's template, keyed to the tick: a task (starting
+/// after the tick's jitter), or a pipeline (whose jobs carry the schedule and tick; no
+/// jitter: its first jobs are queued at once).
+pub(crate) fn tick_work(
     rules: TaskRules<'_>,
     queues: &DefaultsByQueue,
     record: &ScheduleRecord,
     tick: DateTime<Utc>,
     key: String,
-) -> Result<NewTask, ApiError> {
-    let mut task = tick_task_of(rules, queues, template_of(record)?, &record.created_by)?;
+) -> Result<TickWork, ApiError> {
+    let template = match template_of(record)? {
+        Template::Task(task) => task,
+        Template::Pipeline(pipeline) => {
+            let (mut made, jobs, edges) = crate::api::pipelines::pipeline_of(
+                rules,
+                queues,
+                &record.created_by,
+                pipeline,
+                None,
+                Some((record.id, tick)),
+                &Ok,
+            )?;
+            // As a tick's task key, unscoped: no user's key can equal it.
+            made.idempotency_key = Some(key);
+            return Ok(TickWork::Pipeline(made, jobs, edges));
+        }
+    };
+    let mut task = tick_task_of(rules, queues, template, &record.created_by)?;
     let jitter = u32::try_from(record.settings.jitter_s).unwrap_or(0);
     if jitter > 0 {
         task.run_at =
@@ -249,7 +359,7 @@ pub(crate) fn tick_task(
     task.idempotency_key = Some(key);
     task.schedule_id = Some(record.id);
     task.scheduled_for = Some(tick);
-    Ok(task)
+    Ok(TickWork::Task(task))
 }
 
 /// A schedule as users see it; `detail` adds its next ticks and latest runs.
@@ -258,8 +368,12 @@ pub(crate) fn schedule_view(
     next_fires: Vec<DateTime<Utc>>,
     last_runs: Vec<ScheduleRun>,
 ) -> Schedule {
+    let (mut task, pipeline) = match template_of(&record) {
+        Ok(Template::Task(task)) => (task, None),
+        Ok(Template::Pipeline(pipeline)) => (SubmitTask::default(), Some(pipeline)),
+        Err(_) => (SubmitTask::default(), None),
+    };
     let settings = record.settings;
-    let mut task: SubmitTask = serde_json::from_value(settings.template.0).unwrap_or_default();
     // The template's webhook address is shown as a task's is.
     task.notify_url = task
         .notify_url
@@ -270,6 +384,7 @@ pub(crate) fn schedule_view(
         cron: settings.cron,
         timezone: settings.timezone,
         task,
+        pipeline,
         overlap: settings.overlap,
         catch_up: settings.catch_up,
         catch_up_window_s: settings.catch_up_window_s.into(),

@@ -197,6 +197,39 @@ async fn insert_with_needs(
         .collect())
 }
 
+/// Inserts a pipeline and its jobs with their edges inside `conn`'s transaction (a
+/// submit's, or a schedule's fire): its row and its jobs' rows, or `None` when its
+/// idempotency key is taken (nothing written).
+pub(crate) async fn insert_pipeline_in(
+    conn: &mut PgConnection,
+    pipeline: &NewPipeline,
+    jobs: &[NewTask],
+    needs: &[(Uuid, Uuid)],
+    now: DateTime<Utc>,
+) -> Result<Option<(PipelineRecord, Vec<TaskRecord>)>, StoreError> {
+    let created: Option<PipelineRecord> = sqlx::query_as(
+        "INSERT INTO pipelines (id, name, created_by, created_at, idempotency_key,
+                                schedule_id, scheduled_for)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+         RETURNING *",
+    )
+    .bind(pipeline.id)
+    .bind(&pipeline.name)
+    .bind(&pipeline.created_by)
+    .bind(now)
+    .bind(&pipeline.idempotency_key)
+    .bind(pipeline.schedule_id)
+    .bind(pipeline.scheduled_for)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(record) = created else {
+        return Ok(None);
+    };
+    let rows = insert_with_needs(conn, jobs, needs, now).await?;
+    Ok(Some((record, rows.into_iter().map(|(t, _)| t).collect())))
+}
+
 impl Store {
     /// Inserts a pipeline and its jobs with their edges `(task, needs)`, in one
     /// transaction; a repeated idempotency key inserts nothing and answers the first
@@ -209,23 +242,8 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<(PipelineRecord, Vec<TaskRecord>, bool), StoreError> {
         let mut tx = self.pool.begin().await?;
-        let created: Option<PipelineRecord> = sqlx::query_as(
-            "INSERT INTO pipelines (id, name, created_by, created_at, idempotency_key,
-                                    schedule_id, scheduled_for)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-             RETURNING *",
-        )
-        .bind(pipeline.id)
-        .bind(&pipeline.name)
-        .bind(&pipeline.created_by)
-        .bind(now)
-        .bind(&pipeline.idempotency_key)
-        .bind(pipeline.schedule_id)
-        .bind(pipeline.scheduled_for)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(record) = created else {
+        let Some((record, rows)) = insert_pipeline_in(&mut tx, pipeline, jobs, needs, now).await?
+        else {
             drop(tx);
             let existing: PipelineRecord =
                 sqlx::query_as("SELECT * FROM pipelines WHERE idempotency_key = $1")
@@ -235,9 +253,8 @@ impl Store {
             let jobs = self.pipeline_jobs(existing.id).await?.tasks;
             return Ok((existing, jobs, false));
         };
-        let rows = insert_with_needs(&mut tx, jobs, needs, now).await?;
         tx.commit().await?;
-        Ok((record, rows.into_iter().map(|(t, _)| t).collect(), true))
+        Ok((record, rows, true))
     }
 
     /// Inserts tasks that need existing tasks (`depends_on`), with their edges

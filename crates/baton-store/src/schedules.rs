@@ -127,6 +127,9 @@ pub struct Fire {
     pub read_buffered: Option<DateTime<Utc>>,
     /// The tasks the ticks make.
     pub tasks: Vec<NewTask>,
+    /// The pipelines the ticks make (docs/pipelines.md): each with its jobs and their
+    /// edges `(task, needs)`, keyed to its tick.
+    pub pipelines: Vec<(crate::NewPipeline, Vec<NewTask>, Vec<(Uuid, Uuid)>)>,
     /// The ticks skipped.
     pub skips: Vec<ScheduleSkip>,
     /// The next tick after these.
@@ -141,7 +144,7 @@ pub struct Fire {
 /// What a fire wrote: the tasks it made, and the earlier runs it cancelled.
 #[derive(Debug, Clone, Default)]
 pub struct Fired {
-    /// The tasks made.
+    /// The tasks made (a pipeline's jobs among them).
     pub made: Vec<TaskRecord>,
     /// The earlier runs cancelled (those that had ended meanwhile are not among them).
     pub cancelled: Vec<crate::Cancelled>,
@@ -375,7 +378,7 @@ impl Store {
         .bind(fire.read_buffered)
         .bind(fire.next_fire_at)
         .bind(fire.buffered_for)
-        .bind(fire.tasks.len() as i64)
+        .bind((fire.tasks.len() + fire.pipelines.len()) as i64)
         .bind(fire.skips.iter().map(|s| s.ticks).sum::<i64>())
         .execute(&mut *tx)
         .await?;
@@ -388,6 +391,13 @@ impl Store {
             let (task, created) = answer?;
             if created {
                 made.push(task);
+            }
+        }
+        for (pipeline, jobs, needs) in &fire.pipelines {
+            if let Some((_, rows)) =
+                crate::pipelines::insert_pipeline_in(&mut tx, pipeline, jobs, needs, now).await?
+            {
+                made.extend(rows);
             }
         }
         let mut cancelled = Vec::with_capacity(fire.cancel.len());

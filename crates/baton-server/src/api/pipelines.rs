@@ -13,6 +13,8 @@ use crate::auth::User;
 use crate::dispatch::submit;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::queue_defaults::DefaultsByQueue;
+use crate::schedules::TaskRules;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -50,8 +52,7 @@ pub(super) async fn submit(
     ApiJson(req): ApiJson<SubmitPipeline>,
 ) -> Result<(StatusCode, Json<Pipeline>), ApiError> {
     user.require_submit()?;
-    let (pipeline, jobs, edges) =
-        pipeline_rows(&state, &user, req, traceparent(&headers), None).await?;
+    let (pipeline, jobs, edges) = pipeline_rows(&state, &user, req, traceparent(&headers)).await?;
     let (record, rows, created) = submit_rows(&state, &pipeline, jobs, &edges).await?;
     if created {
         tracing::info!(pipeline.id = %record.id, jobs = rows.len(), "pipeline submitted");
@@ -76,9 +77,40 @@ pub(super) async fn submit(
 pub(crate) async fn pipeline_rows(
     state: &AppState,
     user: &User,
+    mut req: SubmitPipeline,
+    traceparent: Option<String>,
+) -> Result<(NewPipeline, Vec<baton_store::NewTask>, Vec<(Uuid, Uuid)>), ApiError> {
+    for job in &mut req.jobs {
+        own_group(user, &mut job.task);
+    }
+    let seal = {
+        let tasks: Vec<_> = req.jobs.iter().map(|j| j.task.clone()).collect();
+        sealing_now(state, &tasks).await
+    };
+    let queues = state.queue_defaults.current(&state.store).await?;
+    pipeline_of(
+        (&state.config, &state.webhooks),
+        &queues,
+        &user.token_id,
+        req,
+        traceparent,
+        None,
+        &|t| admitted(state, user, t, seal),
+    )
+}
+
+/// A pipeline request checked into its rows, for `owner`: each job's task checked as a
+/// task's submit is (`admit` adds the submitter's own checks: its token's limits, its
+/// secrets sealed), the graph as `pipeline::check_graph` says. `schedule`: the schedule
+/// and tick firing it, which its jobs carry.
+pub(crate) fn pipeline_of(
+    (config, webhooks): TaskRules<'_>,
+    queues: &DefaultsByQueue,
+    owner: &str,
     req: SubmitPipeline,
     traceparent: Option<String>,
     schedule: Option<(Uuid, chrono::DateTime<chrono::Utc>)>,
+    admit: &dyn Fn(baton_store::NewTask) -> Result<baton_store::NewTask, ApiError>,
 ) -> Result<(NewPipeline, Vec<baton_store::NewTask>, Vec<(Uuid, Uuid)>), ApiError> {
     let name = req.name.unwrap_or_else(|| "pipeline".to_string());
     if name.is_empty()
@@ -99,18 +131,13 @@ pub(crate) async fn pipeline_rows(
         .iter()
         .map(|j| (j.name.clone(), j.needs.clone()))
         .collect();
-    pipeline::check_graph(&graph, state.config.limits.max_pipeline_jobs)?;
+    pipeline::check_graph(&graph, config.limits.max_pipeline_jobs)?;
     let needed: HashSet<&str> = graph
         .iter()
         .flat_map(|(_, needs)| needs.iter().map(String::as_str))
         .collect();
     let id = Uuid::now_v7();
-    let seal = {
-        let tasks: Vec<_> = req.jobs.iter().map(|j| j.task.clone()).collect();
-        sealing_now(state, &tasks).await
-    };
-    let queues = state.queue_defaults.current(&state.store).await?;
-    let retry_default = state.config.timings.retry_backoff();
+    let retry_default = config.timings.retry_backoff();
     let mut tasks = Vec::with_capacity(req.jobs.len());
     for mut job in req.jobs {
         let at = |e: ApiError| ApiError {
@@ -146,17 +173,16 @@ pub(crate) async fn pipeline_rows(
             )
             .into());
         }
-        own_group(user, &mut job.task);
         let mut task = new_task(
             job.task,
-            &queues,
-            &state.config.limits,
-            &state.webhooks.policy,
+            queues,
+            &config.limits,
+            &webhooks.policy,
             &retry_default,
-            &user.token_id,
+            owner,
             traceparent.clone(),
         )
-        .and_then(|t| admitted(state, user, t, seal))
+        .and_then(admit)
         .map_err(at)?;
         task.pipeline_id = Some(id);
         task.has_dependents = needed.contains(job.name.as_str());
@@ -181,10 +207,10 @@ pub(crate) async fn pipeline_rows(
     let pipeline = NewPipeline {
         id,
         name,
-        created_by: user.token_id.clone(),
+        created_by: owner.to_string(),
         idempotency_key: req
             .idempotency_key
-            .map(|k| baton_core::idempotency::scoped(&user.token_id, &k)),
+            .map(|k| baton_core::idempotency::scoped(owner, &k)),
         schedule_id: schedule.map(|(s, _)| s),
         scheduled_for: schedule.map(|(_, t)| t),
     };

@@ -7,7 +7,7 @@ use crate::auth::User;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
 use crate::schedules::{
-    changed, clock_of, first_tick, moves_ticks, schedule_view, settings_of, tick_task,
+    changed, clock_of, first_tick, moves_ticks, schedule_view, settings_of, tick_work,
 };
 use crate::state::AppState;
 use crate::views::task_summary_view;
@@ -263,10 +263,18 @@ pub(super) async fn trigger(
     let now = state.clock.now();
     let key = format!("sched/{id}/trigger/{}", Uuid::now_v7());
     let queues = state.queue_defaults.current(&state.store).await?;
-    let task = tick_task((&state.config, &state.webhooks), &queues, &record, now, key)?;
-    let made = crate::dispatch::submit::submit(&state.dispatcher, vec![task]).await?;
-    if let Some((task, _)) = made.first() {
-        tracing::info!(schedule.id = %id, task.id = %task.id, "schedule triggered");
+    match tick_work((&state.config, &state.webhooks), &queues, &record, now, key)? {
+        crate::schedules::TickWork::Task(task) => {
+            let made = crate::dispatch::submit::submit(&state.dispatcher, vec![task]).await?;
+            if let Some((task, _)) = made.first() {
+                tracing::info!(schedule.id = %id, task.id = %task.id, "schedule triggered");
+            }
+        }
+        crate::schedules::TickWork::Pipeline(pipeline, jobs, edges) => {
+            let (made, _, _) =
+                super::pipelines::submit_rows(&state, &pipeline, jobs, &edges).await?;
+            tracing::info!(schedule.id = %id, pipeline.id = %made.id, "schedule triggered");
+        }
     }
     get(State(state), user, ApiPath(id)).await
 }

@@ -16,11 +16,12 @@
 use crate::config::ServeConfig;
 use crate::dispatch::Dispatcher;
 use crate::queue_defaults::QueueDefaultsCache;
-use crate::schedules::{clock_of, tick_key, tick_task};
+use crate::schedules::{TickWork, clock_of, tick_key, tick_work};
 use crate::services::ServiceError;
 use crate::services::service::{Passed, Service};
 use crate::webhooks::Webhooks;
 use baton_coord::Wake;
+use baton_core::TaskStatus;
 use baton_core::fault::Fault;
 use baton_core::schedule::{CatchUp, CatchUpRule, DueTicks, Overlap, due_ticks, plan_overlap};
 use baton_store::{Fire, NewTask, ScheduleRecord, ScheduleSkip, StoreError, TaskRecord};
@@ -192,6 +193,7 @@ impl Scheduler {
         }
         let mut skips: Vec<ScheduleSkip> = Vec::new();
         let mut tasks: Vec<NewTask> = Vec::new();
+        let mut pipelines = Vec::new();
         let queues = if plan.start.is_empty() {
             Default::default()
         } else {
@@ -199,14 +201,17 @@ impl Scheduler {
                 .await?
         };
         for (tick, _) in &plan.start {
-            match tick_task(
+            match tick_work(
                 (&self.dispatcher.config, &self.webhooks),
                 &queues,
                 record,
                 *tick,
                 tick_key(record.id, *tick),
             ) {
-                Ok(task) => tasks.push(task),
+                Ok(TickWork::Task(task)) => tasks.push(task),
+                Ok(TickWork::Pipeline(pipeline, jobs, edges)) => {
+                    pipelines.push((pipeline, jobs, edges));
+                }
                 Err(e) => {
                     tracing::warn!(schedule.id = %record.id, error = %e.message, "tick's task refused by today's limits; skipped");
                     skips.push(skip(*tick, *tick, 1, "invalid", now));
@@ -238,6 +243,7 @@ impl Scheduler {
             read_next: record.settings.next_fire_at,
             read_buffered: record.buffered_for,
             tasks,
+            pipelines,
             skips,
             next_fire_at: due.next,
             buffered_for: plan.buffered,
@@ -282,7 +288,13 @@ impl Scheduler {
         for task in made {
             self.dispatcher.events.schedule_fired(record.id, task).await;
         }
-        crate::dispatch::submit::enqueue_created(&self.dispatcher, &made_refs).await;
+        // A pipeline's jobs with needs wait in no queue: their release queues them.
+        let runnable: Vec<&TaskRecord> = made_refs
+            .iter()
+            .filter(|t| matches!(t.status, TaskStatus::Queued | TaskStatus::Scheduled))
+            .copied()
+            .collect();
+        crate::dispatch::submit::enqueue_created(&self.dispatcher, &runnable).await;
         for task in made {
             if let Some(tick) = task.scheduled_for {
                 crate::metrics::schedule_fired(now - tick);
