@@ -54,19 +54,41 @@ CREATE TABLE task_needs (
 );
 CREATE INDEX task_needs_task ON task_needs (task_id);
 
+-- `value` cut to at most `bytes` bytes of UTF-8, never inside a character (a cut inside
+-- one would be an invalid string, and fail the terminal write that releases the job).
+CREATE FUNCTION tasks_utf8_prefix(value text, bytes integer) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    encoded bytea := convert_to(value, 'UTF8');
+    cut integer := bytes;
+BEGIN
+    IF octet_length(encoded) <= bytes THEN
+        RETURN value;
+    END IF;
+    -- Back off the continuation bytes (10xxxxxx) of the character the cut falls in.
+    WHILE cut > 0 AND (get_byte(encoded, cut) & 192) = 128 LOOP
+        cut := cut - 1;
+    END LOOP;
+    RETURN convert_from(substring(encoded FROM 1 FOR cut), 'UTF8');
+END
+$$;
+
 -- The environment a released job gets from the outputs of the jobs it needs:
 -- `BATON_NEEDS_<JOB>_<NAME>` (`baton_core::pipeline::needs_variable`), each value cut to
 -- 4,096 bytes, all of them to 65,536 in the order of their names
--- (`MAX_NEEDS_VALUE_BYTES`, `MAX_NEEDS_ENV_BYTES`).
+-- (`MAX_NEEDS_VALUE_BYTES`, `MAX_NEEDS_ENV_BYTES`). Two outputs that map to one name: the
+-- one of the later job name, then the later output name, wins.
 CREATE FUNCTION tasks_needs_env(dependent uuid) RETURNS jsonb LANGUAGE sql STABLE AS $$
-    SELECT COALESCE(jsonb_object_agg(name, value), '{}'::jsonb)
-    FROM (SELECT name, value,
-                 sum(octet_length(name) + octet_length(value)) OVER (ORDER BY name) AS total
+    SELECT COALESCE(jsonb_object_agg(name, value ORDER BY job, output), '{}'::jsonb)
+    FROM (SELECT name, value, job, output,
+                 sum(octet_length(name) + octet_length(value)) OVER (ORDER BY name, job, output)
+                     AS total
           FROM (SELECT 'BATON_NEEDS_' || upper(regexp_replace(e.job, '[^A-Za-z0-9]', '_', 'g'))
                        || '_' || upper(regexp_replace(o.key, '[^A-Za-z0-9]', '_', 'g')) AS name,
-                       convert_from(substring(convert_to(
+                       tasks_utf8_prefix(
                            CASE jsonb_typeof(o.value) WHEN 'string' THEN o.value #>> '{}'
-                                ELSE o.value::text END, 'UTF8') FROM 1 FOR 4096), 'UTF8') AS value
+                                ELSE o.value::text END, 4096) AS value,
+                       e.job, o.key AS output
                 FROM task_needs n
                 JOIN tasks e ON e.id = n.needs_id
                 CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(e.outputs) = 'object'
@@ -98,8 +120,9 @@ DECLARE
     skipped uuid[];
 BEGIN
     WHILE cardinality(ended) > 0 LOOP
-        -- Rows locked in id order: two transactions ending needs of the same jobs queue
-        -- up behind each other rather than deadlock.
+        -- This call's rows locked in id order. (Two statements each ending several needs
+        -- can still lock in opposite orders through two calls: Postgres finds the
+        -- deadlock and the group commit writes its batch again.)
         PERFORM 1 FROM tasks t
         WHERE t.id IN (SELECT n.task_id FROM task_needs n WHERE n.needs_id = ANY(ended))
           AND (among IS NULL OR t.id = ANY(among)) AND t.status = 'waiting'
@@ -137,6 +160,11 @@ BEGIN
                              THEN 'skipped: every job it needs succeeded'
                              ELSE 'skipped: a job it needs did not succeed' END
             WHERE t.id = ANY(skipped);
+            -- A skip is an end: its completion webhook is due as any end's (§4.8).
+            INSERT INTO outbox (task_id, kind, target, idempotency_key, created_at, next_attempt_at)
+            SELECT id, 'webhook', notify_url, id || ':skipped', at, at
+            FROM tasks WHERE id = ANY(skipped) AND notify_url IS NOT NULL
+            ON CONFLICT (idempotency_key) DO NOTHING;
             ended := ARRAY(SELECT id FROM tasks WHERE id = ANY(skipped) AND has_dependents);
         END IF;
         among := NULL;
@@ -151,14 +179,14 @@ BEGIN
 END
 $$;
 
--- Only a task something needs, only as it ends, only for a statement's own rows (a skip
--- inside `tasks_resolve` is counted by its loop, not by this trigger again).
+-- Only a task something needs, only as it ends, and never for a skip: every skip is
+-- written by `tasks_resolve`, whose loop counts it off the jobs after it (this trigger
+-- counting it again would count it twice).
 CREATE TRIGGER tasks_release_dependents AFTER UPDATE OF status ON tasks
     FOR EACH ROW
     WHEN (NEW.has_dependents
-          AND NEW.status IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'expired', 'skipped')
-          AND OLD.status NOT IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'expired', 'skipped')
-          AND pg_trigger_depth() = 0)
+          AND NEW.status IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'expired')
+          AND OLD.status NOT IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'expired', 'skipped'))
     EXECUTE FUNCTION tasks_release_dependents();
 
 -- A skipped job's secrets are erased as any ended task's are.

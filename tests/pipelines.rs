@@ -158,6 +158,10 @@ async fn a_diamond_runs_each_job_after_what_it_needs_with_their_outputs() {
         .unwrap();
     assert!(!created);
     assert_eq!(again.id, pipeline.id);
+    assert_eq!(
+        again.jobs, pipeline.jobs,
+        "the first pipeline, its graph whole"
+    );
     let done = settled(&user, pipeline.id, Duration::from_secs(60)).await;
     assert_eq!(done.status, PipelineStatus::Succeeded, "{done:#?}");
     let (times, starts) = recorded(&record);
@@ -621,6 +625,22 @@ async fn a_schedule_fires_a_pipeline_once_per_tick() {
         .await
         .unwrap_err();
     assert_eq!(both.status().map(|s| s.as_u16()), Some(422), "{both}");
+    // A tick's task cannot wait for tasks: it would wait forever.
+    let waiting = user
+        .schedule_create(&baton_client::CreateSchedule {
+            name: "waits".into(),
+            cron: "* * * * * *".into(),
+            task: SubmitTask {
+                command: Some(vec!["true".into()]),
+                depends_on: vec![Uuid::now_v7()],
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(waiting.status().map(|s| s.as_u16()), Some(422), "{waiting}");
+    assert!(waiting.to_string().contains("task.depends_on"), "{waiting}");
     let schedule = user
         .schedule_create(&baton_client::CreateSchedule {
             name: "every-second".into(),

@@ -282,3 +282,182 @@ async fn a_skip_cascades_down_a_long_chain_in_one_transaction() {
     let released = store.tasks_released_by(&[jobs[0].id]).await.unwrap();
     assert_eq!(released.len(), 300);
 }
+
+/// Two batches, each ending two needs, lock the jobs waiting on them in opposite orders
+/// (J1 needs A and D, J2 needs B and C; one batch ends A and B, the other C and D): one
+/// of them meets a deadlock Postgres breaks, and is written again. Both ends hold, and
+/// each job is released once.
+#[tokio::test(flavor = "multi_thread")]
+async fn batches_ending_needs_in_opposite_orders_both_commit() {
+    let (env, store) = store("store-pipeline-deadlock").await;
+    for _ in 0..10 {
+        let id = Uuid::now_v7();
+        let needs: Vec<NewTask> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| job(id, n, 0, ReleaseRule::OnSuccess, true))
+            .collect();
+        let j1 = job(id, "j1", 2, ReleaseRule::OnSuccess, false);
+        let j2 = job(id, "j2", 2, ReleaseRule::OnSuccess, false);
+        let edges = vec![
+            (j1.id, needs[0].id),
+            (j1.id, needs[3].id),
+            (j2.id, needs[1].id),
+            (j2.id, needs[2].id),
+        ];
+        let all: Vec<NewTask> = needs.iter().chain([&j1, &j2]).cloned().collect();
+        store
+            .pipeline_insert(&pipeline(id), &all, &edges, Utc::now())
+            .await
+            .unwrap();
+        let lease = LeaseId::random();
+        let ids: Vec<Uuid> = needs.iter().map(|t| t.id).collect();
+        run(&env, &ids, lease).await;
+        let batch = |pair: [Uuid; 2]| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let work = baton_store::Work {
+                    finishes: pair
+                        .iter()
+                        .map(|task| baton_store::FinishRun {
+                            task: *task,
+                            fence: Fence {
+                                lease_id: lease,
+                                runner_id: None,
+                            },
+                            end: end(TaskStatus::Succeeded),
+                            jitter_unit: 0.5,
+                        })
+                        .collect(),
+                    ..Default::default()
+                };
+                store
+                    .write_now(&work, &baton_store::Apply::at(Utc::now()))
+                    .await
+            })
+        };
+        let (first, second) = tokio::join!(batch([ids[0], ids[1]]), batch([ids[2], ids[3]]));
+        for done in [first.unwrap(), second.unwrap()] {
+            let done = done.expect("a batch that met a deadlock is written again");
+            assert!(done.finishes.iter().all(|f| f.is_ok()));
+        }
+        for row in rows(&store, &[j1.id, j2.id]).await {
+            assert_eq!((row.status, row.needs_pending), (TaskStatus::Queued, 0));
+        }
+    }
+}
+
+/// An output of 3,001 characters, most of two bytes, cut to 4,096 bytes for the job that
+/// needs it: at a character's edge, so the end that releases the job is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_output_reaches_the_job_after_it_cut_at_a_characters_edge() {
+    let (env, store) = store("store-pipeline-utf8").await;
+    let id = Uuid::now_v7();
+    let build = job(id, "build", 0, ReleaseRule::OnSuccess, true);
+    let test = job(id, "test", 1, ReleaseRule::OnSuccess, false);
+    store
+        .pipeline_insert(
+            &pipeline(id),
+            &[build.clone(), test.clone()],
+            &[(test.id, build.id)],
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    let lease = LeaseId::random();
+    run(&env, &[build.id], lease).await;
+    let long = format!("x{}", "é".repeat(3000));
+    let ended = store
+        .task_finish_run(
+            build.id,
+            Fence {
+                lease_id: lease,
+                runner_id: None,
+            },
+            &RunEnd {
+                outputs: Some(serde_json::json!({ "notes": long, "version": "1.0" })),
+                ..end(TaskStatus::Succeeded)
+            },
+            &policy(),
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended.status, TaskStatus::Succeeded);
+    let released = store.task_get(test.id).await.unwrap();
+    assert_eq!(released.status, TaskStatus::Queued);
+    let notes = &released.env.0["BATON_NEEDS_BUILD_NOTES"];
+    assert!(
+        notes.len() <= 4096 && notes.len() >= 4095,
+        "{}",
+        notes.len()
+    );
+    assert!(long.starts_with(notes.as_str()));
+    assert_eq!(released.env.0["BATON_NEEDS_BUILD_VERSION"], "1.0");
+}
+
+/// Tasks inserted beside needs that already ended, one skipped at once: the skip is
+/// counted off the task after it once, so that one still waits for its other need — and
+/// a skipped job's webhook is due as any end's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_skip_at_insert_is_counted_once_and_its_webhook_is_due() {
+    let (env, store) = store("store-pipeline-insert-skip").await;
+    let failed = new_task_row();
+    let still_running = new_task_row();
+    store.task_insert(&failed, Utc::now()).await.unwrap();
+    store.task_insert(&still_running, Utc::now()).await.unwrap();
+    let lease = LeaseId::random();
+    run(&env, &[failed.id, still_running.id], lease).await;
+    store
+        .task_finish_run(
+            failed.id,
+            Fence {
+                lease_id: lease,
+                runner_id: None,
+            },
+            &end(TaskStatus::Failed),
+            &policy(),
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    let skipped = NewTask {
+        needs_pending: 1,
+        release_when: Some("on_success".into()),
+        has_dependents: true,
+        notify_url: Some("http://127.0.0.1:9/hook".into()),
+        ..new_task_row()
+    };
+    let after = NewTask {
+        needs_pending: 2,
+        release_when: Some("always".into()),
+        ..new_task_row()
+    };
+    store
+        .tasks_insert_with_needs(
+            &[skipped.clone(), after.clone()],
+            &[
+                (skipped.id, failed.id),
+                (after.id, skipped.id),
+                (after.id, still_running.id),
+            ],
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    let rows = rows(&store, &[skipped.id, after.id]).await;
+    assert_eq!(rows[0].status, TaskStatus::Skipped);
+    assert_eq!(
+        (rows[1].status, rows[1].needs_pending, rows[1].needs_unmet),
+        (TaskStatus::Waiting, 1, 1),
+        "the skip counted once; the running need still awaited"
+    );
+    let mut db = env.db().await;
+    let hooks: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM outbox WHERE task_id = $1 AND idempotency_key = $1 || ':skipped'",
+    )
+    .bind(skipped.id)
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(hooks, 1);
+}

@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The variable naming the file.
@@ -34,7 +34,11 @@ pub(crate) fn read(dir: &Path) -> Option<Value> {
         .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open(file_in(dir))
         .ok()?;
-    if !file.metadata().ok()?.is_file() {
+    // A regular file of the task's own making: not a device or a FIFO, nor a hard link
+    // to a file of someone else's (a task isolated under a uid of its own could link a
+    // file of the agent's it cannot read, where links to such files are allowed).
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.nlink() != 1 {
         return None;
     }
     let mut text = String::new();
@@ -64,9 +68,27 @@ fn parse(text: &str) -> Map<String, Value> {
         if !well_named || (outputs.len() >= MAX_OUTPUTS && !outputs.contains_key(name)) {
             continue;
         }
-        outputs.insert(name.to_string(), Value::String(value.to_string()));
+        outputs.insert(name.to_string(), Value::String(cleaned(value)));
     }
     outputs
+}
+
+/// The most bytes of one value kept: what a dependent gets of it
+/// (`baton_core::pipeline::MAX_NEEDS_VALUE_BYTES`).
+const MAX_VALUE_BYTES: usize = baton_core::pipeline::MAX_NEEDS_VALUE_BYTES;
+
+/// A value as it is reported: control characters but tabs left out (a NUL cannot be
+/// stored, and none belongs in a variable), cut to [`MAX_VALUE_BYTES`] at a character's
+/// edge.
+fn cleaned(value: &str) -> String {
+    let mut kept = String::with_capacity(value.len().min(MAX_VALUE_BYTES));
+    for c in value.chars().filter(|c| *c == '\t' || !c.is_control()) {
+        if kept.len() + c.len_utf8() > MAX_VALUE_BYTES {
+            break;
+        }
+        kept.push(c);
+    }
+    kept
 }
 
 #[cfg(test)]
@@ -83,6 +105,15 @@ mod tests {
     }
 
     #[test]
+    fn values_lose_control_characters_and_are_cut_at_a_characters_edge() {
+        assert_eq!(cleaned("a\u{0}b\tc\u{1b}d"), "ab\tcd");
+        let long = "é".repeat(3000);
+        let cut = cleaned(&long);
+        assert!(cut.len() <= MAX_VALUE_BYTES && cut.len() > MAX_VALUE_BYTES - 2);
+        assert!(cut.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
     fn a_link_is_never_followed() {
         let dir = std::env::temp_dir().join(format!("baton-outputs-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -90,6 +121,9 @@ mod tests {
         std::fs::write(&secret, "token=hunter2\n").unwrap();
         std::os::unix::fs::symlink(&secret, file_in(&dir)).unwrap();
         assert_eq!(read(&dir), None);
+        std::fs::remove_file(file_in(&dir)).unwrap();
+        std::fs::hard_link(&secret, file_in(&dir)).unwrap();
+        assert_eq!(read(&dir), None, "nor a hard link");
         std::fs::remove_file(file_in(&dir)).unwrap();
         std::fs::write(file_in(&dir), "ok=yes\n").unwrap();
         assert_eq!(read(&dir), Some(serde_json::json!({"ok": "yes"})));

@@ -266,6 +266,27 @@ pub(crate) fn check_json_floats(
     }
 }
 
+/// Refuses JSON with a NUL character in a string or a key: Postgres's `jsonb` cannot
+/// store one, and a run's report refused by Postgres in a group commit would hold up the
+/// other reports written with it.
+pub(crate) fn check_json_nul(
+    field: &str,
+    value: &serde_json::Value,
+) -> Result<(), validate::Invalid> {
+    let refused = || validate::Invalid::new(field, "a NUL character (\\u0000) cannot be stored");
+    match value {
+        serde_json::Value::String(text) if text.contains('\0') => Err(refused()),
+        serde_json::Value::Array(items) => items.iter().try_for_each(|v| check_json_nul(field, v)),
+        serde_json::Value::Object(map) => map.iter().try_for_each(|(k, v)| {
+            if k.contains('\0') {
+                return Err(refused());
+            }
+            check_json_nul(field, v)
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// How far ahead a delayed start may be.
 const MAX_DELAY_DAYS: i64 = 3650;
 

@@ -283,6 +283,18 @@ fn template_task(state: &AppState, user: &User, task: &SubmitTask) -> Result<New
             "schedules do not keep secrets; give the task its credentials another way",
         ));
     }
+    // A tick's task is written without edges: one that waited would wait forever. A
+    // graph of jobs is a pipeline, which a schedule fires whole.
+    if !task.depends_on.is_empty() || task.when.is_some() {
+        return Err(refused(
+            if task.when.is_some() {
+                "when"
+            } else {
+                "depends_on"
+            },
+            "a schedule's task waits for no task: fire a pipeline instead",
+        ));
+    }
     // The template alone: its tasks take their queue's defaults as they are at each tick.
     let rules = (&*state.config, &*state.webhooks);
     let made = tick_task_of(rules, &DefaultsByQueue::new(), task.clone(), &user.token_id)

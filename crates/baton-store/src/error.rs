@@ -71,6 +71,19 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+/// SQLSTATE `deadlock_detected`.
+const DEADLOCK: &str = "40P01";
+/// How an `Unavailable` for a deadlock begins, so that it can be told from the others.
+const DEADLOCK_TEXT: &str = "deadlock (40P01)";
+
+impl StoreError {
+    /// Postgres ended the transaction to break a deadlock: nothing of it was written,
+    /// and writing it again may succeed.
+    pub fn is_deadlock(&self) -> bool {
+        matches!(self, StoreError::Unavailable(m) if m.starts_with(DEADLOCK_TEXT))
+    }
+}
+
 fn classify(e: sqlx::Error) -> StoreError {
     match &e {
         sqlx::Error::Io(_)
@@ -80,6 +93,9 @@ fn classify(e: sqlx::Error) -> StoreError {
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::Protocol(_) => StoreError::Unavailable(e.to_string()),
         sqlx::Error::RowNotFound => StoreError::NotFound,
+        sqlx::Error::Database(db) if db.code().as_deref() == Some(DEADLOCK) => {
+            StoreError::Unavailable(format!("{DEADLOCK_TEXT}: {e}"))
+        }
         sqlx::Error::Database(db) if is_unavailable_code(db.code().as_deref()) => {
             StoreError::Unavailable(e.to_string())
         }

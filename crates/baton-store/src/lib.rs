@@ -47,7 +47,7 @@ pub use hosts::{primary_url, split as database_hosts};
 pub use logs::{LogAppend, LogChunk};
 pub use metered::{ERRORS as POSTGRES_ERRORS, QUERY_DURATION as POSTGRES_QUERY_DURATION};
 pub use outbox::{OutboxRecord, OutboxState};
-pub use pipelines::{NewPipeline, PipelineJobs, PipelineRecord, PipelineSummary};
+pub use pipelines::{NeededJobs, NewPipeline, PipelineJobs, PipelineRecord, PipelineSummary};
 pub use queued_rows::QueuedRow;
 pub use queues::QueueRecord;
 pub use rerun::{BulkAction, rerun_key};

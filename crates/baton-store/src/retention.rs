@@ -25,6 +25,11 @@ impl Store {
                    AND NOT EXISTS (SELECT 1 FROM outbox o
                                    WHERE o.task_id = t.id AND o.delivered_at IS NULL
                                      AND o.given_up_at IS NULL)
+                   -- A task that a waiting task needs stays: its outputs reach that one
+                   -- at its release (docs/pipelines.md).
+                   AND (NOT t.has_dependents
+                        OR NOT EXISTS (SELECT 1 FROM task_needs n JOIN tasks d ON d.id = n.task_id
+                                       WHERE n.needs_id = t.id AND d.status = 'waiting'))
                  LIMIT $2)",
             sql_list(TaskStatus::TERMINAL)
         );
@@ -33,6 +38,27 @@ impl Store {
             .bind(limit)
             .execute(&self.pool)
             .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Deletes up to `limit` pipelines submitted before `before` whose jobs are all gone
+    /// (the tasks' retention took them).
+    pub async fn pipelines_delete_emptied(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM pipelines WHERE id IN (
+                 SELECT p.id FROM pipelines p
+                 WHERE p.created_at < $1
+                   AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.pipeline_id = p.id)
+                 LIMIT $2)",
+        )
+        .bind(before)
+        .bind(limit)
+        .execute(&self.pool)
+        .await?;
         Ok(done.rows_affected())
     }
 

@@ -57,13 +57,18 @@ pub(super) async fn submit(
     if created {
         tracing::info!(pipeline.id = %record.id, jobs = rows.len(), "pipeline submitted");
     }
-    let view = view(
-        &record,
-        &PipelineJobs {
-            needs: edges,
-            tasks: rows,
-        },
-    );
+    let view = if created {
+        view(
+            &record,
+            &PipelineJobs {
+                needs: edges,
+                tasks: rows,
+            },
+        )
+    } else {
+        // The first submit's pipeline, read with its own edges, not this request's.
+        view(&record, &state.store.pipeline_jobs(record.id).await?)
+    };
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -245,14 +250,10 @@ pub(crate) fn view(record: &PipelineRecord, jobs: &PipelineJobs) -> Pipeline {
             *runs.entry(job).or_default() += 1;
         }
     }
+    let needed = jobs.needed_jobs();
     let graph: Vec<(String, Vec<String>)> = latest
         .iter()
-        .map(|(name, t)| {
-            (
-                name.to_string(),
-                jobs.needed_jobs(t.id).into_iter().collect(),
-            )
-        })
+        .map(|(name, t)| (name.to_string(), needed.of(t.id).into_iter().collect()))
         .collect();
     let layers: HashMap<&str, usize> = pipeline::check_graph(&graph, usize::MAX)
         .map(|order| {
@@ -419,6 +420,9 @@ pub(super) async fn cancel(
             .pipeline_cancel_waiting(id, dispatcher.clock.now())
             .await?;
         cancelled += waiting.len();
+        if waiting.iter().any(|t| t.notify_url.is_some()) {
+            let _ = dispatcher.coord.publish(&baton_coord::Wake::Outbox).await;
+        }
         dispatcher
             .events
             .tasks(&waiting.iter().collect::<Vec<_>>())

@@ -60,4 +60,12 @@ pub(crate) async fn follow(store: &Store, coord: &Coord, events: &EventLog, ende
         tracing::warn!(error = %e, jobs = queued.len(), "released jobs not queued in redis; the repair pass queues them");
     }
     crate::metrics::pipeline_jobs(&released);
+    // A skip is an end: its webhook row was written with it, for any node to deliver.
+    if released
+        .iter()
+        .any(|t| t.status.is_terminal() && t.notify_url.is_some())
+        && let Err(e) = coord.publish(&baton_coord::Wake::Outbox).await
+    {
+        tracing::debug!(error = %e, "outbox wake-up lost; the outbox's own poll delivers");
+    }
 }

@@ -23,6 +23,8 @@ pub struct JanitorReport {
     pub tasks_deleted: u64,
     /// Delivered webhooks past retention (at most one batch a pass).
     pub outbox_deleted: u64,
+    /// Pipelines whose jobs the retention took, all of them (at most one batch a pass).
+    pub pipelines_deleted: u64,
     /// Runners whose presence left Redis.
     pub presence_pruned: usize,
     /// Runner assignments ended before the retention, and their tokens (at most one
@@ -88,6 +90,7 @@ impl Janitor {
                 break;
             }
         }
+        report.pipelines_deleted = self.store.pipelines_delete_emptied(before, BATCH).await?;
         report.outbox_deleted = self.store.outbox_delete_delivered(before, BATCH).await?;
         report.presence_pruned = self.prune_presence(now).await?;
         if self.settings.provisions {

@@ -180,16 +180,45 @@ pub(crate) async fn write(
     how: &Apply,
     before_commit: impl FnOnce(),
 ) -> Result<Done, StoreError> {
-    let done = if one_statement::eligible(work) {
-        one_statement::write(pool, work, how, before_commit).await?
-    } else {
-        let mut tx = pool.begin().await?;
-        let done = apply(&mut tx, work, how).await?;
-        before_commit();
-        tx.commit().await?;
-        done
+    let mut before_commit = Some(before_commit);
+    let mut attempt = 1;
+    let done = loop {
+        let hook = || {
+            if let Some(hook) = before_commit.take() {
+                hook();
+            }
+        };
+        let written = if one_statement::eligible(work) {
+            one_statement::write(pool, work, how, hook).await
+        } else {
+            apply_in_transaction(pool, work, how, hook).await
+        };
+        match written {
+            // Ends of pipeline jobs' needs lock the waiting jobs (docs/pipelines.md):
+            // two batches each ending several can take those locks in opposite orders,
+            // and Postgres ends one of them. Nothing of it was written: write it again.
+            Err(e) if e.is_deadlock() && attempt < DEADLOCK_RETRIES => attempt += 1,
+            written => break written?,
+        }
     };
     done.ended.iter().for_each(crate::runs::count_ended);
+    Ok(done)
+}
+
+/// How many times a batch Postgres ended for a deadlock is written in all.
+const DEADLOCK_RETRIES: u32 = 3;
+
+/// `work` by the general path, in a transaction of its own.
+async fn apply_in_transaction(
+    pool: &MeteredPool,
+    work: &Work,
+    how: &Apply,
+    before_commit: impl FnOnce(),
+) -> Result<Done, StoreError> {
+    let mut tx = pool.begin().await?;
+    let done = apply(&mut tx, work, how).await?;
+    before_commit();
+    tx.commit().await?;
     Ok(done)
 }
 

@@ -117,6 +117,7 @@ pub(super) fn run_end(
     }
     if let Some(outputs) = &outputs {
         crate::admission::check_json_floats("outputs", outputs)?;
+        crate::admission::check_json_nul("outputs", outputs)?;
         let size = serde_json::to_vec(outputs)
             .map(|v| v.len())
             .unwrap_or(usize::MAX);
