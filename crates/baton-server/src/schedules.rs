@@ -15,7 +15,7 @@ use baton_client::{
 use baton_core::cron::CronClock;
 use baton_core::schedule::{CatchUp, Overlap};
 use baton_core::validate::{self, Invalid};
-use baton_store::{NewPipeline, NewTask, ScheduleRecord, ScheduleSettings};
+use baton_store::{NewTask, PipelineRows, ScheduleRecord, ScheduleSettings};
 use chrono::{DateTime, Duration, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -135,7 +135,7 @@ pub(crate) fn changed(
         (task, Some(pipeline)) => (task.unwrap_or_default(), Some(pipeline)),
         (Some(task), None) => (task, None),
         (None, None) => match template_of(record)? {
-            Template::Task(task) => (task, None),
+            Template::Task(task) => (*task, None),
             Template::Pipeline(pipeline) => (SubmitTask::default(), Some(pipeline)),
         },
     };
@@ -170,7 +170,7 @@ pub(crate) fn moves_ticks(record: &ScheduleRecord, after: &CreateSchedule) -> bo
 
 /// A schedule's template: the task each tick makes, or the pipeline it submits.
 pub(crate) enum Template {
-    Task(SubmitTask),
+    Task(Box<SubmitTask>),
     Pipeline(SubmitPipeline),
 }
 
@@ -183,7 +183,7 @@ pub(crate) fn template_of(record: &ScheduleRecord) -> Result<Template, ApiError>
     let stored = &record.settings.template.0;
     let read = match stored.get(PIPELINE_TEMPLATE) {
         Some(pipeline) => serde_json::from_value(pipeline.clone()).map(Template::Pipeline),
-        None => serde_json::from_value(stored.clone()).map(Template::Task),
+        None => serde_json::from_value(stored.clone()).map(|t| Template::Task(Box::new(t))),
     };
     read.map_err(|e| {
         ApiError::from(baton_store::StoreError::Internal(format!(
@@ -331,8 +331,8 @@ fn tick_task_of(
 
 /// What a tick makes: a task, or a pipeline with its jobs and their edges.
 pub(crate) enum TickWork {
-    Task(NewTask),
-    Pipeline(NewPipeline, Vec<NewTask>, Vec<(Uuid, Uuid)>),
+    Task(Box<NewTask>),
+    Pipeline(PipelineRows),
 }
 
 /// What a tick makes from the schedule's template, keyed to the tick: a task (starting
@@ -346,9 +346,9 @@ pub(crate) fn tick_work(
     key: String,
 ) -> Result<TickWork, ApiError> {
     let template = match template_of(record)? {
-        Template::Task(task) => task,
+        Template::Task(task) => *task,
         Template::Pipeline(pipeline) => {
-            let (mut made, jobs, edges) = crate::api::pipelines::pipeline_of(
+            let mut rows = crate::api::pipelines::pipeline_of(
                 rules,
                 queues,
                 &record.created_by,
@@ -358,8 +358,8 @@ pub(crate) fn tick_work(
                 &Ok,
             )?;
             // As a tick's task key, unscoped: no user's key can equal it.
-            made.idempotency_key = Some(key);
-            return Ok(TickWork::Pipeline(made, jobs, edges));
+            rows.pipeline.idempotency_key = Some(key);
+            return Ok(TickWork::Pipeline(rows));
         }
     };
     let mut task = tick_task_of(rules, queues, template, &record.created_by)?;
@@ -371,7 +371,7 @@ pub(crate) fn tick_work(
     task.idempotency_key = Some(key);
     task.schedule_id = Some(record.id);
     task.scheduled_for = Some(tick);
-    Ok(TickWork::Task(task))
+    Ok(TickWork::Task(Box::new(task)))
 }
 
 /// A schedule as users see it; `detail` adds its next ticks and latest runs.
@@ -381,7 +381,7 @@ pub(crate) fn schedule_view(
     last_runs: Vec<ScheduleRun>,
 ) -> Schedule {
     let (mut task, pipeline) = match template_of(&record) {
-        Ok(Template::Task(task)) => (task, None),
+        Ok(Template::Task(task)) => (*task, None),
         Ok(Template::Pipeline(pipeline)) => (SubmitTask::default(), Some(pipeline)),
         Err(_) => (SubmitTask::default(), None),
     };

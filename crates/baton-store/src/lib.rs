@@ -47,7 +47,9 @@ pub use hosts::{primary_url, split as database_hosts};
 pub use logs::{LogAppend, LogChunk};
 pub use metered::{ERRORS as POSTGRES_ERRORS, QUERY_DURATION as POSTGRES_QUERY_DURATION};
 pub use outbox::{OutboxRecord, OutboxState};
-pub use pipelines::{NeededJobs, NewPipeline, PipelineJobs, PipelineRecord, PipelineSummary};
+pub use pipelines::{
+    NeededJobs, NewPipeline, PipelineJobs, PipelineRecord, PipelineRows, PipelineSummary,
+};
 pub use queued_rows::QueuedRow;
 pub use queues::QueueRecord;
 pub use rerun::{BulkAction, rerun_key};
@@ -287,8 +289,7 @@ mod tests {
         // machine grows) lists exactly today's unfinished statuses.
         let latest = super::MIGRATOR
             .iter()
-            .filter(|m| m.description.contains("active") && !m.description.starts_with("drop"))
-            .last()
+            .rfind(|m| m.description.contains("active") && !m.description.starts_with("drop"))
             .expect("an index of unfinished tasks");
         assert!(
             latest

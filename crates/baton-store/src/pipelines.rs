@@ -35,6 +35,18 @@ pub struct NewPipeline {
     pub scheduled_for: Option<DateTime<Utc>>,
 }
 
+/// A pipeline to write whole: its row, its jobs, and which job needs which, as edges
+/// `(task, needs)`.
+#[derive(Debug, Clone)]
+pub struct PipelineRows {
+    /// The pipeline.
+    pub pipeline: NewPipeline,
+    /// Its jobs, as tasks.
+    pub jobs: Vec<NewTask>,
+    /// Which job needs which.
+    pub needs: Vec<(Uuid, Uuid)>,
+}
+
 /// A row of `pipelines`.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct PipelineRecord {

@@ -129,7 +129,7 @@ pub struct Fire {
     pub tasks: Vec<NewTask>,
     /// The pipelines the ticks make (docs/pipelines.md): each with its jobs and their
     /// edges `(task, needs)`, keyed to its tick.
-    pub pipelines: Vec<(crate::NewPipeline, Vec<NewTask>, Vec<(Uuid, Uuid)>)>,
+    pub pipelines: Vec<crate::PipelineRows>,
     /// The ticks skipped.
     pub skips: Vec<ScheduleSkip>,
     /// The next tick after these.
@@ -393,9 +393,10 @@ impl Store {
                 made.push(task);
             }
         }
-        for (pipeline, jobs, needs) in &fire.pipelines {
+        for p in &fire.pipelines {
             if let Some((_, rows)) =
-                crate::pipelines::insert_pipeline_in(&mut tx, pipeline, jobs, needs, now).await?
+                crate::pipelines::insert_pipeline_in(&mut tx, &p.pipeline, &p.jobs, &p.needs, now)
+                    .await?
             {
                 made.extend(rows);
             }

@@ -26,7 +26,7 @@ use baton_client::{
 use baton_core::TaskStatus;
 use baton_core::pipeline::{self, ReleaseRule};
 use baton_core::validate::Invalid;
-use baton_store::{NewPipeline, PipelineJobs, PipelineRecord, StoreError};
+use baton_store::{NewPipeline, PipelineJobs, PipelineRecord, PipelineRows, StoreError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use uuid::Uuid;
 
@@ -52,8 +52,9 @@ pub(super) async fn submit(
     ApiJson(req): ApiJson<SubmitPipeline>,
 ) -> Result<(StatusCode, Json<Pipeline>), ApiError> {
     user.require_submit()?;
-    let (pipeline, jobs, edges) = pipeline_rows(&state, &user, req, traceparent(&headers)).await?;
-    let (record, rows, created) = submit_rows(&state, &pipeline, jobs, &edges).await?;
+    let made = pipeline_rows(&state, &user, req, traceparent(&headers)).await?;
+    let edges = made.needs.clone();
+    let (record, rows, created) = submit_rows(&state, made).await?;
     if created {
         tracing::info!(pipeline.id = %record.id, jobs = rows.len(), "pipeline submitted");
     }
@@ -84,7 +85,7 @@ pub(crate) async fn pipeline_rows(
     user: &User,
     mut req: SubmitPipeline,
     traceparent: Option<String>,
-) -> Result<(NewPipeline, Vec<baton_store::NewTask>, Vec<(Uuid, Uuid)>), ApiError> {
+) -> Result<PipelineRows, ApiError> {
     for job in &mut req.jobs {
         own_group(user, &mut job.task);
     }
@@ -116,7 +117,7 @@ pub(crate) fn pipeline_of(
     traceparent: Option<String>,
     schedule: Option<(Uuid, chrono::DateTime<chrono::Utc>)>,
     admit: &dyn Fn(baton_store::NewTask) -> Result<baton_store::NewTask, ApiError>,
-) -> Result<(NewPipeline, Vec<baton_store::NewTask>, Vec<(Uuid, Uuid)>), ApiError> {
+) -> Result<PipelineRows, ApiError> {
     let name = req.name.unwrap_or_else(|| "pipeline".to_string());
     if name.is_empty()
         || name.chars().count() > MAX_NAME_CHARS
@@ -219,20 +220,27 @@ pub(crate) fn pipeline_of(
         schedule_id: schedule.map(|(s, _)| s),
         scheduled_for: schedule.map(|(_, t)| t),
     };
-    Ok((pipeline, tasks, edges))
+    Ok(PipelineRows {
+        pipeline,
+        jobs: tasks,
+        needs: edges,
+    })
 }
 
 /// Writes a checked pipeline, then tells and queues its jobs as a submit does.
 pub(crate) async fn submit_rows(
     state: &AppState,
-    pipeline: &NewPipeline,
-    jobs: Vec<baton_store::NewTask>,
-    edges: &[(Uuid, Uuid)],
+    made: PipelineRows,
 ) -> Result<(PipelineRecord, Vec<baton_store::TaskRecord>, bool), ApiError> {
-    crate::dispatch::queue_caps::check(&state.dispatcher, &jobs).await?;
+    crate::dispatch::queue_caps::check(&state.dispatcher, &made.jobs).await?;
     let (record, rows, created) = state
         .store
-        .pipeline_insert(pipeline, &jobs, edges, state.dispatcher.clock.now())
+        .pipeline_insert(
+            &made.pipeline,
+            &made.jobs,
+            &made.needs,
+            state.dispatcher.clock.now(),
+        )
         .await?;
     if created {
         submit::tell_and_enqueue(&state.dispatcher, &rows.iter().collect::<Vec<_>>()).await;

@@ -265,14 +265,13 @@ pub(super) async fn trigger(
     let queues = state.queue_defaults.current(&state.store).await?;
     match tick_work((&state.config, &state.webhooks), &queues, &record, now, key)? {
         crate::schedules::TickWork::Task(task) => {
-            let made = crate::dispatch::submit::submit(&state.dispatcher, vec![task]).await?;
+            let made = crate::dispatch::submit::submit(&state.dispatcher, vec![*task]).await?;
             if let Some((task, _)) = made.first() {
                 tracing::info!(schedule.id = %id, task.id = %task.id, "schedule triggered");
             }
         }
-        crate::schedules::TickWork::Pipeline(pipeline, jobs, edges) => {
-            let (made, _, _) =
-                super::pipelines::submit_rows(&state, &pipeline, jobs, &edges).await?;
+        crate::schedules::TickWork::Pipeline(rows) => {
+            let (made, _, _) = super::pipelines::submit_rows(&state, rows).await?;
             tracing::info!(schedule.id = %id, pipeline.id = %made.id, "schedule triggered");
         }
     }

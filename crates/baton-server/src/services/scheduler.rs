@@ -208,10 +208,8 @@ impl Scheduler {
                 *tick,
                 tick_key(record.id, *tick),
             ) {
-                Ok(TickWork::Task(task)) => tasks.push(task),
-                Ok(TickWork::Pipeline(pipeline, jobs, edges)) => {
-                    pipelines.push((pipeline, jobs, edges));
-                }
+                Ok(TickWork::Task(task)) => tasks.push(*task),
+                Ok(TickWork::Pipeline(rows)) => pipelines.push(rows),
                 Err(e) => {
                     tracing::warn!(schedule.id = %record.id, error = %e.message, "tick's task refused by today's limits; skipped");
                     skips.push(skip(*tick, *tick, 1, "invalid", now));
