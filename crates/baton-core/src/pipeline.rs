@@ -77,7 +77,7 @@ pub fn check_job_name(name: &str) -> Result<(), Invalid> {
 pub const NEEDS_PREFIX: &str = "BATON_NEEDS_";
 
 /// The variable a dependent gets for output `output` of the job `job` it needs — the
-/// same mapping the SQL of `tasks_needs_env` makes: upper case, anything but a letter or
+/// same mapping the SQL of `tasks_give_needs_env` makes: upper case, anything but a letter or
 /// digit as `_`.
 pub fn needs_variable(job: &str, output: &str) -> String {
     let part = |s: &str| -> String {
