@@ -79,7 +79,12 @@ $$;
 -- (`MAX_NEEDS_VALUE_BYTES`, `MAX_NEEDS_ENV_BYTES`), under the task's own variables. Two
 -- outputs that map to one name: the one of the later job name, then the later output
 -- name, wins. One statement for all of them: a fan-out releases thousands at once.
-CREATE FUNCTION tasks_give_needs_env(released uuid[]) RETURNS void LANGUAGE plpgsql AS $$
+-- Its statements keep one generic plan (here and in `tasks_resolve`): PL/pgSQL would
+-- otherwise plan them afresh at every call, their arrays making a generic plan look
+-- dearer than it is, and the planning cost more than the work (1.26 ms an end that
+-- releases a job, 0.52 ms with generic plans).
+CREATE FUNCTION tasks_give_needs_env(released uuid[]) RETURNS void LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     ids uuid[];
     envs jsonb[];
@@ -130,7 +135,7 @@ $$;
 -- marking them `released_by` `root`. A skip ends a job, so its own dependents are counted
 -- next, a layer at a time: the cascade runs here, not through nested triggers.
 CREATE FUNCTION tasks_resolve(ended uuid[], among uuid[], root uuid, at timestamptz)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     dependents uuid[];
     ends integer[];
