@@ -130,6 +130,7 @@ pub(crate) async fn pipelines(
         per_release(paired.http_requests as f64, flat.http_requests as f64),
     );
     println!("  pairs {}", paired.per_task(2 * pairs));
+    println!("{}", paired.top_statements(2 * pairs, 8));
     println!("  flat  {}", flat.per_task(2 * pairs));
 
     // From the end of the last job a job needs to its own start, with nothing else
