@@ -70,12 +70,11 @@ async fn measured_submit(stack: &Stack, scale: &Scale, src: &Sources, queue: &st
     }
 }
 
-/// Waits until every task of `queue` succeeded; the drain rate from Postgres's own
-/// timestamps (first lease to last finish). The wait asks only whether an unfinished
-/// task is left (the partial index of unfinished tasks answers at its first row): a
-/// count over the queue read every row ten times a second, and Postgres spent more on
-/// the benchmark's question than on a task.
-pub(crate) async fn drained(stack: &Stack, queue: &str, n: usize) -> f64 {
+/// Waits until no task of `queue` is unfinished. It asks only whether an unfinished task
+/// is left (the partial index of unfinished tasks answers at its first row): a count over
+/// the queue read every row ten times a second, and Postgres spent more on the
+/// benchmark's question than on a task.
+pub(crate) async fn finished(stack: &Stack, queue: &str) {
     let mut db = stack.env.db().await;
     let deadline = Instant::now() + Duration::from_secs(600);
     let left = format!(
@@ -89,14 +88,21 @@ pub(crate) async fn drained(stack: &Stack, queue: &str, n: usize) -> f64 {
             .await
             .unwrap();
         if !unfinished {
-            break;
+            return;
         }
         assert!(
             Instant::now() < deadline,
-            "the drain of {queue} did not finish"
+            "the tasks of {queue} did not finish"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Waits until every task of `queue` succeeded ([`finished`]); the drain rate from
+/// Postgres's own timestamps (first lease to last finish).
+pub(crate) async fn drained(stack: &Stack, queue: &str, n: usize) -> f64 {
+    finished(stack, queue).await;
+    let mut db = stack.env.db().await;
     let succeeded: i64 =
         sqlx::query_scalar("SELECT count(*) FROM tasks WHERE queue = $1 AND status = 'succeeded'")
             .bind(queue)

@@ -26,25 +26,6 @@ fn jobs(queue: &str, graph: Vec<(String, Vec<String>)>) -> SubmitPipeline {
     }
 }
 
-/// Waits until no task of `queue` is unfinished.
-async fn finished(stack: &Stack, queue: &str) {
-    let mut db = stack.env.db().await;
-    let left = format!(
-        "SELECT EXISTS (SELECT 1 FROM tasks WHERE queue = $1 AND status IN ({}))",
-        baton_store::sql_list(baton_core::TaskStatus::UNFINISHED)
-    );
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(left.as_str()))
-        .bind(queue)
-        .fetch_one(&mut db)
-        .await
-        .unwrap()
-    {
-        assert!(Instant::now() < deadline, "{queue} did not finish");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Seconds from the first submit to the last end of `queue`'s tasks, by Postgres's own
 /// timestamps; and that every one succeeded.
 async fn total_s(stack: &Stack, queue: &str, n: usize) -> f64 {

@@ -55,25 +55,13 @@ pub(crate) async fn submit_with_needs(
 /// its own): their events, then the Redis adds of those queued or scheduled.
 pub(crate) async fn tell_and_enqueue(dispatcher: &Dispatcher, created: &[&TaskRecord]) {
     dispatcher.events.tasks(created).await;
-    let skipped = created
+    let (runnable, held): (Vec<&TaskRecord>, Vec<&TaskRecord>) = created
         .iter()
-        .filter(|t| t.status == TaskStatus::Skipped)
-        .count();
-    if skipped > 0 {
-        crate::metrics::tasks_submitted(skipped);
+        .partition(|t| matches!(t.status, TaskStatus::Queued | TaskStatus::Scheduled));
+    // Waiting, or skipped at once: accepted all the same (`enqueue_created` counts the rest).
+    if !held.is_empty() {
+        crate::metrics::tasks_submitted(held.len());
     }
-    let waiting = created
-        .iter()
-        .filter(|t| t.status == TaskStatus::Waiting)
-        .count();
-    if waiting > 0 {
-        crate::metrics::tasks_submitted(waiting);
-    }
-    let runnable: Vec<&TaskRecord> = created
-        .iter()
-        .filter(|t| matches!(t.status, TaskStatus::Queued | TaskStatus::Scheduled))
-        .copied()
-        .collect();
     enqueue_created(dispatcher, &runnable).await;
 }
 
