@@ -115,13 +115,30 @@ pub struct StoreOptions {
     /// Plan each prepared statement once, for any parameters (`plan_cache_mode =
     /// force_generic_plan`): for the group commit's pool, whose statements are always
     /// the same few, look rows up by id, and would otherwise be planned again at every
-    /// execution (planning the hot statement cost a quarter of its execution).
+    /// execution (planning the hot statement cost a quarter of its execution). Such a
+    /// pool's sessions also take no sequential scan, hash join or merge join
+    /// ([`BY_ID_ONLY`]).
     pub generic_plans: bool,
     /// Acknowledge a write only if the primary that committed it replicated it
     /// synchronously; refuse writes (503) and report not-ready while it has no
     /// synchronous standby (`replication.rs`).
     pub require_sync_standby: bool,
 }
+
+/// The planner settings of a session whose statements find every row by its id (the group
+/// commit's, and the release's functions', `migrations/*_plans_by_id.sql`). Such a plan is
+/// made once and kept until Postgres replans it after an `ANALYZE`; made while the
+/// statistics were far from the table — a node opens its committing connections as it
+/// starts, on a new cluster's nearly empty table — it went on reading the whole table at
+/// every batch as the table grew (a sequential scan joined by hash: the benchmark's
+/// pipelines phase, on a fresh cluster, spent 1.6 ms of Postgres CPU per task, 0.2 ms
+/// for plain tasks). Turned off, these scans and joins are taken only where no index
+/// could serve, which no statement of such a session needs.
+pub const BY_ID_ONLY: [(&str, &str); 3] = [
+    ("enable_seqscan", "off"),
+    ("enable_hashjoin", "off"),
+    ("enable_mergejoin", "off"),
+];
 
 impl Default for StoreOptions {
     fn default() -> Self {
@@ -166,7 +183,9 @@ impl Store {
                 format!("{}ms", options.statement_timeout.as_millis()),
             )]);
             if options.generic_plans {
-                connect.options([("plan_cache_mode", "force_generic_plan")])
+                connect
+                    .options([("plan_cache_mode", "force_generic_plan")])
+                    .options(BY_ID_ONLY)
             } else {
                 connect
             }
