@@ -194,9 +194,22 @@ fn committer(env: &TestEnv) -> Store {
     .unwrap()
 }
 
-/// Once `committer` has closed: the rows of the tasks table every backend read, checked
-/// to be few, and that each round released its two jobs.
-async fn rows_read_were_few(env: &TestEnv, mut db: sqlx::PgConnection, committer: Store) {
+/// One connection of a node's main pool, whose writes (a cancel, an expiry, a lost run's
+/// end) run the release with the planner settings of the release's functions alone.
+fn main_pool(env: &TestEnv) -> Store {
+    Store::connect_lazy(
+        &env.database_url,
+        &StoreOptions {
+            max_connections: 1,
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Once `store` has closed: the rows of the tasks table every backend read, checked to be
+/// few, and that each round released its two jobs.
+async fn rows_read_were_few(env: &TestEnv, mut db: sqlx::PgConnection, store: Store) {
     let released: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM tasks WHERE status = 'queued' AND released_by IS NOT NULL",
     )
@@ -205,7 +218,7 @@ async fn rows_read_were_few(env: &TestEnv, mut db: sqlx::PgConnection, committer
     .unwrap();
     assert_eq!(released, 8, "each round's two waiting jobs were released");
     // Every other backend gone, so that each has handed in its counts.
-    drop(committer);
+    drop(store);
     let this: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
         .fetch_one(&mut db)
         .await
@@ -230,6 +243,11 @@ async fn rows_read_were_few(env: &TestEnv, mut db: sqlx::PgConnection, committer
     println!("four rounds of batches read {read} rows of the tasks table");
     // By id, the four rounds read a few hundred rows at most (each row a few times); a
     // statement that scans the table, or every waiting row, reads 10,000 or more each time.
+    // At least the rows they write: else the counts were not taken at all.
+    assert!(
+        read >= 24,
+        "the counts of rows read were not handed in: {read}"
+    );
     assert!(
         read < BULK / 4,
         "the batches read {read} rows of the tasks table: a statement planned on other \
@@ -267,4 +285,39 @@ async fn batches_planned_on_a_nearly_empty_table_read_only_their_rows_once_it_is
         one_round(&env, &committer, runner, 2).await;
     }
     rows_read_were_few(&env, db, committer).await;
+}
+
+#[tokio::test]
+async fn a_release_outside_the_group_commit_reads_only_its_rows_too() {
+    let env = TestEnv::new("store-plans-main-pool").await;
+    let (runner, mut db) = set_up(&env).await;
+    let store = main_pool(&env);
+    one_round(&env, &store, runner, 2).await;
+    bulk(&mut db, "succeeded").await;
+    bulk(&mut db, "waiting").await;
+    for _ in 0..3 {
+        one_round(&env, &store, runner, 2).await;
+    }
+    rows_read_were_few(&env, db, store).await;
+}
+
+#[tokio::test]
+async fn the_release_functions_plan_as_the_group_commits_sessions_do() {
+    let env = TestEnv::new("store-plans-settings").await;
+    let (_, mut db) = set_up(&env).await;
+    for function in ["tasks_resolve", "tasks_give_needs_env"] {
+        let settings: Vec<String> =
+            sqlx::query_scalar("SELECT unnest(proconfig) FROM pg_proc WHERE proname = $1")
+                .bind(function)
+                .fetch_all(&mut db)
+                .await
+                .unwrap();
+        for (name, value) in baton_store::BY_ID_ONLY {
+            let setting = format!("{name}={value}");
+            assert!(
+                settings.contains(&setting),
+                "{function} is planned without {setting}: {settings:?}"
+            );
+        }
+    }
 }
