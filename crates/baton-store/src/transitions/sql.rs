@@ -7,7 +7,9 @@
 //! status to the partial indexes on `status`. So each row is found by its id, through
 //! the primary key, whatever the table's statistics say — spelled out, the planner took
 //! the partial index while its statistics still called the queue small after a burst of
-//! submits, and read every queued row to start a few.
+//! submits, and read every queued row to start a few. The sessions that run them take no
+//! sequential scan, hash join or merge join ([`crate::BY_ID_ONLY`]): a plan made on a new
+//! cluster's nearly empty table otherwise joined each batch to the whole table by hash.
 
 use crate::statuses::{group_dispatched, sql_list};
 use baton_core::{TaskStatus, Transition};
