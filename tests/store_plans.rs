@@ -181,30 +181,38 @@ async fn set_up(env: &TestEnv) -> (baton_core::RunnerId, sqlx::PgConnection) {
     (runner, db)
 }
 
-/// The node's committer: one connection, its statements planned at their first batch.
-fn committer(env: &TestEnv) -> Store {
+/// One connection, its statements planned at their first batch: the node's committer's
+/// (`generic_plans`), or its main pool's, whose writes (a cancel, an expiry, a lost run's
+/// end) run the release with the planner settings of the release's functions alone.
+fn one_connection(env: &TestEnv, generic_plans: bool) -> Store {
     Store::connect_lazy(
         &env.database_url,
         &StoreOptions {
             max_connections: 1,
-            generic_plans: true,
+            generic_plans,
             ..StoreOptions::default()
         },
     )
     .unwrap()
 }
 
-/// One connection of a node's main pool, whose writes (a cancel, an expiry, a lost run's
-/// end) run the release with the planner settings of the release's functions alone.
-fn main_pool(env: &TestEnv) -> Store {
-    Store::connect_lazy(
-        &env.database_url,
-        &StoreOptions {
-            max_connections: 1,
-            ..StoreOptions::default()
-        },
-    )
-    .unwrap()
+/// A round of batches through `store` (its statements planned now), the table grown by
+/// `BULK` tasks of each of `grown`, three rounds more, and the rows they read checked.
+async fn planned_then_grown(
+    env: &TestEnv,
+    runner: baton_core::RunnerId,
+    mut db: sqlx::PgConnection,
+    store: Store,
+    grown: &[&str],
+) {
+    one_round(env, &store, runner, 2).await;
+    for status in grown {
+        bulk(&mut db, status).await;
+    }
+    for _ in 0..3 {
+        one_round(env, &store, runner, 2).await;
+    }
+    rows_read_were_few(env, db, store).await;
 }
 
 /// Once `store` has closed: the rows of the tasks table every backend read, checked to be
@@ -261,44 +269,25 @@ async fn a_release_planned_before_jobs_waited_reads_only_the_rows_it_counts_down
     let (runner, mut db) = set_up(&env).await;
     bulk(&mut db, "succeeded").await;
     sqlx::query("ANALYZE tasks").execute(&mut db).await.unwrap();
-    // Planned while the statistics know of no waiting job.
-    let committer = committer(&env);
-    one_round(&env, &committer, runner, 2).await;
-    // Then jobs wait: a large pipeline submitted.
-    bulk(&mut db, "waiting").await;
-    for _ in 0..3 {
-        one_round(&env, &committer, runner, 2).await;
-    }
-    rows_read_were_few(&env, db, committer).await;
+    // Planned while the statistics know of no waiting job; then a large pipeline waits.
+    planned_then_grown(&env, runner, db, one_connection(&env, true), &["waiting"]).await;
 }
 
 #[tokio::test]
 async fn batches_planned_on_a_nearly_empty_table_read_only_their_rows_once_it_is_large() {
     let env = TestEnv::new("store-plans-empty").await;
-    let (runner, mut db) = set_up(&env).await;
+    let (runner, db) = set_up(&env).await;
     // Planned on the table a node starting on a new cluster finds.
-    let committer = committer(&env);
-    one_round(&env, &committer, runner, 2).await;
-    bulk(&mut db, "succeeded").await;
-    bulk(&mut db, "waiting").await;
-    for _ in 0..3 {
-        one_round(&env, &committer, runner, 2).await;
-    }
-    rows_read_were_few(&env, db, committer).await;
+    let committer = one_connection(&env, true);
+    planned_then_grown(&env, runner, db, committer, &["succeeded", "waiting"]).await;
 }
 
 #[tokio::test]
 async fn a_release_outside_the_group_commit_reads_only_its_rows_too() {
     let env = TestEnv::new("store-plans-main-pool").await;
-    let (runner, mut db) = set_up(&env).await;
-    let store = main_pool(&env);
-    one_round(&env, &store, runner, 2).await;
-    bulk(&mut db, "succeeded").await;
-    bulk(&mut db, "waiting").await;
-    for _ in 0..3 {
-        one_round(&env, &store, runner, 2).await;
-    }
-    rows_read_were_few(&env, db, store).await;
+    let (runner, db) = set_up(&env).await;
+    let main_pool = one_connection(&env, false);
+    planned_then_grown(&env, runner, db, main_pool, &["succeeded", "waiting"]).await;
 }
 
 #[tokio::test]
