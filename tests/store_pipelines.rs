@@ -10,7 +10,7 @@ use baton_core::{LeaseId, TaskStatus};
 use baton_store::{
     Fence, FinishPolicy, NewPipeline, NewTask, RunEnd, Store, StoreOptions, TaskRecord,
 };
-use chrono::Utc;
+use chrono::{SubsecRound, Utc};
 use support::*;
 use uuid::Uuid;
 
@@ -460,4 +460,78 @@ async fn a_skip_at_insert_is_counted_once_and_its_webhook_is_due() {
     .await
     .unwrap();
     assert_eq!(hooks, 1);
+}
+
+/// Two ends committed in the opposite order of their times, as two nodes' batches can
+/// be (each takes its time, then waits for the other's lock on the job): the job is
+/// released at the later of them, never before a need it waited for ended — and a skip
+/// is never dated before a need it counted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_is_released_no_earlier_than_its_needs_ended() {
+    let (env, store) = store("store-pipeline-release-time").await;
+    for (late_outcome, rule, expected) in [
+        (
+            TaskStatus::Succeeded,
+            ReleaseRule::OnSuccess,
+            TaskStatus::Queued,
+        ),
+        (
+            TaskStatus::Failed,
+            ReleaseRule::OnFailure,
+            TaskStatus::Queued,
+        ),
+        (
+            TaskStatus::Succeeded,
+            ReleaseRule::OnFailure,
+            TaskStatus::Skipped,
+        ),
+    ] {
+        let id = Uuid::now_v7();
+        let first = job(id, "first", 0, ReleaseRule::OnSuccess, true);
+        let second = job(id, "second", 0, ReleaseRule::OnSuccess, true);
+        let join = job(id, "join", 2, rule, false);
+        let edges = [(join.id, first.id), (join.id, second.id)];
+        let all = [first.clone(), second.clone(), join.clone()];
+        store
+            .pipeline_insert(&pipeline(id), &all, &edges, Utc::now())
+            .await
+            .unwrap();
+        let lease = LeaseId::random();
+        run(&env, &[first.id, second.id], lease).await;
+        // Postgres keeps microseconds.
+        let earlier = Utc::now().trunc_subsecs(6);
+        let later = earlier + chrono::Duration::milliseconds(40);
+        // Committed first, dated later; then the end dated earlier.
+        for (task, outcome, at) in [
+            (first.id, late_outcome, later),
+            (second.id, late_outcome, earlier),
+        ] {
+            store
+                .task_finish_run(
+                    task,
+                    Fence {
+                        lease_id: lease,
+                        runner_id: None,
+                    },
+                    &end(outcome),
+                    &policy(),
+                    at,
+                )
+                .await
+                .unwrap();
+        }
+        let row = store.task_get(join.id).await.unwrap();
+        assert_eq!(row.status, expected, "{rule:?} after two {late_outcome:?}");
+        let dated = if expected == TaskStatus::Queued {
+            row.queued_at
+        } else {
+            row.finished_at
+        };
+        assert_eq!(
+            dated,
+            Some(later),
+            "{rule:?}: dated at the later end, not the last counted"
+        );
+        assert_eq!(row.updated_at, later);
+    }
 }

@@ -294,7 +294,11 @@ async fn a_release_outside_the_group_commit_reads_only_its_rows_too() {
 async fn the_release_functions_plan_as_the_group_commits_sessions_do() {
     let env = TestEnv::new("store-plans-settings").await;
     let (_, mut db) = set_up(&env).await;
-    for function in ["tasks_resolve", "tasks_give_needs_env"] {
+    for function in [
+        "tasks_resolve",
+        "tasks_give_needs_env",
+        "tasks_dated_after_needs",
+    ] {
         let settings: Vec<String> =
             sqlx::query_scalar("SELECT unnest(proconfig) FROM pg_proc WHERE proname = $1")
                 .bind(function)

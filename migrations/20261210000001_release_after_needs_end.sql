@@ -1,0 +1,105 @@
+-- A job was released (or skipped) at the time of the end that counted its last need off
+-- it. Two batches (two nodes', or one node's two committing sessions) each take their
+-- time and then write; the one dated later can commit first, and the other, waiting for
+-- its lock on the job, then counts the last need off at its earlier time: the job was
+-- said released before a need it waited for had ended (`tests/pipelines.rs`' fan-in
+-- saw it in CI). A release or a skip is now dated no earlier than any end of a need it
+-- counted: the latest of the counting end's time and its needs' ends.
+-- (`tests/store_pipelines.rs`, `a_job_is_released_no_earlier_than_its_needs_ended`.)
+
+-- Each of `ids` with the time it is released or skipped at: `at`, or a need's end dated
+-- later. Each need's row read by its id, as everything the release reads
+-- (`20261209000001_release_plans_by_id.sql`): once per job released, one read per edge.
+CREATE FUNCTION tasks_dated_after_needs(ids uuid[], at timestamptz)
+RETURNS TABLE (id uuid, at timestamptz) LANGUAGE sql STABLE
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+    SELECT n.task_id, greatest($2, max(e.finished_at))
+    FROM task_needs n
+    CROSS JOIN LATERAL (SELECT finished_at FROM tasks WHERE tasks.id = n.needs_id OFFSET 0) AS e
+    WHERE n.task_id = ANY($1)
+    GROUP BY n.task_id
+$$;
+
+CREATE OR REPLACE FUNCTION tasks_resolve(ended uuid[], among uuid[], root uuid, at timestamptz)
+RETURNS void LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+DECLARE
+    dependents uuid[];
+    ends integer[];
+    unmets integer[];
+    released uuid[];
+    skipped uuid[];
+BEGIN
+    WHILE cardinality(ended) > 0 LOOP
+        -- The tasks that need these and how many of their needs just ended (not
+        -- succeeded), found through the edges; then read and written by their ids, row
+        -- by row through the primary key. (Joined to the counts instead, the planner
+        -- read every waiting row, or compared every row with every count: milliseconds
+        -- a release with ten thousand waiting, seconds for a fan-out of ten thousand.)
+        SELECT array_agg(task_id ORDER BY task_id), array_agg(n_ended ORDER BY task_id),
+               array_agg(n_unmet ORDER BY task_id)
+        INTO dependents, ends, unmets
+        FROM (SELECT n.task_id, count(*)::integer AS n_ended,
+                     (count(*) FILTER (WHERE e.status <> 'succeeded'))::integer AS n_unmet
+              FROM task_needs n
+              -- Each need's row by its id: a lateral lookup that cannot be pulled up
+              -- (`OFFSET 0`) is never the outer side of the join.
+              CROSS JOIN LATERAL (SELECT status FROM tasks WHERE id = n.needs_id OFFSET 0) AS e
+              WHERE n.needs_id = ANY(ended) AND (among IS NULL OR n.task_id = ANY(among))
+              GROUP BY n.task_id) AS c;
+        EXIT WHEN dependents IS NULL;
+        -- Written in id order, the order of the arrays, so this call locks its rows in
+        -- that order. (Two statements each ending several needs can still lock in
+        -- opposite orders through two calls: Postgres finds the deadlock and the group
+        -- commit writes its batch again.)
+        WITH counted AS (
+            UPDATE tasks t
+            SET needs_pending = t.needs_pending - c.n_ended,
+                needs_unmet = t.needs_unmet + c.n_unmet
+            FROM unnest(dependents, ends, unmets) AS c(id, n_ended, n_unmet)
+            -- Not `t.status = 'waiting'`, which the index on unfinished rows could serve:
+            -- planned while the statistics knew of few waiting rows, it read them all.
+            WHERE t.id = c.id AND (t.status = 'waiting') IS TRUE
+            RETURNING t.id, tasks_release_verdict(t.release_when, t.needs_pending, t.needs_unmet) AS verdict
+        )
+        SELECT array_agg(id) FILTER (WHERE verdict = 'queued'),
+               array_agg(id) FILTER (WHERE verdict = 'skipped')
+        INTO released, skipped
+        FROM counted;
+        IF released IS NOT NULL THEN
+            UPDATE tasks t
+            SET status = 'queued', queued_at = d.at, updated_at = d.at, released_by = root
+            FROM tasks_dated_after_needs(released, at) AS d
+            WHERE t.id = d.id;
+            -- Most needs report no outputs: one look before the work of giving them.
+            IF EXISTS (SELECT 1 FROM task_needs n
+                       CROSS JOIN LATERAL (SELECT 1 FROM tasks e
+                                           WHERE e.id = n.needs_id AND e.job IS NOT NULL
+                                             AND jsonb_typeof(e.outputs) = 'object'
+                                           OFFSET 0) AS e
+                       WHERE n.task_id = ANY(released)) THEN
+                PERFORM tasks_give_needs_env(released);
+            END IF;
+        END IF;
+        ended := '{}';
+        IF skipped IS NOT NULL THEN
+            UPDATE tasks t
+            SET status = 'skipped', finished_at = d.at, updated_at = d.at, released_by = root,
+                error = CASE WHEN t.release_when = 'on_failure'
+                             THEN 'skipped: every job it needs succeeded'
+                             ELSE 'skipped: a job it needs did not succeed' END
+            FROM tasks_dated_after_needs(skipped, at) AS d
+            WHERE t.id = d.id;
+            -- A skip is an end: its completion webhook is due as any end's (§4.8).
+            INSERT INTO outbox (task_id, kind, target, idempotency_key, created_at, next_attempt_at)
+            SELECT id, 'webhook', notify_url, id || ':skipped', at, at
+            FROM tasks WHERE id = ANY(skipped) AND notify_url IS NOT NULL
+            ON CONFLICT (idempotency_key) DO NOTHING;
+            ended := ARRAY(SELECT id FROM tasks WHERE id = ANY(skipped) AND has_dependents);
+        END IF;
+        among := NULL;
+    END LOOP;
+END
+$$;
