@@ -3,8 +3,9 @@
 //! says whether it changed. The group committer (`group_commit.rs`) gathers concurrent
 //! requests' work into one [`Work`]; the store's single-item methods are a batch of one.
 //!
-//! A batch with no log chunks, in which no task appears twice — the common case — is
-//! written as **one statement** (`one_statement.rs`): one round trip to Postgres and one
+//! A batch of many inserts and nothing else (a bulk submit's) is written by **`COPY`**
+//! (`copy_in.rs`). A batch with no log chunks, in which no task appears twice — the
+//! common case — is written as **one statement** (`one_statement.rs`): one round trip to Postgres and one
 //! commit, however many kinds it holds. Any other batch takes the general path
 //! (`by_kind.rs`): a transaction with one statement per kind. Both are built from the
 //! same SQL (`sql.rs`), bound by the same code (`binds.rs`).
@@ -16,6 +17,7 @@
 
 mod binds;
 mod by_kind;
+mod copy_in;
 mod one_statement;
 mod sql;
 
@@ -188,7 +190,9 @@ pub(crate) async fn write(
                 hook();
             }
         };
-        let written = if one_statement::eligible(work) {
+        let written = if copy_in::eligible(work) {
+            copy_in::write(pool, work, how, hook).await
+        } else if one_statement::eligible(work) {
             one_statement::write(pool, work, how, hook).await
         } else {
             apply_in_transaction(pool, work, how, hook).await
