@@ -50,22 +50,17 @@ pub(crate) async fn write(
     before_commit: impl FnOnce(),
 ) -> Result<Done, StoreError> {
     let now = as_stored(how.now);
+    // Encoded before the transaction begins: Postgres is not kept waiting in the copy.
+    let data = rows(&work.inserts, now)
+        .map_err(|e| StoreError::Internal(format!("encoding a row to copy: {e}")))?;
     let mut tx = pool.begin().await?;
     let mut copy = tx
         .copy_in_raw(&format!(
             "COPY tasks ({COLUMNS}) FROM STDIN (FORMAT binary)"
         ))
         .await?;
-    match rows(&work.inserts, now) {
-        Ok(data) => {
-            copy.send(data).await?;
-            copy.finish().await?;
-        }
-        Err(e) => {
-            copy.abort("a row could not be encoded").await?;
-            return Err(StoreError::Internal(format!("encoding a row to copy: {e}")));
-        }
-    }
+    copy.send(data).await?;
+    copy.finish().await?;
     before_commit();
     tx.commit().await?;
     let created: Vec<TaskRecord> = work.inserts.iter().map(|t| inserted(t, now)).collect();
