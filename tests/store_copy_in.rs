@@ -8,10 +8,13 @@ use baton_localcluster::testing as support;
 
 use baton_core::TaskStatus;
 use baton_core::retry_policy::RetryPolicy;
-use baton_store::{Apply, NewTask, Store, StoreOptions, TaskRecord, Work};
-use chrono::{Duration, TimeZone, Utc};
+use baton_store::{
+    FinishPolicy, GroupCommit, GroupCommitSettings, NewTask, Store, StoreOptions, TaskRecord, Work,
+};
+use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use support::*;
 use uuid::Uuid;
 
@@ -20,6 +23,27 @@ async fn store(name: &str) -> (TestEnv, Store) {
     let store = Store::connect_lazy(&env.database_url, &StoreOptions::default()).unwrap();
     store.migrate().await.unwrap();
     (env, store)
+}
+
+/// A node's committer writing every batch at `now` — the one writer that copies (a
+/// caller's own write may be cancelled, which a copy must not be).
+fn committer(store: &Store, now: DateTime<Utc>) -> GroupCommit {
+    GroupCommit::spawn(
+        store.clone(),
+        GroupCommitSettings {
+            writers: 1,
+            max_items: 4096,
+            linger: std::time::Duration::ZERO,
+            log_cap: 1 << 20,
+            policy: FinishPolicy {
+                backoff: baton_core::after_run::TASK_RETRY,
+                jitter_unit: 0.5,
+            },
+            now: Arc::new(move || now),
+            fault: None,
+            observer: None,
+        },
+    )
 }
 
 /// Forty tasks, each different from the one before in some value a submit can set.
@@ -71,6 +95,15 @@ fn varied_tasks(now: chrono::DateTime<Utc>) -> Vec<NewTask> {
                         ..RetryPolicy::default()
                     });
                 }
+                _ if i % 16 == 15 => {
+                    // A pipeline's job, inserted waiting (with no edges: the table's
+                    // columns are what is checked here).
+                    t.pipeline_id = Some(Uuid::now_v7());
+                    t.job = Some(format!("job-{i}"));
+                    t.release_when = Some("on_success".into());
+                    t.needs_pending = 2;
+                    t.has_dependents = true;
+                }
                 _ => {
                     t.concurrency_key = Some(format!("group-{i}"));
                     t.concurrency_limit = Some(2);
@@ -102,17 +135,14 @@ fn assert_same(a: &TaskRecord, b: &TaskRecord, what: &str) {
     assert_eq!(without_payload(a), without_payload(b), "{what}: {}", a.id);
 }
 
-async fn written(store: &Store, tasks: &[NewTask], chunk: usize, how: &Apply) -> Vec<TaskRecord> {
+async fn written(commit: &GroupCommit, tasks: &[NewTask], chunk: usize) -> Vec<TaskRecord> {
     let mut answered = Vec::new();
     for batch in tasks.chunks(chunk) {
-        let done = store
-            .write_now(
-                &Work {
-                    inserts: batch.to_vec(),
-                    ..Work::default()
-                },
-                how,
-            )
+        let done = commit
+            .write(Work {
+                inserts: batch.to_vec(),
+                ..Work::default()
+            })
             .await
             .unwrap();
         for insert in done.inserts {
@@ -128,10 +158,10 @@ async fn written(store: &Store, tasks: &[NewTask], chunk: usize, how: &Apply) ->
 async fn a_copied_batch_answers_the_rows_postgres_keeps_and_the_statement_would_write() {
     let (_env, store) = store("store-copy-in").await;
     let now = Utc::now() + Duration::nanoseconds(987);
-    let how = Apply::at(now);
+    let commit = committer(&store, now);
     let tasks = varied_tasks(now);
     // All forty in one batch: by `COPY`.
-    let copied = written(&store, &tasks, tasks.len(), &how).await;
+    let copied = written(&commit, &tasks, tasks.len()).await;
     let ids: Vec<Uuid> = tasks.iter().map(|t| t.id).collect();
     let kept = by_id(store.tasks_by_ids(&ids).await.unwrap());
     assert_eq!(kept.len(), 40);
@@ -139,7 +169,13 @@ async fn a_copied_batch_answers_the_rows_postgres_keeps_and_the_statement_would_
         assert_same(row, &kept[&row.id], "answered against kept");
     }
     let statuses: Vec<TaskStatus> = copied.iter().map(|t| t.status).collect();
-    assert!(statuses.contains(&TaskStatus::Scheduled) && statuses.contains(&TaskStatus::Queued));
+    for status in [
+        TaskStatus::Scheduled,
+        TaskStatus::Queued,
+        TaskStatus::Waiting,
+    ] {
+        assert!(statuses.contains(&status), "no task {status:?}");
+    }
 
     // The same tasks again under new ids, eight at a time: by the one statement.
     let again: Vec<NewTask> = tasks
@@ -149,7 +185,7 @@ async fn a_copied_batch_answers_the_rows_postgres_keeps_and_the_statement_would_
             ..t.clone()
         })
         .collect();
-    let stated = written(&store, &again, 8, &how).await;
+    let stated = written(&commit, &again, 8).await;
     let stated_kept = by_id(
         store
             .tasks_by_ids(&again.iter().map(|t| t.id).collect::<Vec<_>>())
@@ -168,23 +204,26 @@ async fn a_copied_batch_answers_the_rows_postgres_keeps_and_the_statement_would_
     }
 }
 
-/// A row Postgres refuses fails its whole batch: nothing of it is kept.
+/// A row Postgres refuses fails its whole batch: nothing of it is kept, and the
+/// committer's next batch is written as usual.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_copied_batch_with_a_refused_row_keeps_nothing() {
     let (_env, store) = store("store-copy-in-refused").await;
+    let commit = committer(&store, Utc::now());
     let mut tasks: Vec<NewTask> = (0..40).map(|_| new_task_row()).collect();
     // Neither a command nor a script: the table's check refuses it.
     tasks[17].command = None;
-    let refused = store
-        .write_now(
-            &Work {
-                inserts: tasks.clone(),
-                ..Work::default()
-            },
-            &Apply::at(Utc::now()),
-        )
+    let refused = commit
+        .write(Work {
+            inserts: tasks.clone(),
+            ..Work::default()
+        })
         .await;
     assert!(refused.is_err(), "the batch was written");
     let ids: Vec<Uuid> = tasks.iter().map(|t| t.id).collect();
     assert!(store.tasks_by_ids(&ids).await.unwrap().is_empty());
+    let next: Vec<NewTask> = (0..40).map(|_| new_task_row()).collect();
+    assert_eq!(written(&commit, &next, 40).await.len(), 40);
+    let ids: Vec<Uuid> = next.iter().map(|t| t.id).collect();
+    assert_eq!(store.tasks_by_ids(&ids).await.unwrap().len(), 40);
 }

@@ -201,7 +201,9 @@ async fn write_one(
     work: &Work,
     how: &Apply,
 ) -> Result<Done, StoreError> {
-    let mut done = crate::transitions::write(&store.pool, work, how, || {
+    // This runs in the committer's own loop, which no request's cancel reaches.
+    let writer = crate::transitions::Writer::NeverCancelled;
+    let mut done = crate::transitions::write(&store.pool, work, how, writer, || {
         fault(settings, Fault::AbortBeforeCommit)
     })
     .await?;

@@ -150,7 +150,7 @@ pub struct NewTask {
 }
 
 /// A time as the task table keeps it: whole microseconds, the rest cut off — as `sqlx`
-/// binds a time, and as both ways of inserting write one (the statement reads a time
+/// binds a time after 2000, and as both ways of inserting write one (the statement reads a time
 /// in the JSON text cut here; Postgres would round a finer one), so a task is stored
 /// the same by either.
 pub(crate) fn as_stored(at: DateTime<Utc>) -> DateTime<Utc> {
@@ -513,7 +513,8 @@ impl Store {
 
     /// Applies `work` in a transaction of its own, at once.
     pub async fn write_now(&self, work: &Work, how: &Apply) -> Result<Done, StoreError> {
-        crate::transitions::write(&self.pool, work, how, || {}).await
+        let writer = crate::transitions::Writer::MayBeCancelled;
+        crate::transitions::write(&self.pool, work, how, writer, || {}).await
     }
 }
 

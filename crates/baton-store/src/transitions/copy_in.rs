@@ -6,8 +6,11 @@
 //! the statement; and it returns nothing, so each row is built here from what was sent
 //! — every value as Postgres stores it (times cut to the microsecond, as either way
 //! writes them: `tasks::as_stored`; a JSON `null` as no value), the status by the rule of the insert's SQL
-//! (`sql::insert`), the other columns at their defaults. `tests/store_copy_in.rs`
-//! checks both against the rows read back and against the statement's.
+//! (`sql::insert`), the other columns at their defaults; a payload is answered as the
+//! node parsed it (the same JSON value, which a later read may write with its keys in
+//! another order). Only the group commit's writer copies (`Writer`: a copy dropped while
+//! it finishes leaves its connection out of step). `tests/store_copy_in.rs` checks the
+//! rows against those read back and against the statement's.
 
 use super::{Apply, Done, Work};
 use crate::error::StoreError;

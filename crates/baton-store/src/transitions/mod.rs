@@ -173,13 +173,27 @@ impl Apply {
     }
 }
 
-/// Writes `work` and commits: as one statement when it fits, else by the general path in
-/// a transaction. `before_commit` runs just before the commit (the group commit's fault
-/// hook). Counts the runs it ended.
+/// Whoever writes a batch, as far as `COPY` is concerned: `sqlx` loses track of a
+/// connection whose `COPY` is dropped while it finishes (an answer left unread, then
+/// read as the next query's), so only a writer that is never cancelled — the group
+/// commit's loop — copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Writer {
+    /// The group commit's writer, which runs to the end of each batch.
+    NeverCancelled,
+    /// A caller's own future, which its caller may drop.
+    MayBeCancelled,
+}
+
+/// Writes `work` and commits: by `COPY` when it is a bulk batch and `writer` allows it,
+/// as one statement when it fits, else by the general path in a transaction.
+/// `before_commit` runs just before the commit (the group commit's fault hook). Counts
+/// the runs it ended.
 pub(crate) async fn write(
     pool: &MeteredPool,
     work: &Work,
     how: &Apply,
+    writer: Writer,
     before_commit: impl FnOnce(),
 ) -> Result<Done, StoreError> {
     let mut before_commit = Some(before_commit);
@@ -190,7 +204,7 @@ pub(crate) async fn write(
                 hook();
             }
         };
-        let written = if copy_in::eligible(work) {
+        let written = if writer == Writer::NeverCancelled && copy_in::eligible(work) {
             copy_in::write(pool, work, how, hook).await
         } else if one_statement::eligible(work) {
             one_statement::write(pool, work, how, hook).await
