@@ -245,11 +245,18 @@ async fn a_fork_bomb_is_bounded_and_gone_with_its_task() {
     let _agent = env
         .runner_with(&node.url, &["bomb"], 1, &["--task-max-processes", "64"])
         .await;
-    let bomb = "echo \"uid: $(id -u)\"\n\
+    // The count needs forks of its own while the bomb holds every process it may have:
+    // tried until one gets through (`echo`, `[` and the loop are the shell's own).
+    let bomb = "me=$(id -u)\n\
+                echo \"uid: $me\"\n\
                 bomb() { bomb | bomb & }\n\
                 bomb 2>/dev/null\n\
                 sleep 2\n\
-                echo \"at most $(ps -eo uid= | grep -c \"^ *$(id -u)$\") processes\"\n";
+                n=; tries=0\n\
+                while [ -z \"$n\" ] && [ $tries -lt 1000 ]; do\n\
+                n=$(ps -eo uid= 2>/dev/null | grep -c \"^ *$me$\" 2>/dev/null); tries=$((tries+1))\n\
+                done 2>/dev/null\n\
+                echo \"at most $n processes\"\n";
     let output = run_script(&env, &user, "bomb", bomb.into(), Default::default()).await;
     let bomber = uid_in(&output);
     let most: usize = output
