@@ -201,9 +201,7 @@ async fn write_one(
     work: &Work,
     how: &Apply,
 ) -> Result<Done, StoreError> {
-    // This runs in the committer's own loop, which no request's cancel reaches.
-    let writer = crate::transitions::Writer::NeverCancelled;
-    let mut done = crate::transitions::write(&store.pool, work, how, writer, || {
+    let mut done = crate::transitions::write(&store.pool, work, how, || {
         fault(settings, Fault::AbortBeforeCommit)
     })
     .await?;

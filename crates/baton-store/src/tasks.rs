@@ -108,7 +108,6 @@ pub struct NewTask {
     /// How many attempts it may have.
     pub max_attempts: i32,
     /// Delayed start: the task waits as `scheduled` until then.
-    #[serde(serialize_with = "stored_time")]
     pub run_at: Option<DateTime<Utc>>,
     /// Its idempotency key, scoped to its owner: a repeat returns the first task.
     pub idempotency_key: Option<String>,
@@ -121,7 +120,6 @@ pub struct NewTask {
     /// The schedule and tick that made it, if one did.
     pub schedule_id: Option<Uuid>,
     /// The tick of `schedule_id` that made it.
-    #[serde(serialize_with = "stored_time")]
     pub scheduled_for: Option<DateTime<Utc>>,
     /// Re-runs and retry policies (issue 13): the task this one re-runs, and the task's
     /// own retry policy, resolved (`baton_core::retry_policy`).
@@ -147,18 +145,6 @@ pub struct NewTask {
     /// Whether a task inserted with it needs it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub has_dependents: bool,
-}
-
-/// A time as the task table keeps it: whole microseconds, the rest cut off — as `sqlx`
-/// binds a time after 2000, and as both ways of inserting write one (the statement reads a time
-/// in the JSON text cut here; Postgres would round a finer one), so a task is stored
-/// the same by either.
-pub(crate) fn as_stored(at: DateTime<Utc>) -> DateTime<Utc> {
-    chrono::SubsecRound::trunc_subsecs(at, 6)
-}
-
-fn stored_time<S: serde::Serializer>(at: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
-    serde::Serialize::serialize(&at.map(as_stored), s)
 }
 
 fn is_zero(n: &i32) -> bool {
@@ -513,8 +499,7 @@ impl Store {
 
     /// Applies `work` in a transaction of its own, at once.
     pub async fn write_now(&self, work: &Work, how: &Apply) -> Result<Done, StoreError> {
-        let writer = crate::transitions::Writer::MayBeCancelled;
-        crate::transitions::write(&self.pool, work, how, writer, || {}).await
+        crate::transitions::write(&self.pool, work, how, || {}).await
     }
 }
 

@@ -3,9 +3,8 @@
 //! says whether it changed. The group committer (`group_commit.rs`) gathers concurrent
 //! requests' work into one [`Work`]; the store's single-item methods are a batch of one.
 //!
-//! A batch of many inserts and nothing else (a bulk submit's) is written by **`COPY`**
-//! (`copy_in.rs`). A batch with no log chunks, in which no task appears twice — the
-//! common case — is written as **one statement** (`one_statement.rs`): one round trip to Postgres and one
+//! A batch with no log chunks, in which no task appears twice — the common case — is
+//! written as **one statement** (`one_statement.rs`): one round trip to Postgres and one
 //! commit, however many kinds it holds. Any other batch takes the general path
 //! (`by_kind.rs`): a transaction with one statement per kind. Both are built from the
 //! same SQL (`sql.rs`), bound by the same code (`binds.rs`).
@@ -17,7 +16,6 @@
 
 mod binds;
 mod by_kind;
-mod copy_in;
 mod one_statement;
 mod sql;
 
@@ -173,27 +171,13 @@ impl Apply {
     }
 }
 
-/// Whoever writes a batch, as far as `COPY` is concerned: `sqlx` loses track of a
-/// connection whose `COPY` is dropped while it finishes (an answer left unread, then
-/// read as the next query's), so only a writer that is never cancelled — the group
-/// commit's loop — copies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Writer {
-    /// The group commit's writer, which runs to the end of each batch.
-    NeverCancelled,
-    /// A caller's own future, which its caller may drop.
-    MayBeCancelled,
-}
-
-/// Writes `work` and commits: by `COPY` when it is a bulk batch and `writer` allows it,
-/// as one statement when it fits, else by the general path in a transaction.
-/// `before_commit` runs just before the commit (the group commit's fault hook). Counts
-/// the runs it ended.
+/// Writes `work` and commits: as one statement when it fits, else by the general path in
+/// a transaction. `before_commit` runs just before the commit (the group commit's fault
+/// hook). Counts the runs it ended.
 pub(crate) async fn write(
     pool: &MeteredPool,
     work: &Work,
     how: &Apply,
-    writer: Writer,
     before_commit: impl FnOnce(),
 ) -> Result<Done, StoreError> {
     let mut before_commit = Some(before_commit);
@@ -204,9 +188,7 @@ pub(crate) async fn write(
                 hook();
             }
         };
-        let written = if writer == Writer::NeverCancelled && copy_in::eligible(work) {
-            copy_in::write(pool, work, how, hook).await
-        } else if one_statement::eligible(work) {
+        let written = if one_statement::eligible(work) {
             one_statement::write(pool, work, how, hook).await
         } else {
             apply_in_transaction(pool, work, how, hook).await
