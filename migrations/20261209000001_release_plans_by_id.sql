@@ -12,6 +12,32 @@
 -- its outer side), the planner takes those whatever the statistics said
 -- (`tests/store_plans.rs`).
 
+-- And the release's time. A job was released (or skipped) at the time of the end that
+-- counted its last need off it. Two batches (two nodes', or one node's two committing sessions) each take their
+-- time and then write; the one dated later can commit first, and the other, waiting for
+-- its lock on the job, then counts the last need off at its earlier time: the job was
+-- said released before a need it waited for had ended (`tests/pipelines.rs`' fan-in
+-- saw it in CI). A release or a skip is now dated no earlier than any end of a need it
+-- counted: the latest of the counting end's time and its ended needs' ends; a skip's
+-- webhook is due from then.
+-- (`tests/store_pipelines.rs`, `a_job_is_released_no_earlier_than_its_needs_ended`.)
+
+-- The time a job waiting on its needs is released or skipped at, when the end being
+-- counted is dated `at`: `at`, or the end of one of its needs dated later. Each need's
+-- row read by its id, as everything the release reads: once per job released, one read
+-- per edge.
+-- Called per row of an update that finds its rows by `id = ANY(…)`, so no plan can join
+-- it to the table.
+CREATE FUNCTION tasks_dated_after_needs(task uuid, at timestamptz)
+RETURNS timestamptz LANGUAGE sql STABLE
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+    SELECT greatest($2, max(e.finished_at))
+    FROM task_needs n
+    CROSS JOIN LATERAL (SELECT finished_at FROM tasks WHERE tasks.id = n.needs_id OFFSET 0) AS e
+    WHERE n.task_id = $1
+$$;
+
 CREATE OR REPLACE FUNCTION tasks_resolve(ended uuid[], among uuid[], root uuid, at timestamptz)
 RETURNS void LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
@@ -61,7 +87,8 @@ BEGIN
         FROM counted;
         IF released IS NOT NULL THEN
             UPDATE tasks t
-            SET status = 'queued', queued_at = at, updated_at = at, released_by = root
+            SET (status, queued_at, updated_at, released_by) =
+                (SELECT 'queued', d, d, root FROM tasks_dated_after_needs(t.id, at) AS d)
             WHERE t.id = ANY(released);
             -- Most needs report no outputs: one look before the work of giving them.
             IF EXISTS (SELECT 1 FROM task_needs n
@@ -76,14 +103,16 @@ BEGIN
         ended := '{}';
         IF skipped IS NOT NULL THEN
             UPDATE tasks t
-            SET status = 'skipped', finished_at = at, updated_at = at, released_by = root,
-                error = CASE WHEN t.release_when = 'on_failure'
+            SET (status, finished_at, updated_at, released_by, error) =
+                (SELECT 'skipped', d, d, root,
+                        CASE WHEN t.release_when = 'on_failure'
                              THEN 'skipped: every job it needs succeeded'
                              ELSE 'skipped: a job it needs did not succeed' END
+                 FROM tasks_dated_after_needs(t.id, at) AS d)
             WHERE t.id = ANY(skipped);
             -- A skip is an end: its completion webhook is due as any end's (§4.8).
             INSERT INTO outbox (task_id, kind, target, idempotency_key, created_at, next_attempt_at)
-            SELECT id, 'webhook', notify_url, id || ':skipped', at, at
+            SELECT id, 'webhook', notify_url, id || ':skipped', finished_at, finished_at
             FROM tasks WHERE id = ANY(skipped) AND notify_url IS NOT NULL
             ON CONFLICT (idempotency_key) DO NOTHING;
             ended := ARRAY(SELECT id FROM tasks WHERE id = ANY(skipped) AND has_dependents);
