@@ -1,6 +1,7 @@
 //! Flow control in the lease script (docs/flow-control.md), against a real Redis: a full
 //! concurrency group parks its tasks without hiding the tasks behind them, a freed slot
-//! lets the oldest waiting task back, in order, and a paused queue is never a candidate.
+//! lets the oldest waiting task back, in order, and a paused queue is never a candidate
+//! (nor unpaused by a repair that read Postgres before the pause).
 
 use baton_core::LeaseId;
 use baton_core::RunnerId;
@@ -125,4 +126,31 @@ async fn a_paused_queue_is_never_a_candidate_until_resumed() {
     assert!(lease(&coord, 2).await.is_empty());
     coord.queue_paused_set("held", false).await.unwrap();
     assert_eq!(ids(&lease(&coord, 2).await), vec![held.task_id]);
+}
+
+/// The repair pass reads Postgres, then mirrors it: a pause or resume the API writes in
+/// between is newer than that read and stays (once, the mirror undid a pause, and a
+/// paused queue's task was counted as calling for a runner until the next pass).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mirror_read_before_a_pause_or_resume_does_not_undo_it() {
+    let env = TestEnv::new("redis-paused-mirror").await;
+    let coord = coord(&env).await;
+    let read_before = coord.paused_mark().await.unwrap();
+    coord.queue_paused_set("held", true).await.unwrap();
+    assert!(!coord.paused_mirror(&read_before, &[]).await.unwrap());
+    assert_eq!(coord.queues_paused().await.unwrap(), vec!["held".to_string()]);
+
+    let read_before = coord.paused_mark().await.unwrap();
+    coord.queue_paused_set("held", false).await.unwrap();
+    let held = ["held".to_string()];
+    assert!(!coord.paused_mirror(&read_before, &held).await.unwrap());
+    assert!(coord.queues_paused().await.unwrap().is_empty());
+
+    // Read after the last write, the mirror is the truth, and mends a lost copy.
+    let read_after = coord.paused_mark().await.unwrap();
+    assert!(coord.paused_mirror(&read_after, &held).await.unwrap());
+    assert_eq!(coord.queues_paused().await.unwrap(), vec!["held".to_string()]);
+    assert!(!coord.paused_mirror(&read_after, &held).await.unwrap());
+    assert!(coord.paused_mirror(&read_after, &[]).await.unwrap());
+    assert!(coord.queues_paused().await.unwrap().is_empty());
 }

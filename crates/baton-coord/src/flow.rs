@@ -9,8 +9,14 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use uuid::Uuid;
 
+static PAUSED_MIRROR: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/paused_mirror.lua")));
 static GROUPS_REPAIR: LazyLock<Script> =
     LazyLock::new(|| indexing(include_str!("lua/groups_repair.lua")));
+
+/// The API's pauses and resumes as far as one reading saw them ([`Coord::paused_mark`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PausedMark(String);
 
 /// What a group's recount changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -24,13 +30,14 @@ pub struct GroupRepair {
 }
 
 impl Coord {
-    /// Pauses or resumes `queue` in Redis, after Postgres recorded it. A resume wakes
-    /// every parked lease (and ends every node's memory of finding nothing), so the
-    /// queue's tasks go out at once.
+    /// Pauses or resumes `queue` in Redis, after Postgres recorded it, and moves the
+    /// paused mark on, so a mirror read from Postgres before is not written over it. A
+    /// resume wakes every parked lease (and ends every node's memory of finding
+    /// nothing), so the queue's tasks go out at once.
     pub async fn queue_paused_set(&self, queue: &str, paused: bool) -> Result<(), CoordError> {
         let mut conn = self.conn().await?;
         let mut pipe = redis::pipe();
-        pipe.atomic();
+        pipe.atomic().incr(self.keys.paused_mark(), 1).ignore();
         if paused {
             pipe.sadd(self.keys.paused(), queue).ignore();
         } else {
@@ -50,30 +57,37 @@ impl Coord {
             .await?)
     }
 
-    /// Makes the paused set exactly `queues` (the repair pass, from Postgres). Returns
-    /// whether it changed; a resume it undid is published as a wake-up like any resume.
-    pub async fn paused_mirror(&self, queues: &[String]) -> Result<bool, CoordError> {
+    /// Where the API's pauses and resumes were when read: taken before Postgres's paused
+    /// queues are read for [`Coord::paused_mirror`].
+    pub async fn paused_mark(&self) -> Result<PausedMark, CoordError> {
         let mut conn = self.conn().await?;
-        let mut now: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(self.keys.paused())
+        let mark: Option<String> = redis::cmd("GET")
+            .arg(self.keys.paused_mark())
             .query_async(&mut conn)
             .await?;
-        let mut want = queues.to_vec();
-        now.sort();
-        want.sort();
-        if now == want {
-            return Ok(false);
+        Ok(PausedMark(mark.unwrap_or_default()))
+    }
+
+    /// Makes the paused set exactly `queues` (the repair pass, from Postgres, read after
+    /// `mark` was taken), unless a pause or resume was written since: that one is newer
+    /// than the read. Returns whether it changed; a resume it undid is published as a
+    /// wake-up like any resume.
+    pub async fn paused_mirror(
+        &self,
+        mark: &PausedMark,
+        queues: &[String],
+    ) -> Result<bool, CoordError> {
+        let mut inv = PAUSED_MIRROR.prepare_invoke();
+        inv.arg(self.keys.prefix())
+            .arg(&mark.0)
+            .arg(self.keys.wake())
+            .arg(Wake::All.payload());
+        for queue in queues {
+            inv.arg(queue);
         }
-        let mut pipe = redis::pipe();
-        pipe.atomic().del(self.keys.paused()).ignore();
-        if !want.is_empty() {
-            pipe.sadd(self.keys.paused(), &want).ignore();
-        }
-        if now.iter().any(|q| !want.contains(q)) {
-            pipe.publish(self.keys.wake(), Wake::All.payload()).ignore();
-        }
-        pipe.query_async::<()>(&mut conn).await?;
-        Ok(true)
+        let mut conn = self.conn().await?;
+        let changed: i64 = inv.invoke_async(&mut conn).await?;
+        Ok(changed == 1)
     }
 
     /// Recounts one concurrency group from its unfinished tasks as Postgres has them:

@@ -25,8 +25,12 @@ pub struct FlowRepair {
 /// drops the group entries of tasks that ended. Claims must have been restored first:
 /// a slot is held by a claim.
 pub(super) async fn repair(store: &Store, coord: &Coord) -> Result<FlowRepair, ServiceError> {
+    // The mark before Postgres: a pause written after this read is newer than it.
+    let mark = coord.paused_mark().await?;
     let mut out = FlowRepair {
-        paused_mirrored: coord.paused_mirror(&store.queues_paused().await?).await?,
+        paused_mirrored: coord
+            .paused_mirror(&mark, &store.queues_paused().await?)
+            .await?,
         ..FlowRepair::default()
     };
     // Redis first, Postgres after: an entry added after this read is not looked at, and

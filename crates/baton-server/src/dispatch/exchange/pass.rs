@@ -564,14 +564,17 @@ async fn claim_groups_of(
 /// `paused` copy lost in a failover): the copy is mended at once, or the task put back
 /// would be popped and refused again until the repair pass.
 async fn mirror_pauses(dispatcher: &Dispatcher) {
-    let mirrored = match dispatcher.store.queues_paused().await {
-        Ok(paused) => dispatcher
+    let mirrored = async {
+        // The mark before Postgres: a pause written after this read is newer than it.
+        let mark = dispatcher.coord.paused_mark().await.map_err(|e| e.to_string())?;
+        let paused = dispatcher.store.queues_paused().await.map_err(|e| e.to_string())?;
+        dispatcher
             .coord
-            .paused_mirror(&paused)
+            .paused_mirror(&mark, &paused)
             .await
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
+            .map_err(|e| e.to_string())
+    }
+    .await;
     match mirrored {
         Ok(true) => tracing::warn!("the paused queues in Redis did not match Postgres: mirrored"),
         Ok(false) => {}
