@@ -514,6 +514,43 @@ async fn each_bad_request_gets_its_4xx_and_writes_nothing() {
             413,
             "exchange_too_large",
         ),
+        // A runner's leaving refused leaves it registered (checked below).
+        case(
+            "unregister listing too many running leases",
+            Method::POST,
+            "/v1/runner/unregister",
+            Auth::Runner,
+            Body::Json(json!({"boot_id": unknown, "running": too_many_running})),
+            413,
+            "exchange_too_large",
+        ),
+        case(
+            "unregister with a body that is not JSON",
+            Method::POST,
+            "/v1/runner/unregister",
+            Auth::Runner,
+            Body::Raw("text/plain", b"leaving".to_vec()),
+            415,
+            "unsupported_media_type",
+        ),
+        case(
+            "unregister with malformed JSON",
+            Method::POST,
+            "/v1/runner/unregister",
+            Auth::Runner,
+            Body::Raw("application/json", b"{\"boot_id\":".to_vec()),
+            400,
+            "malformed_json",
+        ),
+        case(
+            "unregister without its boot",
+            Method::POST,
+            "/v1/runner/unregister",
+            Auth::Runner,
+            Body::Json(json!({"running": []})),
+            422,
+            "invalid_body",
+        ),
         case(
             "lease parking too long",
             Method::POST,
@@ -596,6 +633,12 @@ async fn each_bad_request_gets_its_4xx_and_writes_nothing() {
         .await
         .unwrap();
     assert_eq!(runners, 1, "no bad registration wrote a runner");
+    let deleted: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM runners WHERE deleted_at IS NOT NULL")
+            .fetch_one(&mut env.db().await)
+            .await
+            .unwrap();
+    assert_eq!(deleted, 0, "no refused unregister deleted its runner");
 }
 
 /// A body the server refuses before reading it all (too large, or sent with no token) is

@@ -9,6 +9,7 @@ use baton_localcluster::testing as support;
 
 use baton_client::SubmitTask;
 use baton_core::TaskStatus;
+use baton_core::after_run::FORGOTTEN_ERROR;
 use std::time::Duration;
 use support::*;
 use uuid::Uuid;
@@ -356,6 +357,89 @@ async fn a_task_in_an_answer_that_came_back_after_the_fence_is_not_started() {
     assert!(
         refused,
         "the runner ran a task the server had already ended"
+    );
+}
+
+/// A one-task runner's answer comes back after its fence, so it does not start that
+/// answer's task; it takes another, runs it and unregisters, all well before the server
+/// would end the dropped run as forgotten (only a list made 15 s after a start may). Its
+/// leaving says what it holds — nothing — so the dropped run ends as forgotten, before the
+/// runner is deleted. Before, it ended "runner deleted", as if the runner had been taken
+/// away while it ran (the drill's "every run's end has a cause" found it).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_a_leaving_runner_never_started_ends_as_forgotten_not_as_a_deleted_runners() {
+    let env = TestEnv::new("runner-leaves-dropped").await;
+    let node = env.node_with(&fast_ha_lost_after("10")).await;
+    let link = proxy::FaultProxy::in_front_of(&node.url).await.unwrap();
+    let mut runner = env
+        .runner_with(
+            &format!("http://127.0.0.1:{}", link.port()),
+            &["leaving"],
+            1,
+            &[
+                "--once",
+                "--heartbeat-s",
+                "1",
+                "--fence-after-s",
+                "3",
+                "--wait-s",
+                "20",
+            ],
+        )
+        .await;
+    node.wait_parked("the runner to park", |n| n >= 1).await;
+    link.set(proxy::Link::Cut);
+    let user = user_client(&node.url);
+    let runs = file_tasks_may_write(&env.dir.join("runs.log"));
+    let (dropped, _) = user
+        .submit(&task(&format!("echo dropped >> {}", runs.display()), "leaving", 1))
+        .await
+        .unwrap();
+    wait_for(
+        "the node to start it for the parked runner",
+        Duration::from_secs(10),
+        || async {
+            let task = user.task_get(dropped.id).await.ok()?;
+            (task.status == TaskStatus::Running).then_some(())
+        },
+    )
+    .await;
+    // The cut outlasts the runner's fence (3 s from the poll's send), not its lost
+    // threshold: the answer arrives late, and the runner is still counted alive.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    link.set(proxy::Link::Open);
+    wait_for(
+        "the runner to drop the late answer",
+        Duration::from_secs(15),
+        || async {
+            let log = std::fs::read_to_string(&runner.log).ok()?;
+            log.contains("its tasks are not started").then_some(())
+        },
+    )
+    .await;
+    let (ran, _) = user
+        .submit(&task(&format!("echo ran >> {}", runs.display()), "leaving", 1))
+        .await
+        .unwrap();
+    assert_eq!(runner.wait_exit(Duration::from_secs(30)).await, Some(0));
+    assert_eq!(
+        env.wait_terminal(&user, ran.id).await.status,
+        TaskStatus::Succeeded
+    );
+    let dropped = env.wait_terminal(&user, dropped.id).await;
+    assert_eq!(
+        (dropped.status, dropped.error.as_deref()),
+        (TaskStatus::Failed, Some(FORGOTTEN_ERROR)),
+        "{dropped:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&runs).unwrap(),
+        "ran\n",
+        "the dropped task never ran"
+    );
+    assert!(
+        user.runners().await.unwrap().runners.is_empty(),
+        "it unregistered"
     );
 }
 

@@ -504,8 +504,12 @@ impl Client {
     }
 
     /// The runner removes itself (an ephemeral runner after its one task).
-    pub async fn unregister(&self) -> Result<(), ClientError> {
-        Self::send(self.request(Method::POST, "/v1/runner/unregister")).await?;
+    pub async fn unregister(&self, leaving: &RunnerLeaving) -> Result<(), ClientError> {
+        Self::send(
+            self.request(Method::POST, "/v1/runner/unregister")
+                .json(leaving),
+        )
+        .await?;
         Ok(())
     }
 

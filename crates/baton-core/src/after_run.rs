@@ -81,6 +81,10 @@ pub const RUNNER_TIMEOUT_ERROR: &str = "timed out after ";
 /// past its timeout and grace (`reconcile::overdue`).
 pub const SERVER_TIMEOUT_ERROR: &str = "timed out";
 
+/// The error of a run its runner no longer lists (it never started it, or gave it up),
+/// or left out of what it held as it unregistered.
+pub const FORGOTTEN_ERROR: &str = "the runner no longer runs it";
+
 /// Whether a run ended at its timeout: the server's `timed_out`, or the runner's own
 /// timeout as it reports it ([`RUNNER_TIMEOUT_ERROR`]).
 pub fn timed_out(outcome: TaskStatus, exit_code: Option<i32>, error: Option<&str>) -> bool {

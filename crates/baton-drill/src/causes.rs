@@ -6,7 +6,7 @@
 //! the run, or its timeout really having passed while it ran. Anything else is a
 //! violation, whatever status the task ended in and whether or not it was retried.
 
-use baton_core::after_run::{RUNNER_TIMEOUT_ERROR, SERVER_TIMEOUT_ERROR};
+use baton_core::after_run::{FORGOTTEN_ERROR, RUNNER_TIMEOUT_ERROR, SERVER_TIMEOUT_ERROR};
 use baton_core::reconcile::Reason;
 use baton_store::audit;
 use sqlx::PgConnection;
@@ -155,7 +155,7 @@ fn blamable(error: &str) -> Option<&'static [(Blame, Near)]> {
         // Forgotten: the runner's list lacks it. The runner was killed, or the answer
         // handing it out came later than the fence or never (its node stopped, its link
         // or the stores faulted), so it was never started.
-        "the runner no longer runs it" => &[
+        FORGOTTEN_ERROR => &[
             (ItsRunnerKilled, TheRun),
             (ItsRunnerLink, TheRun),
             (AnyNode, ItsStart),

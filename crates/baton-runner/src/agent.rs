@@ -22,7 +22,7 @@ use crate::registration::Registration;
 use crate::results::ResultSpool;
 use crate::retry::{CallError, OnStop, Retrier, Stop, classify};
 use crate::tracker::Tracker;
-use baton_client::{Client, RegisterRunner};
+use baton_client::{Client, RegisterRunner, RunnerLeaving};
 use kept::{deliver_kept, resend_kept};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,6 +33,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 mod kept;
+
+/// How long an ephemeral runner tries to unregister (a node or its stores out) before it
+/// exits anyway.
+const UNREGISTER_TRIES_FOR: Duration = Duration::from_secs(30);
 
 /// Why the agent stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -382,9 +386,7 @@ impl Agent {
             let _ = tokio::time::timeout(Duration::from_secs(5), exchanging).await;
         }
         if exit == AgentExit::Once {
-            if let Err(e) = client.unregister().await {
-                tracing::warn!(error = %e, "could not unregister; an operator can delete the runner");
-            }
+            self.unregister(&client, boot_id, &tracker, &shutdown).await;
             Registration::remove(&self.config.state_dir)?;
         }
         if exit == AgentExit::Unregistered {
@@ -392,6 +394,33 @@ impl Agent {
         }
         tracing::info!(?exit, "runner stopped");
         Ok(exit)
+    }
+
+    /// Leaves, saying which runs it still holds (a result it could not hand over): the
+    /// server ends every other run of this boot as forgotten — one from an answer that came
+    /// back after the fence, which this agent never started — before it deletes the runner.
+    /// Tried for up to [`UNREGISTER_TRIES_FOR`]: a runner not deleted is left to its
+    /// provisioner or an operator.
+    async fn unregister(
+        &self,
+        client: &Client,
+        boot_id: uuid::Uuid,
+        tracker: &Tracker,
+        shutdown: &CancellationToken,
+    ) {
+        let leaving = RunnerLeaving {
+            boot_id,
+            running: tracker.leases(),
+        };
+        let leaving = &leaving;
+        let left = Retrier::new(self.config.backoff())
+            .until(Instant::now() + UNREGISTER_TRIES_FOR)
+            .stopped_by(shutdown.clone(), OnStop::LastTry)
+            .call(move || async move { client.unregister(leaving).await.map_err(classify) })
+            .await;
+        if let Err(e) = left {
+            tracing::warn!(error = %e, "could not unregister; an operator can delete the runner");
+        }
     }
 
     /// Lets running tasks finish within the shutdown grace, then stops the rest.

@@ -2,7 +2,7 @@
 //! plain-text rejections.
 
 use crate::error::ApiError;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, OptionalFromRequest, Request};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use baton_client::ErrorCode;
@@ -56,18 +56,46 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         if !is_json(&req) {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                ErrorCode::UnsupportedMediaType,
-                "send the body as JSON with Content-Type: application/json",
-            ));
+            return Err(not_json());
         }
+        Self::parse(&Bytes::from_request(req, state).await?)
+    }
+}
+
+/// A body a request may leave out (`Option<ApiJson<T>>`): an empty one is `None`, any
+/// other is checked as [`ApiJson`] checks it.
+impl<S: Send + Sync, T: DeserializeOwned> OptionalFromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Option<Self>, ApiError> {
+        let json = is_json(&req);
         let bytes = Bytes::from_request(req, state).await?;
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        if !json {
+            return Err(not_json());
+        }
+        Self::parse(&bytes).map(Some)
+    }
+}
+
+fn not_json() -> ApiError {
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ErrorCode::UnsupportedMediaType,
+        "send the body as JSON with Content-Type: application/json",
+    )
+}
+
+impl<T: DeserializeOwned> ApiJson<T> {
+    /// The body checked: bounded in size and depth, valid JSON, an object, of `T`'s shape.
+    fn parse(bytes: &Bytes) -> Result<Self, ApiError> {
         // A generic value costs ~50 bytes of memory per element: a body of 8 MiB of
         // `0,` would take hundreds of MiB before the handler even checks the token's
         // scope. Counted first, in one pass over the bytes, and refused past the bound.
-        check_shape(&bytes).map_err(|e| invalid_body(&e))?;
-        let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        check_shape(bytes).map_err(|e| invalid_body(&e))?;
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| {
             ApiError::bad_request(
                 ErrorCode::MalformedJson,
                 format!("the body is not valid JSON: {e}"),

@@ -131,6 +131,20 @@ pub struct Heartbeat {
     pub running: Vec<RunningLease>,
 }
 
+/// `POST /v1/runner/unregister`: the runner's last word, what it still holds as it leaves.
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerLeaving {
+    /// The agent process's boot id, as in its exchanges.
+    pub boot_id: Uuid,
+    /// The runs it still holds as it leaves (a result it could not hand over). Every other
+    /// run the server counts as this boot's, however recently started, it never ran or
+    /// gave up (an answer that came back after its fence), and will not start now: those
+    /// end as forgotten before the runner is deleted, not as a deleted runner's.
+    #[serde(default)]
+    pub running: Vec<RunningLease>,
+}
+
 /// Answer to a heartbeat: which of the listed runs to stop, and whether to report them.
 #[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct HeartbeatResponse {

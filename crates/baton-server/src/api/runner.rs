@@ -9,7 +9,7 @@ mod reports;
 use super::openapi::Errors;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
 use crate::config::Limits;
-use crate::dispatch::DispatchError;
+use crate::dispatch::{DispatchError, verdicts};
 use crate::dispatch::exchange::{self, Completion, ItemKey, RunnerCall, Start, chunk_key};
 use crate::error::ApiError;
 use crate::events::RunnerChange;
@@ -23,7 +23,8 @@ use baton_client::ErrorBody;
 use baton_client::ErrorCode;
 use baton_client::{
     CompleteTask, Exchange, ExchangeAnswer, Heartbeat, HeartbeatResponse, ItemAnswer, LeaseRequest,
-    LeaseResponse, LogAck, RegisterRunner, RunnerRegistered, StartTask, Started, Task,
+    LeaseResponse, LogAck, RegisterRunner, RunnerLeaving, RunnerRegistered, StartTask, Started,
+    Task,
 };
 use baton_core::LeaseId;
 use baton_core::RunnerId;
@@ -382,14 +383,34 @@ pub(super) async fn exchange(
     }))
 }
 
-/// An ephemeral runner leaving after its one task: the same as an operator deleting it.
+/// An ephemeral runner leaving after its one task. It says what it still holds: every
+/// other run of its boot ends as forgotten first — it will start none of them now — so a
+/// task whose answer came back after the runner's fence ends for that, not as a deleted
+/// runner's run. Then the same as an operator deleting it. With no body (agents of earlier
+/// releases), only the delete.
 #[utoipa::path(operation_id = "unregister_runner", post, path = "/v1/runner/unregister", tag = "runner", security(("bearer" = [])),
-    responses((status = 204, description = "The runner is deleted"), Errors)
+    request_body(content = Option<RunnerLeaving>, description = "What the runner holds as it leaves"),
+    responses((status = 204, description = "The runs it left out are ended, and the runner is deleted"), Errors)
 )]
 pub(super) async fn unregister(
     State(state): State<AppState>,
     runner: Runner,
+    leaving: Option<ApiJson<RunnerLeaving>>,
 ) -> Result<StatusCode, ApiError> {
+    if let Some(ApiJson(leaving)) = leaving {
+        check_running(&state.config.limits, leaving.running.len())?;
+        // However recently started: a leaving runner starts nothing from now on. Until
+        // they are all ended it is not deleted, so the call may be repeated.
+        let any_start = state.clock.now() + chrono::Duration::days(1);
+        verdicts::end_runs_left_out(
+            &state.dispatcher,
+            &runner,
+            leaving.boot_id,
+            &leaving.running,
+            any_start,
+        )
+        .await?;
+    }
     crate::auth::delete_runner(&state, runner.id).await?;
     tracing::info!(runner.id = %runner.id, "runner unregistered itself");
     Ok(StatusCode::NO_CONTENT)

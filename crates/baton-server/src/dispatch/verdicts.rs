@@ -11,7 +11,7 @@ use crate::auth::Runner;
 use baton_client::RunningLease;
 use baton_coord::Claim;
 use baton_core::TaskStatus;
-use baton_core::after_run::SERVER_TIMEOUT_ERROR;
+use baton_core::after_run::{FORGOTTEN_ERROR, SERVER_TIMEOUT_ERROR};
 use baton_core::reconcile::overdue;
 use baton_store::{RunEnd, TaskRecord, Work};
 use chrono::{DateTime, Utc};
@@ -156,32 +156,40 @@ pub(crate) async fn end_forgotten_runs(
 ) {
     let forgotten_after =
         chrono::Duration::seconds(dispatcher.config.timings.forgotten_run_after_s as i64);
-    let listed_at = listed_at(dispatcher, as_of);
-    let held = match dispatcher
-        .store
-        .runs_of_boot(runner.id, boot_id, listed_at - forgotten_after)
-        .await
+    let started_before = listed_at(dispatcher, as_of) - forgotten_after;
+    if let Err(e) = end_runs_left_out(dispatcher, runner, boot_id, running, started_before).await
     {
-        Ok(held) => held,
-        Err(e) => {
-            tracing::debug!(error = %e, runner.id = %runner.id, "forgotten runs not looked for this beat");
-            return;
-        }
-    };
+        tracing::debug!(error = %e, runner.id = %runner.id, "forgotten runs not all ended this beat");
+    }
+}
+
+/// Ends, as forgotten, the runs of this runner's boot started before `started_before`
+/// that `running` leaves out. An error: some may not be ended yet (the rest are).
+pub(crate) async fn end_runs_left_out(
+    dispatcher: &Dispatcher,
+    runner: &Runner,
+    boot_id: Uuid,
+    running: &[RunningLease],
+    started_before: DateTime<Utc>,
+) -> Result<(), DispatchError> {
+    let held = dispatcher
+        .store
+        .runs_of_boot(runner.id, boot_id, started_before)
+        .await?;
     let listed: HashSet<Uuid> = running.iter().map(|r| r.task_id).collect();
+    let mut failed = None;
     for task in held.into_iter().filter(|t| !listed.contains(&t.id)) {
         let Some(lease_id) = task.lease_id else {
             continue;
         };
-        let end = RunEnd::by_server(TaskStatus::Failed, "the runner no longer runs it");
+        let end = RunEnd::by_server(TaskStatus::Failed, FORGOTTEN_ERROR);
         match dispatcher.finalizer().end(task.id, lease_id, end).await {
             Ok(Some(ended)) => {
                 tracing::warn!(task.id = %task.id, runner.id = %runner.id, status = %ended.status, "run forgotten by its runner ended")
             }
             Ok(None) => {}
-            Err(e) => {
-                tracing::debug!(error = %e, task.id = %task.id, "forgotten run not ended this beat")
-            }
+            Err(e) => failed = Some(e),
         }
     }
+    failed.map_or(Ok(()), |e| Err(e.into()))
 }
