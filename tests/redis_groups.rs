@@ -130,27 +130,32 @@ async fn a_paused_queue_is_never_a_candidate_until_resumed() {
 
 /// The repair pass reads Postgres, then mirrors it: a pause or resume the API writes in
 /// between is newer than that read and stays (once, the mirror undid a pause, and a
-/// paused queue's task was counted as calling for a runner until the next pass).
+/// paused queue's task was counted as calling for a runner until the next pass). Only
+/// that queue is left: another, written long before, is mended all the same.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_mirror_read_before_a_pause_or_resume_does_not_undo_it() {
     let env = TestEnv::new("redis-paused-mirror").await;
     let coord = coord(&env).await;
-    let read_before = coord.paused_mark().await.unwrap();
+    let held = ["held".to_string()];
+    let read_before = coord.paused_marks().await.unwrap();
     coord.queue_paused_set("held", true).await.unwrap();
     assert!(!coord.paused_mirror(&read_before, &[]).await.unwrap());
-    assert_eq!(coord.queues_paused().await.unwrap(), vec!["held".to_string()]);
+    assert_eq!(coord.queues_paused().await.unwrap(), held);
 
-    let read_before = coord.paused_mark().await.unwrap();
+    let read_before = coord.paused_marks().await.unwrap();
     coord.queue_paused_set("held", false).await.unwrap();
-    let held = ["held".to_string()];
     assert!(!coord.paused_mirror(&read_before, &held).await.unwrap());
     assert!(coord.queues_paused().await.unwrap().is_empty());
 
     // Read after the last write, the mirror is the truth, and mends a lost copy.
-    let read_after = coord.paused_mark().await.unwrap();
+    let read_after = coord.paused_marks().await.unwrap();
     assert!(coord.paused_mirror(&read_after, &held).await.unwrap());
-    assert_eq!(coord.queues_paused().await.unwrap(), vec!["held".to_string()]);
+    assert_eq!(coord.queues_paused().await.unwrap(), held);
     assert!(!coord.paused_mirror(&read_after, &held).await.unwrap());
+
+    // Another queue paused since the read stays paused; "held", resumed in Postgres (its
+    // Redis copy lost, say), is mended regardless.
+    coord.queue_paused_set("other", true).await.unwrap();
     assert!(coord.paused_mirror(&read_after, &[]).await.unwrap());
-    assert!(coord.queues_paused().await.unwrap().is_empty());
+    assert_eq!(coord.queues_paused().await.unwrap(), vec!["other".to_string()]);
 }

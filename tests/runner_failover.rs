@@ -369,7 +369,11 @@ async fn a_task_in_an_answer_that_came_back_after_the_fence_is_not_started() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_a_leaving_runner_never_started_ends_as_forgotten_not_as_a_deleted_runners() {
     let env = TestEnv::new("runner-leaves-dropped").await;
-    let node = env.node_with(&fast_ha_lost_after("10")).await;
+    // Its idle polls carry its empty list, but no list can call the dropped run forgotten
+    // for 300 s: only its leaving can end it so.
+    let mut args = fast_ha_lost_after("10");
+    args.extend(["--forgotten-run-after-s", "300"]);
+    let node = env.node_with(&args).await;
     let link = proxy::FaultProxy::in_front_of(&node.url).await.unwrap();
     let mut runner = env
         .runner_with(
@@ -440,6 +444,63 @@ async fn a_run_a_leaving_runner_never_started_ends_as_forgotten_not_as_a_deleted
     assert!(
         user.runners().await.unwrap().runners.is_empty(),
         "it unregistered"
+    );
+}
+
+/// A one-task runner is stopped while its result is held on its way (`--fault
+/// hold-results`): it keeps the result on disk, and leaves. The run ran, so its leaving
+/// lists it as reporting and the run is not called forgotten: it stays the server's to
+/// judge, and ends as a deleted runner's once the runner has been silent past its lost
+/// threshold (a result on its way may land until then). Left out, it ended as forgotten at
+/// once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leaving_runner_s_kept_result_is_not_called_forgotten() {
+    let env = TestEnv::new("runner-leaves-reporting").await;
+    let mut args = fast_ha_lost_after("10");
+    args.extend(["--fault", "hold-results:120"]);
+    let node = env.node_with(&args).await;
+    let user = user_client(&node.url);
+    let mut runner = env
+        .runner_with(
+            &node.url,
+            &["leaving"],
+            1,
+            &["--once", "--shutdown-grace-s", "1"],
+        )
+        .await;
+    let (task, _) = user
+        .submit(&SubmitTask {
+            labels: vec!["leaving".into()],
+            script: Some("echo done".into()),
+            ..SubmitTask::default()
+        })
+        .await
+        .unwrap();
+    wait_for("its result to be held", Duration::from_secs(30), || async {
+        let log = std::fs::read_to_string(&node.log).ok()?;
+        log.contains("holding an exchange that carries results")
+            .then_some(())
+    })
+    .await;
+    runner.signal("TERM");
+    assert_eq!(runner.wait_exit(Duration::from_secs(30)).await, Some(0));
+    let log = std::fs::read_to_string(&runner.log).unwrap();
+    assert!(log.contains("kept on disk"), "{log}");
+    assert!(
+        user.runners().await.unwrap().runners.is_empty(),
+        "it unregistered"
+    );
+    let left = user.task_get(task.id).await.unwrap();
+    assert_eq!(
+        (left.status, left.error.as_deref()),
+        (TaskStatus::Running, None),
+        "not ended as forgotten as its runner left: {left:?}"
+    );
+    let ended = env.wait_terminal(&user, task.id).await;
+    assert_eq!(
+        (ended.status, ended.error.as_deref()),
+        (TaskStatus::Failed, Some("runner deleted")),
+        "{ended:?}"
     );
 }
 

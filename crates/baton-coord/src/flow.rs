@@ -14,9 +14,9 @@ static PAUSED_MIRROR: LazyLock<Script> =
 static GROUPS_REPAIR: LazyLock<Script> =
     LazyLock::new(|| indexing(include_str!("lua/groups_repair.lua")));
 
-/// The API's pauses and resumes as far as one reading saw them ([`Coord::paused_mark`]).
+/// Each queue's last pause or resume, as one reading saw them ([`Coord::paused_marks`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PausedMark(String);
+pub struct PausedMarks(BTreeMap<String, String>);
 
 /// What a group's recount changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -30,14 +30,18 @@ pub struct GroupRepair {
 }
 
 impl Coord {
-    /// Pauses or resumes `queue` in Redis, after Postgres recorded it, and moves the
-    /// paused mark on, so a mirror read from Postgres before is not written over it. A
+    /// Pauses or resumes `queue` in Redis, after Postgres recorded it, and gives the queue
+    /// a new mark, so a mirror read from Postgres before does not write over it. A
     /// resume wakes every parked lease (and ends every node's memory of finding
     /// nothing), so the queue's tasks go out at once.
     pub async fn queue_paused_set(&self, queue: &str, paused: bool) -> Result<(), CoordError> {
         let mut conn = self.conn().await?;
         let mut pipe = redis::pipe();
-        pipe.atomic().incr(self.keys.paused_mark(), 1).ignore();
+        // A fresh token, not a count: after Redis lost its data a count would start over
+        // and could match a mark read before.
+        pipe.atomic()
+            .hset(self.keys.paused_marks(), queue, Uuid::new_v4().to_string())
+            .ignore();
         if paused {
             pipe.sadd(self.keys.paused(), queue).ignore();
         } else {
@@ -57,37 +61,44 @@ impl Coord {
             .await?)
     }
 
-    /// Where the API's pauses and resumes were when read: taken before Postgres's paused
-    /// queues are read for [`Coord::paused_mirror`].
-    pub async fn paused_mark(&self) -> Result<PausedMark, CoordError> {
+    /// Each queue's last pause or resume written, as a token: taken before Postgres's
+    /// paused queues are read for [`Coord::paused_mirror`].
+    pub async fn paused_marks(&self) -> Result<PausedMarks, CoordError> {
         let mut conn = self.conn().await?;
-        let mark: Option<String> = redis::cmd("GET")
-            .arg(self.keys.paused_mark())
-            .query_async(&mut conn)
-            .await?;
-        Ok(PausedMark(mark.unwrap_or_default()))
+        Ok(PausedMarks(
+            redis::cmd("HGETALL")
+                .arg(self.keys.paused_marks())
+                .query_async(&mut conn)
+                .await?,
+        ))
     }
 
-    /// Makes the paused set exactly `queues` (the repair pass, from Postgres, read after
-    /// `mark` was taken), unless a pause or resume was written since: that one is newer
-    /// than the read. Returns whether it changed; a resume it undid is published as a
+    /// Makes the paused set as Postgres has it (`queues`, read after `marks` were taken),
+    /// but for a queue paused or resumed since: that write is newer than the read, and
+    /// stays. Returns whether the set changed; a resume it undid is published as a
     /// wake-up like any resume.
     pub async fn paused_mirror(
         &self,
-        mark: &PausedMark,
+        marks: &PausedMarks,
         queues: &[String],
     ) -> Result<bool, CoordError> {
         let mut inv = PAUSED_MIRROR.prepare_invoke();
         inv.arg(self.keys.prefix())
-            .arg(&mark.0)
             .arg(self.keys.wake())
-            .arg(Wake::All.payload());
+            .arg(Wake::All.payload())
+            .arg(marks.0.len());
+        for (queue, mark) in &marks.0 {
+            inv.arg(queue).arg(mark);
+        }
         for queue in queues {
             inv.arg(queue);
         }
         let mut conn = self.conn().await?;
-        let changed: i64 = inv.invoke_async(&mut conn).await?;
-        Ok(changed == 1)
+        let (changed, newer): (u64, u64) = inv.invoke_async(&mut conn).await?;
+        if newer > 0 {
+            tracing::debug!(queues = newer, "paused queues written since the read are left as written");
+        }
+        Ok(changed > 0)
     }
 
     /// Recounts one concurrency group from its unfinished tasks as Postgres has them:

@@ -108,10 +108,11 @@ impl Keys {
         format!("{}paused", self.prefix)
     }
 
-    /// Moved on by every pause and resume the API writes, so the repair pass's mirror,
-    /// read from Postgres before, can tell that it is older (`lua/paused_mirror.lua`).
-    pub fn paused_mark(&self) -> String {
-        format!("{}paused:mark", self.prefix)
+    /// Queue -> a token set anew by each pause or resume the API writes, so the repair
+    /// pass's mirror, read from Postgres before, can tell that it is older
+    /// (`lua/paused_mirror.lua`).
+    pub fn paused_marks(&self) -> String {
+        format!("{}paused:marks", self.prefix)
     }
 
     /// The generation marker: missing means Redis lost its data.

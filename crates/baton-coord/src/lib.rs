@@ -30,7 +30,7 @@ pub use connection::{COMMAND_DURATION as REDIS_COMMAND_DURATION, RedisTarget, ha
 pub use epoch::Epoch;
 pub use error::{CoordError, ERRORS as REDIS_ERRORS};
 pub use events::{EntryId, HistoryBounds, HistoryEntry};
-pub use flow::{GroupRepair, PausedMark};
+pub use flow::{GroupRepair, PausedMarks};
 pub use keys::Keys;
 pub use liveness::NodeInfo;
 pub use locks::Lock;

@@ -22,7 +22,7 @@ use crate::registration::Registration;
 use crate::results::ResultSpool;
 use crate::retry::{CallError, OnStop, Retrier, Stop, classify};
 use crate::tracker::Tracker;
-use baton_client::{Client, RegisterRunner, RunnerLeaving};
+use baton_client::{Client, RegisterRunner, RunnerLeaving, RunningLease};
 use kept::{deliver_kept, resend_kept};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -292,7 +292,7 @@ impl Agent {
         if !undelivered.is_empty() {
             tokio::spawn(resend_kept(
                 executor.reports.clone(),
-                results,
+                results.clone(),
                 undelivered,
                 self.config.backoff(),
                 force_stop.clone(),
@@ -386,7 +386,8 @@ impl Agent {
             let _ = tokio::time::timeout(Duration::from_secs(5), exchanging).await;
         }
         if exit == AgentExit::Once {
-            self.unregister(&client, boot_id, &tracker, &shutdown).await;
+            self.unregister(&client, boot_id, &tracker, &results, &shutdown)
+                .await;
             Registration::remove(&self.config.state_dir)?;
         }
         if exit == AgentExit::Unregistered {
@@ -396,9 +397,10 @@ impl Agent {
         Ok(exit)
     }
 
-    /// Leaves, saying which runs it still holds (a result it could not hand over): the
-    /// server ends every other run of this boot as forgotten — one from an answer that came
-    /// back after the fence, which this agent never started — before it deletes the runner.
+    /// Leaves, saying which runs it still holds: those it tracks, and those whose result it
+    /// kept, undelivered (the last try of which may still land) — each as reporting. The
+    /// server ends every other run of this boot as forgotten — one from an answer that
+    /// came back after the fence, which this agent never started — and deletes the runner.
     /// Tried for up to [`UNREGISTER_TRIES_FOR`]: a runner not deleted is left to its
     /// provisioner or an operator.
     async fn unregister(
@@ -406,20 +408,32 @@ impl Agent {
         client: &Client,
         boot_id: uuid::Uuid,
         tracker: &Tracker,
+        results: &ResultSpool,
         shutdown: &CancellationToken,
     ) {
-        let leaving = RunnerLeaving {
-            boot_id,
-            running: tracker.leases(),
-        };
+        let mut running = tracker.leases();
+        for kept in results.pending() {
+            if !running.iter().any(|r| r.task_id == kept.task_id) {
+                running.push(RunningLease {
+                    task_id: kept.task_id,
+                    lease_id: kept.lease_id,
+                    reporting: true,
+                });
+            }
+        }
+        let leaving = RunnerLeaving { boot_id, running };
         let leaving = &leaving;
         let left = Retrier::new(self.config.backoff())
             .until(Instant::now() + UNREGISTER_TRIES_FOR)
             .stopped_by(shutdown.clone(), OnStop::LastTry)
             .call(move || async move { client.unregister(leaving).await.map_err(classify) })
             .await;
-        if let Err(e) = left {
-            tracing::warn!(error = %e, "could not unregister; an operator can delete the runner");
+        match left {
+            // A try whose answer was lost deleted it: the next one is refused as unknown.
+            Ok(()) | Err(CallError::Stop(Stop::Unregistered)) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "could not unregister; an operator can delete the runner")
+            }
         }
     }
 

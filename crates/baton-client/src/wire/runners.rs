@@ -137,10 +137,13 @@ pub struct Heartbeat {
 pub struct RunnerLeaving {
     /// The agent process's boot id, as in its exchanges.
     pub boot_id: Uuid,
-    /// The runs it still holds as it leaves (a result it could not hand over). Every other
-    /// run the server counts as this boot's, however recently started, it never ran or
-    /// gave up (an answer that came back after its fence), and will not start now: those
-    /// end as forgotten before the runner is deleted, not as a deleted runner's.
+    /// The runs it still holds as it leaves: a run it ran whose result it could not hand
+    /// over (kept, or its last try perhaps still on its way) is listed `reporting`, and
+    /// is left to the server, which ends it as a deleted runner's once the runner has been
+    /// silent past `runner_lost_after_s`. Every other run the server counts as this boot's,
+    /// however recently started, it never ran or gave up (an answer that came back after
+    /// its fence), and will not start now: those end as forgotten as it leaves, not as a
+    /// deleted runner's.
     #[serde(default)]
     pub running: Vec<RunningLease>,
 }

@@ -1,38 +1,45 @@
 -- The repair pass's mirror of the paused queues from Postgres (docs/flow-control.md).
--- Postgres was read after the mark was: a pause or resume the API wrote to Redis since
--- moved the mark on, and its write is newer than that read, so this one writes nothing
--- (written, the read would undo a pause until the next pass, or hold a resumed queue).
+-- Each pause or resume the API writes to Redis sets its queue's mark to a fresh token in
+-- the same transaction. The marks were read before Postgres was: a queue whose mark has
+-- moved since was written after that read, and its newer copy stays (written over, a
+-- pause would be undone until the next pass, or a resumed queue held). Every other queue
+-- is made as Postgres has it.
 --
--- ARGV[1] key prefix   ARGV[2] the mark read before Postgres ('' when it was missing)
--- ARGV[3] the wake channel   ARGV[4] the payload that wakes every parked lease
--- ARGV[5 ..] the queues Postgres has paused
--- Returns 1 when the set was changed, 0 when it matched or the mark had moved.
-local prefix, mark, channel, wake_all = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local paused = prefix .. 'paused'
-if (redis.call('GET', prefix .. 'paused:mark') or '') ~= mark then
-  return 0
+-- ARGV[1] key prefix   ARGV[2] the wake channel   ARGV[3] the payload that wakes every
+-- parked lease   ARGV[4] n, the number of marks read
+-- ARGV[5 .. 4 + 2n] pairs: queue, its mark as read
+-- ARGV[5 + 2n ..] the queues Postgres has paused
+-- Returns {queues changed, queues left as a newer write has them}.
+local prefix, channel, wake_all = ARGV[1], ARGV[2], ARGV[3]
+local paused, marks = prefix .. 'paused', prefix .. 'paused:marks'
+local n = tonumber(ARGV[4])
+local read = {}
+for i = 5, 4 + 2 * n, 2 do
+  read[ARGV[i]] = ARGV[i + 1]
 end
 local want = {}
-local wanted = 0
-for i = 5, #ARGV do
+for i = 5 + 2 * n, #ARGV do
   want[ARGV[i]] = true
-  wanted = wanted + 1
 end
-local now = redis.call('SMEMBERS', paused)
-local resumed = false
-for _, queue in ipairs(now) do
-  if not want[queue] then
+local queues = {}
+for q in pairs(want) do
+  queues[q] = true
+end
+for _, q in ipairs(redis.call('SMEMBERS', paused)) do
+  queues[q] = true
+end
+local changed, newer, resumed = 0, 0, false
+for q in pairs(queues) do
+  if (redis.call('HGET', marks, q) or false) ~= (read[q] or false) then
+    newer = newer + 1
+  elseif want[q] then
+    changed = changed + redis.call('SADD', paused, q)
+  elseif redis.call('SREM', paused, q) == 1 then
+    changed = changed + 1
     resumed = true
   end
-end
-if not resumed and #now == wanted then
-  return 0
-end
-redis.call('DEL', paused)
-for i = 5, #ARGV do
-  redis.call('SADD', paused, ARGV[i])
 end
 if resumed then
   redis.call('PUBLISH', channel, wake_all)
 end
-return 1
+return {changed, newer}

@@ -397,21 +397,31 @@ pub(super) async fn unregister(
     runner: Runner,
     leaving: Option<ApiJson<RunnerLeaving>>,
 ) -> Result<StatusCode, ApiError> {
-    if let Some(ApiJson(leaving)) = leaving {
-        check_running(&state.config.limits, leaving.running.len())?;
-        // However recently started: a leaving runner starts nothing from now on. Until
-        // they are all ended it is not deleted, so the call may be repeated.
-        let any_start = state.clock.now() + chrono::Duration::days(1);
+    let Some(ApiJson(leaving)) = leaving else {
+        crate::auth::delete_runner(&state, runner.id).await?;
+        tracing::info!(runner.id = %runner.id, "runner unregistered itself");
+        return Ok(StatusCode::NO_CONTENT);
+    };
+    check_running(&state.config.limits, leaving.running.len())?;
+    // However recently started: a leaving runner starts nothing from now on.
+    let any_start = || state.clock.now() + chrono::Duration::days(1);
+    let left_out = || {
         verdicts::end_runs_left_out(
             &state.dispatcher,
             &runner,
             leaving.boot_id,
             &leaving.running,
-            any_start,
+            any_start(),
         )
-        .await?;
-    }
+    };
+    // Until they are all ended it is not deleted, so the call may be repeated.
+    left_out().await?;
     crate::auth::delete_runner(&state, runner.id).await?;
+    // A start of one of its exchanges that got past its check before the delete and
+    // committed after the read above: none can commit now (`RUNNER_MAY_TAKE`).
+    if let Err(e) = left_out().await {
+        tracing::warn!(error = %e, runner.id = %runner.id, "a start that landed as the runner left is left to the reconciler");
+    }
     tracing::info!(runner.id = %runner.id, "runner unregistered itself");
     Ok(StatusCode::NO_CONTENT)
 }

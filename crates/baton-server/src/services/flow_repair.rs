@@ -25,11 +25,11 @@ pub struct FlowRepair {
 /// drops the group entries of tasks that ended. Claims must have been restored first:
 /// a slot is held by a claim.
 pub(super) async fn repair(store: &Store, coord: &Coord) -> Result<FlowRepair, ServiceError> {
-    // The mark before Postgres: a pause written after this read is newer than it.
-    let mark = coord.paused_mark().await?;
+    // The marks before Postgres: a pause written after this read is newer than it.
+    let marks = coord.paused_marks().await?;
     let mut out = FlowRepair {
         paused_mirrored: coord
-            .paused_mirror(&mark, &store.queues_paused().await?)
+            .paused_mirror(&marks, &store.queues_paused().await?)
             .await?,
         ..FlowRepair::default()
     };

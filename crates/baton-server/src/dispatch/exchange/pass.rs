@@ -565,12 +565,12 @@ async fn claim_groups_of(
 /// would be popped and refused again until the repair pass.
 async fn mirror_pauses(dispatcher: &Dispatcher) {
     let mirrored = async {
-        // The mark before Postgres: a pause written after this read is newer than it.
-        let mark = dispatcher.coord.paused_mark().await.map_err(|e| e.to_string())?;
+        // The marks before Postgres: a pause written after this read is newer than it.
+        let marks = dispatcher.coord.paused_marks().await.map_err(|e| e.to_string())?;
         let paused = dispatcher.store.queues_paused().await.map_err(|e| e.to_string())?;
         dispatcher
             .coord
-            .paused_mirror(&mark, &paused)
+            .paused_mirror(&marks, &paused)
             .await
             .map_err(|e| e.to_string())
     }
