@@ -7,7 +7,9 @@ use baton_core::LeaseId;
 use baton_core::RunnerId;
 use baton_localcluster::testing as support;
 
-use baton_coord::{Coord, CoordOptions, Enqueue, LeaseAsk, Popped, ReplayKey, RunEnded};
+use baton_coord::{Coord, CoordOptions, Enqueue, LeaseAsk, Popped, ReplayKey, RunEnded, WakeBus};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 use baton_core::LabelSet;
 use baton_core::flow::Group;
 use support::*;
@@ -136,6 +138,26 @@ async fn a_paused_queue_is_never_a_candidate_until_resumed() {
 async fn a_mirror_read_before_a_pause_or_resume_does_not_undo_it() {
     let env = TestEnv::new("redis-paused-mirror").await;
     let coord = coord(&env).await;
+    let wakes = WakeBus::spawn(&coord, CancellationToken::new());
+    let redis = redis::Client::open(env.redis_url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let channel = format!("{}wake", env.redis_prefix);
+    wait_for("the wake-ups to be listened to", Duration::from_secs(10), || {
+        let (mut redis, channel) = (redis.clone(), channel.clone());
+        async move {
+            let (_, listeners): (String, u64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query_async(&mut redis)
+                .await
+                .ok()?;
+            (listeners > 0).then_some(())
+        }
+    })
+    .await;
     let held = ["held".to_string()];
     let read_before = coord.paused_marks().await.unwrap();
     coord.queue_paused_set("held", true).await.unwrap();
@@ -155,7 +177,13 @@ async fn a_mirror_read_before_a_pause_or_resume_does_not_undo_it() {
 
     // Another queue paused since the read stays paused; "held", resumed in Postgres (its
     // Redis copy lost, say), is mended regardless.
+    // A resume the mirror makes wakes every parked lease, as the API's does.
     coord.queue_paused_set("other", true).await.unwrap();
+    let news = wakes.queue_news();
     assert!(coord.paused_mirror(&read_after, &[]).await.unwrap());
     assert_eq!(coord.queues_paused().await.unwrap(), vec!["other".to_string()]);
+    wait_for("the resume's wake-up", Duration::from_secs(10), || async {
+        (wakes.queue_news() > news).then_some(())
+    })
+    .await;
 }
