@@ -32,12 +32,14 @@
 //! Not modelled here (the tests and the drill hold them): events, schedules, logs. Node
 //! death and adoption, Redis failover and empty restarts, concurrency groups, cancel and
 //! pause (hole 3) are the second model's, [`groups`], with one queue and runners folded
-//! in (`tests/groups.rs`).
+//! in (`tests/groups.rs`). A one-task runner that leaves (hole 11) is the third's,
+//! [`leaving`] (`tests/leaving.rs`).
 //!
 //! Keeping it honest: a change to one of the steps named above changes its step here in
 //! the same commit (ARCHITECTURE.md says how a reader keeps them in step).
 
 pub mod groups;
+pub mod leaving;
 mod protocol;
 mod state;
 
