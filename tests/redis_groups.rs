@@ -8,11 +8,11 @@ use baton_core::RunnerId;
 use baton_localcluster::testing as support;
 
 use baton_coord::{Coord, CoordOptions, Enqueue, LeaseAsk, Popped, ReplayKey, RunEnded, WakeBus};
-use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use baton_core::LabelSet;
 use baton_core::flow::Group;
+use std::time::Duration;
 use support::*;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 const NOW: i64 = 1_800_000_000_000;
@@ -145,18 +145,22 @@ async fn a_mirror_read_before_a_pause_or_resume_does_not_undo_it() {
         .await
         .unwrap();
     let channel = format!("{}wake", env.redis_prefix);
-    wait_for("the wake-ups to be listened to", Duration::from_secs(10), || {
-        let (mut redis, channel) = (redis.clone(), channel.clone());
-        async move {
-            let (_, listeners): (String, u64) = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg(&channel)
-                .query_async(&mut redis)
-                .await
-                .ok()?;
-            (listeners > 0).then_some(())
-        }
-    })
+    wait_for(
+        "the wake-ups to be listened to",
+        Duration::from_secs(10),
+        || {
+            let (mut redis, channel) = (redis.clone(), channel.clone());
+            async move {
+                let (_, listeners): (String, u64) = redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(&channel)
+                    .query_async(&mut redis)
+                    .await
+                    .ok()?;
+                (listeners > 0).then_some(())
+            }
+        },
+    )
     .await;
     let held = ["held".to_string()];
     let read_before = coord.paused_marks().await.unwrap();
@@ -181,7 +185,10 @@ async fn a_mirror_read_before_a_pause_or_resume_does_not_undo_it() {
     coord.queue_paused_set("other", true).await.unwrap();
     let news = wakes.queue_news();
     assert!(coord.paused_mirror(&read_after, &[]).await.unwrap());
-    assert_eq!(coord.queues_paused().await.unwrap(), vec!["other".to_string()]);
+    assert_eq!(
+        coord.queues_paused().await.unwrap(),
+        vec!["other".to_string()]
+    );
     wait_for("the resume's wake-up", Duration::from_secs(10), || async {
         (wakes.queue_news() > news).then_some(())
     })

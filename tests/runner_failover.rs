@@ -396,21 +396,31 @@ async fn a_run_a_leaving_runner_never_started_ends_as_forgotten_not_as_a_deleted
     let user = user_client(&node.url);
     let runs = file_tasks_may_write(&env.dir.join("runs.log"));
     let (dropped, _) = user
-        .submit(&task(&format!("echo dropped >> {}", runs.display()), "leaving", 1))
+        .submit(&task(
+            &format!("echo dropped >> {}", runs.display()),
+            "leaving",
+            1,
+        ))
         .await
         .unwrap();
-    wait_for(
+    let started = wait_for(
         "the node to start it for the parked runner",
         Duration::from_secs(10),
         || async {
             let task = user.task_get(dropped.id).await.ok()?;
-            (task.status == TaskStatus::Running).then_some(())
+            (task.status == TaskStatus::Running).then_some(task.started_at?)
         },
     )
     .await;
-    // The cut outlasts the runner's fence (3 s from the poll's send), not its lost
-    // threshold: the answer arrives late, and the runner is still counted alive.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // The cut outlasts the runner's fence (3 s from the poll's send, before the start),
+    // not its lost threshold: the answer arrives late, and the runner is still counted
+    // alive.
+    wait_for(
+        "the cut to outlast the runner's fence",
+        Duration::from_secs(10),
+        || async { (chrono::Utc::now() - started > chrono::Duration::seconds(4)).then_some(()) },
+    )
+    .await;
     link.set(proxy::Link::Open);
     wait_for(
         "the runner to drop the late answer",
@@ -422,7 +432,11 @@ async fn a_run_a_leaving_runner_never_started_ends_as_forgotten_not_as_a_deleted
     )
     .await;
     let (ran, _) = user
-        .submit(&task(&format!("echo ran >> {}", runs.display()), "leaving", 1))
+        .submit(&task(
+            &format!("echo ran >> {}", runs.display()),
+            "leaving",
+            1,
+        ))
         .await
         .unwrap();
     assert_eq!(runner.wait_exit(Duration::from_secs(30)).await, Some(0));

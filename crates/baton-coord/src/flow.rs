@@ -96,7 +96,10 @@ impl Coord {
         let mut conn = self.conn().await?;
         let (changed, newer): (u64, u64) = inv.invoke_async(&mut conn).await?;
         if newer > 0 {
-            tracing::debug!(queues = newer, "paused queues written since the read are left as written");
+            tracing::debug!(
+                queues = newer,
+                "paused queues written since the read are left as written"
+            );
         }
         Ok(changed > 0)
     }

@@ -9,8 +9,8 @@ mod reports;
 use super::openapi::Errors;
 use crate::auth::{RUNNER_TOKEN_PREFIX, Runner, hash_token, hashes_equal, new_token};
 use crate::config::Limits;
-use crate::dispatch::{DispatchError, verdicts};
 use crate::dispatch::exchange::{self, Completion, ItemKey, RunnerCall, Start, chunk_key};
+use crate::dispatch::{DispatchError, verdicts};
 use crate::error::ApiError;
 use crate::events::RunnerChange;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
@@ -397,33 +397,40 @@ pub(super) async fn unregister(
     runner: Runner,
     leaving: Option<ApiJson<RunnerLeaving>>,
 ) -> Result<StatusCode, ApiError> {
-    let Some(ApiJson(leaving)) = leaving else {
-        crate::auth::delete_runner(&state, runner.id).await?;
-        tracing::info!(runner.id = %runner.id, "runner unregistered itself");
-        return Ok(StatusCode::NO_CONTENT);
-    };
-    check_running(&state.config.limits, leaving.running.len())?;
-    // However recently started: a leaving runner starts nothing from now on.
-    let any_start = || state.clock.now() + chrono::Duration::days(1);
-    let left_out = || {
-        verdicts::end_runs_left_out(
-            &state.dispatcher,
-            &runner,
-            leaving.boot_id,
-            &leaving.running,
-            any_start(),
-        )
-    };
-    // Until they are all ended it is not deleted, so the call may be repeated.
-    left_out().await?;
+    let leaving = leaving.map(|ApiJson(leaving)| leaving);
+    if let Some(leaving) = &leaving {
+        check_running(&state.config.limits, leaving.running.len())?;
+        // Until they are all ended it is not deleted, so the call may be repeated.
+        end_left_out(&state, &runner, leaving).await?;
+    }
     crate::auth::delete_runner(&state, runner.id).await?;
     // A start of one of its exchanges that got past its check before the delete and
-    // committed after the read above: none can commit now (`RUNNER_MAY_TAKE`).
-    if let Err(e) = left_out().await {
+    // committed after the look above: none can commit now (`RUNNER_MAY_TAKE`).
+    if let Some(leaving) = &leaving
+        && let Err(e) = end_left_out(&state, &runner, leaving).await
+    {
         tracing::warn!(error = %e, runner.id = %runner.id, "a start that landed as the runner left is left to the reconciler");
     }
     tracing::info!(runner.id = %runner.id, "runner unregistered itself");
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Ends as forgotten every run of the leaving runner's boot that it does not list,
+/// however recently started: a leaving runner starts nothing from now on.
+async fn end_left_out(
+    state: &AppState,
+    runner: &Runner,
+    leaving: &RunnerLeaving,
+) -> Result<(), DispatchError> {
+    let any_start = state.clock.now() + chrono::Duration::days(1);
+    verdicts::end_runs_left_out(
+        &state.dispatcher,
+        runner,
+        leaving.boot_id,
+        &leaving.running,
+        any_start,
+    )
+    .await
 }
 
 /// Acknowledges a lease: the task is recorded as running under it.

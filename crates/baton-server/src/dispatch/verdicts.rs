@@ -157,8 +157,7 @@ pub(crate) async fn end_forgotten_runs(
     let forgotten_after =
         chrono::Duration::seconds(dispatcher.config.timings.forgotten_run_after_s as i64);
     let started_before = listed_at(dispatcher, as_of) - forgotten_after;
-    if let Err(e) = end_runs_left_out(dispatcher, runner, boot_id, running, started_before).await
-    {
+    if let Err(e) = end_runs_left_out(dispatcher, runner, boot_id, running, started_before).await {
         tracing::debug!(error = %e, runner.id = %runner.id, "forgotten runs not all ended this beat");
     }
 }

@@ -566,8 +566,16 @@ async fn claim_groups_of(
 async fn mirror_pauses(dispatcher: &Dispatcher) {
     let mirrored = async {
         // The marks before Postgres: a pause written after this read is newer than it.
-        let marks = dispatcher.coord.paused_marks().await.map_err(|e| e.to_string())?;
-        let paused = dispatcher.store.queues_paused().await.map_err(|e| e.to_string())?;
+        let marks = dispatcher
+            .coord
+            .paused_marks()
+            .await
+            .map_err(|e| e.to_string())?;
+        let paused = dispatcher
+            .store
+            .queues_paused()
+            .await
+            .map_err(|e| e.to_string())?;
         dispatcher
             .coord
             .paused_mirror(&marks, &paused)
